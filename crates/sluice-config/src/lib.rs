@@ -1,1 +1,78 @@
-//! placeholder
+//! Sluice's configuration tree: the data model of a home folder (`mcp/expose.json`,
+//! `sluice.json`, …), loading that collects every error before failing, and validation.
+//!
+//! The main types are [`Config`] (a loaded tree), [`UpstreamSpec`] (one upstream MCP server),
+//! [`ExposeEntry`] (one curated tool), [`Settings`] (server settings) and [`ConfigError`]
+//! (one problem, with file and field).
+
+mod error;
+mod expose;
+mod fields;
+mod settings;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use expose::{ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
+pub use settings::Settings;
+
+use std::path::{Path, PathBuf};
+
+/// A loaded configuration tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The home folder the tree was read from (absolute).
+    pub home: PathBuf,
+    /// `sluice.json`: server settings.
+    pub settings: Settings,
+    /// `mcp/expose.json`: upstreams and curated tools.
+    pub expose: ExposeFile,
+}
+
+/// Non-fatal findings of a load (shown by `sluice check` and logged at start).
+pub type Warnings = Vec<String>;
+
+impl Config {
+    /// Load the tree under `home`, collecting every error. `env` resolves `${env:NAME}`.
+    pub fn load(
+        home: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(Config, Warnings), ConfigErrors> {
+        let home = std::path::absolute(home).unwrap_or_else(|_| home.to_path_buf());
+        let mut errors = Vec::new();
+        let mut warnings = Vec::new();
+        if !home.is_dir() {
+            return Err(ConfigErrors(vec![ConfigError::new(
+                &home,
+                "",
+                "the home folder does not exist",
+            )]));
+        }
+        let settings = settings::load(&home.join("sluice.json"), &mut errors);
+        let expose = expose::load(&home, env, &mut errors, &mut warnings);
+        if errors.is_empty() {
+            Ok((
+                Config {
+                    home,
+                    settings,
+                    expose,
+                },
+                warnings,
+            ))
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+
+    /// A tree with one upstream exposed transparently (every tool under its own name), built
+    /// from the command line (`sluice serve --passthrough`).
+    pub fn passthrough(upstream: UpstreamSpec, settings: Settings) -> Config {
+        Config {
+            home: std::env::current_dir().unwrap_or_default(),
+            settings,
+            expose: ExposeFile {
+                upstreams: vec![upstream],
+                expose: Vec::new(),
+                version: 1,
+            },
+        }
+    }
+}

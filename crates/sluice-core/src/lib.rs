@@ -1,1 +1,13 @@
-//! placeholder
+//! Sluice's message model: a thin JSON-RPC 2.0 envelope over `serde_json` that keeps every field
+//! (and key order) it was given, the error codes the gateway answers with, and the protocol
+//! versions it speaks. No I/O lives here.
+//!
+//! The main types are [`Message`] (one parsed JSON-RPC message, classified by [`Kind`]) and
+//! [`RpcError`] (a JSON-RPC error object the gateway produces).
+
+pub mod error;
+pub mod message;
+pub mod version;
+
+pub use error::{codes, RpcError};
+pub use message::{Kind, Message, ParseError};

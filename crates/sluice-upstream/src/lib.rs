@@ -1,1 +1,18 @@
-//! placeholder
+//! Sluice's upstream connections: one live MCP session with an upstream server over stdio
+//! (a child process), Streamable HTTP, or the legacy HTTP+SSE transport.
+//!
+//! The main type is [`Connection`]: open it with [`Connection::open`] (spawn or connect, then the
+//! `initialize` handshake), send requests with [`Connection::call`] (the connection mints its own
+//! request ids, so ids from different clients never collide upstream), notifications with
+//! [`Connection::notify`], and replies to the upstream's own requests with [`Connection::send`].
+//! Everything the upstream starts (requests, notifications) and the end of the connection arrive
+//! as [`Event`]s on the channel given at open.
+
+mod connection;
+mod error;
+mod http;
+mod sse;
+mod stdio;
+
+pub use connection::{Connection, Event, Incoming, OpenOptions};
+pub use error::UpstreamError;

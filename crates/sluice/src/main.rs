@@ -1,1 +1,213 @@
-fn main() {}
+//! The `sluice` command: `serve` (Streamable HTTP or stdio), `check` (validate a tree), and the
+//! built-in demo upstream.
+
+mod demo;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use sluice_config::{Config, ConfigErrors, Settings, Transport, UpstreamSpec};
+use sluice_server::Gateway;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Sluice: a fast MCP gateway with a hook pipeline.
+#[derive(Parser)]
+#[command(name = "sluice", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP clients (Streamable HTTP at http://LISTEN/mcp, or stdio with --stdio).
+    Serve(ServeArgs),
+    /// Validate a configuration tree; print every error with file and field; exit 1 on any.
+    Check {
+        /// The configuration tree (home folder).
+        #[arg(long)]
+        home: PathBuf,
+    },
+    /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
+    #[command(hide = true)]
+    DemoUpstream,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// The configuration tree. Without it (and without --passthrough) a built-in default tree
+    /// with a demo upstream is served.
+    #[arg(long)]
+    home: Option<PathBuf>,
+    /// Address of the MCP listener (overrides `listen` in sluice.json). Default 127.0.0.1:8750.
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Serve one client on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    stdio: bool,
+    /// Front one upstream transparently: a URL (Streamable HTTP; a URL ending in /sse uses the
+    /// legacy SSE transport), or, with no value, the command after `--`.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    passthrough: Option<String>,
+    /// The upstream command for `--passthrough -- CMD ARGS…`.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::DemoUpstream => {
+            demo::run();
+            ExitCode::SUCCESS
+        }
+        Command::Check { home } => check(&home),
+        Command::Serve(args) => {
+            init_logging();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            match rt.block_on(serve(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("sluice: {e:#}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn check(home: &PathBuf) -> ExitCode {
+    match Config::load(home, &env_lookup) {
+        Ok((config, warnings)) => {
+            for w in &warnings {
+                println!("warning: {w}");
+            }
+            println!(
+                "{}: ok ({} upstreams, {} curated tools)",
+                config.home.display(),
+                config.expose.upstreams.len(),
+                config.expose.expose.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(ConfigErrors(errors)) => {
+            for e in &errors {
+                println!("error: {e}");
+            }
+            println!("{} error(s)", errors.len());
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The default tree: the demo upstream (this binary), every tool listed.
+fn default_config() -> Result<Config> {
+    let exe = std::env::current_exe().context("locating the sluice binary")?;
+    let mut demo =
+        UpstreamSpec::stdio("demo", &exe.to_string_lossy(), vec!["demo-upstream".into()]);
+    demo.expose_all = true;
+    demo.description = "Built-in demo upstream: echo, add, word_count.".into();
+    let mut config = Config::passthrough(demo, Settings::default());
+    config.expose.upstreams[0].transparent = false;
+    Ok(config)
+}
+
+fn passthrough_config(args: &ServeArgs, url: &str) -> Result<Config> {
+    let mut spec = if url.is_empty() {
+        let Some((cmd, rest)) = args.command.split_first() else {
+            bail!("--passthrough needs a URL or a command after `--`");
+        };
+        UpstreamSpec::stdio("upstream", cmd, rest.to_vec())
+    } else {
+        let transport = if url.trim_end_matches('/').ends_with("/sse") {
+            Transport::Sse
+        } else {
+            Transport::Http
+        };
+        UpstreamSpec::http("upstream", url, transport)
+    };
+    spec.transparent = true;
+    Ok(Config::passthrough(spec, Settings::default()))
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let mut config = match (&args.passthrough, &args.home) {
+        (Some(_), Some(_)) => bail!("--passthrough and --home cannot be combined"),
+        (Some(url), None) => passthrough_config(&args, url)?,
+        (None, Some(home)) => match Config::load(home, &env_lookup) {
+            Ok((config, warnings)) => {
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+                config
+            }
+            Err(errors) => bail!("the configuration has errors:\n{errors}"),
+        },
+        (None, None) => {
+            if !args.command.is_empty() {
+                bail!("a command after `--` needs --passthrough");
+            }
+            tracing::info!("no --home given: serving the built-in default tree (demo upstream)");
+            default_config()?
+        }
+    };
+    if let Some(listen) = &args.listen {
+        config.settings.listen = listen.clone();
+    }
+    let gw = Gateway::new(config);
+    if args.stdio {
+        gw.start().await;
+        sluice_server::stdio::serve(gw, tokio::io::stdin(), tokio::io::stdout()).await;
+        return Ok(());
+    }
+    let addr: std::net::SocketAddr = gw
+        .settings
+        .listen
+        .parse()
+        .with_context(|| format!("--listen {:?} is not HOST:PORT", gw.settings.listen))?;
+    if !addr.ip().is_loopback() {
+        bail!(
+            "refusing to listen on {addr}: only loopback addresses are allowed until authentication is configured"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    gw.start().await;
+    tracing::info!("serving MCP at http://{addr}/mcp");
+    let gw2 = gw.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+    };
+    sluice_server::http::serve(gw2, listener, shutdown).await?;
+    gw.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,355 @@
+//! `mcp/expose.json`: the upstream MCP servers and the curated tools drawn from them
+//! (seed 003's format, plus the `http` and `sse` transports, `expose_all` and `isolation`).
+
+use crate::error::ConfigError;
+use crate::fields::{expand_env, read_json, Fields};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+/// How Sluice reaches an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking JSON lines on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+    /// The legacy HTTP+SSE transport (2024-11-05).
+    Sse,
+}
+
+/// How many processes a stdio upstream gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// One process shared by every client session (the default).
+    Shared,
+    /// One process per client session.
+    Session,
+}
+
+/// One upstream MCP server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamSpec {
+    /// Stable unique key; the prefix of its tools' names.
+    pub id: String,
+    /// How to reach it.
+    pub transport: Transport,
+    /// stdio: the program to spawn.
+    pub command: String,
+    /// stdio: its arguments.
+    pub args: Vec<String>,
+    /// stdio: extra environment (`${env:NAME}` expanded).
+    pub env: BTreeMap<String, String>,
+    /// stdio: working folder (relative to the home folder); default the home folder.
+    pub cwd: Option<PathBuf>,
+    /// http/sse: the endpoint URL.
+    pub url: String,
+    /// http/sse: extra request headers (`${env:NAME}` expanded).
+    pub headers: BTreeMap<String, String>,
+    /// Connect at start-up.
+    pub enabled: bool,
+    /// Human-facing note.
+    pub description: String,
+    /// List every tool of this upstream (as `<id>_<tool>`), not only its `expose` entries.
+    pub expose_all: bool,
+    /// List tools under their own names (used by `--passthrough`).
+    pub transparent: bool,
+    /// stdio: one shared process or one per client session.
+    pub isolation: Isolation,
+    /// Per-request timeout override, in milliseconds.
+    pub timeout_ms: Option<u64>,
+}
+
+impl UpstreamSpec {
+    /// A stdio upstream with defaults.
+    pub fn stdio(id: &str, command: &str, args: Vec<String>) -> UpstreamSpec {
+        UpstreamSpec {
+            id: id.into(),
+            transport: Transport::Stdio,
+            command: command.into(),
+            args,
+            env: BTreeMap::new(),
+            cwd: None,
+            url: String::new(),
+            headers: BTreeMap::new(),
+            enabled: true,
+            description: String::new(),
+            expose_all: false,
+            transparent: false,
+            isolation: Isolation::Shared,
+            timeout_ms: None,
+        }
+    }
+
+    /// An HTTP (or SSE) upstream with defaults.
+    pub fn http(id: &str, url: &str, transport: Transport) -> UpstreamSpec {
+        UpstreamSpec {
+            transport,
+            url: url.into(),
+            ..UpstreamSpec::stdio(id, "", Vec::new())
+        }
+    }
+}
+
+/// One curated tool: an upstream tool listed under a chosen name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExposeEntry {
+    /// The upstream's id.
+    pub upstream: String,
+    /// The tool's name at the upstream.
+    pub tool: String,
+    /// The name clients see (default `<upstream>_<tool>`).
+    pub name: String,
+    /// Grouping label.
+    pub category: String,
+    /// Listed right now.
+    pub enabled: bool,
+}
+
+/// The whole `mcp/expose.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExposeFile {
+    /// Schema version (1).
+    pub version: u64,
+    /// Upstreams, in file order.
+    pub upstreams: Vec<UpstreamSpec>,
+    /// Curated tools.
+    pub expose: Vec<ExposeEntry>,
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+}
+
+/// Is `name` a valid MCP tool name (1–128 of `[A-Za-z0-9_.-]`)?
+pub fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+}
+
+/// A relative path argument that climbs out of `home` (the seed's isolation guard).
+fn escapes(home: &Path, arg: &str) -> bool {
+    let p = Path::new(arg);
+    if p.is_absolute() || !arg.contains('/') || arg.starts_with('-') {
+        return false;
+    }
+    let mut depth: i64 = 0;
+    for c in p.components() {
+        match c {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    let _ = home;
+    false
+}
+
+pub(crate) fn load(
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<String>,
+) -> ExposeFile {
+    let file = home.join("mcp").join("expose.json");
+    let mut out = ExposeFile {
+        version: 1,
+        upstreams: Vec::new(),
+        expose: Vec::new(),
+    };
+    let Some(root) = read_json(&file, errors) else {
+        return out;
+    };
+    let Some(root) = root.as_object() else {
+        errors.push(ConfigError::new(&file, "", "must be a JSON object"));
+        return out;
+    };
+    let mut top = Fields {
+        file: &file,
+        path: String::new(),
+        obj: root,
+        errors,
+    };
+    out.version = top.u64("version").unwrap_or(1);
+    let upstreams = match root.get("upstreams") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => {
+            top.err("upstreams", "must be an array");
+            Vec::new()
+        }
+    };
+    let expose = match root.get("expose") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => {
+            top.err("expose", "must be an array");
+            Vec::new()
+        }
+    };
+    let mut ids = HashSet::new();
+    for (i, u) in upstreams.iter().enumerate() {
+        let path = format!("upstreams[{i}]");
+        let Some(obj) = u.as_object() else {
+            errors.push(ConfigError::new(&file, path, "must be an object"));
+            continue;
+        };
+        let mut f = Fields {
+            file: &file,
+            path,
+            obj,
+            errors,
+        };
+        let id = f.required_string("id");
+        if !id.is_empty() && !valid_id(&id) {
+            f.err(
+                "id",
+                format!("{id:?} may hold only letters, digits, '-', '_' and '.' (at most 64)"),
+            );
+        }
+        if !id.is_empty() && !ids.insert(id.clone()) {
+            f.err("id", format!("duplicate upstream id {id:?}"));
+        }
+        let transport = match f.string("transport").as_deref() {
+            None | Some("stdio") => Transport::Stdio,
+            Some("http") | Some("streamable-http") | Some("streamableHttp") => Transport::Http,
+            Some("sse") => Transport::Sse,
+            Some(other) => {
+                f.err(
+                    "transport",
+                    format!("unknown transport {other:?} (stdio, http or sse)"),
+                );
+                Transport::Stdio
+            }
+        };
+        let mut spec = UpstreamSpec::stdio(&id, "", Vec::new());
+        spec.transport = transport;
+        spec.enabled = f.bool("enabled", true);
+        spec.description = f.string("description").unwrap_or_default();
+        spec.expose_all = f.bool("expose_all", false);
+        spec.timeout_ms = f.u64("timeout_ms");
+        spec.isolation = match f.string("isolation").as_deref() {
+            None | Some("shared") => Isolation::Shared,
+            Some("session") => Isolation::Session,
+            Some(other) => {
+                f.err(
+                    "isolation",
+                    format!("unknown isolation {other:?} (shared or session)"),
+                );
+                Isolation::Shared
+            }
+        };
+        match transport {
+            Transport::Stdio => {
+                spec.command = f.required_string("command");
+                spec.args = f.strings("args");
+                for (j, a) in spec.args.iter().enumerate() {
+                    if escapes(home, a) {
+                        f.err(
+                            &format!("args[{j}]"),
+                            format!("path {a:?} escapes the home folder"),
+                        );
+                    }
+                }
+                spec.cwd = f.string("cwd").map(|c| home.join(c));
+                for (k, v) in f.string_map("env") {
+                    match expand_env(&v, env) {
+                        Ok(v) => {
+                            spec.env.insert(k, v);
+                        }
+                        Err(e) => f.err(&format!("env.{k}"), e),
+                    }
+                }
+            }
+            Transport::Http | Transport::Sse => {
+                spec.url = f.required_string("url");
+                if !spec.url.is_empty()
+                    && !(spec.url.starts_with("http://") || spec.url.starts_with("https://"))
+                {
+                    f.err(
+                        "url",
+                        format!("{:?} is not an http:// or https:// URL", spec.url),
+                    );
+                }
+                for (k, v) in f.string_map("headers") {
+                    match expand_env(&v, env) {
+                        Ok(v) => {
+                            spec.headers.insert(k, v);
+                        }
+                        Err(e) => f.err(&format!("headers.{k}"), e),
+                    }
+                }
+                if spec.isolation == Isolation::Session {
+                    warnings.push(format!(
+                        "{}: upstreams[{i}].isolation: HTTP upstreams always get one session per client; the setting is ignored",
+                        file.display()
+                    ));
+                }
+            }
+        }
+        out.upstreams.push(spec);
+    }
+    let mut keys = HashSet::new();
+    let mut names = HashSet::new();
+    for (i, e) in expose.iter().enumerate() {
+        let path = format!("expose[{i}]");
+        let Some(obj) = e.as_object() else {
+            errors.push(ConfigError::new(&file, path, "must be an object"));
+            continue;
+        };
+        let mut f = Fields {
+            file: &file,
+            path,
+            obj,
+            errors,
+        };
+        let upstream = f.required_string("upstream");
+        let tool = f.required_string("tool");
+        if !upstream.is_empty() && !ids.contains(&upstream) {
+            f.err("upstream", format!("no upstream has the id {upstream:?}"));
+        }
+        if !upstream.is_empty()
+            && !tool.is_empty()
+            && !keys.insert((upstream.clone(), tool.clone()))
+        {
+            f.err(
+                "tool",
+                format!("duplicate expose entry for {upstream:?} / {tool:?}"),
+            );
+        }
+        let name = f
+            .string("as")
+            .unwrap_or_else(|| format!("{upstream}_{tool}"));
+        if !valid_tool_name(&name) {
+            f.err(
+                "as",
+                format!("{name:?} is not a valid tool name (1–128 of A-Z a-z 0-9 _ . -)"),
+            );
+        }
+        let enabled = f.bool("enabled", true);
+        if enabled && !names.insert(name.clone()) {
+            f.err(
+                "as",
+                format!("two enabled expose entries are both named {name:?}"),
+            );
+        }
+        out.expose.push(ExposeEntry {
+            upstream,
+            tool,
+            name,
+            category: f.string("category").unwrap_or_default(),
+            enabled,
+        });
+    }
+    out
+}

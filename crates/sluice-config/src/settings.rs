@@ -1,0 +1,115 @@
+//! `sluice.json`: server settings (listen address, limits, timeouts). Optional; every field has
+//! a default.
+
+use crate::error::ConfigError;
+use crate::fields::{read_json, Fields};
+use std::path::Path;
+
+/// Server settings. Every field is optional in the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Where the MCP listener binds (`--listen` overrides it). Default `127.0.0.1:8750`.
+    pub listen: String,
+    /// Largest accepted request body, bytes. Default 4 MiB; larger is HTTP 413.
+    pub max_body_bytes: u64,
+    /// How long a forwarded request may wait for its upstream, ms. Default 60 000.
+    pub request_timeout_ms: u64,
+    /// How long an upstream may take to start and initialise, ms. Default 30 000.
+    pub connect_timeout_ms: u64,
+    /// Extra allowed `Origin` values besides loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// Items per page of the gateway's list results. Default 500.
+    pub page_size: u64,
+    /// A legacy session unused this long is ended, seconds. Default 3600.
+    pub session_idle_secs: u64,
+    /// First restart delay of a crashed upstream, ms (doubles up to `restart_max_ms`). Default 500.
+    pub restart_initial_ms: u64,
+    /// Longest restart delay, ms. Default 30 000.
+    pub restart_max_ms: u64,
+    /// SSE events kept per stream for `Last-Event-ID` resumption. Default 256.
+    pub replay_events: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            listen: "127.0.0.1:8750".into(),
+            max_body_bytes: 4 * 1024 * 1024,
+            request_timeout_ms: 60_000,
+            connect_timeout_ms: 30_000,
+            allowed_origins: Vec::new(),
+            page_size: 500,
+            session_idle_secs: 3600,
+            restart_initial_ms: 500,
+            restart_max_ms: 30_000,
+            replay_events: 256,
+        }
+    }
+}
+
+const KNOWN: &[&str] = &[
+    "$schema",
+    "listen",
+    "max_body_bytes",
+    "request_timeout_ms",
+    "connect_timeout_ms",
+    "allowed_origins",
+    "page_size",
+    "session_idle_secs",
+    "restart_initial_ms",
+    "restart_max_ms",
+    "replay_events",
+];
+
+pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
+    let mut s = Settings::default();
+    let Some(root) = read_json(file, errors) else {
+        return s;
+    };
+    let Some(obj) = root.as_object() else {
+        errors.push(ConfigError::new(file, "", "must be a JSON object"));
+        return s;
+    };
+    let mut f = Fields {
+        file,
+        path: String::new(),
+        obj,
+        errors,
+    };
+    for key in obj.keys() {
+        if !KNOWN.contains(&key.as_str()) {
+            f.err(
+                key,
+                format!("unknown setting (known: {})", KNOWN[1..].join(", ")),
+            );
+        }
+    }
+    if let Some(l) = f.string("listen") {
+        if l.parse::<std::net::SocketAddr>().is_err() {
+            f.err(
+                "listen",
+                format!("{l:?} is not HOST:PORT with an IP address"),
+            );
+        }
+        s.listen = l;
+    }
+    let positive = |f: &mut Fields, key: &str, slot: &mut u64| {
+        if let Some(v) = f.u64(key) {
+            if v == 0 {
+                f.err(key, "must be greater than 0");
+            } else {
+                *slot = v;
+            }
+        }
+    };
+    positive(&mut f, "max_body_bytes", &mut s.max_body_bytes);
+    positive(&mut f, "request_timeout_ms", &mut s.request_timeout_ms);
+    positive(&mut f, "connect_timeout_ms", &mut s.connect_timeout_ms);
+    positive(&mut f, "page_size", &mut s.page_size);
+    positive(&mut f, "session_idle_secs", &mut s.session_idle_secs);
+    positive(&mut f, "restart_initial_ms", &mut s.restart_initial_ms);
+    positive(&mut f, "restart_max_ms", &mut s.restart_max_ms);
+    positive(&mut f, "replay_events", &mut s.replay_events);
+    s.allowed_origins = f.strings("allowed_origins");
+    s
+}

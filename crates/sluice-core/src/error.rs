@@ -1,0 +1,111 @@
+//! JSON-RPC error objects and the error codes Sluice answers with.
+
+use serde_json::{json, Map, Value};
+
+/// The error codes Sluice uses, with where each one comes from.
+pub mod codes {
+    /// Invalid JSON was received (JSON-RPC 2.0).
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON is not a valid JSON-RPC message (JSON-RPC 2.0).
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// The method does not exist or is not available (JSON-RPC 2.0).
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters: unknown tool, bad cursor, unknown resource (JSON-RPC 2.0, MCP).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal gateway error (JSON-RPC 2.0).
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The upstream that owns the target is not connected, or its connection closed
+    /// (the TypeScript SDK's `ConnectionClosed`).
+    pub const UPSTREAM_UNAVAILABLE: i64 = -32000;
+    /// The upstream did not answer within the configured timeout
+    /// (the TypeScript SDK's `RequestTimeout`).
+    pub const REQUEST_TIMEOUT: i64 = -32001;
+    /// A request hook refused the message (seed 002: "Request rejected").
+    pub const REQUEST_REJECTED: i64 = -32030;
+    /// A response hook refused the reply (seed 002: "Response rejected").
+    pub const RESPONSE_REJECTED: i64 = -32031;
+}
+
+/// A JSON-RPC error object: `code`, `message`, optional `data`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// The JSON-RPC error code (see [`codes`]).
+    pub code: i64,
+    /// A short human-readable message.
+    pub message: String,
+    /// Optional structured detail.
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error with a code and a message.
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// Attach `data`.
+    pub fn with_data(mut self, data: Value) -> RpcError {
+        self.data = Some(data);
+        self
+    }
+
+    /// -32700 Parse error.
+    pub fn parse(detail: impl std::fmt::Display) -> RpcError {
+        RpcError::new(codes::PARSE_ERROR, format!("Parse error: {detail}"))
+    }
+
+    /// -32600 Invalid Request.
+    pub fn invalid_request(detail: impl std::fmt::Display) -> RpcError {
+        RpcError::new(codes::INVALID_REQUEST, format!("Invalid Request: {detail}"))
+    }
+
+    /// -32601 Method not found.
+    pub fn method_not_found(method: &str) -> RpcError {
+        RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+
+    /// -32602 Invalid params.
+    pub fn invalid_params(detail: impl std::fmt::Display) -> RpcError {
+        RpcError::new(codes::INVALID_PARAMS, detail.to_string())
+    }
+
+    /// -32603 Internal error.
+    pub fn internal(detail: impl std::fmt::Display) -> RpcError {
+        RpcError::new(codes::INTERNAL_ERROR, format!("Internal error: {detail}"))
+    }
+
+    /// The error object as JSON.
+    pub fn to_value(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("code".into(), json!(self.code));
+        obj.insert("message".into(), json!(self.message));
+        if let Some(data) = &self.data {
+            obj.insert("data".into(), data.clone());
+        }
+        Value::Object(obj)
+    }
+
+    /// A full JSON-RPC error response carrying this error for `id` (`null` when unknown).
+    pub fn to_response(&self, id: Option<&Value>) -> Value {
+        json!({
+            "jsonrpc": "2.0",
+            "id": id.cloned().unwrap_or(Value::Null),
+            "error": self.to_value(),
+        })
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for RpcError {}

@@ -1,0 +1,366 @@
+//! The merged catalog: the tools, prompts, resources and resource templates of every connected
+//! upstream under the names clients see, where each name routes back to, and the gateway's own
+//! pagination over the merged lists.
+
+use serde_json::{json, Value};
+use sluice_config::{ExposeEntry, UpstreamSpec};
+use sluice_core::RpcError;
+use std::collections::HashMap;
+
+/// What one upstream currently offers (fetched by its control connection).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpstreamLists {
+    /// `tools/list`, every page.
+    pub tools: Vec<Value>,
+    /// `prompts/list`, every page.
+    pub prompts: Vec<Value>,
+    /// `resources/list`, every page.
+    pub resources: Vec<Value>,
+    /// `resources/templates/list`, every page.
+    pub templates: Vec<Value>,
+}
+
+/// Where a client-facing name goes: which upstream slot, and the name there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// Index of the upstream in the configuration.
+    pub slot: usize,
+    /// The name the upstream knows it by.
+    pub name: String,
+}
+
+/// The four list kinds a client can page through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// tools/list
+    Tools,
+    /// prompts/list
+    Prompts,
+    /// resources/list
+    Resources,
+    /// resources/templates/list
+    Templates,
+}
+
+impl ListKind {
+    /// The result key of this list.
+    pub fn key(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources => "resources",
+            ListKind::Templates => "resourceTemplates",
+        }
+    }
+}
+
+/// The merged view, rebuilt whenever an upstream's lists change. Immutable once built.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    /// A number that changes with every rebuild (part of cursors).
+    pub version: u64,
+    tools: Vec<Value>,
+    tool_routes: HashMap<String, Route>,
+    prompts: Vec<Value>,
+    prompt_routes: HashMap<String, Route>,
+    resources: Vec<Value>,
+    resource_routes: HashMap<String, usize>,
+    templates: Vec<Value>,
+    template_routes: Vec<(Vec<String>, usize)>,
+}
+
+fn with_name(item: &Value, key: &str, name: &str) -> Value {
+    let mut item = item.clone();
+    if let Some(o) = item.as_object_mut() {
+        o.insert(key.into(), json!(name));
+    }
+    item
+}
+
+/// Split an RFC 6570 template into its literal parts (`a{x}b{y}` → `["a", "b", ""]`).
+fn literals(template: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    loop {
+        match rest.find('{') {
+            Some(i) => {
+                out.push(rest[..i].to_string());
+                match rest[i..].find('}') {
+                    Some(j) => rest = &rest[i + j + 1..],
+                    None => {
+                        rest = "";
+                    }
+                }
+            }
+            None => {
+                out.push(rest.to_string());
+                return out;
+            }
+        }
+    }
+}
+
+fn template_matches(lits: &[String], uri: &str) -> bool {
+    if lits.len() == 1 {
+        return lits[0] == uri;
+    }
+    let (first, last) = (&lits[0], &lits[lits.len() - 1]);
+    if !uri.starts_with(first.as_str()) || !uri.ends_with(last.as_str()) {
+        return false;
+    }
+    if uri.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &uri[first.len()..uri.len() - last.len()];
+    for lit in &lits[1..lits.len() - 1] {
+        match rest.find(lit.as_str()) {
+            Some(i) => rest = &rest[i + lit.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+impl Catalog {
+    /// Merge the lists of every connected upstream (`None` = down) in configuration order.
+    /// Returns the catalog and warnings (name collisions).
+    pub fn build(
+        version: u64,
+        upstreams: &[(&UpstreamSpec, Option<&UpstreamLists>)],
+        expose: &[ExposeEntry],
+    ) -> (Catalog, Vec<String>) {
+        let mut c = Catalog {
+            version,
+            ..Catalog::default()
+        };
+        let mut warnings = Vec::new();
+        for (slot, (spec, lists)) in upstreams.iter().enumerate() {
+            let Some(lists) = lists else { continue };
+            for tool in &lists.tools {
+                let Some(tname) = tool.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                let curated: Vec<&ExposeEntry> = expose
+                    .iter()
+                    .filter(|e| e.upstream == spec.id && e.tool == tname)
+                    .collect();
+                let mut names: Vec<String> = Vec::new();
+                if curated.is_empty() {
+                    if spec.transparent {
+                        names.push(tname.to_string());
+                    } else if spec.expose_all {
+                        names.push(format!("{}_{}", spec.id, tname));
+                    }
+                } else {
+                    names.extend(curated.iter().filter(|e| e.enabled).map(|e| e.name.clone()));
+                }
+                for name in names {
+                    if c.tool_routes.contains_key(&name) {
+                        warnings.push(format!(
+                            "tool name {name:?} of upstream {:?} is already taken; this one is not listed",
+                            spec.id
+                        ));
+                        continue;
+                    }
+                    c.tool_routes.insert(
+                        name.clone(),
+                        Route {
+                            slot,
+                            name: tname.to_string(),
+                        },
+                    );
+                    c.tools.push(with_name(tool, "name", &name));
+                }
+            }
+            for prompt in &lists.prompts {
+                let Some(pname) = prompt.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                let name = if spec.transparent {
+                    pname.to_string()
+                } else {
+                    format!("{}_{}", spec.id, pname)
+                };
+                if c.prompt_routes.contains_key(&name) {
+                    warnings.push(format!("prompt name {name:?} is already taken"));
+                    continue;
+                }
+                c.prompt_routes.insert(
+                    name.clone(),
+                    Route {
+                        slot,
+                        name: pname.to_string(),
+                    },
+                );
+                c.prompts.push(with_name(prompt, "name", &name));
+            }
+            for res in &lists.resources {
+                let Some(uri) = res.get("uri").and_then(Value::as_str) else {
+                    continue;
+                };
+                if c.resource_routes.contains_key(uri) {
+                    warnings.push(format!("resource {uri:?} is offered by two upstreams"));
+                    continue;
+                }
+                c.resource_routes.insert(uri.to_string(), slot);
+                c.resources.push(res.clone());
+            }
+            for t in &lists.templates {
+                let Some(ut) = t.get("uriTemplate").and_then(Value::as_str) else {
+                    continue;
+                };
+                c.template_routes.push((literals(ut), slot));
+                c.templates.push(t.clone());
+            }
+        }
+        (c, warnings)
+    }
+
+    /// Where a client-facing tool name goes.
+    pub fn tool(&self, name: &str) -> Option<&Route> {
+        self.tool_routes.get(name)
+    }
+
+    /// Where a client-facing prompt name goes.
+    pub fn prompt(&self, name: &str) -> Option<&Route> {
+        self.prompt_routes.get(name)
+    }
+
+    /// Which upstream serves a resource URI: a listed resource, else the first template that
+    /// matches it (a template's own text also matches, for `completion/complete`).
+    pub fn resource(&self, uri: &str) -> Option<usize> {
+        if let Some(s) = self.resource_routes.get(uri) {
+            return Some(*s);
+        }
+        for (i, (lits, slot)) in self.template_routes.iter().enumerate() {
+            if template_matches(lits, uri)
+                || self.templates[i].get("uriTemplate").and_then(Value::as_str) == Some(uri)
+            {
+                return Some(*slot);
+            }
+        }
+        None
+    }
+
+    /// The merged tools (for tests and the funnel).
+    pub fn tools(&self) -> &[Value] {
+        &self.tools
+    }
+
+    /// One page of a list result: `{<key>: [...], nextCursor?}`. A cursor this gateway did not
+    /// mint is -32602.
+    pub fn page(
+        &self,
+        kind: ListKind,
+        cursor: Option<&str>,
+        page_size: usize,
+    ) -> Result<Value, RpcError> {
+        let items = match kind {
+            ListKind::Tools => &self.tools,
+            ListKind::Prompts => &self.prompts,
+            ListKind::Resources => &self.resources,
+            ListKind::Templates => &self.templates,
+        };
+        let start = match cursor {
+            None => 0,
+            Some(c) => parse_cursor(c)
+                .filter(|o| *o <= items.len())
+                .ok_or_else(|| RpcError::invalid_params(format!("Invalid cursor: {c:?}")))?,
+        };
+        let end = (start + page_size.max(1)).min(items.len());
+        let mut result = serde_json::Map::new();
+        result.insert(kind.key().into(), Value::Array(items[start..end].to_vec()));
+        if end < items.len() {
+            result.insert(
+                "nextCursor".into(),
+                json!(format!("sluice-{}-{end}", self.version)),
+            );
+        }
+        Ok(Value::Object(result))
+    }
+}
+
+fn parse_cursor(c: &str) -> Option<usize> {
+    let rest = c.strip_prefix("sluice-")?;
+    let (_version, offset) = rest.split_once('-')?;
+    offset.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lists(tools: &[&str]) -> UpstreamLists {
+        UpstreamLists {
+            tools: tools
+                .iter()
+                .map(|t| json!({"name": t, "x-keep": 1}))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn names_are_prefixed_curated_or_transparent() {
+        let mut a = UpstreamSpec::stdio("a", "x", vec![]);
+        a.expose_all = true;
+        let b = UpstreamSpec::stdio("b", "x", vec![]);
+        let expose = vec![ExposeEntry {
+            upstream: "b".into(),
+            tool: "ping".into(),
+            name: "my_ping".into(),
+            category: String::new(),
+            enabled: true,
+        }];
+        let la = lists(&["echo", "add"]);
+        let lb = lists(&["ping", "other"]);
+        let (c, w) = Catalog::build(1, &[(&a, Some(&la)), (&b, Some(&lb))], &expose);
+        assert!(w.is_empty());
+        let names: Vec<_> = c
+            .tools()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a_echo", "a_add", "my_ping"]);
+        assert_eq!(
+            c.tool("my_ping"),
+            Some(&Route {
+                slot: 1,
+                name: "ping".into()
+            })
+        );
+        assert_eq!(c.tools()[0]["x-keep"], json!(1));
+    }
+
+    #[test]
+    fn pages_and_bad_cursors() {
+        let mut a = UpstreamSpec::stdio("a", "x", vec![]);
+        a.transparent = true;
+        let la = lists(&["t0", "t1", "t2"]);
+        let (c, _) = Catalog::build(7, &[(&a, Some(&la))], &[]);
+        let p1 = c.page(ListKind::Tools, None, 2).unwrap();
+        assert_eq!(p1["tools"].as_array().unwrap().len(), 2);
+        let cur = p1["nextCursor"].as_str().unwrap();
+        let p2 = c.page(ListKind::Tools, Some(cur), 2).unwrap();
+        assert_eq!(p2["tools"][0]["name"], json!("t2"));
+        assert!(p2.get("nextCursor").is_none());
+        assert_eq!(
+            c.page(ListKind::Tools, Some("bogus"), 2).unwrap_err().code,
+            -32602
+        );
+        assert_eq!(
+            c.page(ListKind::Tools, Some("sluice-7-99"), 2)
+                .unwrap_err()
+                .code,
+            -32602
+        );
+    }
+
+    #[test]
+    fn templates_route_uris() {
+        let lits = literals("test://template/{id}/data");
+        assert!(template_matches(&lits, "test://template/42/data"));
+        assert!(!template_matches(&lits, "test://other/42/data"));
+        assert!(template_matches(&literals("file:///{path}"), "file:///a/b"));
+    }
+}

@@ -1,0 +1,512 @@
+//! The running gateway: its upstream slots, the merged catalog, the client sessions, the map of
+//! forwarded calls, and the routing of everything upstreams start back to the right client.
+
+use crate::catalog::{Catalog, ListKind};
+use crate::session::{id_key, Outbound, PendingServerRequest, Session};
+use crate::upstreams::{supervise, Slot, Status};
+use parking_lot::{Mutex, RwLock};
+use serde_json::{json, Value};
+use sluice_config::{Config, Settings};
+use sluice_core::{Kind, Message, RpcError};
+use sluice_upstream::{Connection, Incoming};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
+
+/// Where messages related to one client request go (its SSE stream, or stdout).
+pub type Sink = mpsc::UnboundedSender<Message>;
+
+/// A forwarded call, found again by the id it carries upstream.
+pub struct CallRoute {
+    /// The session that made it.
+    pub session: Arc<Session>,
+    /// The client's own progress token, if it asked for progress.
+    pub progress_token: Option<Value>,
+    /// Where related messages go.
+    pub sink: Sink,
+}
+
+/// The running gateway.
+pub struct Gateway {
+    /// The configuration it was built from.
+    pub config: Config,
+    /// Server settings.
+    pub settings: Settings,
+    /// One slot per configured upstream, in order.
+    pub slots: Vec<Arc<Slot>>,
+    catalog: RwLock<Arc<Catalog>>,
+    catalog_version: AtomicU64,
+    /// Client sessions by id.
+    pub sessions: Mutex<HashMap<String, Arc<Session>>>,
+    calls: Mutex<HashMap<(u64, u64), CallRoute>>,
+    shutting_down: AtomicBool,
+    shutdown: Notify,
+}
+
+impl Gateway {
+    /// Build the gateway from a configuration (nothing is started yet).
+    pub fn new(config: Config) -> Arc<Gateway> {
+        let slots = config
+            .expose
+            .upstreams
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Arc::new(Slot::new(i, s.clone())))
+            .collect();
+        Arc::new(Gateway {
+            settings: config.settings.clone(),
+            config,
+            slots,
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            catalog_version: AtomicU64::new(0),
+            sessions: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+            shutdown: Notify::new(),
+        })
+    }
+
+    /// Start every enabled upstream and wait (at most the connect timeout) until each has made
+    /// its first attempt.
+    pub async fn start(self: &Arc<Gateway>) {
+        let mut waits = Vec::new();
+        for slot in &self.slots {
+            if !slot.spec.enabled {
+                continue;
+            }
+            let attempted = slot.attempted.notified();
+            waits.push(async move {
+                let _ = tokio::time::timeout(
+                    Duration::from_millis(self.settings.connect_timeout_ms + 1000),
+                    attempted,
+                )
+                .await;
+            });
+            tokio::spawn(supervise(self.clone(), slot.clone()));
+        }
+        futures_util::future::join_all(waits).await;
+        let gw = self.clone();
+        tokio::spawn(async move { gw.reap_idle_sessions().await });
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().clone()
+    }
+
+    /// Rebuild the catalog from the slots' lists and tell every session what changed.
+    pub fn rebuild_catalog(&self) {
+        let states: Vec<_> = self
+            .slots
+            .iter()
+            .map(|s| s.state.lock().lists.clone())
+            .collect();
+        let pairs: Vec<_> = self
+            .slots
+            .iter()
+            .zip(states.iter())
+            .map(|(s, l)| (&s.spec, l.as_ref()))
+            .collect();
+        let version = self.catalog_version.fetch_add(1, Ordering::Relaxed) + 1;
+        let (catalog, warnings) = Catalog::build(version, &pairs, &self.config.expose.expose);
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        let old = std::mem::replace(&mut *self.catalog.write(), Arc::new(catalog));
+        let new = self.catalog();
+        let mut changed = Vec::new();
+        for (kind, method) in [
+            (ListKind::Tools, "notifications/tools/list_changed"),
+            (ListKind::Prompts, "notifications/prompts/list_changed"),
+            (ListKind::Resources, "notifications/resources/list_changed"),
+        ] {
+            let a = old.page(kind, None, usize::MAX).ok();
+            let b = new.page(kind, None, usize::MAX).ok();
+            let templates_changed = kind == ListKind::Resources
+                && old.page(ListKind::Templates, None, usize::MAX).ok()
+                    != new.page(ListKind::Templates, None, usize::MAX).ok();
+            if a != b || templates_changed {
+                changed.push(method);
+            }
+        }
+        if changed.is_empty() {
+            return;
+        }
+        let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
+        for s in sessions {
+            for m in &changed {
+                s.send_unrelated(Message::notification(m, None));
+            }
+        }
+    }
+
+    /// Register a new session.
+    pub fn add_session(&self, session: Arc<Session>) {
+        self.sessions.lock().insert(session.id.clone(), session);
+    }
+
+    /// Find a live session.
+    pub fn session(&self, id: &str) -> Option<Arc<Session>> {
+        self.sessions.lock().get(id).cloned()
+    }
+
+    /// End a session: forget it and close its own upstream connections.
+    pub async fn end_session(&self, id: &str) -> bool {
+        let Some(session) = self.sessions.lock().remove(id) else {
+            return false;
+        };
+        if !session.mark_closed() {
+            return true;
+        }
+        if let Outbound::Http(buf) = &session.outbound {
+            buf.finish();
+        }
+        let conns: Vec<Connection> = session.conns.lock().await.drain().map(|(_, c)| c).collect();
+        for c in conns {
+            c.shutdown().await;
+        }
+        self.calls
+            .lock()
+            .retain(|_, r| !Arc::ptr_eq(&r.session, &session));
+        tracing::info!(session = %id, "session ended");
+        true
+    }
+
+    async fn reap_idle_sessions(self: Arc<Gateway>) {
+        let idle = self.settings.session_idle_secs;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(30.min(idle.max(1)))) => {}
+                _ = self.shutdown_signal() => return,
+            }
+            let stale: Vec<String> = self
+                .sessions
+                .lock()
+                .values()
+                .filter(|s| s.idle_secs() >= idle && s.inflight.lock().is_empty())
+                .map(|s| s.id.clone())
+                .collect();
+            for id in stale {
+                tracing::info!(session = %id, "ending idle session");
+                self.end_session(&id).await;
+            }
+        }
+    }
+
+    /// Record a forwarded call so related upstream messages find their way back.
+    pub fn track_call(&self, conn: &Connection, upstream_id: u64, route: CallRoute) {
+        self.calls
+            .lock()
+            .insert((conn.serial(), upstream_id), route);
+    }
+
+    /// Forget a forwarded call.
+    pub fn untrack_call(&self, conn: &Connection, upstream_id: u64) {
+        self.calls.lock().remove(&(conn.serial(), upstream_id));
+    }
+
+    /// Begin shutting down: supervisors stop, connections close.
+    pub async fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.shutdown.notify_waiters();
+        let ids: Vec<String> = self.sessions.lock().keys().cloned().collect();
+        for id in ids {
+            self.end_session(&id).await;
+        }
+        let controls: Vec<Connection> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.state.lock().control.take())
+            .collect();
+        for c in controls {
+            c.shutdown().await;
+        }
+    }
+
+    /// Is the gateway shutting down?
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when shutdown begins.
+    pub async fn shutdown_signal(&self) {
+        let n = self.shutdown.notified();
+        if self.is_shutting_down() {
+            return;
+        }
+        n.await
+    }
+
+    /// The `initialize` result this gateway answers with. A single transparent upstream that
+    /// is up lends its serverInfo, capabilities and instructions (so `--passthrough` is
+    /// invisible); otherwise Sluice describes itself.
+    pub fn initialize_result(&self, version: &str) -> Value {
+        if let [slot] = self.slots.as_slice() {
+            if slot.spec.transparent {
+                if let Some(init) = slot.state.lock().init.clone() {
+                    let mut r = init;
+                    if let Some(o) = r.as_object_mut() {
+                        o.insert("protocolVersion".into(), json!(version));
+                    }
+                    return r;
+                }
+            }
+        }
+        json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "prompts": {"listChanged": true},
+                "resources": {"subscribe": true, "listChanged": true},
+                "logging": {},
+                "completions": {},
+            },
+            "serverInfo": {"name": "sluice", "title": "Sluice MCP gateway", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": self.instructions(),
+        })
+    }
+
+    fn instructions(&self) -> String {
+        let mut parts = vec!["Sluice gateway. Tools are named <upstream>_<tool>.".to_string()];
+        for slot in &self.slots {
+            if let Some(i) = slot
+                .state
+                .lock()
+                .init
+                .as_ref()
+                .and_then(|i| i.get("instructions"))
+                .and_then(Value::as_str)
+            {
+                parts.push(format!("[{}] {i}", slot.spec.id));
+            }
+        }
+        parts.join("\n")
+    }
+
+    /// Route a message an upstream started to the right client (or answer it here).
+    pub async fn on_upstream_message(
+        &self,
+        slot: &Arc<Slot>,
+        conn: &Connection,
+        owner: Option<Arc<Session>>,
+        inc: Incoming,
+    ) {
+        let Incoming { mut msg, related } = inc;
+        let method = msg.method().unwrap_or("").to_string();
+        // The call this message belongs to: the request whose stream carried it, or for
+        // progress its token (which is the upstream id Sluice gave the call).
+        let route_key = match (related, method.as_str()) {
+            (_, "notifications/progress") => msg
+                .params()
+                .and_then(|p| p.get("progressToken"))
+                .and_then(Value::as_u64)
+                .or(related),
+            (Some(r), _) => Some(r),
+            _ => None,
+        };
+        let route = route_key.and_then(|k| {
+            self.calls
+                .lock()
+                .get(&(conn.serial(), k))
+                .map(|r| (r.session.clone(), r.progress_token.clone(), r.sink.clone()))
+        });
+
+        if msg.kind() == Kind::Notification {
+            match method.as_str() {
+                "notifications/tools/list_changed"
+                | "notifications/prompts/list_changed"
+                | "notifications/resources/list_changed" => {
+                    self.refresh_lists(slot).await;
+                    return;
+                }
+                "notifications/progress" => {
+                    let Some((session, token, sink)) = route else {
+                        tracing::debug!(upstream = %slot.spec.id, "progress for no known call");
+                        return;
+                    };
+                    let Some(token) = token else { return };
+                    msg.params_mut().insert("progressToken".into(), token);
+                    if sink.send(msg.clone()).is_err() {
+                        session.send_unrelated(msg);
+                    }
+                    return;
+                }
+                "notifications/cancelled" => {
+                    // The upstream withdrew a request it sent to a client.
+                    let up_id = msg.params().and_then(|p| p.get("requestId")).cloned();
+                    let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
+                    for s in sessions {
+                        let found = s
+                            .server_requests
+                            .lock()
+                            .iter()
+                            .find(|(_, p)| {
+                                p.conn.serial() == conn.serial()
+                                    && Some(&p.upstream_id) == up_id.as_ref()
+                            })
+                            .map(|(k, _)| k.clone());
+                        if let Some(k) = found {
+                            s.server_requests.lock().remove(&k);
+                            msg.params_mut().insert("requestId".into(), json!(k));
+                            s.send_unrelated(msg.clone());
+                        }
+                    }
+                    return;
+                }
+                "notifications/resources/updated" => {
+                    let uri = msg.param_str("uri").unwrap_or("").to_string();
+                    let targets: Vec<_> = match &owner {
+                        Some(s) => vec![s.clone()],
+                        None => self.sessions.lock().values().cloned().collect(),
+                    };
+                    for s in targets {
+                        if s.subscriptions.lock().contains(&uri) {
+                            s.send_unrelated(msg.clone());
+                        }
+                    }
+                    return;
+                }
+                _ => {}
+            }
+            // Logging and any other notification: to the call it belongs to, else the owning
+            // session, else every session (a shared upstream speaks to all).
+            if let Some((session, _, sink)) = route {
+                if sink.send(msg.clone()).is_err() {
+                    session.send_unrelated(msg);
+                }
+            } else if let Some(s) = owner {
+                s.send_unrelated(msg);
+            } else {
+                let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
+                for s in sessions {
+                    s.send_unrelated(msg.clone());
+                }
+            }
+            return;
+        }
+
+        // A request from the upstream.
+        let up_id = msg.id().cloned().unwrap_or(Value::Null);
+        if method == "ping" {
+            let _ = conn.send(&Message::response(up_id, json!({})));
+            return;
+        }
+        // Which client: the one whose call caused it, else the session owning the connection,
+        // else (a shared process) the client with the most recent call in flight on it.
+        let target = route
+            .as_ref()
+            .map(|(s, _, sink)| (s.clone(), Some(sink.clone())))
+            .or_else(|| owner.clone().map(|s| (s, None)))
+            .or_else(|| {
+                let calls = self.calls.lock();
+                calls
+                    .iter()
+                    .filter(|((serial, _), _)| *serial == conn.serial())
+                    .max_by_key(|((_, id), _)| *id)
+                    .map(|(_, r)| (r.session.clone(), Some(r.sink.clone())))
+            });
+        let Some((session, sink)) = target else {
+            let err = RpcError::new(
+                sluice_core::codes::METHOD_NOT_FOUND,
+                format!("Sluice has no client session to forward {method} to"),
+            );
+            let _ = conn.send(&Message::error(up_id, &err));
+            return;
+        };
+        let needed = match method.as_str() {
+            "sampling/createMessage" => Some("sampling"),
+            "elicitation/create" => Some("elicitation"),
+            "roots/list" => Some("roots"),
+            _ => None,
+        };
+        if let Some(cap) = needed {
+            if !session.has_capability(cap) {
+                let err = RpcError::new(
+                    sluice_core::codes::METHOD_NOT_FOUND,
+                    format!("The client did not declare the {cap} capability; {method} is not available"),
+                );
+                let _ = conn.send(&Message::error(up_id, &err));
+                return;
+            }
+        }
+        let client_id = session.mint_request_id();
+        session.server_requests.lock().insert(
+            client_id.clone(),
+            PendingServerRequest {
+                conn: conn.clone(),
+                upstream_id: up_id,
+            },
+        );
+        msg.set_id(json!(client_id));
+        match sink {
+            Some(sink) => {
+                if let Err(e) = sink.send(msg) {
+                    session.send_unrelated(e.0);
+                }
+            }
+            None => session.send_unrelated(msg),
+        }
+    }
+
+    /// Re-read a slot's lists after the upstream said they changed.
+    async fn refresh_lists(&self, slot: &Arc<Slot>) {
+        let control = slot.state.lock().control.clone();
+        let Some(conn) = control else { return };
+        let caps = conn
+            .init_result()
+            .get("capabilities")
+            .cloned()
+            .unwrap_or(Value::Null);
+        match crate::upstreams::fetch_lists(&conn, &caps, slot.timeout(self)).await {
+            Ok(lists) => {
+                {
+                    let mut st = slot.state.lock();
+                    if st.status == Some(Status::Up) {
+                        st.lists = Some(lists);
+                    }
+                }
+                self.rebuild_catalog();
+            }
+            Err(e) => tracing::warn!(upstream = %slot.spec.id, "refreshing lists failed: {e}"),
+        }
+    }
+
+    /// Relay the client's reply to an upstream request back to the upstream, with the
+    /// upstream's own id.
+    pub fn relay_client_reply(&self, session: &Session, mut msg: Message) {
+        let Some(id) = msg.id().and_then(Value::as_str).map(str::to_string) else {
+            tracing::warn!(session = %session.id, "reply with an id Sluice never sent: {}", msg.to_json());
+            return;
+        };
+        let Some(pending) = session.server_requests.lock().remove(&id) else {
+            tracing::warn!(session = %session.id, id, "reply to no pending request");
+            return;
+        };
+        msg.set_id(pending.upstream_id);
+        if let Err(e) = pending.conn.send(&msg) {
+            tracing::warn!(session = %session.id, "relaying a reply upstream failed: {e}");
+        }
+    }
+
+    /// The client cancelled one of its requests: tell the upstream (with its id) and stop
+    /// waiting.
+    pub fn cancel_client_request(
+        &self,
+        session: &Session,
+        client_id: &Value,
+        reason: Option<&Value>,
+    ) {
+        let call = session.inflight.lock().remove(&id_key(client_id));
+        let Some(call) = call else { return };
+        call.cancelled.store(true, Ordering::SeqCst);
+        let mut params = json!({"requestId": call.upstream_id});
+        if let Some(r) = reason {
+            params["reason"] = r.clone();
+        }
+        let _ = call.conn.notify("notifications/cancelled", Some(params));
+        call.conn.forget(call.upstream_id);
+        self.untrack_call(&call.conn, call.upstream_id);
+    }
+}

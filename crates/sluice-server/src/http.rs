@@ -1,0 +1,477 @@
+//! The downstream Streamable HTTP transport (2025-11-25): one `/mcp` endpoint for POST, GET and
+//! DELETE; sessions by `Mcp-Session-Id`; replies as JSON, or as SSE when a request produces
+//! related messages; the GET stream; `Last-Event-ID` resumption; and the exact HTTP errors for
+//! bad input (400, 403, 404, 405, 406, 413, 415).
+
+use crate::gateway::Gateway;
+use crate::router::{handle_notification, handle_request};
+use crate::session::{Outbound, Session};
+use crate::stream::StreamBuf;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use serde_json::{json, Value};
+use sluice_core::{version, Kind, Message, RpcError};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const SESSION: &str = "mcp-session-id";
+const PROTOCOL: &str = "mcp-protocol-version";
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The axum router serving MCP at `/mcp`.
+pub fn router(gw: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/mcp", any(mcp))
+        .route("/mcp/", any(mcp))
+        .with_state(gw)
+}
+
+/// Serve until `shutdown` resolves.
+pub async fn serve(
+    gw: Arc<Gateway>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(gw))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>) -> Response {
+    let body = error.to_response(id).to_string();
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Is this `Origin` allowed? Absent (non-browser clients), loopback, or configured.
+fn origin_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
+    let Some(origin) = header_str(headers, "origin") else {
+        return true;
+    };
+    if gw
+        .settings
+        .allowed_origins
+        .iter()
+        .any(|o| o == origin || o == "*")
+    {
+        return true;
+    }
+    let host = origin
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("");
+    let host = if host.starts_with('[') {
+        host.split(']')
+            .next()
+            .map(|h| format!("{h}]"))
+            .unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or("").to_string()
+    };
+    matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+}
+
+fn accepts(headers: &HeaderMap, what: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| {
+            p.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .any(|t| t == what || t == "*/*")
+}
+
+async fn mcp(
+    State(gw): State<Arc<Gateway>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if !origin_allowed(&gw, &headers) {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            RpcError::invalid_request("Origin not allowed"),
+            None,
+        );
+    }
+    match method {
+        Method::POST => post(gw, headers, body).await,
+        Method::GET => get(gw, headers).await,
+        Method::DELETE => delete(gw, headers).await,
+        _ => {
+            let mut r = json_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                RpcError::invalid_request("use POST, GET or DELETE"),
+                None,
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            r
+        }
+    }
+}
+
+/// Check `MCP-Protocol-Version` (absent = 2025-03-26; unknown = 400).
+fn check_version(headers: &HeaderMap) -> Result<(), Response> {
+    match header_str(headers, PROTOCOL) {
+        None => Ok(()),
+        Some(v) if version::is_supported(v) => Ok(()),
+        Some(v) => Err(json_error(
+            StatusCode::BAD_REQUEST,
+            RpcError::invalid_request(format!(
+                "unsupported MCP-Protocol-Version {v:?} (supported: {})",
+                version::LEGACY_VERSIONS.join(", ")
+            )),
+            None,
+        )),
+    }
+}
+
+/// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
+fn find_session(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Session>, Response> {
+    let Some(id) = header_str(headers, SESSION) else {
+        return Err(json_error(
+            StatusCode::BAD_REQUEST,
+            RpcError::invalid_request("missing Mcp-Session-Id header (send initialize first)"),
+            None,
+        ));
+    };
+    match gw.session(id) {
+        Some(s) => {
+            s.touch();
+            Ok(s)
+        }
+        None => Err(json_error(
+            StatusCode::NOT_FOUND,
+            RpcError::new(
+                -32001,
+                "Session not found: it ended or never existed; initialize a new one",
+            ),
+            None,
+        )),
+    }
+}
+
+async fn post(gw: Arc<Gateway>, headers: HeaderMap, body: Body) -> Response {
+    if !(accepts(&headers, "application/json") && accepts(&headers, "text/event-stream")) {
+        return json_error(
+            StatusCode::NOT_ACCEPTABLE,
+            RpcError::invalid_request(
+                "Accept must list both application/json and text/event-stream",
+            ),
+            None,
+        );
+    }
+    let ctype = header_str(&headers, "content-type").unwrap_or("");
+    if !ctype.to_ascii_lowercase().starts_with("application/json") {
+        return json_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            RpcError::invalid_request("Content-Type must be application/json"),
+            None,
+        );
+    }
+    let limit = gw.settings.max_body_bytes as usize;
+    let bytes: Bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            return json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                RpcError::invalid_request(format!("the body is larger than {limit} bytes")),
+                None,
+            )
+        }
+    };
+    let msg = match Message::parse(&bytes) {
+        Ok(m) => m,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e.error.clone(), e.id.as_ref()),
+    };
+    if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
+        return initialize(gw, &headers, msg);
+    }
+    if let Err(r) = check_version(&headers) {
+        return r;
+    }
+    let session = match find_session(&gw, &headers) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    match msg.kind() {
+        Kind::Notification => {
+            handle_notification(&gw, &session, msg);
+            StatusCode::ACCEPTED.into_response()
+        }
+        Kind::Response | Kind::Error => {
+            gw.relay_client_reply(&session, msg);
+            StatusCode::ACCEPTED.into_response()
+        }
+        Kind::Request => request(gw, session, msg).await,
+    }
+}
+
+fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Response {
+    if headers.contains_key(SESSION) {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            RpcError::invalid_request("initialize must not carry Mcp-Session-Id"),
+            msg.id(),
+        );
+    }
+    let params = msg.params().cloned().unwrap_or(Value::Null);
+    let requested = params.get("protocolVersion").and_then(Value::as_str);
+    let version = version::negotiate(requested);
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let buf = StreamBuf::new(0, gw.settings.replay_events as usize);
+    let session = Arc::new(Session::new(
+        id.clone(),
+        version.to_string(),
+        params.get("capabilities").cloned().unwrap_or(json!({})),
+        params.get("clientInfo").cloned().unwrap_or(Value::Null),
+        Outbound::Http(buf),
+    ));
+    gw.add_session(session);
+    let client = params
+        .get("clientInfo")
+        .and_then(|c| c.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    tracing::info!(session = %id, version, client, "session started");
+    let reply = Message::response(
+        msg.id().cloned().unwrap_or(Value::Null),
+        gw.initialize_result(version),
+    );
+    let mut r = (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        reply.to_json(),
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(SESSION, HeaderValue::from_str(&id).expect("hex id"));
+    r
+}
+
+enum Out {
+    Related(Message),
+    Final(Option<Message>),
+}
+
+/// Run a request. The reply is JSON when nothing related arrives before it; otherwise the
+/// response turns into an SSE stream that carries the related messages and then the reply.
+/// The work continues when the client disconnects (a disconnect is not a cancellation).
+async fn request(gw: Arc<Gateway>, session: Arc<Session>, msg: Message) -> Response {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
+    let (sink_tx, mut sink_rx) = mpsc::unbounded_channel::<Message>();
+    {
+        let gw = gw.clone();
+        let session = session.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let outcome = handle_request(&gw, &session, msg, &sink_tx).await;
+            drop(sink_tx);
+            let _ = tx.send(Out::Final(Some(outcome.into_reply())));
+        });
+    }
+    // Related messages, in order, before the final reply: forward them through `tx` until the
+    // sink closes (the handler dropped it when it finished).
+    tokio::spawn(async move {
+        while let Some(m) = sink_rx.recv().await {
+            if tx.send(Out::Related(m)).is_err() {
+                break;
+            }
+        }
+    });
+    // Both tasks send into `rx`; the reply may overtake related messages still queued in the
+    // relay, so when the reply comes first, give the relay its turn before deciding.
+    let first = rx.recv().await;
+    match first {
+        Some(Out::Final(Some(reply))) => {
+            tokio::task::yield_now().await;
+            match rx.try_recv() {
+                Ok(Out::Related(m)) => sse_response(
+                    &gw,
+                    &session,
+                    vec![Out::Related(m), Out::Final(Some(reply))],
+                    rx,
+                ),
+                _ => json_reply(reply),
+            }
+        }
+        Some(Out::Related(m)) => sse_response(&gw, &session, vec![Out::Related(m)], rx),
+        Some(Out::Final(None)) | None => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+fn json_reply(reply: Message) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        reply.to_json(),
+    )
+        .into_response()
+}
+
+fn sse_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+fn sse_response(
+    gw: &Gateway,
+    session: &Arc<Session>,
+    first: Vec<Out>,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+) -> Response {
+    let buf = session.new_stream(gw.settings.replay_events as usize);
+    let pump = buf.clone();
+    tokio::spawn(async move {
+        let mut final_seen: Option<Message> = None;
+        for item in first {
+            match item {
+                Out::Related(m) => pump.push(&m),
+                Out::Final(m) => final_seen = m,
+            }
+        }
+        if final_seen.is_none() {
+            while let Some(item) = rx.recv().await {
+                match item {
+                    Out::Related(m) => pump.push(&m),
+                    Out::Final(m) => {
+                        final_seen = m;
+                        break;
+                    }
+                }
+            }
+        }
+        // Related messages the relay still holds come before the reply.
+        while let Ok(Out::Related(m)) = rx.try_recv() {
+            pump.push(&m);
+        }
+        if let Some(m) = final_seen {
+            pump.push(&m);
+        }
+        pump.finish();
+    });
+    let prime = session.protocol_version.as_str() >= "2025-11-25";
+    sse_headers(Body::from_stream(buf.reader(0, prime, KEEPALIVE, None)).into_response())
+}
+
+async fn get(gw: Arc<Gateway>, headers: HeaderMap) -> Response {
+    if !accepts(&headers, "text/event-stream") {
+        return json_error(
+            StatusCode::NOT_ACCEPTABLE,
+            RpcError::invalid_request("Accept must list text/event-stream"),
+            None,
+        );
+    }
+    if let Err(r) = check_version(&headers) {
+        return r;
+    }
+    let session = match find_session(&gw, &headers) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    // Resumption: replay the stream the event id names, after that event.
+    if let Some(last) = header_str(&headers, "last-event-id") {
+        let Some((stream, seq)) = StreamBuf::parse_event_id(last) else {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                RpcError::invalid_request(format!("malformed Last-Event-ID {last:?}")),
+                None,
+            );
+        };
+        let Some(buf) = session.streams.lock().get(&stream).cloned() else {
+            return json_error(
+                StatusCode::NOT_FOUND,
+                RpcError::invalid_request(format!(
+                    "no stream to resume for Last-Event-ID {last:?}"
+                )),
+                None,
+            );
+        };
+        if stream == 0 {
+            return attach_get(&session, buf, seq);
+        }
+        return sse_headers(
+            Body::from_stream(buf.reader(seq, false, KEEPALIVE, None)).into_response(),
+        );
+    }
+    let after = session.get_delivered.load(Ordering::SeqCst);
+    let buf = session.streams.lock().get(&0).cloned();
+    match buf {
+        Some(buf) => attach_get(&session, buf, after),
+        None => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+    }
+}
+
+/// Attach the (single) GET stream; a second one at the same time is 409.
+fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64) -> Response {
+    if session.get_attached.swap(true, Ordering::SeqCst) {
+        return json_error(
+            StatusCode::CONFLICT,
+            RpcError::invalid_request("a GET stream is already open for this session"),
+            None,
+        );
+    }
+    struct Detach(Arc<Session>);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            self.0.get_attached.store(false, Ordering::SeqCst);
+        }
+    }
+    let guard = Detach(session.clone());
+    use futures_util::StreamExt;
+    let progress = Some(session.get_delivered.clone());
+    let stream = buf
+        .reader(after, false, KEEPALIVE, progress)
+        .map(move |item| {
+            let _keep = &guard;
+            item
+        });
+    sse_headers(Body::from_stream(stream).into_response())
+}
+
+async fn delete(gw: Arc<Gateway>, headers: HeaderMap) -> Response {
+    let session = match find_session(&gw, &headers) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    gw.end_session(&session.id).await;
+    StatusCode::OK.into_response()
+}

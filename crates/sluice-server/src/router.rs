@@ -1,0 +1,325 @@
+//! The router: what the gateway does with each message a client sends — answer it here
+//! (ping, lists), forward it to the one upstream that owns its target (tools/call, prompts/get,
+//! resources/read, …), fan it out (logging/setLevel), or relay a reply upstream.
+
+use crate::catalog::ListKind;
+use crate::gateway::{CallRoute, Gateway, Sink};
+use crate::session::{id_key, InflightCall, Session};
+use crate::upstreams::{Slot, Status};
+use serde_json::{json, Value};
+use sluice_core::{codes, Kind, Message, RpcError};
+use sluice_upstream::UpstreamError;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What became of a client request.
+pub enum Outcome {
+    /// Send this reply.
+    Reply(Message),
+    /// The client cancelled it: send nothing (stdio) or a cancellation error (HTTP).
+    Cancelled(Value),
+}
+
+impl Outcome {
+    /// The reply to send on a transport that must answer every request.
+    pub fn into_reply(self) -> Message {
+        match self {
+            Outcome::Reply(m) => m,
+            Outcome::Cancelled(id) => Message::error(
+                id,
+                &RpcError::new(codes::INTERNAL_ERROR, "Request cancelled by the client"),
+            ),
+        }
+    }
+}
+
+/// Handle a request from an initialised session.
+pub async fn handle_request(
+    gw: &Arc<Gateway>,
+    session: &Arc<Session>,
+    msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let method = msg.method().unwrap_or("").to_string();
+    let done = |r: Result<Value, RpcError>| match r {
+        Ok(result) => Outcome::Reply(Message::response(id.clone(), result)),
+        Err(e) => Outcome::Reply(Message::error(id.clone(), &e)),
+    };
+    let page_size = gw.settings.page_size as usize;
+    let cursor = msg.param_str("cursor").map(str::to_string);
+    let list = |kind| gw.catalog().page(kind, cursor.as_deref(), page_size);
+    match method.as_str() {
+        "ping" => done(Ok(json!({}))),
+        "initialize" => done(Err(RpcError::invalid_request(
+            "the session is already initialised",
+        ))),
+        "tools/list" => done(list(ListKind::Tools)),
+        "prompts/list" => done(list(ListKind::Prompts)),
+        "resources/list" => done(list(ListKind::Resources)),
+        "resources/templates/list" => done(list(ListKind::Templates)),
+        "tools/call" => {
+            let Some(name) = msg.param_str("name").map(str::to_string) else {
+                return done(Err(RpcError::invalid_params(
+                    "tools/call needs params.name",
+                )));
+            };
+            let Some(route) = gw.catalog().tool(&name).cloned() else {
+                return done(Err(RpcError::invalid_params(format!(
+                    "Unknown tool: {name}"
+                ))));
+            };
+            let mut msg = msg;
+            msg.params_mut().insert("name".into(), json!(route.name));
+            forward(gw, session, &gw.slots[route.slot], msg, sink).await
+        }
+        "prompts/get" => {
+            let Some(name) = msg.param_str("name").map(str::to_string) else {
+                return done(Err(RpcError::invalid_params(
+                    "prompts/get needs params.name",
+                )));
+            };
+            let Some(route) = gw.catalog().prompt(&name).cloned() else {
+                return done(Err(RpcError::invalid_params(format!(
+                    "Unknown prompt: {name}"
+                ))));
+            };
+            let mut msg = msg;
+            msg.params_mut().insert("name".into(), json!(route.name));
+            forward(gw, session, &gw.slots[route.slot], msg, sink).await
+        }
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            let Some(uri) = msg.param_str("uri").map(str::to_string) else {
+                return done(Err(RpcError::invalid_params(format!(
+                    "{method} needs params.uri"
+                ))));
+            };
+            let Some(slot) = resource_slot(gw, &uri) else {
+                return done(Err(RpcError::new(
+                    codes::INVALID_PARAMS,
+                    format!("Resource not found: {uri}"),
+                )
+                .with_data(json!({"uri": uri}))));
+            };
+            let outcome = forward(gw, session, &gw.slots[slot], msg, sink).await;
+            if let Outcome::Reply(r) = &outcome {
+                if r.kind() == Kind::Response {
+                    if method == "resources/subscribe" {
+                        session.subscriptions.lock().insert(uri);
+                    } else if method == "resources/unsubscribe" {
+                        session.subscriptions.lock().remove(&uri);
+                    }
+                }
+            }
+            outcome
+        }
+        "completion/complete" => {
+            let reference = msg
+                .params()
+                .and_then(|p| p.get("ref"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            match reference.get("type").and_then(Value::as_str) {
+                Some("ref/prompt") => {
+                    let name = reference.get("name").and_then(Value::as_str).unwrap_or("");
+                    let Some(route) = gw.catalog().prompt(name).cloned() else {
+                        return done(Err(RpcError::invalid_params(format!(
+                            "Unknown prompt: {name}"
+                        ))));
+                    };
+                    let mut msg = msg;
+                    if let Some(r) = msg
+                        .params_mut()
+                        .get_mut("ref")
+                        .and_then(Value::as_object_mut)
+                    {
+                        r.insert("name".into(), json!(route.name));
+                    }
+                    forward(gw, session, &gw.slots[route.slot], msg, sink).await
+                }
+                Some("ref/resource") => {
+                    let uri = reference.get("uri").and_then(Value::as_str).unwrap_or("");
+                    match resource_slot(gw, uri) {
+                        Some(slot) => forward(gw, session, &gw.slots[slot], msg, sink).await,
+                        None => done(Err(RpcError::invalid_params(format!(
+                            "Resource not found: {uri}"
+                        )))),
+                    }
+                }
+                _ => done(Err(RpcError::invalid_params(
+                    "completion/complete needs params.ref of type ref/prompt or ref/resource",
+                ))),
+            }
+        }
+        "logging/setLevel" => {
+            if msg.param_str("level").is_none() {
+                return done(Err(RpcError::invalid_params(
+                    "logging/setLevel needs params.level",
+                )));
+            }
+            fan_out_set_level(gw, session, &msg).await;
+            done(Ok(json!({})))
+        }
+        _ => done(Err(RpcError::method_not_found(&method))),
+    }
+}
+
+/// The slot serving a resource URI; with a single upstream offering resources, that one.
+fn resource_slot(gw: &Gateway, uri: &str) -> Option<usize> {
+    if let Some(s) = gw.catalog().resource(uri) {
+        return Some(s);
+    }
+    let with_resources: Vec<usize> = gw
+        .slots
+        .iter()
+        .filter(|s| {
+            s.capabilities()
+                .is_some_and(|c| c.get("resources").is_some())
+        })
+        .map(|s| s.index)
+        .collect();
+    match with_resources.as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    }
+}
+
+/// Send `logging/setLevel` to every connected upstream that has the logging capability.
+async fn fan_out_set_level(gw: &Arc<Gateway>, session: &Arc<Session>, msg: &Message) {
+    let params = msg.params().cloned();
+    let mut calls = Vec::new();
+    for slot in &gw.slots {
+        if slot.status() != Status::Up
+            || !slot
+                .capabilities()
+                .is_some_and(|c| c.get("logging").is_some())
+        {
+            continue;
+        }
+        let params = params.clone();
+        calls.push(async move {
+            if let Ok(conn) = slot.connection_for(gw, session).await {
+                if let Err(e) = conn
+                    .call("logging/setLevel", params, slot.timeout(gw))
+                    .await
+                {
+                    tracing::warn!(upstream = %slot.spec.id, "logging/setLevel failed: {e}");
+                }
+            }
+        });
+    }
+    futures_util::future::join_all(calls).await;
+}
+
+/// Forward a request to one upstream with a fresh id (and a fresh progress token), wait for the
+/// reply, and give it back under the client's id.
+pub async fn forward(
+    gw: &Arc<Gateway>,
+    session: &Arc<Session>,
+    slot: &Arc<Slot>,
+    mut msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let client_id = msg.id().cloned().unwrap_or(Value::Null);
+    let method = msg.method().unwrap_or("").to_string();
+    let conn = match slot.connection_for(gw, session).await {
+        Ok(c) => c,
+        Err(e) => return Outcome::Reply(Message::error(client_id, &e)),
+    };
+    let up_id = conn.next_id();
+    msg.set_id(json!(up_id));
+    let progress_token = match msg.progress_token().cloned() {
+        Some(t) => {
+            if let Some(meta) = msg
+                .params_mut()
+                .get_mut("_meta")
+                .and_then(Value::as_object_mut)
+            {
+                meta.insert("progressToken".into(), json!(up_id));
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    gw.track_call(
+        &conn,
+        up_id,
+        CallRoute {
+            session: session.clone(),
+            progress_token,
+            sink: sink.clone(),
+        },
+    );
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let key = id_key(&client_id);
+    session.inflight.lock().insert(
+        key.clone(),
+        InflightCall {
+            conn: conn.clone(),
+            upstream_id: up_id,
+            cancelled: cancelled.clone(),
+        },
+    );
+    let result = conn.call_with_id(up_id, msg, slot.timeout(gw)).await;
+    session.inflight.lock().remove(&key);
+    gw.untrack_call(&conn, up_id);
+    if cancelled.load(Ordering::SeqCst) {
+        return Outcome::Cancelled(client_id);
+    }
+    let reply = match result {
+        Ok(mut reply) => {
+            reply.set_id(client_id);
+            reply
+        }
+        Err(UpstreamError::Timeout(ms)) => Message::error(
+            client_id,
+            &RpcError::new(
+                codes::REQUEST_TIMEOUT,
+                format!("Upstream '{}' did not answer {method} within {ms} ms; the request was cancelled upstream", slot.spec.id),
+            )
+            .with_data(json!({"upstream": slot.spec.id, "timeoutMs": ms})),
+        ),
+        Err(e) => Message::error(
+            client_id,
+            &RpcError::new(
+                codes::UPSTREAM_UNAVAILABLE,
+                format!("Upstream '{}' failed during {method}: {e}", slot.spec.id),
+            )
+            .with_data(json!({"upstream": slot.spec.id})),
+        ),
+    };
+    Outcome::Reply(reply)
+}
+
+/// Handle a notification from an initialised session.
+pub fn handle_notification(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Message) {
+    match msg.method().unwrap_or("") {
+        "notifications/initialized" => {}
+        "notifications/cancelled" => {
+            if let Some(id) = msg.params().and_then(|p| p.get("requestId")) {
+                gw.cancel_client_request(session, id, msg.params().and_then(|p| p.get("reason")));
+            }
+        }
+        "notifications/roots/list_changed" => {
+            // Tell every upstream connection this client's calls go through.
+            let gw = gw.clone();
+            let session = session.clone();
+            tokio::spawn(async move {
+                let own: Vec<_> = session.conns.lock().await.values().cloned().collect();
+                for c in own {
+                    let _ = c.notify("notifications/roots/list_changed", None);
+                }
+                for slot in &gw.slots {
+                    if !slot.per_session() {
+                        if let Some(c) = slot.state.lock().control.clone() {
+                            let _ = c.notify("notifications/roots/list_changed", None);
+                        }
+                    }
+                }
+            });
+        }
+        other => {
+            tracing::debug!(session = %session.id, method = other, "notification not forwarded")
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! A client session: what the client said at `initialize`, where messages to it go, its own
+//! upstream connections, its calls in flight, and the upstream requests waiting on its replies.
+
+use crate::stream::StreamBuf;
+use parking_lot::Mutex;
+use serde_json::Value;
+use sluice_core::Message;
+use sluice_upstream::Connection;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// Where messages to the client that belong to no request go.
+pub enum Outbound {
+    /// Streamable HTTP: the GET stream's buffer (stream 0).
+    Http(Arc<StreamBuf>),
+    /// stdio: the stdout writer.
+    Stdio(mpsc::UnboundedSender<Message>),
+}
+
+/// An upstream request forwarded to the client, waiting for the client's reply.
+pub struct PendingServerRequest {
+    /// The connection that asked.
+    pub conn: Connection,
+    /// The id the upstream gave it.
+    pub upstream_id: Value,
+}
+
+/// A client request forwarded upstream and not answered yet.
+pub struct InflightCall {
+    /// The connection it went to.
+    pub conn: Connection,
+    /// The id it carries upstream.
+    pub upstream_id: u64,
+    /// Set when the client cancelled it.
+    pub cancelled: Arc<AtomicBool>,
+}
+
+/// One client session.
+pub struct Session {
+    /// The session id (the `Mcp-Session-Id` on HTTP).
+    pub id: String,
+    /// The negotiated protocol version.
+    pub protocol_version: String,
+    /// `capabilities` from the client's `initialize`.
+    pub client_capabilities: Value,
+    /// `clientInfo` from the client's `initialize`.
+    pub client_info: Value,
+    /// Where unrelated messages go.
+    pub outbound: Outbound,
+    /// This session's own upstream connections (HTTP upstreams; stdio with session isolation),
+    /// by upstream slot.
+    pub conns: tokio::sync::Mutex<HashMap<usize, Connection>>,
+    /// Upstream requests sent to the client, by the id the client saw.
+    pub server_requests: Mutex<HashMap<String, PendingServerRequest>>,
+    /// Client requests in flight, by the client's id (as JSON text).
+    pub inflight: Mutex<HashMap<String, InflightCall>>,
+    /// SSE streams of this session by number (0 = the GET stream), for `Last-Event-ID`.
+    pub streams: Mutex<HashMap<u64, Arc<StreamBuf>>>,
+    /// Resource URIs the client subscribed to.
+    pub subscriptions: Mutex<HashSet<String>>,
+    /// Is a GET stream attached right now?
+    pub get_attached: AtomicBool,
+    /// Last sequence delivered on the GET stream (a new GET starts after it).
+    pub get_delivered: Arc<AtomicU64>,
+    next_stream: AtomicU64,
+    next_request: AtomicU64,
+    last_seen: Mutex<Instant>,
+    closed: AtomicBool,
+}
+
+impl Session {
+    /// A new session.
+    pub fn new(
+        id: String,
+        protocol_version: String,
+        client_capabilities: Value,
+        client_info: Value,
+        outbound: Outbound,
+    ) -> Session {
+        let mut streams = HashMap::new();
+        if let Outbound::Http(b) = &outbound {
+            streams.insert(0, b.clone());
+        }
+        Session {
+            id,
+            protocol_version,
+            client_capabilities,
+            client_info,
+            outbound,
+            conns: tokio::sync::Mutex::new(HashMap::new()),
+            server_requests: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+            streams: Mutex::new(streams),
+            subscriptions: Mutex::new(HashSet::new()),
+            get_attached: AtomicBool::new(false),
+            get_delivered: Arc::new(AtomicU64::new(0)),
+            next_stream: AtomicU64::new(1),
+            next_request: AtomicU64::new(1),
+            last_seen: Mutex::new(Instant::now()),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Send a message that belongs to no request (GET stream, or stdout).
+    pub fn send_unrelated(&self, msg: Message) {
+        match &self.outbound {
+            Outbound::Http(buf) => buf.push(&msg),
+            Outbound::Stdio(tx) => {
+                let _ = tx.send(msg);
+            }
+        }
+    }
+
+    /// Does the client support `cap` (a key of its capabilities)?
+    pub fn has_capability(&self, cap: &str) -> bool {
+        self.client_capabilities
+            .get(cap)
+            .is_some_and(|v| !v.is_null())
+    }
+
+    /// A fresh id for a request the gateway sends to this client.
+    pub fn mint_request_id(&self) -> String {
+        format!(
+            "sluice-{}",
+            self.next_request.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// A new POST stream (registered for resumption; the oldest finished ones are dropped).
+    pub fn new_stream(&self, cap: usize) -> Arc<StreamBuf> {
+        let n = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let buf = StreamBuf::new(n, cap);
+        let mut streams = self.streams.lock();
+        if streams.len() > 64 {
+            let mut done: Vec<u64> = streams
+                .iter()
+                .filter(|(k, b)| **k != 0 && b.is_done())
+                .map(|(k, _)| *k)
+                .collect();
+            done.sort_unstable();
+            for k in done.iter().take(done.len().saturating_sub(16)) {
+                streams.remove(k);
+            }
+        }
+        streams.insert(n, buf.clone());
+        buf
+    }
+
+    /// Record activity (for the idle timeout).
+    pub fn touch(&self) {
+        *self.last_seen.lock() = Instant::now();
+    }
+
+    /// Seconds since the last activity.
+    pub fn idle_secs(&self) -> u64 {
+        self.last_seen.lock().elapsed().as_secs()
+    }
+
+    /// Mark closed; returns false if it already was.
+    pub fn mark_closed(&self) -> bool {
+        !self.closed.swap(true, Ordering::SeqCst)
+    }
+
+    /// Has the session ended?
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
+/// JSON text of an id, as a map key (`1` and `"1"` stay distinct).
+pub fn id_key(id: &Value) -> String {
+    id.to_string()
+}

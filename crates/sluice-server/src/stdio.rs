@@ -1,0 +1,129 @@
+//! The downstream stdio transport: one client on stdin/stdout, one JSON message per line.
+//! Nothing but protocol is written to stdout; the gateway stops when stdin closes.
+
+use crate::gateway::Gateway;
+use crate::router::{handle_notification, handle_request, Outcome};
+use crate::session::{Outbound, Session};
+use serde_json::{json, Value};
+use sluice_core::{version, Kind, Message, RpcError};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// Serve one client over the given reader and writer until the reader ends.
+pub async fn serve<R, W>(gw: Arc<Gateway>, input: R, output: W)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(msg) = out_rx.recv().await {
+            let mut line = msg.to_json();
+            line.push('\n');
+            if output.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+            if out_rx.is_empty() && output.flush().await.is_err() {
+                break;
+            }
+        }
+        let _ = output.flush().await;
+    });
+
+    let mut session: Option<Arc<Session>> = None;
+    let mut lines = BufReader::new(input).lines();
+    let limit = gw.settings.max_body_bytes as usize;
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("reading stdin failed: {e}");
+                break;
+            }
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line.len() > limit {
+            let err =
+                RpcError::invalid_request(format!("the message is larger than {limit} bytes"));
+            let _ = out_tx.send(Message::error(Value::Null, &err));
+            continue;
+        }
+        let msg = match Message::parse(line.as_bytes()) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = out_tx.send(Message::error(
+                    e.id.clone().unwrap_or(Value::Null),
+                    &e.error,
+                ));
+                continue;
+            }
+        };
+        let Some(s) = session.clone() else {
+            match (msg.kind(), msg.method()) {
+                (Kind::Request, Some("initialize")) => {
+                    let params = msg.params().cloned().unwrap_or(Value::Null);
+                    let version =
+                        version::negotiate(params.get("protocolVersion").and_then(Value::as_str));
+                    let s = Arc::new(Session::new(
+                        "stdio".into(),
+                        version.into(),
+                        params.get("capabilities").cloned().unwrap_or(json!({})),
+                        params.get("clientInfo").cloned().unwrap_or(Value::Null),
+                        Outbound::Stdio(out_tx.clone()),
+                    ));
+                    gw.add_session(s.clone());
+                    session = Some(s);
+                    let id = msg.id().cloned().unwrap_or(Value::Null);
+                    let _ = out_tx.send(Message::response(id, gw.initialize_result(version)));
+                }
+                (Kind::Request, Some("ping")) => {
+                    let _ = out_tx.send(Message::response(
+                        msg.id().cloned().unwrap_or(Value::Null),
+                        json!({}),
+                    ));
+                }
+                (Kind::Request, _) => {
+                    let err = RpcError::invalid_request(
+                        "the session is not initialised: send initialize first",
+                    );
+                    let _ = out_tx.send(Message::error(
+                        msg.id().cloned().unwrap_or(Value::Null),
+                        &err,
+                    ));
+                }
+                _ => tracing::debug!("message before initialize ignored"),
+            }
+            continue;
+        };
+        s.touch();
+        match msg.kind() {
+            Kind::Notification => handle_notification(&gw, &s, msg),
+            Kind::Response | Kind::Error => gw.relay_client_reply(&s, msg),
+            Kind::Request => {
+                let gw = gw.clone();
+                let out = out_tx.clone();
+                tasks.spawn(async move {
+                    match handle_request(&gw, &s, msg, &out).await {
+                        Outcome::Reply(r) => {
+                            let _ = out.send(r);
+                        }
+                        Outcome::Cancelled(_) => {}
+                    }
+                });
+            }
+        }
+        while tasks.try_join_next().is_some() {}
+    }
+    tracing::info!("stdin closed; shutting down");
+    tasks.abort_all();
+    drop(out_tx);
+    gw.shutdown().await;
+    let _ = writer.await;
+}

@@ -1,0 +1,361 @@
+//! Upstream slots: one per configured upstream. A slot keeps the control connection (shared by
+//! every client for stdio, used for lists by every transport), caches the upstream's lists,
+//! restarts it with backoff when it fails, and opens per-session connections when the upstream
+//! needs one per client (HTTP, or stdio with `"isolation": "session"`).
+
+use crate::catalog::UpstreamLists;
+use crate::gateway::Gateway;
+use crate::session::Session;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use sluice_config::{Isolation, Transport, UpstreamSpec};
+use sluice_core::{codes, RpcError};
+use sluice_upstream::{Connection, Event, OpenOptions};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// The health of an upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Configured with `"enabled": false`.
+    Disabled,
+    /// Starting (first start or a restart).
+    Starting,
+    /// Connected and listed.
+    Up,
+    /// Not connected; the reason, and when the next attempt is due.
+    Down(String),
+}
+
+/// The live state of one slot.
+#[derive(Debug, Default)]
+pub struct SlotState {
+    /// Health.
+    pub status: Option<Status>,
+    /// The control connection while up.
+    pub control: Option<Connection>,
+    /// The upstream's lists while up.
+    pub lists: Option<UpstreamLists>,
+    /// The upstream's `initialize` result while up.
+    pub init: Option<Value>,
+    /// How many times it was (re)started after a failure.
+    pub restarts: u64,
+}
+
+/// One configured upstream.
+pub struct Slot {
+    /// Position in the configuration.
+    pub index: usize,
+    /// The configuration.
+    pub spec: UpstreamSpec,
+    /// Live state.
+    pub state: Mutex<SlotState>,
+    /// Signalled after each start attempt (for start-up waiting).
+    pub attempted: tokio::sync::Notify,
+}
+
+const PKG_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The `clientInfo` Sluice sends upstream.
+pub fn client_info() -> Value {
+    json!({"name": "sluice", "title": "Sluice MCP gateway", "version": PKG_VERSION})
+}
+
+impl Slot {
+    /// A new slot (not started).
+    pub fn new(index: usize, spec: UpstreamSpec) -> Slot {
+        let status = if spec.enabled {
+            Status::Starting
+        } else {
+            Status::Disabled
+        };
+        Slot {
+            index,
+            spec,
+            state: Mutex::new(SlotState {
+                status: Some(status),
+                ..SlotState::default()
+            }),
+            attempted: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Does every client session get its own connection?
+    pub fn per_session(&self) -> bool {
+        self.spec.transport != Transport::Stdio || self.spec.isolation == Isolation::Session
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.state.lock().status.clone().unwrap_or(Status::Starting)
+    }
+
+    /// The upstream's capabilities while up.
+    pub fn capabilities(&self) -> Option<Value> {
+        self.state
+            .lock()
+            .init
+            .as_ref()
+            .and_then(|i| i.get("capabilities").cloned())
+    }
+
+    /// The request timeout for this upstream.
+    pub fn timeout(&self, gw: &Gateway) -> Duration {
+        Duration::from_millis(
+            self.spec
+                .timeout_ms
+                .unwrap_or(gw.settings.request_timeout_ms),
+        )
+    }
+
+    fn unavailable(&self) -> RpcError {
+        let why = match self.status() {
+            Status::Down(r) => r,
+            Status::Starting => "it is starting".into(),
+            Status::Disabled => "it is disabled".into(),
+            Status::Up => "it is not connected".into(),
+        };
+        RpcError::new(
+            codes::UPSTREAM_UNAVAILABLE,
+            format!("Upstream '{}' is unavailable: {why}", self.spec.id),
+        )
+        .with_data(json!({"upstream": self.spec.id}))
+    }
+
+    /// The connection a call from `session` goes through: the shared control connection, or the
+    /// session's own (opened on first use).
+    pub async fn connection_for(
+        self: &Arc<Slot>,
+        gw: &Arc<Gateway>,
+        session: &Arc<Session>,
+    ) -> Result<Connection, RpcError> {
+        if !self.per_session() {
+            let st = self.state.lock();
+            return match (&st.status, &st.control) {
+                (Some(Status::Up), Some(c)) if !c.is_closed() => Ok(c.clone()),
+                _ => {
+                    drop(st);
+                    Err(self.unavailable())
+                }
+            };
+        }
+        if self.status() == Status::Disabled {
+            return Err(self.unavailable());
+        }
+        let mut conns = session.conns.lock().await;
+        if let Some(c) = conns.get(&self.index) {
+            if !c.is_closed() {
+                return Ok(c.clone());
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let opts = OpenOptions {
+            client_info: client_info(),
+            capabilities: session.client_capabilities.clone(),
+            protocol_version: session.protocol_version.clone(),
+            connect_timeout: Duration::from_millis(gw.settings.connect_timeout_ms),
+            label: format!("{}#{}", self.spec.id, short(&session.id)),
+        };
+        let conn = Connection::open(&self.spec, opts, tx).await.map_err(|e| {
+            RpcError::new(
+                codes::UPSTREAM_UNAVAILABLE,
+                format!("Upstream '{}' is unavailable: {e}", self.spec.id),
+            )
+            .with_data(json!({"upstream": self.spec.id}))
+        })?;
+        conns.insert(self.index, conn.clone());
+        drop(conns);
+        tokio::spawn(pump(
+            gw.clone(),
+            self.clone(),
+            conn.clone(),
+            Some(Arc::downgrade(session)),
+            rx,
+        ));
+        Ok(conn)
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// Deliver a connection's events to the gateway until it closes.
+async fn pump(
+    gw: Arc<Gateway>,
+    slot: Arc<Slot>,
+    conn: Connection,
+    owner: Option<std::sync::Weak<Session>>,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+) {
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Message(inc) => {
+                let owner = owner.as_ref().and_then(|w| w.upgrade());
+                gw.on_upstream_message(&slot, &conn, owner, inc).await;
+            }
+            Event::Closed(_) => break,
+        }
+    }
+}
+
+/// Fetch every page of one list (bounded to 1000 pages).
+async fn fetch_all(
+    conn: &Connection,
+    method: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+        let reply = conn
+            .call(method, params, timeout)
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        let Some(result) = reply.result() else {
+            return Err(format!(
+                "{method} failed: {}",
+                reply.error_obj().cloned().unwrap_or(Value::Null)
+            ));
+        };
+        if let Some(items) = result.get(key).and_then(Value::as_array) {
+            out.extend(items.iter().cloned());
+        }
+        match result.get("nextCursor").and_then(Value::as_str) {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+            _ => return Ok(out),
+        }
+    }
+    Ok(out)
+}
+
+/// Fetch the lists the upstream's capabilities say it has.
+pub async fn fetch_lists(
+    conn: &Connection,
+    caps: &Value,
+    timeout: Duration,
+) -> Result<UpstreamLists, String> {
+    let mut lists = UpstreamLists::default();
+    if caps.get("tools").is_some() {
+        lists.tools = fetch_all(conn, "tools/list", "tools", timeout).await?;
+    }
+    if caps.get("prompts").is_some() {
+        lists.prompts = fetch_all(conn, "prompts/list", "prompts", timeout).await?;
+    }
+    if caps.get("resources").is_some() {
+        lists.resources = fetch_all(conn, "resources/list", "resources", timeout).await?;
+        // Templates are optional even with the resources capability.
+        lists.templates = fetch_all(
+            conn,
+            "resources/templates/list",
+            "resourceTemplates",
+            timeout,
+        )
+        .await
+        .unwrap_or_default();
+    }
+    Ok(lists)
+}
+
+/// Keep the slot's control connection up: start, list, serve events, and restart with
+/// exponential backoff after a failure, until the gateway shuts down.
+pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
+    let initial = Duration::from_millis(gw.settings.restart_initial_ms);
+    let max = Duration::from_millis(gw.settings.restart_max_ms);
+    let mut backoff = initial;
+    loop {
+        if gw.is_shutting_down() {
+            return;
+        }
+        slot.state.lock().status = Some(Status::Starting);
+        let started = Instant::now();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let caps = if slot.per_session() {
+            json!({})
+        } else {
+            json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}})
+        };
+        let opts = OpenOptions {
+            client_info: client_info(),
+            capabilities: caps,
+            protocol_version: sluice_core::version::LATEST_LEGACY.into(),
+            connect_timeout: Duration::from_millis(gw.settings.connect_timeout_ms),
+            label: slot.spec.id.clone(),
+        };
+        let timeout = slot.timeout(&gw);
+        let opened = match Connection::open(&slot.spec, opts, tx).await {
+            Ok(conn) => {
+                let caps = conn
+                    .init_result()
+                    .get("capabilities")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                match fetch_lists(&conn, &caps, timeout).await {
+                    Ok(lists) => Ok((conn, lists)),
+                    Err(e) => {
+                        conn.shutdown().await;
+                        Err(format!("listing failed: {e}"))
+                    }
+                }
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        match opened {
+            Ok((conn, lists)) => {
+                tracing::info!(upstream = %slot.spec.id, tools = lists.tools.len(), prompts = lists.prompts.len(), resources = lists.resources.len(), "upstream connected");
+                {
+                    let mut st = slot.state.lock();
+                    st.status = Some(Status::Up);
+                    st.init = Some(conn.init_result().clone());
+                    st.lists = Some(lists);
+                    st.control = Some(conn.clone());
+                }
+                slot.attempted.notify_waiters();
+                gw.rebuild_catalog();
+                let pump_task =
+                    tokio::spawn(pump(gw.clone(), slot.clone(), conn.clone(), None, rx));
+                tokio::select! {
+                    _ = conn.closed() => {}
+                    _ = gw.shutdown_signal() => {
+                        conn.shutdown().await;
+                        pump_task.abort();
+                        return;
+                    }
+                }
+                pump_task.abort();
+                let reason = "the connection closed (the process exited or the server went away)";
+                tracing::warn!(upstream = %slot.spec.id, "upstream down: {reason}; restarting");
+                {
+                    let mut st = slot.state.lock();
+                    st.status = Some(Status::Down(reason.into()));
+                    st.control = None;
+                    st.lists = None;
+                    st.init = None;
+                    st.restarts += 1;
+                }
+                conn.shutdown().await;
+                gw.rebuild_catalog();
+                if started.elapsed() > Duration::from_secs(30) {
+                    backoff = initial;
+                }
+            }
+            Err(reason) => {
+                tracing::warn!(upstream = %slot.spec.id, "upstream failed to start: {reason}; retrying in {} ms", backoff.as_millis());
+                {
+                    let mut st = slot.state.lock();
+                    st.status = Some(Status::Down(reason));
+                    st.restarts += 1;
+                }
+                slot.attempted.notify_waiters();
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = gw.shutdown_signal() => return,
+        }
+        backoff = (backoff * 2).min(max);
+    }
+}

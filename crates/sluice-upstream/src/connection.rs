@@ -1,0 +1,341 @@
+//! The transport-independent half of an upstream session: request ids, pending replies,
+//! dispatch of what the upstream sends, the handshake, and shutdown.
+
+use crate::error::UpstreamError;
+use crate::{http, sse, stdio};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use sluice_config::{Transport, UpstreamSpec};
+use sluice_core::{Kind, Message};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, Notify};
+
+/// A message the upstream started (a request to the client, or a notification).
+#[derive(Debug, Clone)]
+pub struct Incoming {
+    /// The message as the upstream sent it.
+    pub msg: Message,
+    /// The id (as minted by this connection) of the request whose response stream carried it,
+    /// when the transport says so (Streamable HTTP).
+    pub related: Option<u64>,
+}
+
+/// What a connection reports on its event channel.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The upstream sent a request or notification.
+    Message(Incoming),
+    /// The connection ended; no more events follow.
+    Closed(String),
+}
+
+/// How to open a connection: who the gateway says it is, and what it offers.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// `clientInfo` sent in `initialize`.
+    pub client_info: Value,
+    /// `capabilities` sent in `initialize`.
+    pub capabilities: Value,
+    /// The protocol version asked for.
+    pub protocol_version: String,
+    /// Start-up plus handshake deadline.
+    pub connect_timeout: Duration,
+    /// A label for logs (the upstream id plus, for per-session connections, the session).
+    pub label: String,
+}
+
+pub(crate) enum Wire {
+    Stdio(stdio::StdioWire),
+    Http(http::HttpWire),
+    Sse(sse::SseWire),
+}
+
+impl Wire {
+    fn send(&self, inner: &Arc<Inner>, msg: &Message) -> Result<(), UpstreamError> {
+        match self {
+            Wire::Stdio(w) => w.send(msg),
+            Wire::Http(w) => w.send(inner, msg),
+            Wire::Sse(w) => w.send(inner, msg),
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub label: String,
+    serial: u64,
+    next_id: AtomicU64,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
+    events: mpsc::UnboundedSender<Event>,
+    closed: AtomicBool,
+    closed_reason: Mutex<Option<String>>,
+    closed_notify: Notify,
+    pub wire: std::sync::OnceLock<Wire>,
+}
+
+impl Inner {
+    /// Route one message from the upstream: replies to their waiter, the rest to the events.
+    pub(crate) fn dispatch(&self, msg: Message, related: Option<u64>) {
+        match msg.kind() {
+            Kind::Response | Kind::Error => {
+                let Some(id) = msg.id().and_then(Value::as_u64) else {
+                    tracing::warn!(upstream = %self.label, "reply with an id this gateway never sent: {}", msg.to_json());
+                    return;
+                };
+                let waiter = self.pending.lock().remove(&id);
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(msg);
+                    }
+                    None => tracing::debug!(upstream = %self.label, id, "late reply dropped"),
+                }
+            }
+            Kind::Request | Kind::Notification => {
+                let _ = self.events.send(Event::Message(Incoming { msg, related }));
+            }
+        }
+    }
+
+    /// Mark the connection closed, fail every waiter, and report once.
+    pub(crate) fn close(&self, reason: String) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::info!(upstream = %self.label, "connection closed: {reason}");
+        *self.closed_reason.lock() = Some(reason.clone());
+        self.pending.lock().clear();
+        self.closed_notify.notify_waiters();
+        let _ = self.events.send(Event::Closed(reason));
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn closed_error(&self) -> UpstreamError {
+        UpstreamError::Closed(
+            self.closed_reason
+                .lock()
+                .clone()
+                .unwrap_or_else(|| "closed".into()),
+        )
+    }
+}
+
+/// One live MCP session with an upstream. Cheap to clone.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+    init: Arc<Value>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("label", &self.inner.label)
+            .finish()
+    }
+}
+
+impl Connection {
+    /// Start or reach the upstream and run the `initialize` handshake.
+    pub async fn open(
+        spec: &UpstreamSpec,
+        opts: OpenOptions,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Result<Connection, UpstreamError> {
+        static SERIAL: AtomicU64 = AtomicU64::new(1);
+        let inner = Arc::new(Inner {
+            label: opts.label.clone(),
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            next_id: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            events,
+            closed: AtomicBool::new(false),
+            closed_reason: Mutex::new(None),
+            closed_notify: Notify::new(),
+            wire: std::sync::OnceLock::new(),
+        });
+        let deadline = opts.connect_timeout;
+        let result = tokio::time::timeout(deadline, async {
+            let wire = match spec.transport {
+                Transport::Stdio => Wire::Stdio(stdio::StdioWire::start(spec, &inner)?),
+                Transport::Http => Wire::Http(http::HttpWire::new(spec)?),
+                Transport::Sse => Wire::Sse(sse::SseWire::connect(spec, &inner).await?),
+            };
+            let _ = inner.wire.set(wire);
+            let conn = Connection {
+                inner: inner.clone(),
+                init: Arc::new(Value::Null),
+            };
+            let reply = conn
+                .call(
+                    "initialize",
+                    Some(json!({
+                        "protocolVersion": opts.protocol_version,
+                        "capabilities": opts.capabilities,
+                        "clientInfo": opts.client_info,
+                    })),
+                    deadline,
+                )
+                .await?;
+            let result = match (reply.result(), reply.error_obj()) {
+                (Some(r), _) => r.clone(),
+                (None, Some(e)) => {
+                    return Err(UpstreamError::Protocol(format!("initialize failed: {e}")))
+                }
+                _ => return Err(UpstreamError::Protocol("initialize: empty reply".into())),
+            };
+            if let Some(Wire::Http(w)) = inner.wire.get() {
+                if let Some(v) = result.get("protocolVersion").and_then(Value::as_str) {
+                    w.set_protocol_version(v);
+                }
+            }
+            conn.notify("notifications/initialized", None)?;
+            if let Some(Wire::Http(w)) = inner.wire.get() {
+                w.open_get_stream(&inner);
+            }
+            Ok::<Value, UpstreamError>(result)
+        })
+        .await;
+        match result {
+            Ok(Ok(init)) => Ok(Connection {
+                inner,
+                init: Arc::new(init),
+            }),
+            Ok(Err(e)) => {
+                inner.close(e.to_string());
+                Connection::shutdown_wire(&inner).await;
+                Err(e)
+            }
+            Err(_) => {
+                let e = UpstreamError::Timeout(deadline.as_millis() as u64);
+                inner.close(format!(
+                    "start-up took longer than {} ms",
+                    deadline.as_millis()
+                ));
+                Connection::shutdown_wire(&inner).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The upstream's `initialize` result (serverInfo, capabilities, instructions, …).
+    pub fn init_result(&self) -> &Value {
+        &self.init
+    }
+
+    /// A number unique to this connection within the process (for keying maps).
+    pub fn serial(&self) -> u64 {
+        self.inner.serial
+    }
+
+    /// The label given at open.
+    pub fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// Has the connection ended?
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Reserve the id the next request will carry (so a caller can record it before sending).
+    pub fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Send a request and wait for its reply (a result or an error message).
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Message, UpstreamError> {
+        let id = self.next_id();
+        self.call_with_id(id, Message::request(json!(id), method, params), timeout)
+            .await
+    }
+
+    /// Send `msg` (a request whose id is `id`, from [`Connection::next_id`]) and wait for its
+    /// reply. On timeout, `notifications/cancelled` is sent upstream.
+    pub async fn call_with_id(
+        &self,
+        id: u64,
+        msg: Message,
+        timeout: Duration,
+    ) -> Result<Message, UpstreamError> {
+        if self.inner.is_closed() {
+            return Err(self.inner.closed_error());
+        }
+        let (tx, rx) = oneshot::channel();
+        self.inner.pending.lock().insert(id, tx);
+        if let Err(e) = self.send(&msg) {
+            self.inner.pending.lock().remove(&id);
+            return Err(e);
+        }
+        let closed = self.inner.closed_notify.notified();
+        tokio::select! {
+            reply = rx => reply.map_err(|_| self.inner.closed_error()),
+            _ = closed => Err(self.inner.closed_error()),
+            _ = tokio::time::sleep(timeout) => {
+                self.inner.pending.lock().remove(&id);
+                let ms = timeout.as_millis() as u64;
+                let _ = self.notify("notifications/cancelled", Some(json!({
+                    "requestId": id,
+                    "reason": format!("Sluice: no reply within {ms} ms"),
+                })));
+                Err(UpstreamError::Timeout(ms))
+            }
+        }
+    }
+
+    /// Forget a pending request (the caller gave up, e.g. the client cancelled it).
+    pub fn forget(&self, id: u64) {
+        self.inner.pending.lock().remove(&id);
+    }
+
+    /// Send a notification.
+    pub fn notify(&self, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
+        self.send(&Message::notification(method, params))
+    }
+
+    /// Send any message as is (e.g. a reply to the upstream's own request).
+    pub fn send(&self, msg: &Message) -> Result<(), UpstreamError> {
+        if self.inner.is_closed() {
+            return Err(self.inner.closed_error());
+        }
+        match self.inner.wire.get() {
+            Some(w) => w.send(&self.inner, msg),
+            None => Err(UpstreamError::Closed("not started".into())),
+        }
+    }
+
+    /// End the session: close stdin and stop the process (stdio), or DELETE the session (HTTP).
+    pub async fn shutdown(&self) {
+        self.inner.close("shut down by the gateway".into());
+        Connection::shutdown_wire(&self.inner).await;
+    }
+
+    /// Wait until the connection ends.
+    pub async fn closed(&self) {
+        loop {
+            let n = self.inner.closed_notify.notified();
+            if self.inner.is_closed() {
+                return;
+            }
+            n.await;
+        }
+    }
+
+    async fn shutdown_wire(inner: &Arc<Inner>) {
+        match inner.wire.get() {
+            Some(Wire::Stdio(w)) => w.shutdown().await,
+            Some(Wire::Http(w)) => w.shutdown().await,
+            Some(Wire::Sse(w)) => w.shutdown(),
+            None => {}
+        }
+    }
+}

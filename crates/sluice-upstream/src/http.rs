@@ -1,0 +1,242 @@
+//! The Streamable HTTP transport (2025-03-26 … 2025-11-25): one POST per message, replies as JSON
+//! or as an SSE stream, `Mcp-Session-Id` and `MCP-Protocol-Version` headers, the GET stream for
+//! unrelated server messages, and DELETE to end the session.
+
+use crate::connection::Inner;
+use crate::error::UpstreamError;
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::StatusCode;
+use serde_json::Value;
+use sluice_config::UpstreamSpec;
+use sluice_core::{Kind, Message};
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+
+/// One HTTP client for every upstream connection: connection pooling and keep-alive across
+/// sessions.
+pub(crate) fn shared_client() -> reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(64)
+                .tcp_nodelay(true)
+                .build()
+                .expect("HTTP client")
+        })
+        .clone()
+}
+
+pub(crate) fn header_map(spec: &UpstreamSpec) -> Result<HeaderMap, UpstreamError> {
+    let mut headers = HeaderMap::new();
+    for (k, v) in &spec.headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|e| UpstreamError::Connect(format!("bad header name {k:?}: {e}")))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|e| UpstreamError::Connect(format!("bad value for header {k:?}: {e}")))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
+struct State {
+    session: Option<HeaderValue>,
+    version: Option<HeaderValue>,
+}
+
+pub(crate) struct HttpWire {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    state: Arc<Mutex<State>>,
+}
+
+impl HttpWire {
+    pub fn new(spec: &UpstreamSpec) -> Result<HttpWire, UpstreamError> {
+        Ok(HttpWire {
+            client: shared_client(),
+            url: spec.url.clone(),
+            headers: header_map(spec)?,
+            state: Arc::new(Mutex::new(State {
+                session: None,
+                version: None,
+            })),
+        })
+    }
+
+    pub fn set_protocol_version(&self, v: &str) {
+        self.state.lock().version = HeaderValue::from_str(v).ok();
+    }
+
+    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+        let mut rb = self
+            .client
+            .request(method, &self.url)
+            .headers(self.headers.clone());
+        let st = self.state.lock();
+        if let Some(s) = &st.session {
+            rb = rb.header(SESSION, s.clone());
+        }
+        if let Some(v) = &st.version {
+            rb = rb.header(VERSION, v.clone());
+        }
+        rb
+    }
+
+    pub fn send(&self, inner: &Arc<Inner>, msg: &Message) -> Result<(), UpstreamError> {
+        let rb = self
+            .request(reqwest::Method::POST)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(msg.to_json());
+        let inner = inner.clone();
+        let state = self.state.clone();
+        let request_id = match msg.kind() {
+            Kind::Request => msg.id().and_then(Value::as_u64),
+            _ => None,
+        };
+        let is_init = msg.method() == Some("initialize");
+        tokio::spawn(async move {
+            let outcome = post(rb, &inner, &state, request_id, is_init).await;
+            if let Err(e) = outcome {
+                match request_id {
+                    Some(id) => {
+                        // Fail the waiting call with a JSON-RPC error naming the cause.
+                        let err = sluice_core::RpcError::new(
+                            sluice_core::codes::UPSTREAM_UNAVAILABLE,
+                            e.to_string(),
+                        );
+                        inner.dispatch(Message::error(serde_json::json!(id), &err), None);
+                    }
+                    None => {
+                        tracing::warn!(upstream = %inner.label, "sending a message failed: {e}")
+                    }
+                }
+                if let UpstreamError::Closed(reason) = e {
+                    inner.close(reason);
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Open the GET stream for messages unrelated to any request (405 = the server has none).
+    pub fn open_get_stream(&self, inner: &Arc<Inner>) {
+        let rb = self
+            .request(reqwest::Method::GET)
+            .header(ACCEPT, "text/event-stream");
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            match rb.send().await {
+                Ok(resp) if resp.status().is_success() => {
+                    read_sse(resp, &inner, None).await;
+                }
+                Ok(resp) => {
+                    tracing::debug!(upstream = %inner.label, status = %resp.status(), "no GET stream")
+                }
+                Err(e) => tracing::debug!(upstream = %inner.label, "GET stream failed: {e}"),
+            }
+        });
+    }
+
+    pub async fn shutdown(&self) {
+        if self.state.lock().session.is_none() {
+            return;
+        }
+        let rb = self.request(reqwest::Method::DELETE);
+        let _ = tokio::time::timeout(Duration::from_secs(2), rb.send()).await;
+    }
+}
+
+async fn post(
+    rb: reqwest::RequestBuilder,
+    inner: &Arc<Inner>,
+    state: &Arc<Mutex<State>>,
+    request_id: Option<u64>,
+    is_init: bool,
+) -> Result<(), UpstreamError> {
+    let resp = rb
+        .send()
+        .await
+        .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?;
+    let status = resp.status();
+    if is_init && status.is_success() {
+        if let Some(s) = resp.headers().get(SESSION) {
+            state.lock().session = Some(s.clone());
+        }
+    }
+    if status == StatusCode::ACCEPTED {
+        return Ok(());
+    }
+    if status == StatusCode::NOT_FOUND && state.lock().session.is_some() {
+        return Err(UpstreamError::Closed(
+            "the upstream ended the session (HTTP 404)".into(),
+        ));
+    }
+    let ctype = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if ctype.starts_with("text/event-stream") {
+        read_sse(resp, inner, request_id).await;
+        return Ok(());
+    }
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| UpstreamError::Protocol(format!("reading the reply failed: {e}")))?;
+    if body.is_empty() {
+        if status.is_success() {
+            return Ok(());
+        }
+        return Err(UpstreamError::Protocol(format!("HTTP {status}")));
+    }
+    match Message::parse(&body) {
+        Ok(msg) => {
+            inner.dispatch(msg, request_id);
+            Ok(())
+        }
+        Err(_) if !status.is_success() => Err(UpstreamError::Protocol(format!(
+            "HTTP {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(300)])
+        ))),
+        Err(e) => Err(UpstreamError::Protocol(format!(
+            "the reply is not JSON-RPC: {}",
+            e.error.message
+        ))),
+    }
+}
+
+/// Read an SSE body, dispatching each `message` event.
+pub(crate) async fn read_sse(resp: reqwest::Response, inner: &Arc<Inner>, related: Option<u64>) {
+    use eventsource_stream::Eventsource;
+    let mut events = resp.bytes_stream().eventsource();
+    while let Some(ev) = events.next().await {
+        match ev {
+            Ok(ev) => {
+                if ev.data.is_empty() || (ev.event != "message" && !ev.event.is_empty()) {
+                    continue;
+                }
+                match Message::parse(ev.data.as_bytes()) {
+                    Ok(msg) => inner.dispatch(msg, related),
+                    Err(e) => {
+                        tracing::warn!(upstream = %inner.label, "bad SSE message: {}", e.error.message)
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(upstream = %inner.label, "SSE stream ended: {e}");
+                break;
+            }
+        }
+    }
+}
