@@ -22,7 +22,11 @@ pub fn bin(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     let path = target.join(profile).join(name);
     assert!(
         path.exists(),
@@ -91,7 +95,9 @@ impl Drop for Proc {
 pub fn start_fixture_http(extra_args: &[&str]) -> (Proc, String) {
     let port = free_port();
     let mut cmd = Command::new(bin("sluice-fixture"));
-    cmd.arg("--http").arg(format!("127.0.0.1:{port}")).args(extra_args);
+    cmd.arg("--http")
+        .arg(format!("127.0.0.1:{port}"))
+        .args(extra_args);
     let proc = Proc::spawn(cmd);
     wait_for_port(port, Duration::from_secs(20));
     (proc, format!("http://127.0.0.1:{port}/mcp"))
@@ -106,8 +112,338 @@ pub fn start_sluice(args: &[&str]) -> (Proc, String) {
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .args(args)
-        .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()));
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        );
     let proc = Proc::spawn(cmd);
     wait_for_port(port, Duration::from_secs(30));
     (proc, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+pub mod mcp {
+    //! A small raw MCP client for the tests: it speaks Streamable HTTP or stdio by hand, so the
+    //! tests can assert exact status codes, headers and bodies (the SDK clients are used in the
+    //! interoperability tests).
+
+    use futures_util::StreamExt;
+    use serde_json::{json, Value};
+    use std::time::Duration;
+
+    /// The Accept header every compliant client sends.
+    pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+    /// A finished HTTP response.
+    #[derive(Debug)]
+    pub struct Resp {
+        /// HTTP status.
+        pub status: u16,
+        /// Response headers.
+        pub headers: reqwest::header::HeaderMap,
+        /// Body text.
+        pub body: String,
+    }
+
+    impl Resp {
+        /// The header value, if present.
+        pub fn header(&self, name: &str) -> Option<String> {
+            self.headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        }
+
+        /// Is the body an SSE stream?
+        pub fn is_sse(&self) -> bool {
+            self.header("content-type")
+                .is_some_and(|c| c.starts_with("text/event-stream"))
+        }
+
+        /// Every JSON-RPC message in the body (one for JSON, each `data:` for SSE).
+        pub fn messages(&self) -> Vec<Value> {
+            if self.is_sse() {
+                parse_sse(&self.body).into_iter().map(|(_, v)| v).collect()
+            } else if self.body.is_empty() {
+                Vec::new()
+            } else {
+                vec![serde_json::from_str(&self.body).expect("JSON body")]
+            }
+        }
+
+        /// The last message (the reply).
+        pub fn reply(&self) -> Value {
+            self.messages().pop().expect("a reply message")
+        }
+    }
+
+    /// Parse SSE text into (event id, JSON data) pairs, skipping priming events.
+    pub fn parse_sse(body: &str) -> Vec<(Option<String>, Value)> {
+        let mut out = Vec::new();
+        for block in body.split("\n\n") {
+            let mut id = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = Some(v.trim().to_string());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                }
+            }
+            if !data.trim().is_empty() {
+                out.push((id, serde_json::from_str(&data).expect("JSON in SSE data")));
+            }
+        }
+        out
+    }
+
+    /// Reads an SSE response incrementally.
+    pub struct SseReader {
+        stream: std::pin::Pin<
+            Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>,
+        >,
+        buf: String,
+    }
+
+    impl SseReader {
+        /// Wrap a streaming response.
+        pub fn new(resp: reqwest::Response) -> SseReader {
+            SseReader {
+                stream: Box::pin(resp.bytes_stream()),
+                buf: String::new(),
+            }
+        }
+
+        /// The next message with its event id (None when the stream ends). Panics after 20 s.
+        pub async fn next(&mut self) -> Option<(Option<String>, Value)> {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                while let Some(i) = self.buf.find("\n\n") {
+                    let block: String = self.buf.drain(..i + 2).collect();
+                    if let Some(m) = parse_sse(&block).pop() {
+                        return Some(m);
+                    }
+                }
+                let chunk = tokio::time::timeout_at(deadline, self.stream.next())
+                    .await
+                    .expect("an SSE event within 20 s");
+                match chunk {
+                    Some(Ok(b)) => self.buf.push_str(&String::from_utf8_lossy(&b)),
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// A raw Streamable HTTP client with one session.
+    pub struct Client {
+        /// The HTTP client.
+        pub http: reqwest::Client,
+        /// The `/mcp` URL.
+        pub url: String,
+        /// The session id after initialize.
+        pub session: Option<String>,
+        next_id: std::sync::atomic::AtomicU64,
+    }
+
+    impl Client {
+        /// A client for `url` (not initialised).
+        pub fn new(url: &str) -> Client {
+            Client {
+                http: reqwest::Client::new(),
+                url: url.to_string(),
+                session: None,
+                next_id: std::sync::atomic::AtomicU64::new(1),
+            }
+        }
+
+        /// Initialise with the given capabilities; returns the initialize result.
+        pub async fn initialize(&mut self, capabilities: Value) -> Value {
+            let resp = self
+                .post(
+                    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": capabilities,
+                        "clientInfo": {"name": "sluice-e2e", "version": "1"}
+                    }}),
+                )
+                .await;
+            assert_eq!(resp.status, 200, "initialize: {}", resp.body);
+            self.session = Some(resp.header("mcp-session-id").expect("Mcp-Session-Id"));
+            let init = resp.reply();
+            let n = self
+                .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await;
+            assert_eq!(n.status, 202);
+            init["result"].clone()
+        }
+
+        /// A POST request builder with the standard headers (and the session).
+        pub fn builder(&self) -> reqwest::RequestBuilder {
+            self.builder_with(&[])
+        }
+
+        /// A POST request builder whose standard headers are replaced by `overrides`.
+        pub fn builder_with(&self, overrides: &[(&'static str, &str)]) -> reqwest::RequestBuilder {
+            use reqwest::header::{HeaderMap, HeaderValue};
+            let mut h = HeaderMap::new();
+            h.insert("accept", HeaderValue::from_static(ACCEPT_BOTH));
+            h.insert("content-type", HeaderValue::from_static("application/json"));
+            if let Some(s) = &self.session {
+                h.insert("mcp-session-id", HeaderValue::from_str(s).unwrap());
+                h.insert(
+                    "mcp-protocol-version",
+                    HeaderValue::from_static("2025-11-25"),
+                );
+            }
+            for (k, v) in overrides {
+                h.insert(*k, HeaderValue::from_str(v).unwrap());
+            }
+            self.http.post(&self.url).headers(h)
+        }
+
+        /// POST one message and read the whole response.
+        pub async fn post(&self, msg: Value) -> Resp {
+            finish(
+                self.builder()
+                    .body(msg.to_string())
+                    .send()
+                    .await
+                    .expect("POST"),
+            )
+            .await
+        }
+
+        /// POST one message and return the response unread (for streaming).
+        pub async fn post_streaming(&self, msg: Value) -> reqwest::Response {
+            self.builder()
+                .body(msg.to_string())
+                .send()
+                .await
+                .expect("POST")
+        }
+
+        /// A fresh request id.
+        pub fn id(&self) -> u64 {
+            self.next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        }
+
+        /// Send a request; return the reply message (the last message of the response).
+        pub async fn request(&self, method: &str, params: Value) -> Value {
+            let id = self.id();
+            let resp = self
+                .post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+                .await;
+            assert_eq!(resp.status, 200, "{method}: {}", resp.body);
+            let reply = resp.reply();
+            assert_eq!(reply["id"], json!(id));
+            reply
+        }
+
+        /// tools/call; returns the reply message.
+        pub async fn call_tool(&self, name: &str, args: Value) -> Value {
+            self.request("tools/call", json!({"name": name, "arguments": args}))
+                .await
+        }
+
+        /// The names from tools/list (all pages).
+        pub async fn tool_names(&self) -> Vec<String> {
+            let mut names = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let params = match &cursor {
+                    Some(c) => json!({"cursor": c}),
+                    None => json!({}),
+                };
+                let r = self.request("tools/list", params).await;
+                for t in r["result"]["tools"].as_array().expect("tools") {
+                    names.push(t["name"].as_str().unwrap().to_string());
+                }
+                match r["result"]["nextCursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_string()),
+                    None => return names,
+                }
+            }
+        }
+
+        /// Open the GET stream.
+        pub async fn open_get(&self, last_event_id: Option<&str>) -> reqwest::Response {
+            let mut rb = self
+                .http
+                .get(&self.url)
+                .header("accept", "text/event-stream")
+                .header("mcp-session-id", self.session.as_deref().unwrap_or(""));
+            if let Some(l) = last_event_id {
+                rb = rb.header("last-event-id", l);
+            }
+            rb.send().await.expect("GET")
+        }
+    }
+
+    /// Read a whole response.
+    pub async fn finish(resp: reqwest::Response) -> Resp {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.text().await.unwrap_or_default();
+        Resp {
+            status,
+            headers,
+            body,
+        }
+    }
+}
+
+pub mod tree {
+    //! Configuration trees written into temporary folders for a test.
+
+    use serde_json::Value;
+    use std::path::{Path, PathBuf};
+
+    /// A temporary home folder, removed on drop.
+    pub struct Home {
+        /// Its path.
+        pub path: PathBuf,
+    }
+
+    impl Home {
+        /// An empty home folder.
+        pub fn new(label: &str) -> Home {
+            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path =
+                std::env::temp_dir().join(format!("sluice-e2e-{label}-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).expect("create home");
+            Home { path }
+        }
+
+        /// Write a file (creating folders) with the given text.
+        pub fn write(&self, rel: &str, text: &str) -> &Home {
+            let p = self.path.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+            self
+        }
+
+        /// Write `mcp/expose.json`.
+        pub fn expose(&self, v: &Value) -> &Home {
+            self.write("mcp/expose.json", &serde_json::to_string_pretty(v).unwrap())
+        }
+
+        /// The path as a string argument.
+        pub fn arg(&self) -> String {
+            self.path.to_string_lossy().into_owned()
+        }
+
+        /// The path.
+        pub fn path(&self) -> &Path {
+            &self.path
+        }
+    }
+
+    impl Drop for Home {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
 }

@@ -1,1 +1,5 @@
-//! End-to-end tests.
+//! End-to-end tests: the real `sluice` binary against real upstream servers, driven by real
+//! clients. One test binary; each module covers one area.
+
+mod cli;
+mod http_transport;

@@ -135,7 +135,7 @@ pub fn valid_tool_name(name: &str) -> bool {
 }
 
 /// A relative path argument that climbs out of `home` (the seed's isolation guard).
-fn escapes(home: &Path, arg: &str) -> bool {
+fn escapes(arg: &str) -> bool {
     let p = Path::new(arg);
     if p.is_absolute() || !arg.contains('/') || arg.starts_with('-') {
         return false;
@@ -151,7 +151,6 @@ fn escapes(home: &Path, arg: &str) -> bool {
             return true;
         }
     }
-    let _ = home;
     false
 }
 
@@ -254,7 +253,7 @@ pub(crate) fn load(
                 spec.command = f.required_string("command");
                 spec.args = f.strings("args");
                 for (j, a) in spec.args.iter().enumerate() {
-                    if escapes(home, a) {
+                    if escapes(a) {
                         f.err(
                             &format!("args[{j}]"),
                             format!("path {a:?} escapes the home folder"),
@@ -273,9 +272,8 @@ pub(crate) fn load(
             }
             Transport::Http | Transport::Sse => {
                 spec.url = f.required_string("url");
-                if !spec.url.is_empty()
-                    && !(spec.url.starts_with("http://") || spec.url.starts_with("https://"))
-                {
+                let http_url = spec.url.starts_with("http://") || spec.url.starts_with("https://");
+                if !spec.url.is_empty() && !http_url {
                     f.err(
                         "url",
                         format!("{:?} is not an http:// or https:// URL", spec.url),

@@ -29,7 +29,7 @@ pub struct Message {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParseError {
     /// The JSON-RPC error (-32700 or -32600).
-    pub error: RpcError,
+    pub error: Box<RpcError>,
     /// The id of the offending message, when it had a readable one.
     pub id: Option<Value>,
 }
@@ -50,7 +50,7 @@ impl Message {
     /// message (an array, a missing `jsonrpc`, a bad id …) is -32600.
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
         let value: Value = serde_json::from_slice(bytes).map_err(|e| ParseError {
-            error: RpcError::parse(e),
+            error: Box::new(RpcError::parse(e)),
             id: None,
         })?;
         Message::from_value(value)
@@ -62,22 +62,22 @@ impl Message {
             Value::Object(obj) => obj,
             Value::Array(_) => {
                 return Err(ParseError {
-                    error: RpcError::invalid_request(
+                    error: Box::new(RpcError::invalid_request(
                         "batches (JSON arrays) are not supported; send one message per request",
-                    ),
+                    )),
                     id: None,
                 })
             }
             _ => {
                 return Err(ParseError {
-                    error: RpcError::invalid_request("a message must be a JSON object"),
+                    error: Box::new(RpcError::invalid_request("a message must be a JSON object")),
                     id: None,
                 })
             }
         };
         let id = obj.get("id").cloned();
         let fail = |why: &str| ParseError {
-            error: RpcError::invalid_request(why),
+            error: Box::new(RpcError::invalid_request(why)),
             id: id.clone().filter(valid_id),
         };
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {

@@ -138,6 +138,7 @@ async fn mcp(
 }
 
 /// Check `MCP-Protocol-Version` (absent = 2025-03-26; unknown = 400).
+#[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
 fn check_version(headers: &HeaderMap) -> Result<(), Response> {
     match header_str(headers, PROTOCOL) {
         None => Ok(()),
@@ -154,6 +155,7 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
 }
 
 /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
+#[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
 fn find_session(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Session>, Response> {
     let Some(id) = header_str(headers, SESSION) else {
         return Err(json_error(
@@ -209,7 +211,7 @@ async fn post(gw: Arc<Gateway>, headers: HeaderMap, body: Body) -> Response {
     };
     let msg = match Message::parse(&bytes) {
         Ok(m) => m,
-        Err(e) => return json_error(StatusCode::BAD_REQUEST, e.error.clone(), e.id.as_ref()),
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
         return initialize(gw, &headers, msg);

@@ -189,11 +189,10 @@ async fn fan_out_set_level(gw: &Arc<Gateway>, session: &Arc<Session>, msg: &Mess
     let params = msg.params().cloned();
     let mut calls = Vec::new();
     for slot in &gw.slots {
-        if slot.status() != Status::Up
-            || !slot
-                .capabilities()
-                .is_some_and(|c| c.get("logging").is_some())
-        {
+        let has_logging = slot
+            .capabilities()
+            .is_some_and(|c| c.get("logging").is_some());
+        if slot.status() != Status::Up || !has_logging {
             continue;
         }
         let params = params.clone();

@@ -94,7 +94,7 @@ fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn check(home: &PathBuf) -> ExitCode {
+fn check(home: &std::path::Path) -> ExitCode {
     match Config::load(home, &env_lookup) {
         Ok((config, warnings)) => {
             for w in &warnings {
