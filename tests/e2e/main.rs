@@ -3,3 +3,5 @@
 
 mod cli;
 mod http_transport;
+mod aggregation;
+mod routing;

@@ -67,6 +67,11 @@ pub struct Catalog {
     resource_routes: HashMap<String, usize>,
     templates: Vec<Value>,
     template_routes: Vec<(Vec<String>, usize)>,
+    /// Upstreams that are down, for naming them when a call targets one of their tools:
+    /// curated names, `<id>_` prefixes, and transparent upstreams (any name).
+    down_names: HashMap<String, usize>,
+    down_prefixes: Vec<(String, usize)>,
+    down_transparent: Option<usize>,
 }
 
 fn with_name(item: &Value, key: &str, name: &str) -> Value {
@@ -135,7 +140,20 @@ impl Catalog {
         };
         let mut warnings = Vec::new();
         for (slot, (spec, lists)) in upstreams.iter().enumerate() {
-            let Some(lists) = lists else { continue };
+            let Some(lists) = lists else {
+                if !spec.enabled {
+                    continue;
+                }
+                for e in expose.iter().filter(|e| e.upstream == spec.id && e.enabled) {
+                    c.down_names.insert(e.name.clone(), slot);
+                }
+                if spec.transparent {
+                    c.down_transparent.get_or_insert(slot);
+                } else if spec.expose_all {
+                    c.down_prefixes.push((format!("{}_", spec.id), slot));
+                }
+                continue;
+            };
             for tool in &lists.tools {
                 let Some(tname) = tool.get("name").and_then(Value::as_str) else {
                     continue;
@@ -219,6 +237,18 @@ impl Catalog {
     /// Where a client-facing tool name goes.
     pub fn tool(&self, name: &str) -> Option<&Route> {
         self.tool_routes.get(name)
+    }
+
+    /// The upstream that would own `name` were it up (to name it in the error).
+    pub fn down_owner(&self, name: &str) -> Option<usize> {
+        if let Some(s) = self.down_names.get(name) {
+            return Some(*s);
+        }
+        self.down_prefixes
+            .iter()
+            .find(|(p, _)| name.starts_with(p.as_str()))
+            .map(|(_, s)| *s)
+            .or(self.down_transparent)
     }
 
     /// Where a client-facing prompt name goes.

@@ -371,7 +371,15 @@ impl Gateway {
                 _ => {}
             }
             // Logging and any other notification: to the call it belongs to, else the owning
-            // session, else every session (a shared upstream speaks to all).
+            // session, else (a shared process) the latest call in flight on the connection,
+            // else every session (a shared upstream speaks to all).
+            let route = route.or_else(|| {
+                owner
+                    .is_none()
+                    .then(|| self.latest_call_on(conn))
+                    .flatten()
+                    .map(|(s, sink)| (s, None, sink))
+            });
             if let Some((session, _, sink)) = route {
                 if sink.send(msg.clone()).is_err() {
                     session.send_unrelated(msg);
@@ -399,14 +407,7 @@ impl Gateway {
             .as_ref()
             .map(|(s, _, sink)| (s.clone(), Some(sink.clone())))
             .or_else(|| owner.clone().map(|s| (s, None)))
-            .or_else(|| {
-                let calls = self.calls.lock();
-                calls
-                    .iter()
-                    .filter(|((serial, _), _)| *serial == conn.serial())
-                    .max_by_key(|((_, id), _)| *id)
-                    .map(|(_, r)| (r.session.clone(), Some(r.sink.clone())))
-            });
+            .or_else(|| self.latest_call_on(conn).map(|(s, sink)| (s, Some(sink))));
         let Some((session, sink)) = target else {
             let err = RpcError::new(
                 sluice_core::codes::METHOD_NOT_FOUND,
@@ -448,6 +449,17 @@ impl Gateway {
             }
             None => session.send_unrelated(msg),
         }
+    }
+
+    /// The session and sink of the most recent call in flight on `conn` (for messages a shared
+    /// stdio upstream sends without saying which call they belong to).
+    fn latest_call_on(&self, conn: &Connection) -> Option<(Arc<Session>, Sink)> {
+        self.calls
+            .lock()
+            .iter()
+            .filter(|((serial, _), _)| *serial == conn.serial())
+            .max_by_key(|((_, id), _)| *id)
+            .map(|(_, r)| (r.session.clone(), r.sink.clone()))
     }
 
     /// Re-read a slot's lists after the upstream said they changed.

@@ -109,7 +109,8 @@ impl Slot {
         )
     }
 
-    fn unavailable(&self) -> RpcError {
+    /// The error for a call this upstream cannot take now (-32000, naming it and why).
+    pub fn unavailable(&self) -> RpcError {
         let why = match self.status() {
             Status::Down(r) => r,
             Status::Starting => "it is starting".into(),
@@ -326,11 +327,13 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
                     }
                 }
                 pump_task.abort();
-                let reason = "the connection closed (the process exited or the server went away)";
-                tracing::warn!(upstream = %slot.spec.id, "upstream down: {reason}; restarting");
+                let reason = conn
+                    .close_reason()
+                    .unwrap_or_else(|| "the connection closed".into());
+                tracing::warn!(upstream = %slot.spec.id, "upstream down: {reason}; restarting in {} ms", backoff.as_millis());
                 {
                     let mut st = slot.state.lock();
-                    st.status = Some(Status::Down(reason.into()));
+                    st.status = Some(Status::Down(reason));
                     st.control = None;
                     st.lists = None;
                     st.init = None;

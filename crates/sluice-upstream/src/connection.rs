@@ -242,6 +242,11 @@ impl Connection {
         self.inner.is_closed()
     }
 
+    /// Why the connection ended (None while open).
+    pub fn close_reason(&self) -> Option<String> {
+        self.inner.closed_reason.lock().clone()
+    }
+
     /// Reserve the id the next request will carry (so a caller can record it before sending).
     pub fn next_id(&self) -> u64 {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
