@@ -1,7 +1,8 @@
 //! End-to-end tests: the real `sluice` binary against real upstream servers, driven by real
 //! clients. One test binary; each module covers one area.
 
-mod cli;
-mod http_transport;
 mod aggregation;
+mod cli;
+mod faults;
+mod http_transport;
 mod routing;

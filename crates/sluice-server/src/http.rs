@@ -256,7 +256,6 @@ fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Response {
         params.get("clientInfo").cloned().unwrap_or(Value::Null),
         Outbound::Http(buf),
     ));
-    gw.add_session(session);
     let client = params
         .get("clientInfo")
         .and_then(|c| c.get("name"))
@@ -267,6 +266,7 @@ fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Response {
         msg.id().cloned().unwrap_or(Value::Null),
         gw.initialize_result(version),
     );
+    gw.add_session(session);
     let mut r = (
         StatusCode::OK,
         [(
@@ -428,7 +428,7 @@ async fn get(gw: Arc<Gateway>, headers: HeaderMap) -> Response {
             );
         };
         if stream == 0 {
-            return attach_get(&session, buf, seq);
+            return attach_get(&session, buf, seq, true);
         }
         return sse_headers(
             Body::from_stream(buf.reader(seq, false, KEEPALIVE, None)).into_response(),
@@ -437,31 +437,56 @@ async fn get(gw: Arc<Gateway>, headers: HeaderMap) -> Response {
     let after = session.get_delivered.load(Ordering::SeqCst);
     let buf = session.streams.lock().get(&0).cloned();
     match buf {
-        Some(buf) => attach_get(&session, buf, after),
+        Some(buf) => attach_get(&session, buf, after, false),
         None => StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
 }
 
 /// Attach the (single) GET stream; a second one at the same time is 409.
-fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64) -> Response {
-    if session.get_attached.swap(true, Ordering::SeqCst) {
+fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover: bool) -> Response {
+    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let gen = GENERATION.fetch_add(1, Ordering::Relaxed);
+    let mut refused = false;
+    session.get_owner.send_if_modified(|owner| {
+        if *owner != 0 && !takeover {
+            refused = true;
+            return false;
+        }
+        *owner = gen;
+        true
+    });
+    if refused {
         return json_error(
             StatusCode::CONFLICT,
             RpcError::invalid_request("a GET stream is already open for this session"),
             None,
         );
     }
-    struct Detach(Arc<Session>);
+    /// Releases the GET slot when this stream ends (unless another took it over).
+    struct Detach(Arc<Session>, u64);
     impl Drop for Detach {
         fn drop(&mut self) {
-            self.0.get_attached.store(false, Ordering::SeqCst);
+            let gen = self.1;
+            self.0.get_owner.send_if_modified(|owner| {
+                if *owner == gen {
+                    *owner = 0;
+                    true
+                } else {
+                    false
+                }
+            });
         }
     }
-    let guard = Detach(session.clone());
+    let guard = Detach(session.clone(), gen);
+    let mut owner = session.get_owner.subscribe();
+    let replaced = async move {
+        let _ = owner.wait_for(|o| *o != gen).await;
+    };
     use futures_util::StreamExt;
     let progress = Some(session.get_delivered.clone());
     let stream = buf
         .reader(after, false, KEEPALIVE, progress)
+        .take_until(replaced)
         .map(move |item| {
             let _keep = &guard;
             item

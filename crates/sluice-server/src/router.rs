@@ -64,7 +64,11 @@ pub async fn handle_request(
                     "tools/call needs params.name",
                 )));
             };
-            let Some(route) = gw.catalog().tool(&name).cloned() else {
+            let catalog = gw.catalog();
+            let Some(route) = catalog.tool(&name).cloned() else {
+                if let Some(slot) = catalog.down_owner(&name) {
+                    return done(Err(gw.slots[slot].unavailable()));
+                }
                 return done(Err(RpcError::invalid_params(format!(
                     "Unknown tool: {name}"
                 ))));

@@ -61,8 +61,9 @@ pub struct Session {
     pub streams: Mutex<HashMap<u64, Arc<StreamBuf>>>,
     /// Resource URIs the client subscribed to.
     pub subscriptions: Mutex<HashSet<String>>,
-    /// Is a GET stream attached right now?
-    pub get_attached: AtomicBool,
+    /// Which GET stream is attached: 0 = none, else its generation. A resumption
+    /// (`Last-Event-ID`) takes over from an attached stream, which then ends.
+    pub get_owner: tokio::sync::watch::Sender<u64>,
     /// Last sequence delivered on the GET stream (a new GET starts after it).
     pub get_delivered: Arc<AtomicU64>,
     next_stream: AtomicU64,
@@ -95,7 +96,7 @@ impl Session {
             inflight: Mutex::new(HashMap::new()),
             streams: Mutex::new(streams),
             subscriptions: Mutex::new(HashSet::new()),
-            get_attached: AtomicBool::new(false),
+            get_owner: tokio::sync::watch::channel(0).0,
             get_delivered: Arc::new(AtomicU64::new(0)),
             next_stream: AtomicU64::new(1),
             next_request: AtomicU64::new(1),

@@ -78,10 +78,10 @@ where
                         params.get("clientInfo").cloned().unwrap_or(Value::Null),
                         Outbound::Stdio(out_tx.clone()),
                     ));
-                    gw.add_session(s.clone());
-                    session = Some(s);
                     let id = msg.id().cloned().unwrap_or(Value::Null);
                     let _ = out_tx.send(Message::response(id, gw.initialize_result(version)));
+                    gw.add_session(s.clone());
+                    session = Some(s);
                 }
                 (Kind::Request, Some("ping")) => {
                     let _ = out_tx.send(Message::response(
@@ -123,7 +123,9 @@ where
     }
     tracing::info!("stdin closed; shutting down");
     tasks.abort_all();
+    drop(session);
     drop(out_tx);
     gw.shutdown().await;
-    let _ = writer.await;
+    // Every sender is gone once the session is dropped; the writer flushes and ends.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
 }

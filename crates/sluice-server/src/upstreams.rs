@@ -314,8 +314,8 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
                     st.lists = Some(lists);
                     st.control = Some(conn.clone());
                 }
-                slot.attempted.notify_waiters();
                 gw.rebuild_catalog();
+                slot.attempted.notify_waiters();
                 let pump_task =
                     tokio::spawn(pump(gw.clone(), slot.clone(), conn.clone(), None, rx));
                 tokio::select! {
@@ -352,6 +352,7 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
                     st.status = Some(Status::Down(reason));
                     st.restarts += 1;
                 }
+                gw.rebuild_catalog();
                 slot.attempted.notify_waiters();
             }
         }

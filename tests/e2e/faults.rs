@@ -1,0 +1,231 @@
+//! Faults: an upstream that crashes or never starts, a hung upstream call, and the stdio
+//! transport's shutdown. Each has an exact answer, and everyone else keeps being served.
+
+use serde_json::{json, Value};
+use sluice_e2e::mcp::{Client, SseReader};
+use sluice_e2e::tree::Home;
+use sluice_e2e::{bin, start_sluice, Proc};
+use std::io::{BufRead, BufReader, Write};
+use std::process::Command;
+use std::time::Duration;
+
+fn fixture() -> String {
+    bin("sluice-fixture").to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn a_crashed_upstream_loses_its_tools_is_named_in_errors_and_comes_back() {
+    let home = Home::new("crash");
+    home.write("sluice.json", r#"{"restart_initial_ms": 1500}"#);
+    home.expose(&json!({"upstreams": [
+        {"id": "frail", "command": fixture(), "args": ["--stdio"], "expose_all": true},
+        {"id": "steady", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg()]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let mut other = Client::new(&url);
+    other.initialize(json!({})).await;
+    let mut events = SseReader::new(c.open_get(None).await);
+
+    let r = c.call_tool("frail_crash", json!({})).await;
+    assert_eq!(r["error"]["code"], json!(-32000), "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Upstream 'frail' failed during tools/call: connection closed"),
+        "{msg}"
+    );
+    assert_eq!(r["error"]["data"]["upstream"], json!("frail"));
+
+    // Its tools (and prompts and resources) leave the lists, and the client is told.
+    let seen = until_tools_changed(&mut events).await;
+    assert_eq!(
+        seen,
+        [
+            "notifications/tools/list_changed",
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed"
+        ]
+    );
+    let names = other.tool_names().await;
+    assert!(!names.iter().any(|n| n.starts_with("frail_")), "{names:?}");
+    // Meanwhile a call to it names it; the other upstream serves on, in both sessions.
+    // (The restart waits 1.5 s, so it is still down here.)
+    let r = other.call_tool("frail_echo", json!({})).await;
+    assert_eq!(r["error"]["code"], json!(-32000));
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Upstream 'frail' is unavailable: the process closed its stdout (exited)"),
+        "{r}"
+    );
+    let r = other.call_tool("steady_echo", json!({"still": "ok"})).await;
+    assert_eq!(r["result"]["structuredContent"], json!({"still": "ok"}));
+
+    // It is restarted (after the 1.5 s backoff) and its tools come back.
+    let seen = until_tools_changed(&mut events).await;
+    assert_eq!(
+        seen,
+        [
+            "notifications/tools/list_changed",
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed"
+        ]
+    );
+    assert!(c.tool_names().await.contains(&"frail_echo".to_string()));
+    let r = c.call_tool("frail_echo", json!({"back": true})).await;
+    assert_eq!(r["result"]["structuredContent"], json!({"back": true}));
+}
+
+/// The methods of the next three notifications on the GET stream.
+async fn until_tools_changed(events: &mut SseReader) -> Vec<String> {
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        let (_, m) = events.next().await.expect("a notification");
+        out.push(m["method"].as_str().unwrap_or("").to_string());
+    }
+    out
+}
+
+#[tokio::test]
+async fn an_upstream_that_cannot_start_does_not_stop_the_others() {
+    let home = Home::new("nostart");
+    home.expose(&json!({
+        "upstreams": [
+            {"id": "ghost", "command": "/nonexistent/mcp-server"},
+            {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+        ],
+        "expose": [{"upstream": "ghost", "tool": "boo", "as": "ghost_boo"}]
+    }));
+    let (_gw, url) = start_sluice(&["--home", &home.arg()]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let names = c.tool_names().await;
+    assert!(names.contains(&"fx_echo".to_string()) && !names.contains(&"ghost_boo".to_string()));
+    let r = c.call_tool("ghost_boo", json!({})).await;
+    assert_eq!(r["error"]["code"], json!(-32000));
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Upstream 'ghost' is unavailable: "),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("/nonexistent/mcp-server"),
+        "the reason says what failed: {msg}"
+    );
+    assert_eq!(
+        c.call_tool("fx_add", json!({"a": 1, "b": 1})).await["result"]["structuredContent"],
+        json!({"sum": 2})
+    );
+}
+
+#[tokio::test]
+async fn a_hung_call_times_out_and_is_cancelled_upstream() {
+    let home = Home::new("timeout");
+    home.write("sluice.json", r#"{"request_timeout_ms": 400}"#);
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg()]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let mut bystander = Client::new(&url);
+    bystander.initialize(json!({})).await;
+    let (hung, fine) = tokio::join!(
+        c.call_tool("fx_slow", json!({"ms": 5000})),
+        bystander.call_tool("fx_echo", json!({"x": 1}))
+    );
+    assert_eq!(fine["result"]["structuredContent"], json!({"x": 1}));
+    assert_eq!(
+        hung["error"],
+        json!({"code": -32001, "message": "Upstream 'fx' did not answer tools/call within 400 ms; the request was cancelled upstream", "data": {"upstream": "fx", "timeoutMs": 400}})
+    );
+    let r = c.call_tool("fx_last_cancelled", json!({})).await;
+    let seen: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["reason"], json!("Sluice: no reply within 400 ms"));
+}
+
+/// Read one line of stdout with a deadline.
+fn read_line(r: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("read stdout");
+    line
+}
+
+#[test]
+fn stdio_mode_speaks_only_protocol_and_stops_its_children_when_stdin_closes() {
+    let home = Home::new("stdio");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    let mut cmd = Command::new(bin("sluice"));
+    cmd.args(["serve", "--stdio", "--home", &home.arg()])
+        .env("RUST_LOG", "debug");
+    let mut p = Proc::spawn_piped(cmd);
+    let mut stdin = p.child.stdin.take().unwrap();
+    let mut out = BufReader::new(p.child.stdout.take().unwrap());
+    let send =
+        |stdin: &mut std::process::ChildStdin, line: &str| writeln!(stdin, "{line}").unwrap();
+
+    // Before initialize only ping works.
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    );
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r["error"]["code"], json!(-32600));
+    send(&mut stdin, &json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).to_string());
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r["result"]["protocolVersion"], json!("2025-06-18"));
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+    );
+    send(&mut stdin, &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "fx_whoami", "arguments": {}}}).to_string());
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r["id"], json!(3));
+    let who = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pid: u32 = who.rsplit("pid=").next().unwrap().trim().parse().unwrap();
+    // Bad input gets an error line, and the session goes on.
+    send(&mut stdin, "{broken");
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r["error"]["code"], json!(-32700));
+    assert_eq!(r["id"], Value::Null);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}).to_string(),
+    );
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 4, "result": {}}));
+
+    // Close stdin: the gateway exits cleanly, stdout ends, and the upstream process is gone.
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "", "nothing but protocol on stdout");
+    let status = wait_with_timeout(&mut p.child, Duration::from_secs(10));
+    assert_eq!(status, Some(0));
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(30));
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    });
+    assert!(gone, "upstream process {pid} was stopped");
+}
+
+fn wait_with_timeout(child: &mut std::process::Child, t: Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + t;
+    while std::time::Instant::now() < deadline {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
