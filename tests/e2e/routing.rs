@@ -279,3 +279,17 @@ async fn http_upstreams_get_one_upstream_session_per_client() {
     assert_ne!(wa, wb);
     assert_eq!(wa, who(a.call_tool("web_whoami", json!({})).await));
 }
+
+#[tokio::test]
+async fn a_broken_upstream_reply_stream_is_resumed_with_last_event_id() {
+    // The fixture's test_reconnection closes its SSE reply stream before replying; the gateway
+    // resumes it with a GET carrying Last-Event-ID and gets the reply.
+    let (_p, _h, url) = gateway("resume-upstream").await;
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let r = c.call_tool("web_test_reconnection", json!({})).await;
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        json!("Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure.")
+    );
+}

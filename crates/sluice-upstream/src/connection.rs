@@ -110,6 +110,11 @@ impl Inner {
         let _ = self.events.send(Event::Closed(reason));
     }
 
+    /// Is a reply to `id` still awaited?
+    pub(crate) fn is_pending(&self, id: u64) -> bool {
+        self.pending.lock().contains_key(&id)
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }

@@ -103,8 +103,11 @@ impl HttpWire {
             _ => None,
         };
         let is_init = msg.method() == Some("initialize");
+        let resume = self
+            .request(reqwest::Method::GET)
+            .header(ACCEPT, "text/event-stream");
         tokio::spawn(async move {
-            let outcome = post(rb, &inner, &state, request_id, is_init).await;
+            let outcome = post(rb, resume, &inner, &state, request_id, is_init).await;
             if let Err(e) = outcome {
                 match request_id {
                     Some(id) => {
@@ -136,7 +139,7 @@ impl HttpWire {
         tokio::spawn(async move {
             match rb.send().await {
                 Ok(resp) if resp.status().is_success() => {
-                    read_sse(resp, &inner, None).await;
+                    let _ = read_sse(resp, &inner, None).await;
                 }
                 Ok(resp) => {
                     tracing::debug!(upstream = %inner.label, status = %resp.status(), "no GET stream")
@@ -157,6 +160,7 @@ impl HttpWire {
 
 async fn post(
     rb: reqwest::RequestBuilder,
+    resume: reqwest::RequestBuilder,
     inner: &Arc<Inner>,
     state: &Arc<Mutex<State>>,
     request_id: Option<u64>,
@@ -187,7 +191,41 @@ async fn post(
         .unwrap_or("")
         .to_ascii_lowercase();
     if ctype.starts_with("text/event-stream") {
-        read_sse(resp, inner, request_id).await;
+        let mut last = read_sse(resp, inner, request_id).await;
+        // The stream ended before the reply: resume it with `Last-Event-ID` (bounded).
+        if let Some(id) = request_id {
+            for _ in 0..5 {
+                let Some((event_id, retry)) = last.clone() else {
+                    break;
+                };
+                if !inner.is_pending(id) || inner.is_closed() {
+                    break;
+                }
+                tokio::time::sleep(retry.unwrap_or(Duration::from_millis(100))).await;
+                let rb = resume.try_clone().expect("a GET without a body clones");
+                match rb.header("last-event-id", &event_id).send().await {
+                    Ok(r) if r.status().is_success() => {
+                        last = read_sse(r, inner, request_id).await.or(last);
+                    }
+                    Ok(r) => {
+                        return Err(UpstreamError::Protocol(format!(
+                            "the reply stream broke and resuming it failed: HTTP {}",
+                            r.status()
+                        )))
+                    }
+                    Err(e) => {
+                        return Err(UpstreamError::Protocol(format!(
+                            "the reply stream broke and resuming it failed: {e}"
+                        )))
+                    }
+                }
+            }
+            if inner.is_pending(id) {
+                return Err(UpstreamError::Protocol(
+                    "the reply stream ended without a reply".into(),
+                ));
+            }
+        }
         return Ok(());
     }
     let body = resp
@@ -216,14 +254,23 @@ async fn post(
     }
 }
 
-/// Read an SSE body, dispatching each `message` event.
-pub(crate) async fn read_sse(resp: reqwest::Response, inner: &Arc<Inner>, related: Option<u64>) {
+/// Read an SSE body, dispatching each `message` event. Returns the last event id seen and
+/// the server's `retry` hint, for resuming.
+pub(crate) async fn read_sse(
+    resp: reqwest::Response,
+    inner: &Arc<Inner>,
+    related: Option<u64>,
+) -> Option<(String, Option<Duration>)> {
     use eventsource_stream::Eventsource;
     let mut events = resp.bytes_stream().eventsource();
+    let mut last: Option<(String, Option<Duration>)> = None;
     while let Some(ev) = events.next().await {
         match ev {
             Ok(ev) => {
-                if ev.data.is_empty() || (ev.event != "message" && !ev.event.is_empty()) {
+                if !ev.id.is_empty() {
+                    last = Some((ev.id.clone(), ev.retry));
+                }
+                if ev.data.trim().is_empty() || (ev.event != "message" && !ev.event.is_empty()) {
                     continue;
                 }
                 match Message::parse(ev.data.as_bytes()) {
@@ -239,4 +286,5 @@ pub(crate) async fn read_sse(resp: reqwest::Response, inner: &Arc<Inner>, relate
             }
         }
     }
+    last
 }
