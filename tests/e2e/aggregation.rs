@@ -210,3 +210,76 @@ async fn ids_from_different_clients_never_collide_upstream() {
     let r = c1.post(json!({"jsonrpc": "2.0", "id": "abc", "method": "tools/call", "params": {"name": "fx_echo", "arguments": {}}})).await;
     assert_eq!(r.reply()["id"], json!("abc"));
 }
+
+/// A zero-dependency stdio MCP server in the shape of toolfunnel's bundled mock upstream
+/// (`ping`, `add`, `echo`).
+const MOCK_UPSTREAM_JS: &str = r#"
+const readline = require('readline');
+const rl = readline.createInterface({ input: process.stdin });
+const tools = [
+  { name: 'ping', description: 'Replies pong', inputSchema: { type: 'object', properties: {} } },
+  { name: 'add', description: 'Adds a and b', inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } } } },
+  { name: 'echo', description: 'Echoes text', inputSchema: { type: 'object', properties: { text: { type: 'string' } } } },
+];
+const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+rl.on('line', (line) => {
+  const msg = JSON.parse(line);
+  if (msg.id === undefined) return;
+  const ok = (result) => send({ jsonrpc: '2.0', id: msg.id, result });
+  if (msg.method === 'initialize') return ok({ protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'mock-upstream', version: '0.0.1' } });
+  if (msg.method === 'tools/list') return ok({ tools });
+  if (msg.method === 'tools/call') {
+    const a = msg.params.arguments || {};
+    if (msg.params.name === 'ping') return ok({ content: [{ type: 'text', text: 'pong' }] });
+    if (msg.params.name === 'add') return ok({ content: [{ type: 'text', text: String(a.a + a.b) }] });
+    if (msg.params.name === 'echo') return ok({ content: [{ type: 'text', text: a.text }] });
+  }
+  send({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'no' } });
+});
+"#;
+
+#[tokio::test]
+async fn a_toolfunnel_expose_tree_runs_unchanged() {
+    // The seed's own example, byte for byte in shape: a relative script path resolved inside the
+    // tree, one curated tool renamed with `as`.
+    let home = Home::new("toolfunnel");
+    home.write("mcp/servers/mock-upstream/server.js", MOCK_UPSTREAM_JS);
+    home.write(
+        "mcp/expose.json",
+        r#"{
+  "version": 1,
+  "upstreams": [
+    {
+      "id": "mock",
+      "transport": "stdio",
+      "command": "node",
+      "args": ["mcp/servers/mock-upstream/server.js"],
+      "env": {},
+      "enabled": true,
+      "description": "Bundled demo upstream MCP (zero-dependency stdio): ping, add, echo."
+    }
+  ],
+  "expose": [
+    {
+      "upstream": "mock",
+      "tool": "ping",
+      "as": "mock_ping",
+      "category": "demo",
+      "enabled": true
+    }
+  ]
+}"#,
+    );
+    // Run from somewhere else: the path must still resolve against the tree.
+    let (_gw, url) = start_sluice(&["--home", &home.arg()]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    assert_eq!(c.tool_names().await, ["mock_ping"]);
+    let r = c.call_tool("mock_ping", json!({})).await;
+    assert_eq!(r["result"]["content"][0]["text"], json!("pong"));
+    // Tools not curated are not listed and not callable by their upstream name.
+    assert_eq!(
+        c.call_tool("mock_add", json!({"a": 1, "b": 2})).await["error"]["code"],
+        json!(-32602)
+    );
+}

@@ -40,7 +40,8 @@ pub struct UpstreamSpec {
     pub args: Vec<String>,
     /// stdio: extra environment (`${env:NAME}` expanded).
     pub env: BTreeMap<String, String>,
-    /// stdio: working folder (relative to the home folder); default the home folder.
+    /// stdio: working folder (`cwd` relative to the home folder; default the home folder, so
+    /// relative script paths in `args` resolve against the tree as in toolfunnel).
     pub cwd: Option<PathBuf>,
     /// http/sse: the endpoint URL.
     pub url: String,
@@ -260,7 +261,7 @@ pub(crate) fn load(
                         );
                     }
                 }
-                spec.cwd = f.string("cwd").map(|c| home.join(c));
+                spec.cwd = Some(home.join(f.string("cwd").unwrap_or_default()));
                 for (k, v) in f.string_map("env") {
                     match expand_env(&v, env) {
                         Ok(v) => {
