@@ -1,0 +1,16 @@
+//! Sluice's hooks: the decision vocabulary ([`Decision`]), the event every hook is shown
+//! ([`HookEvent`]), the hook kinds — [`builtin`] (Rust, in process), [`command`] (a process per
+//! event, Claude Code / toolfunnel protocols), [`process`] (one long-lived child, JSON lines) and
+//! [`http`] (a hook service) — and the [`chain`] that runs them in onion order.
+//!
+//! Hooks know nothing of transports: the server builds a [`HookEvent`], the chain returns what
+//! to do.
+
+pub mod command;
+pub mod decision;
+pub mod event;
+pub mod http;
+pub mod process;
+
+pub use decision::{Decision, HookFailure, Refusal};
+pub use event::{HookEvent, Phase};
