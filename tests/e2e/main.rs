@@ -3,6 +3,8 @@
 
 mod aggregation;
 mod cli;
+mod conformance;
 mod faults;
 mod http_transport;
+mod interop;
 mod routing;

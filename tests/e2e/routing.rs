@@ -187,11 +187,23 @@ async fn cancellation_reaches_the_upstream_with_its_own_id() {
             resp.reply()["error"]["message"],
             json!("Request cancelled by the client")
         );
-        let r = c
-            .call_tool(&format!("{prefix}_last_cancelled"), json!({}))
-            .await;
-        let seen: Value =
-            serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        // Over HTTP the cancellation is its own POST upstream, so it may land a moment after
+        // the client's answer: ask until the upstream has seen it (bounded).
+        let mut seen = Value::Null;
+        for _ in 0..40 {
+            let r = c
+                .call_tool(&format!("{prefix}_last_cancelled"), json!({}))
+                .await;
+            let text = r["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            if text != "none" {
+                seen = serde_json::from_str(&text).unwrap();
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         assert_eq!(seen["reason"], json!("changed my mind"));
         assert!(
             seen["requestId"].is_u64(),
@@ -281,15 +293,43 @@ async fn http_upstreams_get_one_upstream_session_per_client() {
 }
 
 #[tokio::test]
-async fn a_broken_upstream_reply_stream_is_resumed_with_last_event_id() {
-    // The fixture's test_reconnection closes its SSE reply stream before replying; the gateway
-    // resumes it with a GET carrying Last-Event-ID and gets the reply.
-    let (_p, _h, url) = gateway("resume-upstream").await;
+async fn sse_polling_is_mirrored_and_resumed_on_both_sides() {
+    // The fixture's test_reconnection primes its SSE reply stream, closes it before replying
+    // (SSE polling), and replies once the client resumes with Last-Event-ID. The gateway mirrors
+    // that to its client (priming event with the retry hint, then the stream closes), resumes the
+    // upstream stream itself, and the client resumes the gateway's stream to get the reply.
+    let (_p, _h, url) = gateway("sse-polling").await;
     let mut c = Client::new(&url);
     c.initialize(json!({})).await;
-    let r = c.call_tool("web_test_reconnection", json!({})).await;
+    let resp = c
+        .post_streaming(json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call", "params": {"name": "web_test_reconnection", "arguments": {}}}))
+        .await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let first = sluice_e2e::mcp::finish(resp).await;
+    // Priming event (an id, the upstream's retry hint, empty data), then the pause.
+    let mut lines = first.body.lines();
+    let id_line = lines.next().unwrap();
+    assert!(
+        id_line.starts_with("id: ") && id_line.ends_with("-0"),
+        "{:?}",
+        first.body
+    );
+    assert!(first.body.contains("\nretry: "), "{:?}", first.body);
+    assert!(
+        first.messages().is_empty(),
+        "no reply before the pause: {:?}",
+        first.body
+    );
+    let last_id = id_line.trim_start_matches("id: ");
+    let mut resumed = SseReader::new(c.open_get(Some(last_id)).await);
+    let (_, reply) = resumed.next().await.expect("the reply after resuming");
+    assert_eq!(reply["id"], json!(21));
     assert_eq!(
-        r["result"]["content"][0]["text"],
+        reply["result"]["content"][0]["text"],
         json!("Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure.")
     );
 }

@@ -8,10 +8,12 @@
 mod error;
 mod expose;
 mod fields;
+mod hooks;
 mod settings;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
+pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError, BUILTINS};
 pub use settings::Settings;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ pub struct Config {
     pub settings: Settings,
     /// `mcp/expose.json`: upstreams and curated tools.
     pub expose: ExposeFile,
+    /// `hooks/hooks.manifest.json` with its overlay: the hook chain.
+    pub hooks: HooksFile,
 }
 
 /// Non-fatal findings of a load (shown by `sluice check` and logged at start).
@@ -48,12 +52,14 @@ impl Config {
         }
         let settings = settings::load(&home.join("sluice.json"), &mut errors);
         let expose = expose::load(&home, env, &mut errors, &mut warnings);
+        let hooks = hooks::load(&home, &mut errors, &mut warnings);
         if errors.is_empty() {
             Ok((
                 Config {
                     home,
                     settings,
                     expose,
+                    hooks,
                 },
                 warnings,
             ))
@@ -73,6 +79,7 @@ impl Config {
                 expose: Vec::new(),
                 version: 1,
             },
+            hooks: HooksFile::default(),
         }
     }
 }

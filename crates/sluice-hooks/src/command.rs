@@ -1,1 +1,573 @@
-//! placeholder for the command hook kind.
+//! The `command` hook kind: a process per event (`sh -c`, event JSON on stdin), read with the
+//! Claude Code / toolfunnel exit-code and JSON protocols, so existing hook scripts run unchanged.
+//!
+//! For each event the command runs with `sh -c <command>` in the hook's folder, in a process
+//! group of its own, with [`HookEvent::to_json`] (and a newline) on stdin, which is then closed.
+//! stdout and stderr are captured (at most 1 MiB each; the rest is read and dropped). Past the
+//! timeout the whole process group is killed and the hook fails (`timed out after 5s`); the
+//! chain then applies the hook's `on_error`.
+//!
+//! How the result is read:
+//!
+//! - **exit 2** blocks: refuse, with stderr (trimmed; `blocked by hook` when empty) as the reason.
+//!   In this protocol stderr is feedback for the model, so the reason is meant for the agent.
+//! - **any other non-zero exit** (or death by a signal) is a non-blocking error: logged, pass.
+//! - **exit 0** passes, unless stdout is a JSON object (the JSON protocol), read in this order:
+//!   1. `hookSpecificOutput.permissionDecision`: `"deny"` refuses with
+//!      `permissionDecisionReason`; `"allow"` goes on reading; `"ask"` is logged (there is no one
+//!      to ask in an autonomous host) and reading goes on, as for `"allow"`.
+//!   2. `decision: "block"` refuses with `reason`.
+//!   3. `continue: false` refuses with `stopReason` (`stopped by hook` when absent).
+//!   4. Seed 002's shape, for hooks written for Sluice: `{"response": {…}}` answers (request
+//!      phase) or replaces the reply (response phase); `{"request": {…}}` replaces the request.
+//!      See [`crate::http`] for the details.
+//!   5. `hookSpecificOutput.updatedInput` (an object) replaces `params.arguments` of a
+//!      `tools/call` request (ignored, logged, anywhere else).
+//!   6. `additionalContext` (in `hookSpecificOutput` or at the top level): in the response phase
+//!      of `tools/call` a `{"type": "text", "text": …}` item is appended to `result.content`. In
+//!      the request phase there is no model context to add it to (the agent's context is built
+//!      by the agent, not the gateway), so it is logged and the hook passes.
+//!
+//!   Every refusal of the JSON protocol is meant for the agent, as in Claude Code, where these
+//!   reasons are shown to the model. stdout that is not JSON is advisory: pass.
+
+use crate::decision::{Decision, HookFailure, Refusal};
+use crate::event::{HookEvent, Phase};
+use crate::http::{native_decision, truncate_chars};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use sluice_core::Message;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+/// The most of stdout and of stderr kept from one run.
+const MAX_CAPTURE: usize = 1024 * 1024;
+/// How long, after the command exits, to wait for its stdout and stderr to close (a background
+/// process it left behind may hold them open).
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+/// A hook that runs a command for every event.
+#[derive(Debug, Clone)]
+pub struct CommandHook {
+    command: String,
+    cwd: PathBuf,
+    timeout: Duration,
+}
+
+/// What one run produced.
+struct Output {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    truncated: bool,
+}
+
+impl CommandHook {
+    /// A hook running `command` with `sh -c` in `cwd`, killed after `timeout`.
+    pub fn new(command: String, cwd: PathBuf, timeout: Duration) -> CommandHook {
+        CommandHook {
+            command,
+            cwd,
+            timeout,
+        }
+    }
+
+    /// The command line.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// Run the command on the event and read its decision.
+    pub async fn decide(&self, ev: &HookEvent) -> Result<Decision, HookFailure> {
+        let out = self.run(ev).await?;
+        if out.truncated {
+            tracing::warn!(
+                command = %short(&self.command),
+                "hook output longer than {MAX_CAPTURE} bytes was cut"
+            );
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr.trim();
+        match out.status.code() {
+            Some(0) => {
+                if !stderr.is_empty() {
+                    tracing::debug!(command = %short(&self.command), stderr = %stderr, "hook stderr");
+                }
+                read_json_protocol(&self.command, ev, &out.stdout)
+            }
+            Some(2) => Ok(Decision::Refuse(Refusal {
+                reason: if stderr.is_empty() {
+                    "blocked by hook".into()
+                } else {
+                    stderr.to_string()
+                },
+                for_agent: true,
+            })),
+            code => {
+                let how = match code {
+                    Some(c) => format!("exit code {c}"),
+                    None => describe_signal(&out.status),
+                };
+                tracing::warn!(
+                    command = %short(&self.command),
+                    event = ev.event_name,
+                    method = %ev.method,
+                    stderr = %stderr,
+                    "hook failed with {how} (a non-blocking error: the message passes)"
+                );
+                Ok(Decision::Pass)
+            }
+        }
+    }
+
+    /// Spawn, feed stdin, capture, wait (killing the group past the timeout).
+    async fn run(&self, ev: &HookEvent) -> Result<Output, HookFailure> {
+        let mut input = serde_json::to_vec(&ev.to_json())
+            .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
+        input.push(b'\n');
+
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(&self.command)
+            .current_dir(&self.cwd)
+            // Claude Code hook scripts find their project through this.
+            .env("CLAUDE_PROJECT_DIR", &self.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| {
+            HookFailure(format!(
+                "cannot start the hook command {:?} in {}: {e}",
+                short(&self.command),
+                self.cwd.display()
+            ))
+        })?;
+        // Declared after `child`, so dropped before it: a cancelled decide kills the group
+        // while the leader is not yet reaped (its pid cannot have been reused).
+        let mut group = GroupGuard(child.id());
+
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let writer = tokio::spawn(async move {
+            // A hook that does not read its stdin closes the pipe: not an error.
+            let _ = stdin.write_all(&input).await;
+            let _ = stdin.shutdown().await;
+        });
+        let stdout = Capture::start(child.stdout.take().expect("piped stdout"));
+        let stderr = Capture::start(child.stderr.take().expect("piped stderr"));
+
+        let waited = tokio::time::timeout(self.timeout, child.wait()).await;
+        let status = match waited {
+            Ok(Ok(status)) => {
+                group.disarm();
+                status
+            }
+            Ok(Err(e)) => {
+                group.kill();
+                writer.abort();
+                return Err(HookFailure(format!(
+                    "waiting for the hook command failed: {e}"
+                )));
+            }
+            Err(_) => {
+                group.kill();
+                let _ = child.start_kill();
+                writer.abort();
+                // Reap the leader (SIGKILL cannot be ignored).
+                let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                return Err(HookFailure(format!(
+                    "timed out after {}",
+                    fmt_duration(self.timeout)
+                )));
+            }
+        };
+        writer.abort();
+        let ((stdout, t1), (stderr, t2)) =
+            tokio::join!(stdout.finish(DRAIN_GRACE), stderr.finish(DRAIN_GRACE));
+        Ok(Output {
+            status,
+            stdout,
+            stderr,
+            truncated: t1 || t2,
+        })
+    }
+}
+
+/// Kills the command's process group unless disarmed (the command exited on its own).
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+
+    fn kill(&mut self) {
+        if let Some(pid) = self.0.take() {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One captured stream: read to the end in a task, keeping the first [`MAX_CAPTURE`] bytes.
+struct Capture {
+    buf: Arc<Mutex<(Vec<u8>, bool)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Capture {
+    fn start<R: AsyncRead + Unpin + Send + 'static>(mut r: R) -> Capture {
+        let buf = Arc::new(Mutex::new((Vec::new(), false)));
+        let b = buf.clone();
+        let task = tokio::spawn(async move {
+            let mut chunk = vec![0u8; 16 * 1024];
+            loop {
+                match r.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let mut g = b.lock();
+                        let room = MAX_CAPTURE.saturating_sub(g.0.len());
+                        if n > room {
+                            g.1 = true;
+                        }
+                        let keep = n.min(room);
+                        g.0.extend_from_slice(&chunk[..keep]);
+                    }
+                }
+            }
+        });
+        Capture { buf, task }
+    }
+
+    /// What was read, waiting at most `grace` for the end of the stream; and whether it was cut.
+    async fn finish(mut self, grace: Duration) -> (Vec<u8>, bool) {
+        if tokio::time::timeout(grace, &mut self.task).await.is_err() {
+            self.task.abort();
+        }
+        std::mem::take(&mut *self.buf.lock())
+    }
+}
+
+impl Drop for Capture {
+    /// A stream held open by a process that escaped the group is not read forever.
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Read the JSON protocol from stdout of an exit 0 (see the module docs).
+fn read_json_protocol(
+    command: &str,
+    ev: &HookEvent,
+    stdout: &[u8],
+) -> Result<Decision, HookFailure> {
+    let text = String::from_utf8_lossy(stdout);
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(Decision::Pass);
+    }
+    let out = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(o)) => o,
+        _ => {
+            tracing::debug!(command = %short(command), stdout = %truncate_chars(text, 500), "hook stdout (advisory)");
+            return Ok(Decision::Pass);
+        }
+    };
+    if let Some(m) = out.get("systemMessage").and_then(Value::as_str) {
+        tracing::info!(command = %short(command), "hook systemMessage: {m}");
+    }
+    let specific = out.get("hookSpecificOutput").and_then(Value::as_object);
+    let field = |k: &str| specific.and_then(|s| s.get(k)).and_then(Value::as_str);
+
+    match field("permissionDecision") {
+        Some("deny") => {
+            return Ok(refuse(field("permissionDecisionReason"), "denied by hook"));
+        }
+        Some("ask") => tracing::info!(
+            command = %short(command),
+            reason = field("permissionDecisionReason").unwrap_or(""),
+            "hook asked for permission; there is no one to ask in an autonomous host, so this is not blocking"
+        ),
+        _ => {}
+    }
+    let str_of = |k: &str| out.get(k).and_then(Value::as_str);
+    if str_of("decision") == Some("block") {
+        return Ok(refuse(str_of("reason"), "blocked by hook"));
+    }
+    if out.get("continue") == Some(&Value::Bool(false)) {
+        return Ok(refuse(str_of("stopReason"), "stopped by hook"));
+    }
+    if let Some(d) = native_decision(ev, &out)? {
+        return Ok(d);
+    }
+
+    let is_call = ev.method == "tools/call";
+    if let Some(input) = specific.and_then(|s| s.get("updatedInput")) {
+        match (input, ev.phase, ev.message.method()) {
+            (Value::Object(_), Phase::Request, Some("tools/call")) => {
+                let mut msg = ev.message.clone();
+                msg.params_mut().insert("arguments".into(), input.clone());
+                return Ok(crate::http::replace(ev, msg));
+            }
+            _ => tracing::warn!(
+                command = %short(command),
+                phase = ev.phase.as_str(),
+                method = %ev.method,
+                "ignored the hook's updatedInput: it must be an object, and only replaces the arguments of a tools/call request"
+            ),
+        }
+    }
+    let context = field("additionalContext").or_else(|| str_of("additionalContext"));
+    if let Some(context) = context.filter(|c| !c.is_empty()) {
+        if ev.phase == Phase::Response && is_call {
+            if let Some(msg) = with_context(&ev.message, context) {
+                return Ok(Decision::Modify(msg));
+            }
+        }
+        tracing::info!(
+            command = %short(command),
+            phase = ev.phase.as_str(),
+            method = %ev.method,
+            context = %context,
+            "hook additionalContext not added (only a tools/call result can carry it)"
+        );
+    }
+    Ok(Decision::Pass)
+}
+
+/// The reply with a text item appended to `result.content` (created when absent); `None` for an
+/// error reply or a result that is not an object.
+fn with_context(reply: &Message, context: &str) -> Option<Message> {
+    let mut msg = reply.clone();
+    let result = msg.result_mut()?.as_object_mut()?;
+    let item = json!({"type": "text", "text": context});
+    match result.get_mut("content") {
+        Some(Value::Array(items)) => items.push(item),
+        _ => {
+            result.insert("content".into(), Value::Array(vec![item]));
+        }
+    }
+    Some(msg)
+}
+
+fn refuse(reason: Option<&str>, default: &str) -> Decision {
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+    Decision::Refuse(Refusal {
+        reason: reason.unwrap_or(default).to_string(),
+        for_agent: true,
+    })
+}
+
+fn describe_signal(status: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.signal() {
+        Some(s) => match Signal::try_from(s) {
+            Ok(sig) => format!("signal {sig}"),
+            Err(_) => format!("signal {s}"),
+        },
+        None => format!("status {status}"),
+    }
+}
+
+/// A duration as a person writes it: `5s`, `1.5s`, `250ms`.
+pub(crate) fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if d.subsec_millis() == 0 {
+        format!("{}s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{}s", d.as_secs_f64())
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// The command line for logs.
+fn short(command: &str) -> &str {
+    truncate_chars(command, 200)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn call(phase: Phase) -> HookEvent {
+        let req = Message::from_value(json!({"jsonrpc":"2.0","id":"r1","method":"tools/call",
+            "params":{"name":"fs_write","arguments":{"path":"/tmp/x"},"_meta":{"k":1}}}))
+        .unwrap();
+        let (message, request) = match phase {
+            Phase::Request => (req, None),
+            Phase::Response => (
+                Message::from_value(json!({"jsonrpc":"2.0","id":"r1",
+                    "result":{"content":[{"type":"text","text":"ok"}]}}))
+                .unwrap(),
+                Some(req),
+            ),
+        };
+        HookEvent {
+            phase,
+            event_name: if phase == Phase::Request {
+                "PreToolUse"
+            } else {
+                "PostToolUse"
+            },
+            method: "tools/call".into(),
+            session_id: "s".into(),
+            tool_name: Some("fs_write".into()),
+            upstream: Some("fs".into()),
+            message,
+            request,
+            era: "legacy",
+            cwd: PathBuf::from("/"),
+        }
+    }
+
+    fn read(ev: &HookEvent, out: Value) -> Decision {
+        read_json_protocol("test", ev, out.to_string().as_bytes()).unwrap()
+    }
+
+    fn refused(reason: &str) -> Decision {
+        Decision::Refuse(Refusal {
+            reason: reason.into(),
+            for_agent: true,
+        })
+    }
+
+    #[test]
+    fn json_protocol_blocks() {
+        let ev = call(Phase::Request);
+        let deny = json!({"hookSpecificOutput":{"hookEventName":"PreToolUse",
+            "permissionDecision":"deny","permissionDecisionReason":"no writes"}});
+        assert_eq!(read(&ev, deny), refused("no writes"));
+        assert_eq!(
+            read(
+                &ev,
+                json!({"hookSpecificOutput":{"permissionDecision":"deny"}})
+            ),
+            refused("denied by hook")
+        );
+        assert_eq!(
+            read(&ev, json!({"decision":"block","reason":"nope"})),
+            refused("nope")
+        );
+        assert_eq!(
+            read(&ev, json!({"continue":false,"stopReason":"halt"})),
+            refused("halt")
+        );
+        assert_eq!(
+            read(&ev, json!({"continue":false})),
+            refused("stopped by hook")
+        );
+        // allow and ask go on reading.
+        assert_eq!(
+            read(
+                &ev,
+                json!({"hookSpecificOutput":{"permissionDecision":"allow"},"decision":"block"})
+            ),
+            refused("blocked by hook")
+        );
+        assert_eq!(
+            read(
+                &ev,
+                json!({"hookSpecificOutput":{"permissionDecision":"ask"}})
+            ),
+            Decision::Pass
+        );
+        assert_eq!(
+            read(&ev, json!({"continue":true,"suppressOutput":true})),
+            Decision::Pass
+        );
+    }
+
+    #[test]
+    fn updated_input_replaces_arguments_of_a_call_only() {
+        let ev = call(Phase::Request);
+        let d = read(
+            &ev,
+            json!({"hookSpecificOutput":{"permissionDecision":"allow","updatedInput":{"path":"/safe/x"}}}),
+        );
+        let Decision::Modify(m) = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(
+            m.to_value(),
+            json!({"jsonrpc":"2.0","id":"r1","method":"tools/call",
+                "params":{"name":"fs_write","arguments":{"path":"/safe/x"},"_meta":{"k":1}}})
+        );
+        // Not an object, or in the response phase: ignored.
+        assert_eq!(
+            read(&ev, json!({"hookSpecificOutput":{"updatedInput":"x"}})),
+            Decision::Pass
+        );
+        let resp = call(Phase::Response);
+        assert_eq!(
+            read(
+                &resp,
+                json!({"hookSpecificOutput":{"updatedInput":{"a":1}}})
+            ),
+            Decision::Pass
+        );
+    }
+
+    #[test]
+    fn additional_context_is_appended_to_a_call_result() {
+        let resp = call(Phase::Response);
+        for out in [
+            json!({"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"note"}}),
+            json!({"additionalContext":"note"}),
+        ] {
+            let Decision::Modify(m) = read(&resp, out) else {
+                panic!()
+            };
+            assert_eq!(
+                m.to_value(),
+                json!({"jsonrpc":"2.0","id":"r1","result":{"content":[
+                    {"type":"text","text":"ok"},{"type":"text","text":"note"}]}})
+            );
+        }
+        // Request phase: logged, pass.
+        assert_eq!(
+            read(&call(Phase::Request), json!({"additionalContext":"note"})),
+            Decision::Pass
+        );
+        // An error reply cannot carry it.
+        let mut err = call(Phase::Response);
+        err.message = Message::from_value(
+            json!({"jsonrpc":"2.0","id":"r1","error":{"code":-32000,"message":"x"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            read(&err, json!({"additionalContext":"note"})),
+            Decision::Pass
+        );
+    }
+
+    #[test]
+    fn non_json_and_non_objects_are_advisory() {
+        let ev = call(Phase::Request);
+        for out in [&b"hello"[..], b"", b"  \n", b"[1,2]", b"\"deny\""] {
+            assert_eq!(read_json_protocol("t", &ev, out).unwrap(), Decision::Pass);
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(fmt_duration(Duration::from_secs(5)), "5s");
+        assert_eq!(fmt_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(fmt_duration(Duration::from_millis(250)), "250ms");
+    }
+}

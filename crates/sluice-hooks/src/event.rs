@@ -87,7 +87,10 @@ impl HookEvent {
         o.insert("method".into(), json!(self.method));
         o.insert(
             "upstream".into(),
-            self.upstream.as_ref().map(|u| json!(u)).unwrap_or(Value::Null),
+            self.upstream
+                .as_ref()
+                .map(|u| json!(u))
+                .unwrap_or(Value::Null),
         );
         o.insert("era".into(), json!(self.era));
         o.insert("message".into(), self.message.to_value());

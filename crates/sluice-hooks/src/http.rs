@@ -1,1 +1,415 @@
-//! placeholder for the http hook kind.
+//! The `http` hook kind: POST each event to a hook service over a shared keep-alive pool and read
+//! its answer with seed 002's contract (`{"request": …}` / `{"response": …}`, non-2xx refuses).
+//!
+//! The contract, for an event POSTed as `application/json` (the body is
+//! [`HookEvent::to_json`]):
+//!
+//! | the service answers                              | request phase        | response phase |
+//! |--------------------------------------------------|----------------------|----------------|
+//! | 2xx, empty body, or JSON with neither key        | pass                 | pass           |
+//! | 2xx, `{"request": {…}}`                          | modify (replace)     | pass (ignored) |
+//! | 2xx, `{"response": {…}}`                         | answer               | modify (replace the reply) |
+//! | 2xx, `{"response": <not an object>}`             | unreadable (failure) | refuse ("the response hook returned a non-object response") |
+//! | 2xx, a body that is not JSON                     | unreadable (failure) | unreadable (failure) |
+//! | non-2xx                                          | refuse               | refuse         |
+//!
+//! A refusal's reason is the body's JSON `reason` field, else the body text (at most 500
+//! characters), else the status. Following seed 002 ("the reason stays in the server's log") it
+//! is not meant for the agent. `{"response": …}` wins over `{"request": …}` when a request-phase
+//! answer has both. A `null` under either key counts as absent in the request phase.
+//!
+//! A replacement must be a JSON-RPC message; `"jsonrpc": "2.0"` and the original message's `id`
+//! are filled in when the object leaves them out. A replacement equal to the message it replaces
+//! is reported as pass. Timeouts, refused connections, and unreadable answers are a
+//! [`HookFailure`]: the chain applies the hook's `on_error`. Redirects are not followed (a 3xx
+//! is a non-2xx answer).
+
+use crate::decision::{Decision, HookFailure, Refusal};
+use crate::event::{HookEvent, Phase};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use serde_json::{Map, Value};
+use sluice_core::Message;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The longest answer body read from a hook service.
+const MAX_BODY: usize = 16 * 1024 * 1024;
+/// How much of a non-JSON error body becomes the refusal reason.
+const MAX_REASON_CHARS: usize = 500;
+
+/// One HTTP client for every http hook: connection pooling and keep-alive, kept across
+/// reloads (a rebuilt hook reuses warm connections).
+fn shared_client() -> Result<reqwest::Client, String> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(64)
+                .tcp_nodelay(true)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        })
+        .clone()
+}
+
+/// A hook service: every event is POSTed to `url`.
+#[derive(Debug, Clone)]
+pub struct HttpHook {
+    url: reqwest::Url,
+    headers: HeaderMap,
+    timeout: Duration,
+    client: reqwest::Client,
+}
+
+impl HttpHook {
+    /// A hook that POSTs to `url` (http or https) with the extra `headers`, waiting at most
+    /// `timeout` for the whole answer. Fails on a malformed URL or header.
+    pub fn new(
+        url: String,
+        headers: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> Result<HttpHook, String> {
+        let url = reqwest::Url::parse(&url).map_err(|e| format!("bad hook URL {url:?}: {e}"))?;
+        if url.scheme() != "http" && url.scheme() != "https" {
+            return Err(format!(
+                "bad hook URL {:?}: the scheme must be http or https",
+                url.as_str()
+            ));
+        }
+        let mut map = HeaderMap::new();
+        for (k, v) in &headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|e| format!("bad header name {k:?}: {e}"))?;
+            let value =
+                HeaderValue::from_str(v).map_err(|e| format!("bad value for header {k:?}: {e}"))?;
+            map.append(name, value);
+        }
+        Ok(HttpHook {
+            url,
+            headers: map,
+            timeout,
+            client: shared_client()?,
+        })
+    }
+
+    /// The URL events are POSTed to.
+    pub fn url(&self) -> &str {
+        self.url.as_str()
+    }
+
+    /// POST the event and read the service's decision.
+    pub async fn decide(&self, ev: &HookEvent) -> Result<Decision, HookFailure> {
+        let body = serde_json::to_vec(&ev.to_json())
+            .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
+        let exchange = async {
+            let mut resp = self
+                .client
+                .post(self.url.clone())
+                .headers(self.headers.clone())
+                .header(CONTENT_TYPE, "application/json")
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| HookFailure(format!("hook service request failed: {}", chain(&e))))?;
+            let status = resp.status();
+            let mut buf = Vec::new();
+            while let Some(chunk) = resp.chunk().await.map_err(|e| {
+                HookFailure(format!(
+                    "reading the hook service's answer failed: {}",
+                    chain(&e)
+                ))
+            })? {
+                if buf.len() + chunk.len() > MAX_BODY {
+                    return Err(HookFailure(format!(
+                        "the hook service's answer is larger than {MAX_BODY} bytes"
+                    )));
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok((status, buf))
+        };
+        let (status, buf) = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| {
+                HookFailure(format!(
+                    "timed out after {}",
+                    crate::command::fmt_duration(self.timeout)
+                ))
+            })??;
+
+        if !status.is_success() {
+            return Ok(Decision::Refuse(Refusal {
+                reason: refusal_reason(status, &buf),
+                for_agent: false,
+            }));
+        }
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Decision::Pass);
+        }
+        let answer: Value = serde_json::from_slice(&buf).map_err(|e| {
+            HookFailure(format!(
+                "unreadable answer from the hook service (HTTP {}, not JSON: {e}): {}",
+                status.as_u16(),
+                truncate_chars(&String::from_utf8_lossy(&buf), 200)
+            ))
+        })?;
+        match answer {
+            Value::Object(o) => Ok(native_decision(ev, &o)?.unwrap_or(Decision::Pass)),
+            _ => Ok(Decision::Pass),
+        }
+    }
+}
+
+/// The refusal reason of a non-2xx answer: the body's JSON `reason`, else the body text
+/// (truncated), else the status.
+fn refusal_reason(status: reqwest::StatusCode, body: &[u8]) -> String {
+    if let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(body) {
+        if let Some(r) = o.get("reason").and_then(Value::as_str) {
+            if !r.trim().is_empty() {
+                return r.to_string();
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        format!("the hook service answered HTTP {status}")
+    } else {
+        truncate_chars(text, MAX_REASON_CHARS).to_string()
+    }
+}
+
+/// An error with its sources (reqwest's top-level message alone hides "connection refused").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        let m = src.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = src.source();
+    }
+    s
+}
+
+/// At most `n` characters of `s`.
+pub(crate) fn truncate_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Seed 002's answer shape, shared by the http, process and command kinds: `{"request": obj}`
+/// and `{"response": obj}`, read as the module docs' table says. `None` when the answer has
+/// neither key in a form that means something in this phase.
+pub(crate) fn native_decision(
+    ev: &HookEvent,
+    answer: &Map<String, Value>,
+) -> Result<Option<Decision>, HookFailure> {
+    match ev.phase {
+        Phase::Request => {
+            match answer.get("response") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(o)) => {
+                    return Ok(Some(Decision::Answer(to_message(ev, o, "response")?)));
+                }
+                Some(_) => {
+                    return Err(HookFailure(
+                        "unreadable answer: `response` is not an object".into(),
+                    ))
+                }
+            }
+            match answer.get("request") {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Object(o)) => Ok(Some(replace(ev, to_message(ev, o, "request")?))),
+                Some(_) => Err(HookFailure(
+                    "unreadable answer: `request` is not an object".into(),
+                )),
+            }
+        }
+        Phase::Response => match answer.get("response") {
+            None => Ok(None),
+            Some(Value::Object(o)) => Ok(Some(replace(ev, to_message(ev, o, "response")?))),
+            Some(_) => Ok(Some(Decision::Refuse(Refusal {
+                reason: "the response hook returned a non-object response".into(),
+                for_agent: false,
+            }))),
+        },
+    }
+}
+
+/// Modify, or pass when the replacement is the message itself.
+pub(crate) fn replace(ev: &HookEvent, msg: Message) -> Decision {
+    if msg == ev.message {
+        Decision::Pass
+    } else {
+        Decision::Modify(msg)
+    }
+}
+
+/// A hook's replacement object as a message: `jsonrpc` and the original `id` are filled in when
+/// left out; anything that is still not a JSON-RPC message is unreadable.
+pub(crate) fn to_message(
+    ev: &HookEvent,
+    obj: &Map<String, Value>,
+    what: &str,
+) -> Result<Message, HookFailure> {
+    let mut obj = obj.clone();
+    if !obj.contains_key("jsonrpc") {
+        obj.insert("jsonrpc".into(), Value::from("2.0"));
+    }
+    if !obj.contains_key("id") {
+        if let Some(id) = ev.message.id() {
+            obj.insert("id".into(), id.clone());
+        }
+    }
+    Message::from_value(Value::Object(obj)).map_err(|e| {
+        HookFailure(format!(
+            "unreadable {what} from the hook: not a JSON-RPC message ({})",
+            e.error.message
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::PathBuf;
+
+    fn ev(phase: Phase, message: Value) -> HookEvent {
+        HookEvent {
+            phase,
+            event_name: "Request",
+            method: "tools/call".into(),
+            session_id: "s1".into(),
+            tool_name: Some("t".into()),
+            upstream: None,
+            message: Message::from_value(message).unwrap(),
+            request: None,
+            era: "legacy",
+            cwd: PathBuf::from("/"),
+        }
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn native_request_phase() {
+        let e = ev(
+            Phase::Request,
+            json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t"}}),
+        );
+        assert_eq!(
+            native_decision(&e, &obj(json!({"other": 1}))).unwrap(),
+            None
+        );
+        assert_eq!(
+            native_decision(&e, &obj(json!({"request": null}))).unwrap(),
+            None
+        );
+        // An unchanged message passes.
+        assert_eq!(
+            native_decision(&e, &obj(json!({"request": e.message.to_value()}))).unwrap(),
+            Some(Decision::Pass)
+        );
+        // Missing jsonrpc and id are filled in.
+        let d = native_decision(
+            &e,
+            &obj(json!({"request": {"method":"tools/call","params":{"name":"u"}}})),
+        )
+        .unwrap();
+        let Some(Decision::Modify(m)) = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(
+            m.to_value(),
+            json!({"method":"tools/call","params":{"name":"u"},"jsonrpc":"2.0","id":4})
+        );
+        let d = native_decision(&e, &obj(json!({"response": {"result": {}}}))).unwrap();
+        assert_eq!(
+            d,
+            Some(Decision::Answer(
+                Message::from_value(json!({"result":{},"jsonrpc":"2.0","id":4})).unwrap()
+            ))
+        );
+        assert!(native_decision(&e, &obj(json!({"request": {"foo": 1}})))
+            .unwrap_err()
+            .0
+            .contains("unreadable request"));
+        assert!(native_decision(&e, &obj(json!({"request": 3}))).is_err());
+        assert!(native_decision(&e, &obj(json!({"response": "x"}))).is_err());
+    }
+
+    #[test]
+    fn native_response_phase() {
+        let e = ev(
+            Phase::Response,
+            json!({"jsonrpc":"2.0","id":4,"result":{"content":[]}}),
+        );
+        assert_eq!(
+            native_decision(&e, &obj(json!({"request": {"x": 1}}))).unwrap(),
+            None
+        );
+        let d = native_decision(
+            &e,
+            &obj(json!({"response": {"jsonrpc":"2.0","id":4,"result":{"a":1}}})),
+        )
+        .unwrap();
+        assert!(matches!(d, Some(Decision::Modify(_))));
+        for bad in [json!(null), json!("x"), json!([1])] {
+            assert_eq!(
+                native_decision(&e, &obj(json!({ "response": bad }))).unwrap(),
+                Some(Decision::Refuse(Refusal {
+                    reason: "the response hook returned a non-object response".into(),
+                    for_agent: false
+                }))
+            );
+        }
+    }
+
+    #[test]
+    fn reasons() {
+        let s = reqwest::StatusCode::INTERNAL_SERVER_ERROR;
+        assert_eq!(refusal_reason(s, br#"{"reason":"no"}"#), "no");
+        assert_eq!(refusal_reason(s, b"  plain text \n"), "plain text");
+        assert_eq!(
+            refusal_reason(s, b""),
+            "the hook service answered HTTP 500 Internal Server Error"
+        );
+        let long = "é".repeat(800);
+        assert_eq!(refusal_reason(s, long.as_bytes()).chars().count(), 500);
+    }
+
+    #[test]
+    fn bad_configuration() {
+        let t = Duration::from_secs(1);
+        assert!(HttpHook::new("not a url".into(), vec![], t).is_err());
+        assert!(HttpHook::new("ftp://x/".into(), vec![], t).is_err());
+        assert!(HttpHook::new(
+            "http://127.0.0.1:1/".into(),
+            vec![("bad name".into(), "v".into())],
+            t
+        )
+        .is_err());
+        assert!(HttpHook::new(
+            "http://127.0.0.1:1/".into(),
+            vec![("x-a".into(), "v\n".into())],
+            t
+        )
+        .is_err());
+        assert!(HttpHook::new(
+            "http://127.0.0.1:1/".into(),
+            vec![("x-a".into(), "v".into())],
+            t
+        )
+        .is_ok());
+    }
+}

@@ -6,11 +6,14 @@
 //! Hooks know nothing of transports: the server builds a [`HookEvent`], the chain returns what
 //! to do.
 
+pub mod builtin;
+pub mod chain;
 pub mod command;
 pub mod decision;
 pub mod event;
 pub mod http;
 pub mod process;
 
+pub use chain::{Chain, Ctx, HookRecord, RequestOutcome, Trace};
 pub use decision::{Decision, HookFailure, Refusal};
 pub use event::{HookEvent, Phase};

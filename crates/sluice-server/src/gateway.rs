@@ -15,8 +15,28 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
+/// What travels toward a client on a request's own channel.
+#[derive(Debug)]
+pub enum Out {
+    /// A message (related messages, then the reply).
+    Msg(Message),
+    /// The upstream opened an SSE reply stream (mirror it; prime with this retry, ms).
+    Open(Option<u64>),
+    /// The upstream paused the reply stream (SSE polling): end the client's stream with this
+    /// retry hint (ms); the client resumes with `Last-Event-ID`.
+    Pause(Option<u64>),
+}
+
 /// Where messages related to one client request go (its SSE stream, or stdout).
-pub type Sink = mpsc::UnboundedSender<Message>;
+pub type Sink = mpsc::UnboundedSender<Out>;
+
+/// Send a message on a sink; hand it back if the sink is closed.
+pub fn send_msg(sink: &Sink, msg: Message) -> Result<(), Message> {
+    sink.send(Out::Msg(msg)).map_err(|e| match e.0 {
+        Out::Msg(m) => m,
+        _ => unreachable!("sent a message"),
+    })
+}
 
 /// A forwarded call, found again by the id it carries upstream.
 pub struct CallRoute {
@@ -287,7 +307,7 @@ impl Gateway {
 
     /// Route a message an upstream started to the right client (or answer it here).
     pub async fn on_upstream_message(
-        &self,
+        self: &Arc<Gateway>,
         slot: &Arc<Slot>,
         conn: &Connection,
         owner: Option<Arc<Session>>,
@@ -318,7 +338,11 @@ impl Gateway {
                 "notifications/tools/list_changed"
                 | "notifications/prompts/list_changed"
                 | "notifications/resources/list_changed" => {
-                    self.refresh_lists(slot).await;
+                    // Re-listing calls this same connection, whose replies the caller of this
+                    // function delivers: do it beside, not here.
+                    let gw = self.clone();
+                    let slot = slot.clone();
+                    tokio::spawn(async move { gw.refresh_lists(&slot).await });
                     return;
                 }
                 "notifications/progress" => {
@@ -328,7 +352,7 @@ impl Gateway {
                     };
                     let Some(token) = token else { return };
                     msg.params_mut().insert("progressToken".into(), token);
-                    if sink.send(msg.clone()).is_err() {
+                    if let Err(msg) = send_msg(&sink, msg) {
                         session.send_unrelated(msg);
                     }
                     return;
@@ -381,7 +405,7 @@ impl Gateway {
                     .map(|(s, sink)| (s, None, sink))
             });
             if let Some((session, _, sink)) = route {
-                if sink.send(msg.clone()).is_err() {
+                if let Err(msg) = send_msg(&sink, msg) {
                     session.send_unrelated(msg);
                 }
             } else if let Some(s) = owner {
@@ -443,11 +467,34 @@ impl Gateway {
         msg.set_id(json!(client_id));
         match sink {
             Some(sink) => {
-                if let Err(e) = sink.send(msg) {
-                    session.send_unrelated(e.0);
+                if let Err(msg) = send_msg(&sink, msg) {
+                    session.send_unrelated(msg);
                 }
             }
             None => session.send_unrelated(msg),
+        }
+    }
+
+    /// An upstream reply stream opened or paused: tell the client's side of that call.
+    pub fn on_upstream_stream(
+        &self,
+        conn: &Connection,
+        related: u64,
+        paused: bool,
+        retry: Option<Duration>,
+    ) {
+        let sink = self
+            .calls
+            .lock()
+            .get(&(conn.serial(), related))
+            .map(|r| r.sink.clone());
+        if let Some(sink) = sink {
+            let ms = retry.map(|r| r.as_millis() as u64);
+            let _ = sink.send(if paused {
+                Out::Pause(ms)
+            } else {
+                Out::Open(ms)
+            });
         }
     }
 

@@ -3,7 +3,7 @@
 //! related messages; the GET stream; `Last-Event-ID` resumption; and the exact HTTP errors for
 //! bad input (400, 403, 404, 405, 406, 413, 415).
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Out};
 use crate::router::{handle_notification, handle_request};
 use crate::session::{Outbound, Session};
 use crate::stream::StreamBuf;
@@ -281,55 +281,30 @@ fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Response {
     r
 }
 
-enum Out {
-    Related(Message),
-    Final(Option<Message>),
-}
-
 /// Run a request. The reply is JSON when nothing related arrives before it; otherwise the
 /// response turns into an SSE stream that carries the related messages and then the reply.
-/// The work continues when the client disconnects (a disconnect is not a cancellation).
+/// Related messages and the reply share one channel, so they reach the client in the order
+/// they happened. The work continues when the client disconnects (a disconnect is not a
+/// cancellation).
 async fn request(gw: Arc<Gateway>, session: Arc<Session>, msg: Message) -> Response {
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
-    let (sink_tx, mut sink_rx) = mpsc::unbounded_channel::<Message>();
     {
         let gw = gw.clone();
         let session = session.clone();
-        let tx = tx.clone();
         tokio::spawn(async move {
-            let outcome = handle_request(&gw, &session, msg, &sink_tx).await;
-            drop(sink_tx);
-            let _ = tx.send(Out::Final(Some(outcome.into_reply())));
+            let outcome = handle_request(&gw, &session, msg, &tx).await;
+            let _ = tx.send(Out::Msg(outcome.into_reply()));
         });
     }
-    // Related messages, in order, before the final reply: forward them through `tx` until the
-    // sink closes (the handler dropped it when it finished).
-    tokio::spawn(async move {
-        while let Some(m) = sink_rx.recv().await {
-            if tx.send(Out::Related(m)).is_err() {
-                break;
-            }
-        }
-    });
-    // Both tasks send into `rx`; the reply may overtake related messages still queued in the
-    // relay, so when the reply comes first, give the relay its turn before deciding.
-    let first = rx.recv().await;
-    match first {
-        Some(Out::Final(Some(reply))) => {
-            tokio::task::yield_now().await;
-            match rx.try_recv() {
-                Ok(Out::Related(m)) => sse_response(
-                    &gw,
-                    &session,
-                    vec![Out::Related(m), Out::Final(Some(reply))],
-                    rx,
-                ),
-                _ => json_reply(reply),
-            }
-        }
-        Some(Out::Related(m)) => sse_response(&gw, &session, vec![Out::Related(m)], rx),
-        Some(Out::Final(None)) | None => StatusCode::ACCEPTED.into_response(),
+    match rx.recv().await {
+        Some(Out::Msg(first)) if is_reply(&first) => json_reply(first),
+        Some(first) => sse_response(&gw, &session, first, rx),
+        None => StatusCode::ACCEPTED.into_response(),
     }
+}
+
+fn is_reply(m: &Message) -> bool {
+    matches!(m.kind(), Kind::Response | Kind::Error)
 }
 
 fn json_reply(reply: Message) -> Response {
@@ -354,39 +329,40 @@ fn sse_headers(mut r: Response) -> Response {
     r
 }
 
+/// Answer with an SSE stream: the first item, then everything until the reply. An upstream
+/// that paused its stream (SSE polling) pauses this one too: the client's stream ends with the
+/// upstream's retry hint, the buffer lives on, and the client resumes with `Last-Event-ID`.
 fn sse_response(
     gw: &Gateway,
     session: &Arc<Session>,
-    first: Vec<Out>,
+    first: Out,
     mut rx: mpsc::UnboundedReceiver<Out>,
 ) -> Response {
     let buf = session.new_stream(gw.settings.replay_events as usize);
+    if let Out::Open(Some(ms)) | Out::Pause(Some(ms)) = first {
+        buf.set_retry(ms);
+    }
     let pump = buf.clone();
     tokio::spawn(async move {
-        let mut final_seen: Option<Message> = None;
-        for item in first {
+        let mut next = Some(first);
+        loop {
+            let item = match next.take() {
+                Some(i) => i,
+                None => match rx.recv().await {
+                    Some(i) => i,
+                    None => break,
+                },
+            };
             match item {
-                Out::Related(m) => pump.push(&m),
-                Out::Final(m) => final_seen = m,
-            }
-        }
-        if final_seen.is_none() {
-            while let Some(item) = rx.recv().await {
-                match item {
-                    Out::Related(m) => pump.push(&m),
-                    Out::Final(m) => {
-                        final_seen = m;
+                Out::Msg(m) => {
+                    pump.push(&m);
+                    if is_reply(&m) {
                         break;
                     }
                 }
+                Out::Open(_) => {}
+                Out::Pause(ms) => pump.pause(ms),
             }
-        }
-        // Related messages the relay still holds come before the reply.
-        while let Ok(Out::Related(m)) = rx.try_recv() {
-            pump.push(&m);
-        }
-        if let Some(m) = final_seen {
-            pump.push(&m);
         }
         pump.finish();
     });

@@ -17,7 +17,7 @@ pub enum Outbound {
     /// Streamable HTTP: the GET stream's buffer (stream 0).
     Http(Arc<StreamBuf>),
     /// stdio: the stdout writer.
-    Stdio(mpsc::UnboundedSender<Message>),
+    Stdio(mpsc::UnboundedSender<crate::gateway::Out>),
 }
 
 /// An upstream request forwarded to the client, waiting for the client's reply.
@@ -110,7 +110,7 @@ impl Session {
         match &self.outbound {
             Outbound::Http(buf) => buf.push(&msg),
             Outbound::Stdio(tx) => {
-                let _ = tx.send(msg);
+                let _ = tx.send(crate::gateway::Out::Msg(msg));
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The downstream stdio transport: one client on stdin/stdout, one JSON message per line.
 //! Nothing but protocol is written to stdout; the gateway stops when stdin closes.
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Out};
 use crate::router::{handle_notification, handle_request, Outcome};
 use crate::session::{Outbound, Session};
 use serde_json::{json, Value};
@@ -16,10 +16,12 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Out>();
     let writer = tokio::spawn(async move {
         let mut output = output;
-        while let Some(msg) = out_rx.recv().await {
+        while let Some(out) = out_rx.recv().await {
+            // Stream signals mean nothing on stdio.
+            let Out::Msg(msg) = out else { continue };
             let mut line = msg.to_json();
             line.push('\n');
             if output.write_all(line.as_bytes()).await.is_err() {
@@ -52,16 +54,16 @@ where
         if line.len() > limit {
             let err =
                 RpcError::invalid_request(format!("the message is larger than {limit} bytes"));
-            let _ = out_tx.send(Message::error(Value::Null, &err));
+            send_out(&out_tx, Message::error(Value::Null, &err));
             continue;
         }
         let msg = match Message::parse(line.as_bytes()) {
             Ok(m) => m,
             Err(e) => {
-                let _ = out_tx.send(Message::error(
-                    e.id.clone().unwrap_or(Value::Null),
-                    &e.error,
-                ));
+                send_out(
+                    &out_tx,
+                    Message::error(e.id.clone().unwrap_or(Value::Null), &e.error),
+                );
                 continue;
             }
         };
@@ -79,24 +81,27 @@ where
                         Outbound::Stdio(out_tx.clone()),
                     ));
                     let id = msg.id().cloned().unwrap_or(Value::Null);
-                    let _ = out_tx.send(Message::response(id, gw.initialize_result(version)));
+                    send_out(
+                        &out_tx,
+                        Message::response(id, gw.initialize_result(version)),
+                    );
                     gw.add_session(s.clone());
                     session = Some(s);
                 }
                 (Kind::Request, Some("ping")) => {
-                    let _ = out_tx.send(Message::response(
-                        msg.id().cloned().unwrap_or(Value::Null),
-                        json!({}),
-                    ));
+                    send_out(
+                        &out_tx,
+                        Message::response(msg.id().cloned().unwrap_or(Value::Null), json!({})),
+                    );
                 }
                 (Kind::Request, _) => {
                     let err = RpcError::invalid_request(
                         "the session is not initialised: send initialize first",
                     );
-                    let _ = out_tx.send(Message::error(
-                        msg.id().cloned().unwrap_or(Value::Null),
-                        &err,
-                    ));
+                    send_out(
+                        &out_tx,
+                        Message::error(msg.id().cloned().unwrap_or(Value::Null), &err),
+                    );
                 }
                 _ => tracing::debug!("message before initialize ignored"),
             }
@@ -112,7 +117,7 @@ where
                 tasks.spawn(async move {
                     match handle_request(&gw, &s, msg, &out).await {
                         Outcome::Reply(r) => {
-                            let _ = out.send(r);
+                            let _ = out.send(Out::Msg(r));
                         }
                         Outcome::Cancelled(_) => {}
                     }
@@ -128,4 +133,8 @@ where
     gw.shutdown().await;
     // Every sender is gone once the session is dropped; the writer flushes and ends.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
+}
+
+fn send_out(tx: &mpsc::UnboundedSender<Out>, msg: Message) {
+    let _ = tx.send(Out::Msg(msg));
 }

@@ -16,6 +16,10 @@ struct BufInner {
     events: VecDeque<(u64, Arc<str>)>,
     next_seq: u64,
     done: bool,
+    /// Readers opened before the latest pause end (SSE polling).
+    epoch: u64,
+    /// The reconnection hint sent to clients, ms.
+    retry: Option<u64>,
 }
 
 /// One SSE stream's events, kept for replay.
@@ -36,6 +40,8 @@ impl StreamBuf {
                 events: VecDeque::new(),
                 next_seq: 1,
                 done: false,
+                epoch: 0,
+                retry: None,
             }),
             notify: Notify::new(),
         })
@@ -64,6 +70,24 @@ impl StreamBuf {
         self.notify.notify_waiters();
     }
 
+    /// The reconnection hint (`retry:`) to send, ms.
+    pub fn set_retry(&self, ms: u64) {
+        self.inner.lock().retry = Some(ms);
+    }
+
+    /// End every reader attached now (each sends the retry hint and closes); the stream goes on
+    /// for readers that resume.
+    pub fn pause(&self, retry_ms: Option<u64>) {
+        {
+            let mut g = self.inner.lock();
+            g.epoch += 1;
+            if retry_ms.is_some() {
+                g.retry = retry_ms;
+            }
+        }
+        self.notify.notify_waiters();
+    }
+
     /// No more events will follow (the response was sent).
     pub fn finish(&self) {
         self.inner.lock().done = true;
@@ -86,8 +110,62 @@ impl StreamBuf {
         Some((a.parse().ok()?, b.parse().ok()?))
     }
 
-    /// An SSE body: optionally a priming event, then every event after `after`, waiting for new
-    /// ones until the stream ends. Keep-alive comments are sent every `keepalive`.
+    /// The next frame for a reader at `pos` (None: the reader ends). Waits for events.
+    async fn next_frame(
+        &self,
+        pos: &mut u64,
+        epoch: u64,
+        keepalive: Duration,
+        progress: &Option<Arc<AtomicU64>>,
+    ) -> Option<Bytes> {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let g = self.inner.lock();
+                let mut out = String::new();
+                for (seq, data) in g.events.iter() {
+                    if *seq > *pos {
+                        out.push_str("event: message\nid: ");
+                        out.push_str(&self.id.to_string());
+                        out.push('-');
+                        out.push_str(&seq.to_string());
+                        out.push_str("\ndata: ");
+                        out.push_str(data);
+                        out.push_str("\n\n");
+                        *pos = *seq;
+                    }
+                }
+                if !out.is_empty() {
+                    drop(g);
+                    if let Some(p) = progress {
+                        p.store(*pos, Ordering::SeqCst);
+                    }
+                    return Some(Bytes::from(out));
+                }
+                if g.done {
+                    return None;
+                }
+                if g.epoch != epoch {
+                    // Paused: tell the client when to come back, then close.
+                    *pos = u64::MAX;
+                    return Some(Bytes::from(match g.retry {
+                        Some(ms) => format!("retry: {ms}\n\n"),
+                        None => String::from(": paused\n\n"),
+                    }));
+                }
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(keepalive) => {
+                    return Some(Bytes::from_static(b": keep-alive\n\n"));
+                }
+            }
+        }
+    }
+
+    /// An SSE body: optionally a priming event (with the retry hint), then every event after
+    /// `after`, waiting for new ones until the stream ends or pauses. Keep-alive comments are sent
+    /// every `keepalive`; `progress`, when given, follows the last event delivered.
     pub fn reader(
         self: &Arc<StreamBuf>,
         after: u64,
@@ -96,49 +174,25 @@ impl StreamBuf {
         progress: Option<Arc<AtomicU64>>,
     ) -> impl Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
         let buf = self.clone();
+        let epoch = buf.inner.lock().epoch;
         futures_util::stream::unfold((buf, after, prime), move |(buf, mut pos, prime)| {
             let progress = progress.clone();
             async move {
+                if pos == u64::MAX {
+                    return None;
+                }
                 if prime {
-                    let frame = format!("id: {}-{}\ndata: \n\n", buf.id, pos);
+                    let retry = buf.inner.lock().retry;
+                    let frame = match retry {
+                        Some(ms) => format!("id: {}-{}\nretry: {ms}\ndata: \n\n", buf.id, pos),
+                        None => format!("id: {}-{}\ndata: \n\n", buf.id, pos),
+                    };
                     return Some((Ok(Bytes::from(frame)), (buf, pos, false)));
                 }
-                loop {
-                    let waker = buf.clone();
-                    let notified = waker.notify.notified();
-                    {
-                        let g = buf.inner.lock();
-                        let mut out = String::new();
-                        for (seq, data) in g.events.iter() {
-                            if *seq > pos {
-                                out.push_str("event: message\nid: ");
-                                out.push_str(&buf.id.to_string());
-                                out.push('-');
-                                out.push_str(&seq.to_string());
-                                out.push_str("\ndata: ");
-                                out.push_str(data);
-                                out.push_str("\n\n");
-                                pos = *seq;
-                            }
-                        }
-                        if !out.is_empty() {
-                            drop(g);
-                            if let Some(p) = &progress {
-                                p.store(pos, Ordering::SeqCst);
-                            }
-                            return Some((Ok(Bytes::from(out)), (buf, pos, false)));
-                        }
-                        if g.done {
-                            return None;
-                        }
-                    }
-                    tokio::select! {
-                        _ = notified => {}
-                        _ = tokio::time::sleep(keepalive) => {
-                            return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), (buf, pos, false)));
-                        }
-                    }
-                }
+                let frame = buf
+                    .next_frame(&mut pos, epoch, keepalive, &progress)
+                    .await?;
+                Some((Ok(frame), (buf, pos, false)))
             }
         })
     }

@@ -196,6 +196,12 @@ async fn pump(
                 let owner = owner.as_ref().and_then(|w| w.upgrade());
                 gw.on_upstream_message(&slot, &conn, owner, inc).await;
             }
+            Event::Reply(msg) => conn.resolve(msg),
+            Event::Stream {
+                related,
+                paused,
+                retry,
+            } => gw.on_upstream_stream(&conn, related, paused, retry),
             Event::Closed(_) => break,
         }
     }
@@ -289,15 +295,19 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
         let timeout = slot.timeout(&gw);
         let opened = match Connection::open(&slot.spec, opts, tx).await {
             Ok(conn) => {
+                // The pump resolves replies, so it runs before the first call.
+                let pump_task =
+                    tokio::spawn(pump(gw.clone(), slot.clone(), conn.clone(), None, rx));
                 let caps = conn
                     .init_result()
                     .get("capabilities")
                     .cloned()
                     .unwrap_or(Value::Null);
                 match fetch_lists(&conn, &caps, timeout).await {
-                    Ok(lists) => Ok((conn, lists)),
+                    Ok(lists) => Ok((conn, lists, pump_task)),
                     Err(e) => {
                         conn.shutdown().await;
+                        pump_task.abort();
                         Err(format!("listing failed: {e}"))
                     }
                 }
@@ -305,7 +315,7 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
             Err(e) => Err(e.to_string()),
         };
         match opened {
-            Ok((conn, lists)) => {
+            Ok((conn, lists, pump_task)) => {
                 tracing::info!(upstream = %slot.spec.id, tools = lists.tools.len(), prompts = lists.prompts.len(), resources = lists.resources.len(), "upstream connected");
                 {
                     let mut st = slot.state.lock();
@@ -316,8 +326,6 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
                 }
                 gw.rebuild_catalog();
                 slot.attempted.notify_waiters();
-                let pump_task =
-                    tokio::spawn(pump(gw.clone(), slot.clone(), conn.clone(), None, rx));
                 tokio::select! {
                     _ = conn.closed() => {}
                     _ = gw.shutdown_signal() => {

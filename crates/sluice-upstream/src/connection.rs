@@ -28,6 +28,22 @@ pub struct Incoming {
 pub enum Event {
     /// The upstream sent a request or notification.
     Message(Incoming),
+    /// A reply to one of this connection's requests. Replies travel on the event channel once
+    /// the handshake is done, so that whatever the upstream sent before a reply (progress,
+    /// logging, requests) is handled before the reply resolves its call: the consumer passes it
+    /// to [`Connection::resolve`].
+    Reply(Message),
+    /// The reply stream of one request changed: the upstream opened it as SSE (`Opened`), or
+    /// closed it before the reply (`Paused`, SSE polling: Sluice resumes it). Carries the
+    /// request id this connection minted and the upstream's `retry` hint.
+    Stream {
+        /// The request whose reply stream it is.
+        related: u64,
+        /// Opened or paused.
+        paused: bool,
+        /// The upstream's reconnection hint.
+        retry: Option<std::time::Duration>,
+    },
     /// The connection ended; no more events follow.
     Closed(String),
 }
@@ -70,6 +86,7 @@ pub(crate) struct Inner {
     pending: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
     events: mpsc::UnboundedSender<Event>,
     closed: AtomicBool,
+    ordered: AtomicBool,
     closed_reason: Mutex<Option<String>>,
     closed_notify: Notify,
     pub wire: std::sync::OnceLock<Wire>,
@@ -80,6 +97,35 @@ impl Inner {
     pub(crate) fn dispatch(&self, msg: Message, related: Option<u64>) {
         match msg.kind() {
             Kind::Response | Kind::Error => {
+                if self.ordered.load(Ordering::Acquire) {
+                    if let Err(e) = self.events.send(Event::Reply(msg)) {
+                        if let Event::Reply(msg) = e.0 {
+                            self.resolve(msg);
+                        }
+                    }
+                } else {
+                    self.resolve(msg);
+                }
+            }
+            Kind::Request | Kind::Notification => {
+                let _ = self.events.send(Event::Message(Incoming { msg, related }));
+            }
+        }
+    }
+
+    /// Report a change of a reply stream (see [`Event::Stream`]).
+    pub(crate) fn stream_event(&self, related: u64, paused: bool, retry: Option<Duration>) {
+        let _ = self.events.send(Event::Stream {
+            related,
+            paused,
+            retry,
+        });
+    }
+
+    /// Hand a reply to the call waiting for it.
+    pub(crate) fn resolve(&self, msg: Message) {
+        {
+            {
                 let Some(id) = msg.id().and_then(Value::as_u64) else {
                     tracing::warn!(upstream = %self.label, "reply with an id this gateway never sent: {}", msg.to_json());
                     return;
@@ -91,9 +137,6 @@ impl Inner {
                     }
                     None => tracing::debug!(upstream = %self.label, id, "late reply dropped"),
                 }
-            }
-            Kind::Request | Kind::Notification => {
-                let _ = self.events.send(Event::Message(Incoming { msg, related }));
             }
         }
     }
@@ -159,6 +202,7 @@ impl Connection {
             pending: Mutex::new(HashMap::new()),
             events,
             closed: AtomicBool::new(false),
+            ordered: AtomicBool::new(false),
             closed_reason: Mutex::new(None),
             closed_notify: Notify::new(),
             wire: std::sync::OnceLock::new(),
@@ -206,10 +250,14 @@ impl Connection {
         })
         .await;
         match result {
-            Ok(Ok(init)) => Ok(Connection {
-                inner,
-                init: Arc::new(init),
-            }),
+            Ok(Ok(init)) => {
+                // From now on replies are ordered with the other events.
+                inner.ordered.store(true, Ordering::Release);
+                Ok(Connection {
+                    inner,
+                    init: Arc::new(init),
+                })
+            }
             Ok(Err(e)) => {
                 inner.close(e.to_string());
                 Connection::shutdown_wire(&inner).await;
@@ -300,6 +348,11 @@ impl Connection {
                 Err(UpstreamError::Timeout(ms))
             }
         }
+    }
+
+    /// Resolve a reply delivered as [`Event::Reply`].
+    pub fn resolve(&self, msg: Message) {
+        self.inner.resolve(msg);
     }
 
     /// Forget a pending request (the caller gave up, e.g. the client cancelled it).

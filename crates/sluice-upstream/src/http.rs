@@ -191,21 +191,26 @@ async fn post(
         .unwrap_or("")
         .to_ascii_lowercase();
     if ctype.starts_with("text/event-stream") {
-        let mut last = read_sse(resp, inner, request_id).await;
+        let mut end = read_sse(resp, inner, request_id).await;
         // The stream ended before the reply: resume it with `Last-Event-ID` (bounded).
         if let Some(id) = request_id {
             for _ in 0..5 {
-                let Some((event_id, retry)) = last.clone() else {
-                    break;
-                };
-                if !inner.is_pending(id) || inner.is_closed() {
+                if end.answered || inner.is_closed() {
                     break;
                 }
+                let Some((event_id, retry)) = end.last.clone() else {
+                    break;
+                };
+                inner.stream_event(id, true, retry);
                 tokio::time::sleep(retry.unwrap_or(Duration::from_millis(100))).await;
                 let rb = resume.try_clone().expect("a GET without a body clones");
                 match rb.header("last-event-id", &event_id).send().await {
                     Ok(r) if r.status().is_success() => {
-                        last = read_sse(r, inner, request_id).await.or(last);
+                        let next = read_sse(r, inner, request_id).await;
+                        end = SseEnd {
+                            answered: next.answered,
+                            last: next.last.or(end.last),
+                        };
                     }
                     Ok(r) => {
                         return Err(UpstreamError::Protocol(format!(
@@ -220,7 +225,7 @@ async fn post(
                     }
                 }
             }
-            if inner.is_pending(id) {
+            if !end.answered && inner.is_pending(id) {
                 return Err(UpstreamError::Protocol(
                     "the reply stream ended without a reply".into(),
                 ));
@@ -254,27 +259,43 @@ async fn post(
     }
 }
 
-/// Read an SSE body, dispatching each `message` event. Returns the last event id seen and
-/// the server's `retry` hint, for resuming.
+/// Read an SSE body, dispatching each `message` event. Says whether the reply to `related`
+/// came, and the last event id seen with the server's `retry` hint, for resuming.
 pub(crate) async fn read_sse(
     resp: reqwest::Response,
     inner: &Arc<Inner>,
     related: Option<u64>,
-) -> Option<(String, Option<Duration>)> {
+) -> SseEnd {
     use eventsource_stream::Eventsource;
     let mut events = resp.bytes_stream().eventsource();
     let mut last: Option<(String, Option<Duration>)> = None;
+    let mut answered = false;
     while let Some(ev) = events.next().await {
         match ev {
             Ok(ev) => {
                 if !ev.id.is_empty() {
-                    last = Some((ev.id.clone(), ev.retry));
+                    let retry = ev.retry.or(last.as_ref().and_then(|(_, r)| *r));
+                    // A priming event (an id, no data) opens a reply stream.
+                    if last.is_none() && ev.data.trim().is_empty() {
+                        if let Some(id) = related {
+                            inner.stream_event(id, false, retry);
+                        }
+                    }
+                    last = Some((ev.id.clone(), retry));
                 }
                 if ev.data.trim().is_empty() || (ev.event != "message" && !ev.event.is_empty()) {
                     continue;
                 }
                 match Message::parse(ev.data.as_bytes()) {
-                    Ok(msg) => inner.dispatch(msg, related),
+                    Ok(msg) => {
+                        if related.is_some()
+                            && matches!(msg.kind(), Kind::Response | Kind::Error)
+                            && msg.id().and_then(Value::as_u64) == related
+                        {
+                            answered = true;
+                        }
+                        inner.dispatch(msg, related)
+                    }
                     Err(e) => {
                         tracing::warn!(upstream = %inner.label, "bad SSE message: {}", e.error.message)
                     }
@@ -286,5 +307,13 @@ pub(crate) async fn read_sse(
             }
         }
     }
-    last
+    SseEnd { answered, last }
+}
+
+/// How an SSE body ended.
+pub(crate) struct SseEnd {
+    /// The reply to the related request came on it.
+    pub answered: bool,
+    /// The last event id and the `retry` hint.
+    pub last: Option<(String, Option<Duration>)>,
 }
