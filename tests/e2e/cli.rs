@@ -129,7 +129,32 @@ async fn serve_without_home_runs_the_demo_tree() {
         c.tool_names().await,
         ["demo_echo", "demo_add", "demo_word_count"]
     );
+    // The explain hook is on: every tool asks for a reason, and a call without one is refused
+    // with a message for the agent.
+    let list = c.request("tools/list", json!({})).await;
+    for t in list["result"]["tools"].as_array().unwrap() {
+        assert_eq!(
+            t["inputSchema"]["properties"]["reason"]["type"],
+            json!("string")
+        );
+        assert_eq!(
+            t["inputSchema"]["required"].as_array().unwrap().last(),
+            Some(&json!("reason"))
+        );
+    }
     let r = c.call_tool("demo_add", json!({"a": 2, "b": 40})).await;
+    assert_eq!(r["error"]["code"], json!(-32030));
+    assert_eq!(r["error"]["message"], json!("Request rejected"));
+    assert!(r["error"]["data"]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("Missing required parameter 'reason'"));
+    let r = c
+        .call_tool(
+            "demo_add",
+            json!({"a": 2, "b": 40, "reason": "checking the sum"}),
+        )
+        .await;
     assert_eq!(r["result"]["structuredContent"], json!({"sum": 42}));
 }
 

@@ -99,7 +99,7 @@ async fn bad_input_gets_exact_errors() {
         json!({"code": -32601, "message": "Method not found: no/such/method"})
     );
     // Unknown tool: -32602.
-    let r = c.call_tool("ghost", json!({})).await;
+    let r = c.call_tool("ghost", json!({"reason": "probing"})).await;
     assert_eq!(
         r["error"],
         json!({"code": -32602, "message": "Unknown tool: ghost"})
@@ -187,7 +187,7 @@ async fn bad_input_gets_exact_errors() {
     assert_eq!(r.status(), 405);
     // After all that, the session still serves.
     let r = c
-        .call_tool("demo_echo", json!({"text": "still here"}))
+        .call_tool("demo_echo", json!({"text": "still here", "reason": "test"}))
         .await;
     assert_eq!(
         r["result"]["structuredContent"],

@@ -9,11 +9,13 @@ mod error;
 mod expose;
 mod fields;
 mod hooks;
+mod logs;
 mod settings;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
 pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError, BUILTINS};
+pub use logs::LogConfig;
 pub use settings::Settings;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +31,8 @@ pub struct Config {
     pub expose: ExposeFile,
     /// `hooks/hooks.manifest.json` with its overlay: the hook chain.
     pub hooks: HooksFile,
+    /// `logs/log.config.json`: the audit log.
+    pub logs: LogConfig,
 }
 
 /// Non-fatal findings of a load (shown by `sluice check` and logged at start).
@@ -53,6 +57,7 @@ impl Config {
         let settings = settings::load(&home.join("sluice.json"), &mut errors);
         let expose = expose::load(&home, env, &mut errors, &mut warnings);
         let hooks = hooks::load(&home, &mut errors, &mut warnings);
+        let logs = logs::load(&home, &mut errors);
         if errors.is_empty() {
             Ok((
                 Config {
@@ -60,6 +65,7 @@ impl Config {
                     settings,
                     expose,
                     hooks,
+                    logs,
                 },
                 warnings,
             ))
@@ -80,6 +86,7 @@ impl Config {
                 version: 1,
             },
             hooks: HooksFile::default(),
+            logs: LogConfig::default(),
         }
     }
 }

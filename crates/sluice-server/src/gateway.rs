@@ -1,6 +1,7 @@
 //! The running gateway: its upstream slots, the merged catalog, the client sessions, the map of
 //! forwarded calls, and the routing of everything upstreams start back to the right client.
 
+use crate::audit::Audit;
 use crate::catalog::{Catalog, ListKind};
 use crate::session::{id_key, Outbound, PendingServerRequest, Session};
 use crate::upstreams::{supervise, Slot, Status};
@@ -8,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
 use sluice_config::{Config, Settings};
 use sluice_core::{Kind, Message, RpcError};
+use sluice_hooks::Chain;
 use sluice_upstream::{Connection, Incoming};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -61,6 +63,10 @@ pub struct Gateway {
     /// Client sessions by id.
     pub sessions: Mutex<HashMap<String, Arc<Session>>>,
     calls: Mutex<HashMap<(u64, u64), CallRoute>>,
+    chain: Arc<Chain>,
+    me: std::sync::Weak<Gateway>,
+    /// The audit log.
+    pub audit: Audit,
     shutting_down: AtomicBool,
     shutdown: Notify,
 }
@@ -68,6 +74,15 @@ pub struct Gateway {
 impl Gateway {
     /// Build the gateway from a configuration (nothing is started yet).
     pub fn new(config: Config) -> Arc<Gateway> {
+        let (chain, warnings) = Chain::build(&config.hooks.hooks, &config.home);
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        let audit = if config.logs.enabled {
+            Audit::to_file(config.logs.path.clone())
+        } else {
+            Audit::off()
+        };
         let slots = config
             .expose
             .upstreams
@@ -75,7 +90,8 @@ impl Gateway {
             .enumerate()
             .map(|(i, s)| Arc::new(Slot::new(i, s.clone())))
             .collect();
-        Arc::new(Gateway {
+        Arc::new_cyclic(|me| Gateway {
+            me: me.clone(),
             settings: config.settings.clone(),
             config,
             slots,
@@ -83,6 +99,8 @@ impl Gateway {
             catalog_version: AtomicU64::new(0),
             sessions: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
+            chain: Arc::new(chain),
+            audit,
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
         })
@@ -109,6 +127,11 @@ impl Gateway {
         futures_util::future::join_all(waits).await;
         let gw = self.clone();
         tokio::spawn(async move { gw.reap_idle_sessions().await });
+    }
+
+    /// The hook chain.
+    pub fn chain(&self) -> Arc<Chain> {
+        self.chain.clone()
     }
 
     /// The current catalog.
@@ -155,9 +178,24 @@ impl Gateway {
             return;
         }
         let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
+        let hooked = !self.chain.is_empty();
         for s in sessions {
             for m in &changed {
-                s.send_unrelated(Message::notification(m, None));
+                let msg = Message::notification(m, None);
+                if hooked {
+                    // Response hooks see gateway notifications too; run them beside.
+                    let chain_gw = self.me.upgrade();
+                    let s = s.clone();
+                    if let Some(gw) = chain_gw {
+                        tokio::spawn(async move {
+                            if let Ok(msg) = crate::pipeline::to_client(&gw, &s, msg, None).await {
+                                s.send_unrelated(msg);
+                            }
+                        });
+                    }
+                } else {
+                    s.send_unrelated(msg);
+                }
             }
         }
     }
@@ -191,6 +229,11 @@ impl Gateway {
             .lock()
             .retain(|_, r| !Arc::ptr_eq(&r.session, &session));
         tracing::info!(session = %id, "session ended");
+        if !self.chain.is_empty() {
+            let chain = self.chain.clone();
+            let sid = id.to_string();
+            tokio::spawn(async move { chain.stop(&sid).await });
+        }
         true
     }
 
@@ -243,6 +286,7 @@ impl Gateway {
         for c in controls {
             c.shutdown().await;
         }
+        self.chain.shutdown().await;
     }
 
     /// Is the gateway shutting down?
@@ -352,9 +396,8 @@ impl Gateway {
                     };
                     let Some(token) = token else { return };
                     msg.params_mut().insert("progressToken".into(), token);
-                    if let Err(msg) = send_msg(&sink, msg) {
-                        session.send_unrelated(msg);
-                    }
+                    self.deliver(&session, Some(&sink), msg, &slot.spec.id)
+                        .await;
                     return;
                 }
                 "notifications/cancelled" => {
@@ -374,7 +417,7 @@ impl Gateway {
                         if let Some(k) = found {
                             s.server_requests.lock().remove(&k);
                             msg.params_mut().insert("requestId".into(), json!(k));
-                            s.send_unrelated(msg.clone());
+                            self.deliver(&s, None, msg.clone(), &slot.spec.id).await;
                         }
                     }
                     return;
@@ -386,8 +429,9 @@ impl Gateway {
                         None => self.sessions.lock().values().cloned().collect(),
                     };
                     for s in targets {
-                        if s.subscriptions.lock().contains(&uri) {
-                            s.send_unrelated(msg.clone());
+                        let subscribed = s.subscriptions.lock().contains(&uri);
+                        if subscribed {
+                            self.deliver(&s, None, msg.clone(), &slot.spec.id).await;
                         }
                     }
                     return;
@@ -405,15 +449,14 @@ impl Gateway {
                     .map(|(s, sink)| (s, None, sink))
             });
             if let Some((session, _, sink)) = route {
-                if let Err(msg) = send_msg(&sink, msg) {
-                    session.send_unrelated(msg);
-                }
+                self.deliver(&session, Some(&sink), msg, &slot.spec.id)
+                    .await;
             } else if let Some(s) = owner {
-                s.send_unrelated(msg);
+                self.deliver(&s, None, msg, &slot.spec.id).await;
             } else {
                 let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
                 for s in sessions {
-                    s.send_unrelated(msg.clone());
+                    self.deliver(&s, None, msg.clone(), &slot.spec.id).await;
                 }
             }
             return;
@@ -421,6 +464,7 @@ impl Gateway {
 
         // A request from the upstream.
         let up_id = msg.id().cloned().unwrap_or(Value::Null);
+        let up_id_copy = up_id.clone();
         if method == "ping" {
             let _ = conn.send(&Message::response(up_id, json!({})));
             return;
@@ -461,18 +505,44 @@ impl Gateway {
             client_id.clone(),
             PendingServerRequest {
                 conn: conn.clone(),
-                upstream_id: up_id,
+                upstream_id: up_id_copy,
             },
         );
-        msg.set_id(json!(client_id));
+        msg.set_id(json!(client_id.clone()));
+        if !self
+            .deliver(&session, sink.as_ref(), msg, &slot.spec.id)
+            .await
+        {
+            // A response hook refused the request on its way to the client: the upstream
+            // hears why.
+            session.server_requests.lock().remove(&client_id);
+            let err = RpcError::new(sluice_core::codes::RESPONSE_REJECTED, "Response rejected");
+            let _ = conn.send(&Message::error(up_id, &err));
+        }
+    }
+
+    /// Send a message toward a client through the response hooks: on the call's own stream
+    /// when there is one (else the session's), false when a hook refused it.
+    pub async fn deliver(
+        &self,
+        session: &Arc<Session>,
+        sink: Option<&Sink>,
+        msg: Message,
+        upstream: &str,
+    ) -> bool {
+        let msg = match crate::pipeline::to_client(self, session, msg, Some(upstream)).await {
+            Ok(m) => m,
+            Err(_) => return false,
+        };
         match sink {
             Some(sink) => {
-                if let Err(msg) = send_msg(&sink, msg) {
+                if let Err(msg) = send_msg(sink, msg) {
                     session.send_unrelated(msg);
                 }
             }
             None => session.send_unrelated(msg),
         }
+        true
     }
 
     /// An upstream reply stream opened or paused: tell the client's side of that call.

@@ -4,7 +4,7 @@
 //! bad input (400, 403, 404, 405, 406, 413, 415).
 
 use crate::gateway::{Gateway, Out};
-use crate::router::{handle_notification, handle_request};
+use crate::pipeline;
 use crate::session::{Outbound, Session};
 use crate::stream::StreamBuf;
 use axum::body::{Body, Bytes};
@@ -214,7 +214,7 @@ async fn post(gw: Arc<Gateway>, headers: HeaderMap, body: Body) -> Response {
         Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
-        return initialize(gw, &headers, msg);
+        return initialize(gw, &headers, msg).await;
     }
     if let Err(r) = check_version(&headers) {
         return r;
@@ -224,19 +224,15 @@ async fn post(gw: Arc<Gateway>, headers: HeaderMap, body: Body) -> Response {
         Err(r) => return r,
     };
     match msg.kind() {
-        Kind::Notification => {
-            handle_notification(&gw, &session, msg);
-            StatusCode::ACCEPTED.into_response()
-        }
-        Kind::Response | Kind::Error => {
-            gw.relay_client_reply(&session, msg);
+        Kind::Notification | Kind::Response | Kind::Error => {
+            pipeline::client_message(&gw, &session, msg).await;
             StatusCode::ACCEPTED.into_response()
         }
         Kind::Request => request(gw, session, msg).await,
     }
 }
 
-fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Response {
+async fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Response {
     if headers.contains_key(SESSION) {
         return json_error(
             StatusCode::BAD_REQUEST,
@@ -261,11 +257,13 @@ fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Response {
         .and_then(|c| c.get("name"))
         .and_then(Value::as_str)
         .unwrap_or("?");
+    let reply =
+        match pipeline::initialize(&gw, &session, msg, || gw.initialize_result(version)).await {
+            Ok(reply) => reply,
+            // Refused by a hook: no session.
+            Err(reply) => return json_reply(reply),
+        };
     tracing::info!(session = %id, version, client, "session started");
-    let reply = Message::response(
-        msg.id().cloned().unwrap_or(Value::Null),
-        gw.initialize_result(version),
-    );
     gw.add_session(session);
     let mut r = (
         StatusCode::OK,
@@ -292,7 +290,7 @@ async fn request(gw: Arc<Gateway>, session: Arc<Session>, msg: Message) -> Respo
         let gw = gw.clone();
         let session = session.clone();
         tokio::spawn(async move {
-            let outcome = handle_request(&gw, &session, msg, &tx).await;
+            let outcome = pipeline::client_request(&gw, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         });
     }

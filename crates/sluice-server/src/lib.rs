@@ -5,9 +5,11 @@
 //! [`Gateway::start`] its upstreams, then serve clients with [`http::serve`] or [`stdio::serve`].
 //! See `ARCHITECTURE.md` for how a message travels.
 
+pub mod audit;
 pub mod catalog;
 pub mod gateway;
 pub mod http;
+pub mod pipeline;
 pub mod router;
 pub mod session;
 pub mod stdio;

@@ -2,7 +2,8 @@
 //! Nothing but protocol is written to stdout; the gateway stops when stdin closes.
 
 use crate::gateway::{Gateway, Out};
-use crate::router::{handle_notification, handle_request, Outcome};
+use crate::pipeline;
+use crate::router::Outcome;
 use crate::session::{Outbound, Session};
 use serde_json::{json, Value};
 use sluice_core::{version, Kind, Message, RpcError};
@@ -80,13 +81,16 @@ where
                         params.get("clientInfo").cloned().unwrap_or(Value::Null),
                         Outbound::Stdio(out_tx.clone()),
                     ));
-                    let id = msg.id().cloned().unwrap_or(Value::Null);
-                    send_out(
-                        &out_tx,
-                        Message::response(id, gw.initialize_result(version)),
-                    );
-                    gw.add_session(s.clone());
-                    session = Some(s);
+                    match pipeline::initialize(&gw, &s, msg, || gw.initialize_result(version)).await
+                    {
+                        Ok(reply) => {
+                            send_out(&out_tx, reply);
+                            gw.add_session(s.clone());
+                            session = Some(s);
+                        }
+                        // Refused by a hook: still not initialised.
+                        Err(reply) => send_out(&out_tx, reply),
+                    }
                 }
                 (Kind::Request, Some("ping")) => {
                     send_out(
@@ -109,13 +113,14 @@ where
         };
         s.touch();
         match msg.kind() {
-            Kind::Notification => handle_notification(&gw, &s, msg),
-            Kind::Response | Kind::Error => gw.relay_client_reply(&s, msg),
+            Kind::Notification | Kind::Response | Kind::Error => {
+                pipeline::client_message(&gw, &s, msg).await
+            }
             Kind::Request => {
                 let gw = gw.clone();
                 let out = out_tx.clone();
                 tasks.spawn(async move {
-                    match handle_request(&gw, &s, msg, &out).await {
+                    match pipeline::client_request(&gw, &s, msg, &out).await {
                         Outcome::Reply(r) => {
                             let _ = out.send(Out::Msg(r));
                         }

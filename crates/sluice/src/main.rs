@@ -5,7 +5,10 @@ mod demo;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use sluice_config::{Config, ConfigErrors, Settings, Transport, UpstreamSpec};
+use sluice_config::{
+    Config, ConfigErrors, HookEventKind, HookKindSpec, HookSpec, OnError, Settings, Transport,
+    UpstreamSpec,
+};
 use sluice_server::Gateway;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +52,9 @@ struct ServeArgs {
     /// legacy SSE transport), or, with no value, the command after `--`.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
     passthrough: Option<String>,
+    /// Write the audit log (JSON lines) to this file (overrides `logs/log.config.json`).
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
     /// The upstream command for `--passthrough -- CMD ARGS…`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -127,6 +133,21 @@ fn default_config() -> Result<Config> {
     demo.description = "Built-in demo upstream: echo, add, word_count.".into();
     let mut config = Config::passthrough(demo, Settings::default());
     config.expose.upstreams[0].transparent = false;
+    // The explain hook is on in the default tree: every tool asks for a `reason`.
+    config.hooks.hooks.push(HookSpec {
+        id: "explain".into(),
+        event: HookEventKind::Request,
+        matcher: String::new(),
+        methods: vec!["*".into()],
+        kind: HookKindSpec::Builtin {
+            name: "explain".into(),
+            options: serde_json::Value::Null,
+        },
+        timeout: std::time::Duration::from_secs(1),
+        on_error: OnError::Refuse,
+        enabled: true,
+        description: "Asks the agent for a reason for every tool call (seed 000).".into(),
+    });
     Ok(config)
 }
 
@@ -171,6 +192,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     };
     if let Some(listen) = &args.listen {
         config.settings.listen = listen.clone();
+    }
+    if let Some(path) = &args.audit_log {
+        config.logs.enabled = true;
+        config.logs.path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
     }
     let gw = Gateway::new(config);
     if args.stdio {

@@ -1,0 +1,283 @@
+//! The pipeline driver: every message a client sends runs the request hooks before the router,
+//! every message a client receives runs the response hooks, and every exchange is audited once.
+//!
+//! ```text
+//! client ─▶ request hooks (head → tail) ─▶ router ─▶ upstream
+//! client ◀─ response hooks (tail → head, only those the request reached) ◀─┘
+//! ```
+
+use crate::gateway::{Gateway, Sink};
+use crate::router::{handle_notification, handle_request, Outcome};
+use crate::session::Session;
+use serde_json::{json, Value};
+use sluice_core::{codes, Kind, Message, RpcError};
+use sluice_hooks::{Ctx, Phase, Refusal, RequestOutcome, Trace};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// -32030 (request phase) or -32031 (response phase) for `id`; the reason reaches the client
+/// only when it is meant for the agent.
+pub fn refusal_error(phase: Phase, id: Value, refusal: &Refusal) -> Message {
+    let (code, message) = match phase {
+        Phase::Request => (codes::REQUEST_REJECTED, "Request rejected"),
+        Phase::Response => (codes::RESPONSE_REJECTED, "Response rejected"),
+    };
+    let mut err = RpcError::new(code, message);
+    if refusal.for_agent {
+        err = err.with_data(json!({"reason": refusal.reason}));
+    }
+    Message::error(id, &err)
+}
+
+/// The facts hooks select on, for a message from or to `session`.
+struct Facts {
+    method: String,
+    tool_name: Option<String>,
+    upstream: Option<String>,
+}
+
+fn facts_of(gw: &Gateway, msg: &Message) -> Facts {
+    let method = msg.method().unwrap_or("").to_string();
+    let (tool_name, upstream) = if method == "tools/call" {
+        let name = msg.param_str("name").map(str::to_string);
+        let upstream = name.as_deref().and_then(|n| {
+            gw.catalog()
+                .tool(n)
+                .map(|r| gw.slots[r.slot].spec.id.clone())
+        });
+        (name, upstream)
+    } else {
+        (None, None)
+    };
+    Facts {
+        method,
+        tool_name,
+        upstream,
+    }
+}
+
+fn ctx<'a>(session: &'a Session, f: &'a Facts) -> Ctx<'a> {
+    Ctx {
+        session_id: &session.id,
+        method: &f.method,
+        tool_name: f.tool_name.as_deref(),
+        upstream: f.upstream.as_deref(),
+        era: "legacy",
+    }
+}
+
+/// A client request: request hooks, the router (unless a hook answered or refused), response
+/// hooks, audit.
+pub async fn client_request(
+    gw: &Arc<Gateway>,
+    session: &Arc<Session>,
+    msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let chain = gw.chain();
+    if chain.is_empty() && !gw.audit.enabled() {
+        return handle_request(gw, session, msg, sink).await;
+    }
+    let started = Instant::now();
+    let facts = facts_of(gw, &msg);
+    let cx = ctx(session, &facts);
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let mut trace = Trace::default();
+    let request_copy = chain
+        .selects(Phase::Response, &cx, usize::MAX)
+        .then(|| msg.clone());
+    let (outcome, depth) = chain.request(&cx, msg, &mut trace).await;
+    let mut refused_in = None;
+    let reply = match outcome {
+        RequestOutcome::Forward(m) => match handle_request(gw, session, m, sink).await {
+            Outcome::Reply(r) => r,
+            Outcome::Cancelled(id) => {
+                gw.audit.exchange(
+                    session,
+                    &facts.method,
+                    facts.tool_name.as_deref(),
+                    facts.upstream.as_deref(),
+                    started,
+                    "cancelled",
+                    None,
+                    &trace,
+                );
+                return Outcome::Cancelled(id);
+            }
+        },
+        RequestOutcome::Answer(m) => m,
+        RequestOutcome::Refuse(r) => {
+            refused_in = Some(r.reason.clone());
+            refusal_error(Phase::Request, id.clone(), &r)
+        }
+    };
+    let reply = match chain
+        .response(&cx, reply, request_copy.as_ref(), depth, &mut trace)
+        .await
+    {
+        Ok(r) => r,
+        Err(r) => {
+            refused_in = Some(r.reason.clone());
+            refusal_error(Phase::Response, id, &r)
+        }
+    };
+    let outcome = match (&refused_in, reply.kind()) {
+        (Some(_), _) => "refused",
+        (None, Kind::Error) => "error",
+        _ => "ok",
+    };
+    if facts.method == "tools/call" || refused_in.is_some() {
+        let error = reply
+            .error_obj()
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        gw.audit.exchange(
+            session,
+            &facts.method,
+            facts.tool_name.as_deref(),
+            facts.upstream.as_deref(),
+            started,
+            outcome,
+            refused_in.or(error),
+            &trace,
+        );
+    }
+    Outcome::Reply(reply)
+}
+
+/// A client notification or a client's reply to an upstream request: request hooks (a refusal
+/// drops it, logged and audited), then on.
+pub async fn client_message(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Message) {
+    let chain = gw.chain();
+    let msg = if chain.is_empty() {
+        msg
+    } else {
+        let facts = facts_of(gw, &msg);
+        let facts = Facts {
+            method: match msg.kind() {
+                Kind::Notification => facts.method,
+                _ => "(reply)".to_string(),
+            },
+            ..facts
+        };
+        let cx = ctx(session, &facts);
+        let mut trace = Trace::default();
+        let started = Instant::now();
+        match chain.request(&cx, msg, &mut trace).await.0 {
+            RequestOutcome::Forward(m) => m,
+            RequestOutcome::Answer(_) => {
+                tracing::warn!(session = %session.id, method = %facts.method, "a hook answered a notification or reply; nothing to answer, dropped");
+                return;
+            }
+            RequestOutcome::Refuse(r) => {
+                tracing::info!(session = %session.id, method = %facts.method, reason = %r.reason, "message dropped by a hook");
+                gw.audit.exchange(
+                    session,
+                    &facts.method,
+                    None,
+                    None,
+                    started,
+                    "refused",
+                    Some(r.reason),
+                    &trace,
+                );
+                return;
+            }
+        }
+    };
+    match msg.kind() {
+        Kind::Notification => handle_notification(gw, session, msg),
+        _ => gw.relay_client_reply(session, msg),
+    }
+}
+
+/// A message toward the client that answers none of its requests (upstream requests and
+/// notifications, gateway notifications): response hooks. None = refused (dropped, logged;
+/// an upstream request is answered with -32031 by the caller).
+pub async fn to_client(
+    gw: &Gateway,
+    session: &Session,
+    msg: Message,
+    upstream: Option<&str>,
+) -> Result<Message, Refusal> {
+    let chain = gw.chain();
+    if chain.is_empty() {
+        return Ok(msg);
+    }
+    let facts = Facts {
+        method: msg.method().unwrap_or("").to_string(),
+        tool_name: None,
+        upstream: upstream.map(str::to_string),
+    };
+    let cx = ctx(session, &facts);
+    let mut trace = Trace::default();
+    let started = Instant::now();
+    let r = chain.response(&cx, msg, None, usize::MAX, &mut trace).await;
+    if let Err(refusal) = &r {
+        tracing::info!(session = %session.id, method = %facts.method, reason = %refusal.reason, "message to the client refused by a hook");
+        gw.audit.exchange(
+            session,
+            &facts.method,
+            None,
+            upstream,
+            started,
+            "refused",
+            Some(refusal.reason.clone()),
+            &trace,
+        );
+    }
+    r
+}
+
+/// `initialize`: the SessionStart and Request hooks, then the response hooks on the result.
+/// `Err` carries the error reply (no session is created then).
+pub async fn initialize(
+    gw: &Arc<Gateway>,
+    session: &Arc<Session>,
+    msg: Message,
+    result: impl FnOnce() -> Value,
+) -> Result<Message, Message> {
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let chain = gw.chain();
+    if chain.is_empty() {
+        return Ok(Message::response(id, result()));
+    }
+    let facts = Facts {
+        method: "initialize".into(),
+        tool_name: None,
+        upstream: None,
+    };
+    let cx = ctx(session, &facts);
+    let mut trace = Trace::default();
+    let started = Instant::now();
+    let request_copy = msg.clone();
+    let (outcome, depth) = chain.request(&cx, msg, &mut trace).await;
+    let (reply, refused) = match outcome {
+        RequestOutcome::Forward(_) => (Message::response(id.clone(), result()), None),
+        RequestOutcome::Answer(m) => (m, None),
+        RequestOutcome::Refuse(r) => (
+            refusal_error(Phase::Request, id.clone(), &r),
+            Some(r.reason),
+        ),
+    };
+    let reply = chain
+        .response(&cx, reply, Some(&request_copy), depth, &mut trace)
+        .await
+        .unwrap_or_else(|r| refusal_error(Phase::Response, id, &r));
+    if reply.kind() == Kind::Error {
+        let reason = refused.or_else(|| reply.error_obj().map(|e| e.to_string()));
+        gw.audit.exchange(
+            session,
+            "initialize",
+            None,
+            None,
+            started,
+            "refused",
+            reason,
+            &trace,
+        );
+        return Err(reply);
+    }
+    Ok(reply)
+}
