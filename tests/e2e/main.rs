@@ -5,6 +5,7 @@ mod aggregation;
 mod cli;
 mod conformance;
 mod faults;
+mod hooks;
 mod http_transport;
 mod interop;
 mod routing;
