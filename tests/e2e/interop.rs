@@ -440,3 +440,36 @@ fn reference_everything_server_over_stdio_through_passthrough() {
         report["results"][2]
     );
 }
+
+#[test]
+fn server_everything_over_the_legacy_sse_transport() {
+    // `server-everything sse` serves the 2024-11-05 HTTP+SSE transport (GET /sse, POST
+    // /message); the gateway reaches it with `"transport": "sse"`.
+    let port = sluice_e2e::free_port();
+    let node = node22();
+    let everything = node_module_file("@modelcontextprotocol/server-everything/dist/index.js");
+    let mut cmd = Command::new(&node);
+    cmd.arg(&everything)
+        .arg("sse")
+        .env("PORT", port.to_string());
+    let _upstream = sluice_e2e::Proc::spawn(cmd);
+    sluice_e2e::wait_for_port(port, Duration::from_secs(30));
+    let home = sluice_e2e::tree::Home::new("sse-upstream");
+    home.expose(&json!({"upstreams": [
+        {"id": "ev", "transport": "sse", "url": format!("http://127.0.0.1:{port}/sse"), "expose_all": true}
+    ]}));
+    let (_sluice, url) = start_sluice(&["--home", &home.arg()]);
+    let report = ts_client(
+        &url,
+        &json!([
+            {"op": "listTools"},
+            {"op": "callTool", "name": "ev_get-sum", "arguments": {"a": 2, "b": 3}},
+        ]),
+    );
+    let tools = names(&report["results"][0], "tools");
+    assert!(tools.iter().any(|t| t == "ev_echo"), "{tools:?}");
+    assert_eq!(
+        report["results"][1]["content"][0]["text"],
+        "The sum of 2 and 3 is 5."
+    );
+}
