@@ -9,3 +9,4 @@ mod hooks;
 mod http_transport;
 mod interop;
 mod routing;
+mod funnel;

@@ -16,6 +16,8 @@ pub enum Transport {
     Http,
     /// The legacy HTTP+SSE transport (2024-11-05).
     Sse,
+    /// In process: the first-party tool register of the home folder (`tools/`).
+    Local,
 }
 
 /// How many processes a stdio upstream gets.
@@ -271,6 +273,8 @@ pub(crate) fn load(
                     }
                 }
             }
+            // Never read from the file: the local upstream is made from `tools/`.
+            Transport::Local => {}
             Transport::Http | Transport::Sse => {
                 spec.url = f.required_string("url");
                 let http_url = spec.url.starts_with("http://") || spec.url.starts_with("https://");

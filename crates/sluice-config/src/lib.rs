@@ -11,6 +11,7 @@ mod fields;
 mod hooks;
 mod logs;
 mod settings;
+pub mod tools;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
@@ -33,6 +34,8 @@ pub struct Config {
     pub hooks: HooksFile,
     /// `logs/log.config.json`: the audit log.
     pub logs: LogConfig,
+    /// `tools/tools.register.json` with its overlay: first-party tools.
+    pub register: tools::Register,
 }
 
 /// Non-fatal findings of a load (shown by `sluice check` and logged at start).
@@ -58,6 +61,7 @@ impl Config {
         let expose = expose::load(&home, env, &mut errors, &mut warnings);
         let hooks = hooks::load(&home, &mut errors, &mut warnings);
         let logs = logs::load(&home, &mut errors);
+        let register = tools::load(&home, &mut errors);
         if errors.is_empty() {
             Ok((
                 Config {
@@ -66,6 +70,7 @@ impl Config {
                     expose,
                     hooks,
                     logs,
+                    register,
                 },
                 warnings,
             ))
@@ -87,6 +92,7 @@ impl Config {
             },
             hooks: HooksFile::default(),
             logs: LogConfig::default(),
+            register: tools::Register::default(),
         }
     }
 }

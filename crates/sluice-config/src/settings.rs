@@ -28,6 +28,14 @@ pub struct Settings {
     pub restart_max_ms: u64,
     /// SSE events kept per stream for `Last-Event-ID` resumption. Default 256.
     pub replay_events: u64,
+    /// List the funnel's meta-tools (`<prefix>_list_tools`, `_tool_instructions`, `_run_tool`).
+    /// Default: on when the tree has a `tools/` folder.
+    pub funnel: Option<bool>,
+    /// The meta-tools' name prefix. Default `sluice`.
+    pub funnel_prefix: String,
+    /// Also list first-party register tools directly in tools/list (under their ids).
+    /// Default false (they are reached through the funnel, as in toolfunnel).
+    pub list_register_tools: bool,
 }
 
 impl Default for Settings {
@@ -43,6 +51,9 @@ impl Default for Settings {
             restart_initial_ms: 500,
             restart_max_ms: 30_000,
             replay_events: 256,
+            funnel: None,
+            funnel_prefix: "sluice".into(),
+            list_register_tools: false,
         }
     }
 }
@@ -59,6 +70,9 @@ const KNOWN: &[&str] = &[
     "restart_initial_ms",
     "restart_max_ms",
     "replay_events",
+    "funnel",
+    "funnel_prefix",
+    "list_register_tools",
 ];
 
 pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
@@ -111,5 +125,23 @@ pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     positive(&mut f, "restart_max_ms", &mut s.restart_max_ms);
     positive(&mut f, "replay_events", &mut s.replay_events);
     s.allowed_origins = f.strings("allowed_origins");
+    if obj.contains_key("funnel") {
+        s.funnel = Some(f.bool("funnel", true));
+    }
+    if let Some(p) = f.string("funnel_prefix") {
+        if p.is_empty()
+            || !p
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        {
+            f.err(
+                "funnel_prefix",
+                format!("{p:?} is not a valid tool-name prefix"),
+            );
+        } else {
+            s.funnel_prefix = p;
+        }
+    }
+    s.list_register_tools = f.bool("list_register_tools", false);
     s
 }

@@ -72,6 +72,23 @@ pub struct Catalog {
     down_names: HashMap<String, usize>,
     down_prefixes: Vec<(String, usize)>,
     down_transparent: Option<usize>,
+    /// The funnel's meta-tool prefix, when the funnel is on.
+    funnel_prefix: Option<String>,
+    funnel_routes: HashMap<String, Route>,
+    funnel_tools: Vec<FunnelTool>,
+}
+
+/// A tool reachable through the funnel.
+#[derive(Debug, Clone)]
+pub struct FunnelTool {
+    /// The name the funnel knows it by (`<upstream>_<tool>`, or a register id).
+    pub name: String,
+    /// Its upstream's id (`local` for the register).
+    pub upstream: String,
+    /// Grouping label (the expose entry's or register's category, else the upstream id).
+    pub category: String,
+    /// The upstream's definition.
+    pub tool: Value,
 }
 
 fn with_name(item: &Value, key: &str, name: &str) -> Value {
@@ -133,12 +150,69 @@ impl Catalog {
         version: u64,
         upstreams: &[(&UpstreamSpec, Option<&UpstreamLists>)],
         expose: &[ExposeEntry],
+        funnel: Option<&str>,
     ) -> (Catalog, Vec<String>) {
         let mut c = Catalog {
             version,
             ..Catalog::default()
         };
         let mut warnings = Vec::new();
+        if let Some(prefix) = funnel {
+            c.funnel_prefix = Some(prefix.to_string());
+            for t in crate::funnel::meta_tools(prefix) {
+                let name = t["name"].as_str().unwrap_or("").to_string();
+                c.tool_routes.insert(
+                    name,
+                    Route {
+                        slot: usize::MAX,
+                        name: String::new(),
+                    },
+                );
+                c.tools.push(t);
+            }
+            // Every tool of every connected upstream is reachable through the funnel.
+            for (slot, (spec, lists)) in upstreams.iter().enumerate() {
+                let Some(lists) = lists else { continue };
+                for tool in &lists.tools {
+                    let Some(tname) = tool.get("name").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let name =
+                        if spec.transparent || spec.transport == sluice_config::Transport::Local {
+                            tname.to_string()
+                        } else {
+                            format!("{}_{}", spec.id, tname)
+                        };
+                    let category = expose
+                        .iter()
+                        .find(|e| e.upstream == spec.id && e.tool == tname)
+                        .map(|e| e.category.clone())
+                        .filter(|c| !c.is_empty())
+                        .or_else(|| {
+                            tool.pointer("/_meta/sluice~1category")
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                        })
+                        .unwrap_or_else(|| spec.id.clone());
+                    if c.funnel_routes.contains_key(&name) {
+                        continue;
+                    }
+                    c.funnel_routes.insert(
+                        name.clone(),
+                        Route {
+                            slot,
+                            name: tname.to_string(),
+                        },
+                    );
+                    c.funnel_tools.push(FunnelTool {
+                        name,
+                        upstream: spec.id.clone(),
+                        category,
+                        tool: tool.clone(),
+                    });
+                }
+            }
+        }
         for (slot, (spec, lists)) in upstreams.iter().enumerate() {
             let Some(lists) = lists else {
                 if !spec.enabled {
@@ -234,9 +308,21 @@ impl Catalog {
         (c, warnings)
     }
 
-    /// Where a client-facing tool name goes.
+    /// Where a client-facing tool name goes (a meta-tool routes to slot `usize::MAX`).
     pub fn tool(&self, name: &str) -> Option<&Route> {
-        self.tool_routes.get(name)
+        self.tool_routes
+            .get(name)
+            .or_else(|| self.funnel_routes.get(name))
+    }
+
+    /// The funnel's prefix, when the funnel is on.
+    pub fn funnel_prefix(&self) -> Option<&str> {
+        self.funnel_prefix.as_deref()
+    }
+
+    /// Every tool reachable through the funnel.
+    pub fn funnel_tools(&self) -> &[FunnelTool] {
+        &self.funnel_tools
     }
 
     /// The upstream that would own `name` were it up (to name it in the error).
@@ -344,7 +430,7 @@ mod tests {
         }];
         let la = lists(&["echo", "add"]);
         let lb = lists(&["ping", "other"]);
-        let (c, w) = Catalog::build(1, &[(&a, Some(&la)), (&b, Some(&lb))], &expose);
+        let (c, w) = Catalog::build(1, &[(&a, Some(&la)), (&b, Some(&lb))], &expose, None);
         assert!(w.is_empty());
         let names: Vec<_> = c
             .tools()
@@ -367,7 +453,7 @@ mod tests {
         let mut a = UpstreamSpec::stdio("a", "x", vec![]);
         a.transparent = true;
         let la = lists(&["t0", "t1", "t2"]);
-        let (c, _) = Catalog::build(7, &[(&a, Some(&la))], &[]);
+        let (c, _) = Catalog::build(7, &[(&a, Some(&la))], &[], None);
         let p1 = c.page(ListKind::Tools, None, 2).unwrap();
         assert_eq!(p1["tools"].as_array().unwrap().len(), 2);
         let cur = p1["nextCursor"].as_str().unwrap();

@@ -7,7 +7,7 @@ use crate::session::{id_key, Outbound, PendingServerRequest, Session};
 use crate::upstreams::{supervise, Slot, Status};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
-use sluice_config::{Config, Settings};
+use sluice_config::{Config, Settings, Transport, UpstreamSpec};
 use sluice_core::{Kind, Message, RpcError};
 use sluice_hooks::Chain;
 use sluice_upstream::{Connection, Incoming};
@@ -64,6 +64,7 @@ pub struct Gateway {
     pub sessions: Mutex<HashMap<String, Arc<Session>>>,
     calls: Mutex<HashMap<(u64, u64), CallRoute>>,
     chain: Arc<Chain>,
+    funnel_prefix: Option<String>,
     me: std::sync::Weak<Gateway>,
     /// The audit log.
     pub audit: Audit,
@@ -73,7 +74,21 @@ pub struct Gateway {
 
 impl Gateway {
     /// Build the gateway from a configuration (nothing is started yet).
-    pub fn new(config: Config) -> Arc<Gateway> {
+    pub fn new(mut config: Config) -> Arc<Gateway> {
+        // The first-party register is the `local` upstream.
+        if config.register.present {
+            let mut local = UpstreamSpec::stdio("local", "", Vec::new());
+            local.transport = Transport::Local;
+            local.cwd = Some(config.home.clone());
+            local.transparent = config.settings.list_register_tools;
+            local.description = "First-party tools (tools/tools.register.json)".into();
+            config.expose.upstreams.push(local);
+        }
+        let funnel_prefix = config
+            .settings
+            .funnel
+            .unwrap_or(config.register.present || config.home.join("tools").is_dir())
+            .then(|| config.settings.funnel_prefix.clone());
         let (chain, warnings) = Chain::build(&config.hooks.hooks, &config.home);
         for w in warnings {
             tracing::warn!("{w}");
@@ -100,6 +115,7 @@ impl Gateway {
             sessions: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
             chain: Arc::new(chain),
+            funnel_prefix,
             audit,
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
@@ -153,7 +169,12 @@ impl Gateway {
             .map(|(s, l)| (&s.spec, l.as_ref()))
             .collect();
         let version = self.catalog_version.fetch_add(1, Ordering::Relaxed) + 1;
-        let (catalog, warnings) = Catalog::build(version, &pairs, &self.config.expose.expose);
+        let (catalog, warnings) = Catalog::build(
+            version,
+            &pairs,
+            &self.config.expose.expose,
+            self.funnel_prefix.as_deref(),
+        );
         for w in warnings {
             tracing::warn!("{w}");
         }

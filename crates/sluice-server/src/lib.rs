@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod catalog;
+pub mod funnel;
 pub mod gateway;
 pub mod http;
 pub mod pipeline;

@@ -43,7 +43,8 @@ fn facts_of(gw: &Gateway, msg: &Message) -> Facts {
         let upstream = name.as_deref().and_then(|n| {
             gw.catalog()
                 .tool(n)
-                .map(|r| gw.slots[r.slot].spec.id.clone())
+                .and_then(|r| gw.slots.get(r.slot))
+                .map(|s| s.spec.id.clone())
         });
         (name, upstream)
     } else {

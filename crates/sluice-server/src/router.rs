@@ -73,6 +73,9 @@ pub async fn handle_request(
                     "Unknown tool: {name}"
                 ))));
             };
+            if route.slot == usize::MAX {
+                return crate::funnel::call(gw, session, msg, sink).await;
+            }
             let mut msg = msg;
             msg.params_mut().insert("name".into(), json!(route.name));
             forward(gw, session, &gw.slots[route.slot], msg, sink).await
@@ -231,6 +234,16 @@ pub async fn forward(
     };
     let up_id = conn.next_id();
     msg.set_id(json!(up_id));
+    // Gateway-internal metadata never goes upstream.
+    if msg.params().and_then(|p| p.get("_meta")).is_some() {
+        let params = msg.params_mut();
+        if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove(sluice_hooks::builtin::explain::EXPLAIN_REASON_META);
+            if meta.is_empty() {
+                params.remove("_meta");
+            }
+        }
+    }
     let progress_token = match msg.progress_token().cloned() {
         Some(t) => {
             if let Some(meta) = msg

@@ -83,7 +83,11 @@ impl Slot {
 
     /// Does every client session get its own connection?
     pub fn per_session(&self) -> bool {
-        self.spec.transport != Transport::Stdio || self.spec.isolation == Isolation::Session
+        match self.spec.transport {
+            Transport::Http | Transport::Sse => true,
+            Transport::Stdio => self.spec.isolation == Isolation::Session,
+            Transport::Local => false,
+        }
     }
 
     /// The current status.

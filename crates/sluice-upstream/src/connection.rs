@@ -2,7 +2,7 @@
 //! dispatch of what the upstream sends, the handshake, and shutdown.
 
 use crate::error::UpstreamError;
-use crate::{http, sse, stdio};
+use crate::{http, local, sse, stdio};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_config::{Transport, UpstreamSpec};
@@ -67,6 +67,7 @@ pub(crate) enum Wire {
     Stdio(stdio::StdioWire),
     Http(http::HttpWire),
     Sse(sse::SseWire),
+    Local(local::LocalWire),
 }
 
 impl Wire {
@@ -75,6 +76,10 @@ impl Wire {
             Wire::Stdio(w) => w.send(msg),
             Wire::Http(w) => w.send(inner, msg),
             Wire::Sse(w) => w.send(inner, msg),
+            Wire::Local(w) => {
+                w.send(inner, msg);
+                Ok(())
+            }
         }
     }
 }
@@ -213,6 +218,7 @@ impl Connection {
                 Transport::Stdio => Wire::Stdio(stdio::StdioWire::start(spec, &inner)?),
                 Transport::Http => Wire::Http(http::HttpWire::new(spec)?),
                 Transport::Sse => Wire::Sse(sse::SseWire::connect(spec, &inner).await?),
+                Transport::Local => Wire::Local(local::LocalWire::start(spec, &inner)),
             };
             let _ = inner.wire.set(wire);
             let conn = Connection {
@@ -398,6 +404,7 @@ impl Connection {
             Some(Wire::Stdio(w)) => w.shutdown().await,
             Some(Wire::Http(w)) => w.shutdown().await,
             Some(Wire::Sse(w)) => w.shutdown(),
+            Some(Wire::Local(w)) => w.shutdown(),
             None => {}
         }
     }

@@ -11,6 +11,7 @@
 mod connection;
 mod error;
 mod http;
+pub mod local;
 mod sse;
 mod stdio;
 

@@ -11,6 +11,9 @@ use serde_json::{json, Value};
 pub const REASON_DESCRIPTION: &str =
     "A concise justification for using this tool, explaining how it helps achieve your goal";
 
+/// The `_meta` key under which the stripped reason travels inside the gateway.
+pub const EXPLAIN_REASON_META: &str = "sluice/reason";
+
 /// What the agent is told when it leaves the reason out.
 pub const MISSING_REASON: &str = "Missing required parameter 'reason': add a concise justification for using this tool, explaining how it helps achieve your goal, and call it again.";
 
@@ -95,14 +98,20 @@ impl Explain {
                     reason = %reason,
                     "explain"
                 );
-                trace.explain_reason = Some(reason);
+                trace.explain_reason = Some(reason.clone());
                 let mut msg = ev.message.clone();
-                if let Some(args) = msg
-                    .params_mut()
-                    .get_mut("arguments")
-                    .and_then(Value::as_object_mut)
-                {
+                let params = msg.params_mut();
+                if let Some(args) = params.get_mut("arguments").and_then(Value::as_object_mut) {
                     args.remove("reason");
+                }
+                // Kept for the gateway (the funnel hands it to the real call); the router takes
+                // it off before the message goes upstream.
+                if let Some(meta) = params
+                    .entry("_meta")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+                {
+                    meta.insert(EXPLAIN_REASON_META.into(), json!(reason));
                 }
                 Decision::Modify(msg)
             }
