@@ -143,7 +143,336 @@ pub struct HooksFile {
 }
 
 /// The builtins this release knows.
-pub const BUILTINS: &[&str] = &["explain"];
+pub const BUILTINS: &[&str] = &[
+    "explain", "deny", "rewrite", "validate", "describe", "mask", "pii", "size-cap",
+];
+
+/// The builtins that are response controls: they run before every other response hook, and
+/// select `tools/call` replies unless `methods` says otherwise.
+const CONTROLS: &[&str] = &["mask", "pii", "size-cap"];
+
+/// The kinds the `pii` builtin knows.
+const PII_KINDS: &[&str] = &[
+    "EMAIL",
+    "PHONE",
+    "CARD",
+    "IBAN",
+    "SSN",
+    "IP",
+    "JWT",
+    "PRIVATE_KEY",
+    "SECRET",
+];
+
+/// Checks builtin options, pushing one error per problem with its file and field path.
+struct Opts<'a> {
+    file: &'a Path,
+    errors: &'a mut Vec<ConfigError>,
+}
+
+/// `"…" is not a valid regex: <the parser's last line>` (as the hooks crate words it).
+fn regex_problem(pattern: &str, full: bool) -> Option<String> {
+    let compiled = if full {
+        regex::Regex::new(&format!("^(?:{pattern})$"))
+    } else {
+        regex::Regex::new(pattern)
+    };
+    let e = compiled.err()?.to_string();
+    let last = e.lines().last().unwrap_or("").trim();
+    let last = last.strip_prefix("error: ").unwrap_or(last);
+    Some(format!("{pattern:?} is not a valid regex: {last}"))
+}
+
+impl Opts<'_> {
+    fn err(&mut self, field: &str, msg: impl Into<String>) {
+        self.errors.push(ConfigError::new(self.file, field, msg));
+    }
+
+    /// The object at `at` (`None` when absent; an error when not an object).
+    fn object<'v>(&mut self, v: Option<&'v Value>, at: &str) -> Option<&'v Map<String, Value>> {
+        match v {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(_) => {
+                self.err(at, "must be an object");
+                None
+            }
+        }
+    }
+
+    fn known(&mut self, obj: &Map<String, Value>, at: &str, keys: &[&str]) {
+        for k in obj.keys() {
+            if !keys.contains(&k.as_str()) {
+                let known = if keys.is_empty() {
+                    "none".to_string()
+                } else {
+                    keys.join(", ")
+                };
+                self.err(
+                    &format!("{at}.{k}"),
+                    format!("unknown option (known: {known})"),
+                );
+            }
+        }
+    }
+
+    fn string(&mut self, obj: &Map<String, Value>, at: &str, key: &str) -> Option<String> {
+        match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                self.err(&format!("{at}.{key}"), "must be a string");
+                None
+            }
+        }
+    }
+
+    /// `(field path, string)` for each item of the string list `key`.
+    fn strings(&mut self, obj: &Map<String, Value>, at: &str, key: &str) -> Vec<(String, String)> {
+        let field = format!("{at}.{key}");
+        match obj.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut out = Vec::new();
+                for (i, v) in items.iter().enumerate() {
+                    match v {
+                        Value::String(s) => out.push((format!("{field}[{i}]"), s.clone())),
+                        _ => self.err(&format!("{field}[{i}]"), "must be a string"),
+                    }
+                }
+                out
+            }
+            Some(_) => {
+                self.err(&field, "must be an array of strings");
+                Vec::new()
+            }
+        }
+    }
+
+    fn regex(&mut self, field: &str, pattern: &str, full: bool) {
+        if let Some(p) = regex_problem(pattern, full) {
+            self.err(field, p);
+        }
+    }
+
+    /// A JSON pointer (`/a/b`) or a dotted path (`a.b`) without empty segments.
+    fn path(&mut self, field: &str, path: &str) {
+        if path.is_empty() {
+            self.err(field, "must not be empty");
+        } else if !path.starts_with('/') && path.split('.').any(str::is_empty) {
+            self.err(
+                field,
+                format!("{path:?} has an empty segment (write a JSON pointer such as \"/a/b\" for keys with dots)"),
+            );
+        }
+    }
+
+    fn positive(&mut self, v: &Value, field: &str) -> Option<u64> {
+        let n = v.as_u64().filter(|n| *n > 0);
+        if n.is_none() {
+            self.err(field, "must be a positive integer");
+        }
+        n
+    }
+
+    /// `set` / `default` of a rewrite rule: an object of paths.
+    fn assignments(&mut self, rule: &Map<String, Value>, at: &str, key: &str) -> usize {
+        let field = format!("{at}.{key}");
+        match self.object(rule.get(key), &field) {
+            Some(m) => {
+                for k in m.keys() {
+                    self.path(&format!("{field}.{k}"), k);
+                }
+                m.len()
+            }
+            None => 0,
+        }
+    }
+}
+
+/// Check a builtin's `options` (`at` is `hooks[i].options`).
+fn check_builtin_options(name: &str, options: Option<&Value>, o: &mut Opts, at: &str) {
+    let empty = Map::new();
+    let opts = match options {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            o.err(at, "must be an object");
+            return;
+        }
+    };
+    match name {
+        "explain" | "validate" => o.known(opts, at, &[]),
+        "deny" => {
+            o.known(opts, at, &["tools", "arguments", "reason"]);
+            let tools = o.strings(opts, at, "tools");
+            for (field, t) in &tools {
+                o.regex(field, t, true);
+            }
+            o.string(opts, at, "reason");
+            let mut rules = 0;
+            match opts.get("arguments") {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(items)) => {
+                    rules = items.len();
+                    for (i, r) in items.iter().enumerate() {
+                        let rat = format!("{at}.arguments[{i}]");
+                        let Some(r) = o.object(Some(r), &rat) else {
+                            continue;
+                        };
+                        o.known(r, &rat, &["path", "pattern", "tool", "reason"]);
+                        match o.string(r, &rat, "pattern") {
+                            Some(p) => o.regex(&format!("{rat}.pattern"), &p, false),
+                            None if r.get("pattern").is_none_or(Value::is_null) => {
+                                o.err(&format!("{rat}.pattern"), "is required")
+                            }
+                            None => {}
+                        }
+                        if let Some(p) = o.string(r, &rat, "path") {
+                            o.path(&format!("{rat}.path"), &p);
+                        }
+                        if let Some(t) = o.string(r, &rat, "tool") {
+                            o.regex(&format!("{rat}.tool"), &t, true);
+                        }
+                        o.string(r, &rat, "reason");
+                    }
+                }
+                Some(_) => o.err(&format!("{at}.arguments"), "must be an array"),
+            }
+            let listed = |k: &str| {
+                opts.get(k)
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty())
+            };
+            if !listed("tools") && !listed("arguments") && tools.is_empty() && rules == 0 {
+                o.err(at, "deny needs `tools` or `arguments`");
+            }
+        }
+        "rewrite" => {
+            o.known(opts, at, &["rules"]);
+            let field = format!("{at}.rules");
+            match opts.get("rules") {
+                Some(Value::Array(items)) if !items.is_empty() => {
+                    for (i, r) in items.iter().enumerate() {
+                        let rat = format!("{field}[{i}]");
+                        let Some(r) = o.object(Some(r), &rat) else {
+                            continue;
+                        };
+                        o.known(r, &rat, &["tool", "set", "default", "remove"]);
+                        if let Some(t) = o.string(r, &rat, "tool") {
+                            o.regex(&format!("{rat}.tool"), &t, true);
+                        }
+                        let mut n = o.assignments(r, &rat, "set");
+                        n += o.assignments(r, &rat, "default");
+                        let removes = o.strings(r, &rat, "remove");
+                        for (f, p) in &removes {
+                            o.path(f, p);
+                        }
+                        if n + removes.len() == 0 {
+                            o.err(&rat, "needs `set`, `default` or `remove`");
+                        }
+                    }
+                }
+                Some(Value::Array(_)) => o.err(&field, "must not be empty"),
+                None | Some(Value::Null) => o.err(&field, "is required (an array of rules)"),
+                Some(_) => o.err(&field, "must be an array of rules"),
+            }
+        }
+        "describe" => {
+            o.known(opts, at, &["tools"]);
+            let field = format!("{at}.tools");
+            match o.object(opts.get("tools"), &field) {
+                Some(tools) => {
+                    for (name, t) in tools {
+                        let tat = format!("{field}.{name}");
+                        let Some(t) = o.object(Some(t), &tat) else {
+                            continue;
+                        };
+                        o.known(t, &tat, &["title", "description", "properties", "hide"]);
+                        o.string(t, &tat, "title");
+                        o.string(t, &tat, "description");
+                        let pat = format!("{tat}.properties");
+                        if let Some(props) = o.object(t.get("properties"), &pat) {
+                            for (k, v) in props {
+                                o.object(Some(v), &format!("{pat}.{k}"));
+                            }
+                        }
+                        o.strings(t, &tat, "hide");
+                    }
+                }
+                None if opts.get("tools").is_none_or(Value::is_null) => {
+                    o.err(&field, "is required (an object of tool names)")
+                }
+                None => {}
+            }
+        }
+        "mask" => {
+            o.known(opts, at, &["paths", "keys", "replacement"]);
+            let paths = o.strings(opts, at, "paths");
+            for (f, p) in &paths {
+                o.path(f, p);
+            }
+            let keys = o.strings(opts, at, "keys");
+            o.string(opts, at, "replacement");
+            if paths.is_empty() && keys.is_empty() {
+                let listed = |k: &str| {
+                    opts.get(k)
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| !a.is_empty())
+                };
+                if !listed("paths") && !listed("keys") {
+                    o.err(at, "mask needs `paths` or `keys`");
+                }
+            }
+        }
+        "pii" => {
+            o.known(opts, at, &["kinds", "allow_tools"]);
+            for (f, k) in o.strings(opts, at, "kinds") {
+                if !PII_KINDS.iter().any(|known| known.eq_ignore_ascii_case(&k)) {
+                    o.err(
+                        &f,
+                        format!("unknown kind {k:?} (known: {})", PII_KINDS.join(", ")),
+                    );
+                }
+            }
+            for (f, t) in o.strings(opts, at, "allow_tools") {
+                o.regex(&f, &t, true);
+            }
+        }
+        "size-cap" => {
+            o.known(opts, at, &["max_bytes", "mode", "per_tool"]);
+            let max = opts
+                .get("max_bytes")
+                .filter(|v| !v.is_null())
+                .map(|v| o.positive(v, &format!("{at}.max_bytes")));
+            match o.string(opts, at, "mode").as_deref() {
+                None | Some("truncate") | Some("refuse") => {}
+                Some(other) => o.err(
+                    &format!("{at}.mode"),
+                    format!("unknown mode {other:?} (truncate or refuse)"),
+                ),
+            }
+            let field = format!("{at}.per_tool");
+            let per_tool = o.object(opts.get("per_tool"), &field);
+            if let Some(m) = per_tool {
+                for (k, v) in m {
+                    let kf = format!("{field}.{k}");
+                    let regexish = k.contains([
+                        '\\', '^', '$', '.', '+', '?', '(', ')', '[', ']', '{', '}', '|',
+                    ]);
+                    if regexish {
+                        o.regex(&kf, k, true);
+                    }
+                    o.positive(v, &kf);
+                }
+            }
+            if max.is_none() && per_tool.is_none_or(Map::is_empty) {
+                o.err(at, "size-cap needs `max_bytes` or `per_tool`");
+            }
+        }
+        _ => {}
+    }
+}
 
 fn inside(base: &Path, rel: &str) -> bool {
     let p = Path::new(rel);
@@ -310,6 +639,16 @@ pub(crate) fn load(
                         format!("unknown builtin {name:?} (known: {})", BUILTINS.join(", ")),
                     );
                 }
+                let at = f.field_path("options");
+                check_builtin_options(
+                    &name,
+                    obj.get("options"),
+                    &mut Opts {
+                        file: &file,
+                        errors: f.errors,
+                    },
+                    &at,
+                );
                 Some(HookKindSpec::Builtin {
                     name,
                     options: obj.get("options").cloned().unwrap_or(Value::Null),
@@ -353,6 +692,11 @@ pub(crate) fn load(
         let enabled = state.get(&id).copied().unwrap_or(seed_enabled);
         let methods = match obj.get("methods") {
             Some(_) => f.strings("methods"),
+            // A response control sees tools/call replies unless it says otherwise.
+            None if matches!(&kind, Some(HookKindSpec::Builtin { name, .. }) if CONTROLS.contains(&name.as_str())) =>
+            {
+                vec!["tools/call".into()]
+            }
             None => event
                 .map(HookEventKind::default_methods)
                 .unwrap_or_default(),
@@ -379,5 +723,170 @@ pub(crate) fn load(
             });
         }
     }
+    order_warnings(&file, &out.hooks, warnings);
     out
+}
+
+/// `validate` checks the arguments as they are when it runs: an `explain` after it still has the
+/// agent's `reason` in them, and a `rewrite` after it changes them unchecked.
+fn order_warnings(file: &Path, hooks: &[HookSpec], warnings: &mut Vec<String>) {
+    fn builtin(h: &HookSpec) -> Option<&str> {
+        match &h.kind {
+            HookKindSpec::Builtin { name, .. } if h.enabled => Some(name.as_str()),
+            _ => None,
+        }
+    }
+    for (i, v) in hooks.iter().enumerate() {
+        if builtin(v) != Some("validate") {
+            continue;
+        }
+        for later in &hooks[i + 1..] {
+            let why = match builtin(later) {
+                Some("explain") => "the agent's `reason` is still in the arguments it checks",
+                Some("rewrite") => "the arguments that rewrite changes are not checked",
+                _ => continue,
+            };
+            warnings.push(format!(
+                "{}: hook {:?} (validate) comes before hook {:?}: {why}; put validate after it",
+                file.display(),
+                v.id,
+                later.id
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Load a manifest with these hooks; returns the hooks, the errors and the warnings (as
+    /// text, the file name left out).
+    fn load_hooks(label: &str, hooks: Value) -> (Vec<HookSpec>, Vec<String>, Vec<String>) {
+        let home = std::env::temp_dir().join(format!(
+            "sluice-config-hooks-{label}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(home.join("hooks")).unwrap();
+        let file = home.join("hooks/hooks.manifest.json");
+        std::fs::write(&file, json!({"hooks": hooks}).to_string()).unwrap();
+        let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+        let out = load(&home, &mut errors, &mut warnings);
+        let _ = std::fs::remove_dir_all(&home);
+        let strip = |s: String| s.replace(&format!("{}: ", file.display()), "");
+        (
+            out.hooks,
+            errors.into_iter().map(|e| strip(e.to_string())).collect(),
+            warnings.into_iter().map(strip).collect(),
+        )
+    }
+
+    fn builtin(id: &str, name: &str, options: Value) -> Value {
+        json!({"id": id, "type": "builtin", "builtin": name, "options": options, "enabled": true})
+    }
+
+    #[test]
+    fn good_builtin_options_load() {
+        let (hooks, errors, warnings) = load_hooks(
+            "good",
+            json!([
+                builtin("explain", "explain", Value::Null),
+                builtin("deny", "deny", json!({"tools": ["crm\\.order\\.cancel"], "arguments": [{"path": "command", "pattern": "rm\\s+-rf", "reason": "no"}]})),
+                builtin("rewrite", "rewrite", json!({"rules": [{"tool": "crm\\.order\\.status", "set": {"region": "eu-central"}}]})),
+                builtin("validate", "validate", json!({})),
+                builtin("describe", "describe", json!({"tools": {"crm.order.status": {"title": "T", "properties": {"order": {"description": "d"}}, "hide": ["region"]}}})),
+                builtin("mask", "mask", json!({"paths": ["/a/b", "c.*.d"], "keys": ["password"]})),
+                builtin("pii", "pii", json!({"kinds": ["email", "CARD"], "allow_tools": ["fx_.*"]})),
+                builtin("size-cap", "size-cap", json!({"max_bytes": 1000, "mode": "refuse", "per_tool": {"fx_*": 10, "big\\..*": 100}})),
+                {"id": "mask-all", "type": "builtin", "builtin": "mask", "methods": ["*"], "options": {"keys": ["k"]}}
+            ]),
+        );
+        assert_eq!(errors, Vec::<String>::new());
+        assert_eq!(warnings, Vec::<String>::new());
+        assert_eq!(hooks.len(), 9);
+        // Controls see tools/call replies unless they say otherwise.
+        assert_eq!(hooks[5].methods, ["tools/call"]);
+        assert_eq!(hooks[8].methods, ["*"]);
+    }
+
+    #[test]
+    fn bad_builtin_options_name_file_and_field() {
+        let (_, errors, _) = load_hooks(
+            "bad",
+            json!([
+                builtin(
+                    "d",
+                    "deny",
+                    json!({"tools": ["(["], "arguments": [{"path": "a..b"}], "colour": 1})
+                ),
+                builtin(
+                    "r",
+                    "rewrite",
+                    json!({"rules": [{"tool": "x"}, {"set": {"": 1}}]})
+                ),
+                builtin("m", "mask", json!({})),
+                builtin("p", "pii", json!({"kinds": ["EMAIL", "SHOE_SIZE"]})),
+                builtin(
+                    "s",
+                    "size-cap",
+                    json!({"max_bytes": 0, "mode": "snip", "per_tool": {"a(": 5}})
+                ),
+                builtin("v", "validate", json!({"strict": true})),
+                builtin(
+                    "ds",
+                    "describe",
+                    json!({"tools": {"t": {"hide": "region", "properties": {"a": 1}}}})
+                ),
+                builtin("e", "explain", json!([])),
+                builtin("r2", "rewrite", Value::Null)
+            ]),
+        );
+        let expected = [
+            "hooks[0].options.colour: unknown option (known: tools, arguments, reason)",
+            "hooks[0].options.tools[0]: \"([\" is not a valid regex: unclosed character class",
+            "hooks[0].options.arguments[0].pattern: is required",
+            "hooks[0].options.arguments[0].path: \"a..b\" has an empty segment (write a JSON pointer such as \"/a/b\" for keys with dots)",
+            "hooks[1].options.rules[0]: needs `set`, `default` or `remove`",
+            "hooks[1].options.rules[1].set.: must not be empty",
+            "hooks[2].options: mask needs `paths` or `keys`",
+            "hooks[3].options.kinds[1]: unknown kind \"SHOE_SIZE\" (known: EMAIL, PHONE, CARD, IBAN, SSN, IP, JWT, PRIVATE_KEY, SECRET)",
+            "hooks[4].options.max_bytes: must be a positive integer",
+            "hooks[4].options.mode: unknown mode \"snip\" (truncate or refuse)",
+            "hooks[4].options.per_tool.a(: \"a(\" is not a valid regex: unclosed group",
+            "hooks[5].options.strict: unknown option (known: none)",
+            "hooks[6].options.tools.t.properties.a: must be an object",
+            "hooks[6].options.tools.t.hide: must be an array of strings",
+            "hooks[7].options: must be an object",
+            "hooks[8].options.rules: is required (an array of rules)",
+        ];
+        for e in expected {
+            assert!(
+                errors.iter().any(|x| x == e),
+                "missing {e:?} in {errors:#?}"
+            );
+        }
+        assert_eq!(errors.len(), expected.len(), "{errors:#?}");
+    }
+
+    #[test]
+    fn validate_before_explain_or_rewrite_is_a_warning() {
+        let (_, errors, warnings) = load_hooks(
+            "order",
+            json!([
+                builtin("v", "validate", Value::Null),
+                builtin("x", "explain", Value::Null),
+                builtin("r", "rewrite", json!({"rules": [{"set": {"a": 1}}]}))
+            ]),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            warnings,
+            [
+                "hook \"v\" (validate) comes before hook \"x\": the agent's `reason` is still in the arguments it checks; put validate after it",
+                "hook \"v\" (validate) comes before hook \"r\": the arguments that rewrite changes are not checked; put validate after it"
+            ]
+        );
+    }
 }

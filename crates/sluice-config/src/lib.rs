@@ -10,7 +10,9 @@ mod expose;
 mod fields;
 mod hooks;
 mod logs;
+pub mod manage;
 mod settings;
+pub mod store;
 pub mod tools;
 
 pub use error::{ConfigError, ConfigErrors};

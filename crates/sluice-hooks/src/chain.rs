@@ -2,14 +2,20 @@
 //! that answers or refuses stops it, and the reply then travels back tail → head only through
 //! the hooks the request reached (the onion). Each hook selects by phase, method glob and
 //! tool-name matcher, and has a timeout and an `on_error`.
+//!
+//! Response controls (the `mask`, `pii` and `size-cap` builtins) are a stage of their own: they
+//! run first in [`Chain::response`], whatever their place in the manifest, so every other
+//! response hook sees what the agent will see (seed 002). What they changed is counted in
+//! [`Trace::controls`].
 
-use crate::builtin::Explain;
+use crate::builtin::{Control, Deny, Describe, Explain, Rewrite, Validate};
 use crate::command::CommandHook;
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
 use crate::http::HttpHook;
 use crate::process::ProcessHook;
 use regex::Regex;
+use serde_json::{Map, Value};
 use sluice_config::{HookEventKind, HookKindSpec, HookSpec, OnError};
 use sluice_core::Message;
 use std::path::{Path, PathBuf};
@@ -19,6 +25,16 @@ use std::time::{Duration, Instant};
 pub enum Kind {
     /// The explain builtin.
     Explain(Explain),
+    /// The deny builtin.
+    Deny(Deny),
+    /// The rewrite builtin.
+    Rewrite(Rewrite),
+    /// The validate builtin.
+    Validate(Validate),
+    /// The describe builtin.
+    Describe(Describe),
+    /// A response control (mask, pii, size-cap): run in the controls stage.
+    Control(Control),
     /// A process per event.
     Command(CommandHook),
     /// One long-lived child.
@@ -70,6 +86,10 @@ pub struct Trace {
     pub records: Vec<HookRecord>,
     /// The reason the explain hook recorded.
     pub explain_reason: Option<String>,
+    /// What the response controls changed, by builtin: `{"mask": 2, "pii": {"EMAIL": 1,
+    /// "CARD": 1}, "size-cap": {"blocks": 1, "bytes": 1234}}` (a refused reply counts
+    /// `"size-cap": {"refused": 1}`). Empty when they changed nothing.
+    pub controls: Map<String, Value>,
 }
 
 /// Where an event comes from: the facts hooks select on and are shown.
@@ -85,6 +105,10 @@ pub struct Ctx<'a> {
     pub upstream: Option<&'a str>,
     /// `"legacy"` or `"modern"`.
     pub era: &'static str,
+    /// The tool's definition from the catalog (tools/call), when the chain asks for it
+    /// ([`Chain::wants_tool_definitions`]; the `validate` builtin checks arguments against its
+    /// `inputSchema`).
+    pub tool: Option<&'a Value>,
 }
 
 /// The outcome of the request phase.
@@ -130,11 +154,21 @@ impl Hook {
         if !phase_ok {
             return false;
         }
-        if let Kind::Explain(_) = self.kind {
-            return Explain::selects(phase, ctx.method);
-        }
-        if !self.methods.iter().any(|g| glob_match(g, ctx.method)) {
-            return false;
+        match self.kind {
+            Kind::Explain(_) => return Explain::selects(phase, ctx.method),
+            // Fixed: the tools/list reply (it has no tool name for a matcher).
+            Kind::Describe(_) => return phase == Phase::Response && ctx.method == "tools/list",
+            // Fixed to the request of tools/call; the matcher narrows the tools.
+            Kind::Deny(_) | Kind::Rewrite(_) | Kind::Validate(_) => {
+                if phase != Phase::Request || ctx.method != "tools/call" {
+                    return false;
+                }
+            }
+            _ => {
+                if !self.methods.iter().any(|g| glob_match(g, ctx.method)) {
+                    return false;
+                }
+            }
         }
         match &self.matcher {
             Matcher::Always => true,
@@ -143,10 +177,35 @@ impl Hook {
         }
     }
 
-    async fn decide(&self, ev: &HookEvent, trace: &mut Trace) -> Result<Decision, HookFailure> {
+    /// Is it Rust, in process?
+    fn is_builtin(&self) -> bool {
+        !matches!(
+            self.kind,
+            Kind::Command(_) | Kind::Process(_) | Kind::Http(_)
+        )
+    }
+
+    async fn decide(
+        &self,
+        ev: &HookEvent,
+        ctx: &Ctx<'_>,
+        trace: &mut Trace,
+    ) -> Result<Decision, HookFailure> {
         let run = async {
             match &self.kind {
                 Kind::Explain(e) => Ok(e.decide(ev, trace)),
+                Kind::Deny(d) => Ok(d.decide(ev)),
+                Kind::Rewrite(r) => Ok(r.decide(ev)),
+                Kind::Validate(v) => Ok(v.decide(ev, ctx.tool)),
+                Kind::Describe(d) => {
+                    let mut msg = ev.message.clone();
+                    match msg.result_mut().map(|r| d.apply(r)) {
+                        Some(true) => Ok(Decision::Modify(msg)),
+                        _ => Ok(Decision::Pass),
+                    }
+                }
+                // Run in the controls stage, never as an onion hook.
+                Kind::Control(_) => Ok(Decision::Pass),
                 Kind::Command(c) => c.decide(ev).await,
                 Kind::Process(p) => p.decide(ev).await,
                 Kind::Http(h) => h.decide(ev).await,
@@ -163,10 +222,26 @@ impl Hook {
     }
 }
 
-/// The enabled hooks, in order.
+/// Build a builtin's kind from its name and options.
+fn builtin_kind(name: &str, options: &Value) -> Result<Kind, String> {
+    if let Some(c) = Control::build(name, options)? {
+        return Ok(Kind::Control(c));
+    }
+    Ok(match name {
+        "explain" => Kind::Explain(Explain),
+        "deny" => Kind::Deny(Deny::from_options(options)?),
+        "rewrite" => Kind::Rewrite(Rewrite::from_options(options)?),
+        "validate" => Kind::Validate(Validate::from_options(options)?),
+        "describe" => Kind::Describe(Describe::from_options(options)?),
+        _ => return Err("is not available".into()),
+    })
+}
+
+/// The enabled hooks, in order, and the response controls.
 #[derive(Default)]
 pub struct Chain {
     hooks: Vec<Hook>,
+    controls: Vec<Hook>,
     cwd: PathBuf,
 }
 
@@ -175,6 +250,7 @@ impl Chain {
     /// warnings.
     pub fn build(specs: &[HookSpec], cwd: &Path) -> (Chain, Vec<String>) {
         let mut hooks = Vec::new();
+        let mut controls = Vec::new();
         let mut warnings = Vec::new();
         for s in specs.iter().filter(|s| s.enabled) {
             let (request, response) = match s.event {
@@ -193,14 +269,13 @@ impl Chain {
                 },
             };
             let kind = match &s.kind {
-                HookKindSpec::Builtin { name, .. } if name == "explain" => Kind::Explain(Explain),
-                HookKindSpec::Builtin { name, .. } => {
-                    warnings.push(format!(
-                        "hook {:?}: builtin {name:?} is not available; skipped",
-                        s.id
-                    ));
-                    continue;
-                }
+                HookKindSpec::Builtin { name, options } => match builtin_kind(name, options) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        warnings.push(format!("hook {:?}: builtin {name:?}: {e}; skipped", s.id));
+                        continue;
+                    }
+                },
                 HookKindSpec::Command { command, .. } => Kind::Command(CommandHook::new(
                     command.clone(),
                     cwd.to_path_buf(),
@@ -226,11 +301,19 @@ impl Chain {
                     }
                 }
             };
+            // Builtins choose their own phases.
             let (request, response) = match kind {
                 Kind::Explain(_) => (true, true),
+                Kind::Deny(_) | Kind::Rewrite(_) | Kind::Validate(_) => (true, false),
+                Kind::Describe(_) | Kind::Control(_) => (false, true),
                 _ => (request, response),
             };
-            hooks.push(Hook {
+            let stage = if matches!(kind, Kind::Control(_)) {
+                &mut controls
+            } else {
+                &mut hooks
+            };
+            stage.push(Hook {
                 id: s.id.clone(),
                 event: s.event,
                 request,
@@ -245,6 +328,7 @@ impl Chain {
         (
             Chain {
                 hooks,
+                controls,
                 cwd: cwd.to_path_buf(),
             },
             warnings,
@@ -253,19 +337,71 @@ impl Chain {
 
     /// No hooks at all (the fast path).
     pub fn is_empty(&self) -> bool {
-        self.hooks.is_empty()
+        self.hooks.is_empty() && self.controls.is_empty()
     }
 
-    /// The hooks, in order.
+    /// The hooks, in order (without the response controls).
     pub fn hooks(&self) -> &[Hook] {
         &self.hooks
     }
 
-    /// Does any of the first `depth` hooks select this phase and context?
-    pub fn selects(&self, phase: Phase, ctx: &Ctx, depth: usize) -> bool {
-        self.hooks[..depth.min(self.hooks.len())]
+    /// The response controls, in manifest order.
+    pub fn controls(&self) -> &[Hook] {
+        &self.controls
+    }
+
+    /// Does a hook need the tool's definition in [`Ctx::tool`] (a `validate` builtin)?
+    pub fn wants_tool_definitions(&self) -> bool {
+        self.hooks
             .iter()
-            .any(|h| h.selects(phase, ctx))
+            .any(|h| matches!(h.kind, Kind::Validate(_)))
+    }
+
+    /// Does any of the first `depth` hooks (or, in the response phase, a response control)
+    /// select this phase and context?
+    pub fn selects(&self, phase: Phase, ctx: &Ctx, depth: usize) -> bool {
+        (phase == Phase::Response && self.controls.iter().any(|h| h.selects(phase, ctx)))
+            || self.hooks[..depth.min(self.hooks.len())]
+                .iter()
+                .any(|h| h.selects(phase, ctx))
+    }
+
+    /// The controls stage: every response control that selects the message, in manifest
+    /// order, changing it in place. A refusal stops it.
+    fn run_controls(
+        &self,
+        ctx: &Ctx<'_>,
+        msg: &mut Message,
+        trace: &mut Trace,
+    ) -> Result<(), Refusal> {
+        for hook in &self.controls {
+            let Kind::Control(control) = &hook.kind else {
+                continue;
+            };
+            if !hook.selects(Phase::Response, ctx) {
+                continue;
+            }
+            let started = Instant::now();
+            let result = control.apply(ctx.tool_name, msg, &mut trace.controls);
+            let micros = started.elapsed().as_micros() as u64;
+            let (decision, reason) = match &result {
+                Ok(true) => ("modify", None),
+                Ok(false) => ("pass", None),
+                Err(r) => ("refuse", Some(r.reason.clone())),
+            };
+            trace.records.push(HookRecord {
+                id: hook.id.clone(),
+                phase: Phase::Response,
+                decision,
+                reason,
+                micros,
+            });
+            if let Err(r) = result {
+                tracing::info!(hook = %hook.id, method = ctx.method, session = ctx.session_id, reason = %r.reason, "response refused by a control");
+                return Err(r);
+            }
+        }
+        Ok(())
     }
 
     fn event(
@@ -315,7 +451,7 @@ impl Chain {
             }
             let started = Instant::now();
             let ev = self.event(Phase::Request, hook, ctx, msg, None);
-            let result = hook.decide(&ev, trace).await;
+            let result = hook.decide(&ev, ctx, trace).await;
             msg = ev.message;
             let micros = started.elapsed().as_micros() as u64;
             let mut record = |decision: &'static str, reason: Option<String>| {
@@ -356,6 +492,7 @@ impl Chain {
                             RequestOutcome::Refuse(Refusal {
                                 reason: format!("hook {} failed: {why}", hook.id),
                                 for_agent: false,
+                                error: None,
                             }),
                             i + 1,
                         );
@@ -366,8 +503,9 @@ impl Chain {
         (RequestOutcome::Forward(msg), self.hooks.len())
     }
 
-    /// Run the response phase through the first `depth` hooks, tail → head. `request` is the
-    /// request the message answers (shown to hooks as `tool_input` and `request`).
+    /// Run the response phase: the response controls first, then the first `depth` hooks,
+    /// tail → head. `request` is the request the message answers (shown to hooks as
+    /// `tool_input` and `request`).
     pub async fn response(
         &self,
         ctx: &Ctx<'_>,
@@ -376,6 +514,7 @@ impl Chain {
         depth: usize,
         trace: &mut Trace,
     ) -> Result<Message, Refusal> {
+        self.run_controls(ctx, &mut msg, trace)?;
         let original_id = msg.id().cloned();
         for hook in self.hooks[..depth.min(self.hooks.len())].iter().rev() {
             if !hook.selects(Phase::Response, ctx) {
@@ -383,7 +522,7 @@ impl Chain {
             }
             let started = Instant::now();
             let ev = self.event(Phase::Response, hook, ctx, msg, request.cloned());
-            let result = hook.decide(&ev, trace).await;
+            let result = hook.decide(&ev, ctx, trace).await;
             msg = ev.message;
             let micros = started.elapsed().as_micros() as u64;
             let mut record = |decision: &'static str, reason: Option<String>| {
@@ -416,6 +555,7 @@ impl Chain {
                         return Err(Refusal {
                             reason: format!("hook {} failed: {why}", hook.id),
                             for_agent: false,
+                            error: None,
                         });
                     }
                 }
@@ -426,19 +566,24 @@ impl Chain {
 
     /// Fire the `Stop` hooks for a session that ended (decisions are only logged).
     pub async fn stop(&self, session_id: &str) {
-        for hook in self.hooks.iter().filter(|h| h.event == HookEventKind::Stop) {
+        for hook in self
+            .hooks
+            .iter()
+            .filter(|h| h.event == HookEventKind::Stop && !h.is_builtin())
+        {
             let ctx = Ctx {
                 session_id,
                 method: "notifications/stop",
                 tool_name: None,
                 upstream: None,
                 era: "legacy",
+                tool: None,
             };
             let msg = Message::notification("notifications/stop", None);
             let mut ev = self.event(Phase::Request, hook, &ctx, msg, None);
             ev.event_name = "Stop";
             let mut trace = Trace::default();
-            match hook.decide(&ev, &mut trace).await {
+            match hook.decide(&ev, &ctx, &mut trace).await {
                 Ok(d) => tracing::debug!(hook = %hook.id, session = session_id, "Stop hook: {d:?}"),
                 Err(e) => {
                     tracing::warn!(hook = %hook.id, session = session_id, "Stop hook failed: {e}")
@@ -472,5 +617,258 @@ mod tests {
         ));
         assert!(glob_match("tools/call", "tools/call"));
         assert!(!glob_match("tools/call", "tools/list"));
+    }
+
+    fn builtin(id: &str, name: &str, options: Value, methods: &[&str]) -> HookSpec {
+        HookSpec {
+            id: id.into(),
+            event: HookEventKind::Request,
+            matcher: String::new(),
+            methods: methods.iter().map(|m| m.to_string()).collect(),
+            kind: HookKindSpec::Builtin {
+                name: name.into(),
+                options,
+            },
+            timeout: Duration::from_secs(1),
+            on_error: OnError::Refuse,
+            enabled: true,
+            description: String::new(),
+        }
+    }
+
+    fn ctx<'a>(method: &'a str, tool: Option<&'a str>) -> Ctx<'a> {
+        Ctx {
+            session_id: "s",
+            method,
+            tool_name: tool,
+            upstream: None,
+            era: "legacy",
+            tool: None,
+        }
+    }
+
+    /// What the configuration accepts, the chain builds (the two parse the options apart).
+    #[test]
+    fn every_option_the_configuration_accepts_builds() {
+        use serde_json::json;
+        let home =
+            std::env::temp_dir().join(format!("sluice-hooks-accepts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(home.join("hooks")).unwrap();
+        let b = |id: &str, name: &str, options: Value| json!({"id": id, "type": "builtin", "builtin": name, "options": options, "enabled": true});
+        let hooks = json!([
+            b("explain", "explain", json!({})),
+            b(
+                "deny",
+                "deny",
+                json!({"tools": ["a", "b.*"], "arguments": [{"pattern": "x"}, {"path": "/a/b", "pattern": "^y$", "tool": "t", "reason": "r"}], "reason": "no"})
+            ),
+            b(
+                "deny-args",
+                "deny",
+                json!({"tools": [], "arguments": [{"path": "a.*.b", "pattern": "z"}]})
+            ),
+            b(
+                "rewrite",
+                "rewrite",
+                json!({"rules": [{"tool": "t", "set": {"a": 1, "/b/c": [1]}, "default": {"d": null}, "remove": ["e", "f.*"]}, {"remove": ["x"]}]})
+            ),
+            b("validate", "validate", Value::Null),
+            b(
+                "describe",
+                "describe",
+                json!({"tools": {"t": {"title": "T", "description": "D", "properties": {"p": {"type": "string"}}, "hide": ["h"]}, "u": {}}})
+            ),
+            b("describe-empty", "describe", json!({"tools": {}})),
+            b(
+                "mask",
+                "mask",
+                json!({"paths": ["/a", "b.c", "d.*"], "keys": [], "replacement": "[x]"})
+            ),
+            b("mask-keys", "mask", json!({"keys": ["k"]})),
+            b(
+                "pii",
+                "pii",
+                json!({"kinds": ["email", "Card", "PRIVATE_KEY"], "allow_tools": ["t.*"]})
+            ),
+            b("pii-all", "pii", Value::Null),
+            b(
+                "cap",
+                "size-cap",
+                json!({"max_bytes": 1, "mode": "truncate", "per_tool": {"a*": 2, "b\\..*": 3}})
+            ),
+            b(
+                "cap-tools",
+                "size-cap",
+                json!({"per_tool": {"x": 5}, "mode": "refuse"})
+            )
+        ]);
+        std::fs::write(
+            home.join("hooks/hooks.manifest.json"),
+            json!({"hooks": hooks}).to_string(),
+        )
+        .unwrap();
+        let loaded = sluice_config::Config::load(&home, &|_| None);
+        let _ = std::fs::remove_dir_all(&home);
+        let (config, _) = loaded.unwrap_or_else(|e| panic!("{e}"));
+        let (chain, warnings) = Chain::build(&config.hooks.hooks, Path::new("/"));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!((chain.hooks().len(), chain.controls().len()), (7, 6));
+        assert!(chain.wants_tool_definitions());
+    }
+
+    #[tokio::test]
+    async fn controls_run_first_whatever_their_place_and_are_counted() {
+        use serde_json::json;
+        let specs = [
+            builtin("deny", "deny", json!({"tools": ["blocked"]}), &["*"]),
+            builtin("mask", "mask", json!({"keys": ["token"]}), &["tools/call"]),
+            builtin(
+                "pii",
+                "pii",
+                json!({"allow_tools": ["trusted"]}),
+                &["tools/call"],
+            ),
+        ];
+        let (chain, warnings) = Chain::build(&specs, Path::new("/"));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!((chain.hooks().len(), chain.controls().len()), (1, 2));
+        let reply = || {
+            Message::response(
+                json!(7),
+                json!({"content": [{"type": "text", "text": "{\"token\":\"t\",\"mail\":\"a@b.io\"}"}]}),
+            )
+        };
+        // Depth 0 (refused at the head, say): the controls still run.
+        let mut trace = Trace::default();
+        let cx = ctx("tools/call", Some("fx_echo"));
+        let out = chain
+            .response(&cx, reply(), None, 0, &mut trace)
+            .await
+            .unwrap();
+        assert_eq!(
+            out.result().unwrap()["content"][0]["text"],
+            json!("{\"token\":\"***\",\"mail\":\"[EMAIL]\"}")
+        );
+        assert_eq!(
+            Value::Object(trace.controls.clone()),
+            json!({"mask": 1, "pii": {"EMAIL": 1}})
+        );
+        let decisions: Vec<(&str, &str)> = trace
+            .records
+            .iter()
+            .map(|r| (r.id.as_str(), r.decision))
+            .collect();
+        assert_eq!(decisions, [("mask", "modify"), ("pii", "modify")]);
+        // An allowed tool skips pii; another method skips both.
+        let mut trace = Trace::default();
+        let cx = ctx("tools/call", Some("trusted"));
+        let out = chain
+            .response(&cx, reply(), None, 1, &mut trace)
+            .await
+            .unwrap();
+        assert!(out.result().unwrap()["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("a@b.io"));
+        assert_eq!(Value::Object(trace.controls), json!({"mask": 1}));
+        let mut trace = Trace::default();
+        let cx = ctx("prompts/get", None);
+        assert_eq!(
+            chain
+                .response(&cx, reply(), None, 1, &mut trace)
+                .await
+                .unwrap(),
+            reply()
+        );
+        assert!(trace.records.is_empty());
+        assert!(chain.selects(Phase::Response, &ctx("tools/call", None), 0));
+        assert!(!chain.selects(Phase::Response, &ctx("tools/list", None), 0));
+    }
+
+    #[tokio::test]
+    async fn a_size_cap_refusal_stops_the_response_phase() {
+        use serde_json::json;
+        let specs = [builtin(
+            "cap",
+            "size-cap",
+            json!({"max_bytes": 4, "mode": "refuse"}),
+            &["tools/call"],
+        )];
+        let (chain, _) = Chain::build(&specs, Path::new("/"));
+        let mut trace = Trace::default();
+        let msg = Message::response(
+            json!(1),
+            json!({"content": [{"type": "text", "text": "hello"}]}),
+        );
+        let r = chain
+            .response(
+                &ctx("tools/call", Some("t")),
+                msg,
+                None,
+                usize::MAX,
+                &mut trace,
+            )
+            .await
+            .unwrap_err();
+        assert!(r.for_agent && r.reason.contains("5 bytes, over the 4-byte cap"));
+        assert_eq!(trace.records[0].decision, "refuse");
+        assert_eq!(
+            Value::Object(trace.controls),
+            json!({"size-cap": {"blocks": 0, "bytes": 0, "refused": 1}})
+        );
+    }
+
+    #[tokio::test]
+    async fn request_builtins_select_tools_call_and_honour_the_matcher() {
+        use serde_json::json;
+        let mut deny = builtin(
+            "deny",
+            "deny",
+            json!({"arguments": [{"pattern": "x"}]}),
+            &["*"],
+        );
+        deny.matcher = "fx_.*".into();
+        let specs = [
+            deny,
+            builtin(
+                "rw",
+                "rewrite",
+                json!({"rules": [{"set": {"r": 1}}]}),
+                &["*"],
+            ),
+            builtin("bad", "rewrite", json!({}), &["*"]),
+        ];
+        let (chain, warnings) = Chain::build(&specs, Path::new("/"));
+        assert_eq!(
+            warnings,
+            ["hook \"bad\": builtin \"rewrite\": options.rules: is required (an array of rules); skipped"]
+        );
+        let call = |tool: &str| {
+            Message::request(
+                json!(1),
+                "tools/call",
+                Some(json!({"name": tool, "arguments": {"a": "x"}})),
+            )
+        };
+        let mut trace = Trace::default();
+        let (out, depth) = chain
+            .request(&ctx("tools/call", Some("fx_a")), call("fx_a"), &mut trace)
+            .await;
+        assert!(matches!(out, RequestOutcome::Refuse(_)));
+        assert_eq!(depth, 1);
+        let (out, _) = chain
+            .request(&ctx("tools/call", Some("other")), call("other"), &mut trace)
+            .await;
+        let RequestOutcome::Forward(m) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(m.params().unwrap()["arguments"], json!({"a": "x", "r": 1}));
+        // Other methods are not theirs.
+        let list = Message::request(json!(2), "tools/list", None);
+        let (out, _) = chain
+            .request(&ctx("tools/list", None), list.clone(), &mut trace)
+            .await;
+        assert!(matches!(out, RequestOutcome::Forward(m) if m == list));
     }
 }

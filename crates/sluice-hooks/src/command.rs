@@ -108,6 +108,7 @@ impl CommandHook {
                     stderr.to_string()
                 },
                 for_agent: true,
+                error: None,
             })),
             code => {
                 let how = match code {
@@ -369,6 +370,7 @@ fn refuse(reason: Option<&str>, default: &str) -> Decision {
     Decision::Refuse(Refusal {
         reason: reason.unwrap_or(default).to_string(),
         for_agent: true,
+        error: None,
     })
 }
 
@@ -444,6 +446,7 @@ mod tests {
         Decision::Refuse(Refusal {
             reason: reason.into(),
             for_agent: true,
+            error: None,
         })
     }
 

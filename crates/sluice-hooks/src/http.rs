@@ -143,6 +143,7 @@ impl HttpHook {
             return Ok(Decision::Refuse(Refusal {
                 reason: refusal_reason(status, &buf),
                 for_agent: false,
+                error: None,
             }));
         }
         if buf.iter().all(u8::is_ascii_whitespace) {
@@ -238,6 +239,7 @@ pub(crate) fn native_decision(
             Some(_) => Ok(Some(Decision::Refuse(Refusal {
                 reason: "the response hook returned a non-object response".into(),
                 for_agent: false,
+                error: None,
             }))),
         },
     }
@@ -369,7 +371,8 @@ mod tests {
                 native_decision(&e, &obj(json!({ "response": bad }))).unwrap(),
                 Some(Decision::Refuse(Refusal {
                     reason: "the response hook returned a non-object response".into(),
-                    for_agent: false
+                    for_agent: false,
+                    error: None,
                 }))
             );
         }

@@ -588,6 +588,7 @@ fn read_answer(ev: &HookEvent, answer: &Map<String, Value>) -> Result<Decision, 
                 .unwrap_or("refused by hook")
                 .to_string(),
             for_agent: answer.get("agent").and_then(Value::as_bool).unwrap_or(false),
+            error: None,
         })),
         other => Err(HookFailure(format!(
             "unreadable answer from the process hook: unknown decision {other:?} (pass, modify, answer or refuse)"
@@ -634,7 +635,8 @@ mod tests {
             read_answer(&e, &ans(json!({"id":1,"decision":"refuse"}))).unwrap(),
             Decision::Refuse(Refusal {
                 reason: "refused by hook".into(),
-                for_agent: false
+                for_agent: false,
+                error: None,
             })
         );
         assert_eq!(
@@ -645,7 +647,8 @@ mod tests {
             .unwrap(),
             Decision::Refuse(Refusal {
                 reason: "r".into(),
-                for_agent: true
+                for_agent: true,
+                error: None,
             })
         );
         let a = read_answer(

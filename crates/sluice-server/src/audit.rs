@@ -131,6 +131,7 @@ impl Audit {
             "outcome": outcome,
             "error": error,
             "explain_reason": trace.explain_reason,
+            "controls": trace.controls,
             "hooks": hooks,
         });
         let _ = tx.send(line.to_string());

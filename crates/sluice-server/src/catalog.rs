@@ -76,6 +76,8 @@ pub struct Catalog {
     funnel_prefix: Option<String>,
     funnel_routes: HashMap<String, Route>,
     funnel_tools: Vec<FunnelTool>,
+    /// The slots the routes index into (the same snapshot the catalog was built from).
+    pub slots: Vec<std::sync::Arc<crate::upstreams::Slot>>,
 }
 
 /// A tool reachable through the funnel.
@@ -361,6 +363,13 @@ impl Catalog {
     /// The merged tools (for tests and the funnel).
     pub fn tools(&self) -> &[Value] {
         &self.tools
+    }
+
+    /// The listed definition of a client-facing tool name (for the `validate` hook).
+    pub fn tool_definition(&self, name: &str) -> Option<&Value> {
+        self.tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(name))
     }
 
     /// One page of a list result: `{<key>: [...], nextCursor?}`. A cursor this gateway did not

@@ -52,22 +52,23 @@ pub struct CallRoute {
 
 /// The running gateway.
 pub struct Gateway {
-    /// The configuration it was built from.
-    pub config: Config,
-    /// Server settings.
+    /// The configuration (swapped by a reload).
+    config: RwLock<Arc<Config>>,
+    /// Server settings (from the start; `sluice.json` changes need a restart).
     pub settings: Settings,
-    /// One slot per configured upstream, in order.
-    pub slots: Vec<Arc<Slot>>,
+    /// One slot per configured upstream, in order (swapped by a reload).
+    slots: RwLock<Arc<Vec<Arc<Slot>>>>,
+    /// Serialises reloads.
+    reloading: tokio::sync::Mutex<()>,
     catalog: RwLock<Arc<Catalog>>,
     catalog_version: AtomicU64,
     /// Client sessions by id.
     pub sessions: Mutex<HashMap<String, Arc<Session>>>,
     calls: Mutex<HashMap<(u64, u64), CallRoute>>,
-    chain: Arc<Chain>,
+    chain: RwLock<Arc<Chain>>,
     funnel_prefix: Option<String>,
     me: std::sync::Weak<Gateway>,
-    /// The audit log.
-    pub audit: Audit,
+    audit: RwLock<Arc<Audit>>,
     shutting_down: AtomicBool,
     shutdown: Notify,
 }
@@ -75,48 +76,33 @@ pub struct Gateway {
 impl Gateway {
     /// Build the gateway from a configuration (nothing is started yet).
     pub fn new(mut config: Config) -> Arc<Gateway> {
-        // The first-party register is the `local` upstream.
-        if config.register.present {
-            let mut local = UpstreamSpec::stdio("local", "", Vec::new());
-            local.transport = Transport::Local;
-            local.cwd = Some(config.home.clone());
-            local.transparent = config.settings.list_register_tools;
-            local.description = "First-party tools (tools/tools.register.json)".into();
-            config.expose.upstreams.push(local);
-        }
+        add_local_upstream(&mut config);
         let funnel_prefix = config
             .settings
             .funnel
             .unwrap_or(config.register.present || config.home.join("tools").is_dir())
             .then(|| config.settings.funnel_prefix.clone());
-        let (chain, warnings) = Chain::build(&config.hooks.hooks, &config.home);
-        for w in warnings {
-            tracing::warn!("{w}");
-        }
-        let audit = if config.logs.enabled {
-            Audit::to_file(config.logs.path.clone())
-        } else {
-            Audit::off()
-        };
-        let slots = config
+        let chain = build_chain(&config);
+        let audit = build_audit(&config);
+        let slots: Vec<Arc<Slot>> = config
             .expose
             .upstreams
             .iter()
-            .enumerate()
-            .map(|(i, s)| Arc::new(Slot::new(i, s.clone())))
+            .map(|s| Arc::new(Slot::new(s.clone())))
             .collect();
         Arc::new_cyclic(|me| Gateway {
             me: me.clone(),
             settings: config.settings.clone(),
-            config,
-            slots,
+            config: RwLock::new(Arc::new(config)),
+            slots: RwLock::new(Arc::new(slots)),
+            reloading: tokio::sync::Mutex::new(()),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             catalog_version: AtomicU64::new(0),
             sessions: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
-            chain: Arc::new(chain),
+            chain: RwLock::new(Arc::new(chain)),
             funnel_prefix,
-            audit,
+            audit: RwLock::new(Arc::new(audit)),
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
         })
@@ -125,8 +111,18 @@ impl Gateway {
     /// Start every enabled upstream and wait (at most the connect timeout) until each has made
     /// its first attempt.
     pub async fn start(self: &Arc<Gateway>) {
+        let slots = self.slots();
+        self.start_slots(&slots).await;
+        // With no upstream coming up, the catalog (meta-tools, down routes) is built here.
+        self.rebuild_catalog();
+        let gw = self.clone();
+        tokio::spawn(async move { gw.reap_idle_sessions().await });
+    }
+
+    /// Start the given slots' supervisors and wait (bounded) for their first attempts.
+    async fn start_slots(self: &Arc<Gateway>, slots: &[Arc<Slot>]) {
         let mut waits = Vec::new();
-        for slot in &self.slots {
+        for slot in slots {
             if !slot.spec.enabled {
                 continue;
             }
@@ -141,13 +137,26 @@ impl Gateway {
             tokio::spawn(supervise(self.clone(), slot.clone()));
         }
         futures_util::future::join_all(waits).await;
-        let gw = self.clone();
-        tokio::spawn(async move { gw.reap_idle_sessions().await });
+    }
+
+    /// The slots now.
+    pub fn slots(&self) -> Arc<Vec<Arc<Slot>>> {
+        self.slots.read().clone()
+    }
+
+    /// The configuration now.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.read().clone()
+    }
+
+    /// The audit log now.
+    pub fn audit(&self) -> Arc<Audit> {
+        self.audit.read().clone()
     }
 
     /// The hook chain.
     pub fn chain(&self) -> Arc<Chain> {
-        self.chain.clone()
+        self.chain.read().clone()
     }
 
     /// The current catalog.
@@ -157,13 +166,10 @@ impl Gateway {
 
     /// Rebuild the catalog from the slots' lists and tell every session what changed.
     pub fn rebuild_catalog(&self) {
-        let states: Vec<_> = self
-            .slots
-            .iter()
-            .map(|s| s.state.lock().lists.clone())
-            .collect();
-        let pairs: Vec<_> = self
-            .slots
+        let slots = self.slots();
+        let config = self.config();
+        let states: Vec<_> = slots.iter().map(|s| s.state.lock().lists.clone()).collect();
+        let pairs: Vec<_> = slots
             .iter()
             .zip(states.iter())
             .map(|(s, l)| (&s.spec, l.as_ref()))
@@ -172,9 +178,11 @@ impl Gateway {
         let (catalog, warnings) = Catalog::build(
             version,
             &pairs,
-            &self.config.expose.expose,
+            &config.expose.expose,
             self.funnel_prefix.as_deref(),
         );
+        let mut catalog = catalog;
+        catalog.slots = slots.to_vec();
         for w in warnings {
             tracing::warn!("{w}");
         }
@@ -199,7 +207,7 @@ impl Gateway {
             return;
         }
         let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
-        let hooked = !self.chain.is_empty();
+        let hooked = !self.chain().is_empty();
         for s in sessions {
             for m in &changed {
                 let msg = Message::notification(m, None);
@@ -250,8 +258,8 @@ impl Gateway {
             .lock()
             .retain(|_, r| !Arc::ptr_eq(&r.session, &session));
         tracing::info!(session = %id, "session ended");
-        if !self.chain.is_empty() {
-            let chain = self.chain.clone();
+        if !self.chain().is_empty() {
+            let chain = self.chain();
             let sid = id.to_string();
             tokio::spawn(async move { chain.stop(&sid).await });
         }
@@ -300,14 +308,14 @@ impl Gateway {
             self.end_session(&id).await;
         }
         let controls: Vec<Connection> = self
-            .slots
+            .slots()
             .iter()
             .filter_map(|s| s.state.lock().control.take())
             .collect();
         for c in controls {
             c.shutdown().await;
         }
-        self.chain.shutdown().await;
+        self.chain().shutdown().await;
     }
 
     /// Is the gateway shutting down?
@@ -328,7 +336,8 @@ impl Gateway {
     /// is up lends its serverInfo, capabilities and instructions (so `--passthrough` is
     /// invisible); otherwise Sluice describes itself.
     pub fn initialize_result(&self, version: &str) -> Value {
-        if let [slot] = self.slots.as_slice() {
+        let slots = self.slots();
+        if let [slot] = slots.as_slice() {
             if slot.spec.transparent {
                 if let Some(init) = slot.state.lock().init.clone() {
                     let mut r = init;
@@ -355,7 +364,7 @@ impl Gateway {
 
     fn instructions(&self) -> String {
         let mut parts = vec!["Sluice gateway. Tools are named <upstream>_<tool>.".to_string()];
-        for slot in &self.slots {
+        for slot in self.slots().iter() {
             if let Some(i) = slot
                 .state
                 .lock()
@@ -658,5 +667,167 @@ impl Gateway {
         let _ = call.conn.notify("notifications/cancelled", Some(params));
         call.conn.forget(call.upstream_id);
         self.untrack_call(&call.conn, call.upstream_id);
+    }
+}
+
+/// The first-party register, when the tree has one, is the `local` upstream.
+fn add_local_upstream(config: &mut Config) {
+    if config.register.present {
+        let mut local = UpstreamSpec::stdio("local", "", Vec::new());
+        local.transport = Transport::Local;
+        local.cwd = Some(config.home.clone());
+        local.transparent = config.settings.list_register_tools;
+        local.description = "First-party tools (tools/tools.register.json)".into();
+        config.expose.upstreams.push(local);
+    }
+}
+
+fn build_chain(config: &Config) -> Chain {
+    let (chain, warnings) = Chain::build(&config.hooks.hooks, &config.home);
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    chain
+}
+
+fn build_audit(config: &Config) -> Audit {
+    if config.logs.enabled {
+        Audit::to_file(config.logs.path.clone())
+    } else {
+        Audit::off()
+    }
+}
+
+/// What a reload changed.
+#[derive(Debug, Default, PartialEq)]
+pub struct ReloadReport {
+    /// Upstreams kept running as they were.
+    pub kept: Vec<String>,
+    /// Upstreams started (new or changed).
+    pub started: Vec<String>,
+    /// Upstreams stopped (removed or changed).
+    pub stopped: Vec<String>,
+    /// The hook chain was rebuilt.
+    pub hooks: bool,
+    /// The audit log was reopened.
+    pub audit: bool,
+}
+
+impl Gateway {
+    /// Apply a new configuration: rebuild only what changed. An upstream whose spec is the same
+    /// keeps its slot (its process and its sessions' connections); a changed one is replaced; a
+    /// removed one is stopped. Calls in flight finish on what they started with.
+    pub async fn reload(self: &Arc<Gateway>, mut new: Config) -> ReloadReport {
+        let _guard = self.reloading.lock().await;
+        add_local_upstream(&mut new);
+        let old = self.config();
+        let mut report = ReloadReport::default();
+        if new.settings != old.settings {
+            tracing::warn!("sluice.json changed: server settings apply at the next restart");
+        }
+        let old_slots = self.slots();
+        let mut next: Vec<Arc<Slot>> = Vec::new();
+        let mut fresh: Vec<Arc<Slot>> = Vec::new();
+        for spec in &new.expose.upstreams {
+            match old_slots.iter().find(|s| s.spec == *spec) {
+                Some(s) => {
+                    report.kept.push(spec.id.clone());
+                    next.push(s.clone());
+                }
+                None => {
+                    report.started.push(spec.id.clone());
+                    let s = Arc::new(Slot::new(spec.clone()));
+                    fresh.push(s.clone());
+                    next.push(s);
+                }
+            }
+        }
+        let gone: Vec<Arc<Slot>> = old_slots
+            .iter()
+            .filter(|s| !next.iter().any(|n| Arc::ptr_eq(n, s)))
+            .cloned()
+            .collect();
+        if new.hooks != old.hooks {
+            let chain = build_chain(&new);
+            let old_chain = std::mem::replace(&mut *self.chain.write(), Arc::new(chain));
+            report.hooks = true;
+            tokio::spawn(async move { old_chain.shutdown().await });
+        }
+        if new.logs != old.logs {
+            *self.audit.write() = Arc::new(build_audit(&new));
+            report.audit = true;
+        }
+        *self.config.write() = Arc::new(new);
+        *self.slots.write() = Arc::new(next);
+        for s in &gone {
+            report.stopped.push(s.spec.id.clone());
+            s.stop();
+        }
+        // Sessions' own connections to stopped upstreams close too.
+        let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
+        for session in sessions {
+            let mut conns = session.conns.lock().await;
+            for s in &gone {
+                if let Some(c) = conns.remove(&s.serial) {
+                    tokio::spawn(async move { c.shutdown().await });
+                }
+            }
+        }
+        self.rebuild_catalog();
+        self.start_slots(&fresh).await;
+        // Started slots rebuild the catalog when they come up; this covers none starting.
+        self.rebuild_catalog();
+        tracing::info!(kept = ?report.kept, started = ?report.started, stopped = ?report.stopped, hooks = report.hooks, audit = report.audit, "configuration reloaded");
+        report
+    }
+
+    /// Watch the tree's files and reload on change (polling every `every`). An invalid edit
+    /// keeps the running configuration and logs every error.
+    pub async fn watch(self: Arc<Gateway>, every: Duration) {
+        let home = self.config().home.clone();
+        let files = [
+            "sluice.json",
+            "mcp/expose.json",
+            "hooks/hooks.manifest.json",
+            "hooks/hooks.state.json",
+            "logs/log.config.json",
+            "tools/tools.register.json",
+        ];
+        let stamp = || -> Vec<Option<(std::time::SystemTime, u64)>> {
+            files
+                .iter()
+                .map(|f| {
+                    std::fs::metadata(home.join(f))
+                        .ok()
+                        .and_then(|m| Some((m.modified().ok()?, m.len())))
+                })
+                .collect()
+        };
+        let mut last = stamp();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = self.shutdown_signal() => return,
+            }
+            let now = stamp();
+            if now == last {
+                continue;
+            }
+            last = now;
+            let env = |n: &str| std::env::var(n).ok();
+            match Config::load(&home, &env) {
+                Ok((config, warnings)) => {
+                    for w in warnings {
+                        tracing::warn!("{w}");
+                    }
+                    self.reload(config).await;
+                }
+                Err(errors) => {
+                    tracing::error!(
+                        "the edited configuration is invalid; keeping the running one:\n{errors}"
+                    );
+                }
+            }
+        }
     }
 }

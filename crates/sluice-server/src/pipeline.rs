@@ -3,30 +3,24 @@
 //!
 //! ```text
 //! client ─▶ request hooks (head → tail) ─▶ router ─▶ upstream
-//! client ◀─ response hooks (tail → head, only those the request reached) ◀─┘
+//! client ◀─ response hooks (tail → head, only those the request reached) ◀─ response controls ◀─┘
 //! ```
 
+use crate::catalog::Catalog;
 use crate::gateway::{Gateway, Sink};
 use crate::router::{handle_notification, handle_request, Outcome};
 use crate::session::Session;
-use serde_json::{json, Value};
-use sluice_core::{codes, Kind, Message, RpcError};
+use serde_json::Value;
+use sluice_core::{Kind, Message};
 use sluice_hooks::{Ctx, Phase, Refusal, RequestOutcome, Trace};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// -32030 (request phase) or -32031 (response phase) for `id`; the reason reaches the client
-/// only when it is meant for the agent.
+/// only when it is meant for the agent. A refusal with an error of its own (the `validate`
+/// builtin's -32602) answers with that error.
 pub fn refusal_error(phase: Phase, id: Value, refusal: &Refusal) -> Message {
-    let (code, message) = match phase {
-        Phase::Request => (codes::REQUEST_REJECTED, "Request rejected"),
-        Phase::Response => (codes::RESPONSE_REJECTED, "Response rejected"),
-    };
-    let mut err = RpcError::new(code, message);
-    if refusal.for_agent {
-        err = err.with_data(json!({"reason": refusal.reason}));
-    }
-    Message::error(id, &err)
+    refusal.to_error(phase, id)
 }
 
 /// The facts hooks select on, for a message from or to `session`.
@@ -34,26 +28,30 @@ struct Facts {
     method: String,
     tool_name: Option<String>,
     upstream: Option<String>,
+    /// The catalog, kept when a hook wants the tool's definition (`validate`).
+    catalog: Option<Arc<Catalog>>,
 }
 
 fn facts_of(gw: &Gateway, msg: &Message) -> Facts {
     let method = msg.method().unwrap_or("").to_string();
-    let (tool_name, upstream) = if method == "tools/call" {
+    let (tool_name, upstream, catalog) = if method == "tools/call" {
         let name = msg.param_str("name").map(str::to_string);
-        let upstream = name.as_deref().and_then(|n| {
-            gw.catalog()
-                .tool(n)
-                .and_then(|r| gw.slots.get(r.slot))
-                .map(|s| s.spec.id.clone())
-        });
-        (name, upstream)
+        let catalog = gw.catalog();
+        let upstream = name
+            .as_deref()
+            .and_then(|n| catalog.tool(n))
+            .and_then(|r| catalog.slots.get(r.slot))
+            .map(|s| s.spec.id.clone());
+        let keep = gw.chain().wants_tool_definitions().then_some(catalog);
+        (name, upstream, keep)
     } else {
-        (None, None)
+        (None, None, None)
     };
     Facts {
         method,
         tool_name,
         upstream,
+        catalog,
     }
 }
 
@@ -64,6 +62,10 @@ fn ctx<'a>(session: &'a Session, f: &'a Facts) -> Ctx<'a> {
         tool_name: f.tool_name.as_deref(),
         upstream: f.upstream.as_deref(),
         era: "legacy",
+        tool: f
+            .tool_name
+            .as_deref()
+            .and_then(|n| f.catalog.as_ref()?.tool_definition(n)),
     }
 }
 
@@ -76,7 +78,7 @@ pub async fn client_request(
     sink: &Sink,
 ) -> Outcome {
     let chain = gw.chain();
-    if chain.is_empty() && !gw.audit.enabled() {
+    if chain.is_empty() && !gw.audit().enabled() {
         return handle_request(gw, session, msg, sink).await;
     }
     let started = Instant::now();
@@ -93,7 +95,7 @@ pub async fn client_request(
         RequestOutcome::Forward(m) => match handle_request(gw, session, m, sink).await {
             Outcome::Reply(r) => r,
             Outcome::Cancelled(id) => {
-                gw.audit.exchange(
+                gw.audit().exchange(
                     session,
                     &facts.method,
                     facts.tool_name.as_deref(),
@@ -133,7 +135,7 @@ pub async fn client_request(
             .and_then(|e| e.get("message"))
             .and_then(Value::as_str)
             .map(str::to_string);
-        gw.audit.exchange(
+        gw.audit().exchange(
             session,
             &facts.method,
             facts.tool_name.as_deref(),
@@ -173,7 +175,7 @@ pub async fn client_message(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Mess
             }
             RequestOutcome::Refuse(r) => {
                 tracing::info!(session = %session.id, method = %facts.method, reason = %r.reason, "message dropped by a hook");
-                gw.audit.exchange(
+                gw.audit().exchange(
                     session,
                     &facts.method,
                     None,
@@ -210,6 +212,7 @@ pub async fn to_client(
         method: msg.method().unwrap_or("").to_string(),
         tool_name: None,
         upstream: upstream.map(str::to_string),
+        catalog: None,
     };
     let cx = ctx(session, &facts);
     let mut trace = Trace::default();
@@ -217,7 +220,7 @@ pub async fn to_client(
     let r = chain.response(&cx, msg, None, usize::MAX, &mut trace).await;
     if let Err(refusal) = &r {
         tracing::info!(session = %session.id, method = %facts.method, reason = %refusal.reason, "message to the client refused by a hook");
-        gw.audit.exchange(
+        gw.audit().exchange(
             session,
             &facts.method,
             None,
@@ -248,6 +251,7 @@ pub async fn initialize(
         method: "initialize".into(),
         tool_name: None,
         upstream: None,
+        catalog: None,
     };
     let cx = ctx(session, &facts);
     let mut trace = Trace::default();
@@ -268,7 +272,7 @@ pub async fn initialize(
         .unwrap_or_else(|r| refusal_error(Phase::Response, id, &r));
     if reply.kind() == Kind::Error {
         let reason = refused.or_else(|| reply.error_obj().map(|e| e.to_string()));
-        gw.audit.exchange(
+        gw.audit().exchange(
             session,
             "initialize",
             None,

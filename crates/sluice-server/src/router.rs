@@ -2,7 +2,7 @@
 //! (ping, lists), forward it to the one upstream that owns its target (tools/call, prompts/get,
 //! resources/read, …), fan it out (logging/setLevel), or relay a reply upstream.
 
-use crate::catalog::ListKind;
+use crate::catalog::{Catalog, ListKind};
 use crate::gateway::{CallRoute, Gateway, Sink};
 use crate::session::{id_key, InflightCall, Session};
 use crate::upstreams::{Slot, Status};
@@ -40,6 +40,8 @@ pub async fn handle_request(
     msg: Message,
     sink: &Sink,
 ) -> Outcome {
+    // One snapshot of the catalog (and the slots its routes index) for the whole request.
+    let catalog = gw.catalog();
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let method = msg.method().unwrap_or("").to_string();
     let done = |r: Result<Value, RpcError>| match r {
@@ -48,7 +50,7 @@ pub async fn handle_request(
     };
     let page_size = gw.settings.page_size as usize;
     let cursor = msg.param_str("cursor").map(str::to_string);
-    let list = |kind| gw.catalog().page(kind, cursor.as_deref(), page_size);
+    let list = |kind| catalog.page(kind, cursor.as_deref(), page_size);
     match method.as_str() {
         "ping" => done(Ok(json!({}))),
         "initialize" => done(Err(RpcError::invalid_request(
@@ -64,10 +66,9 @@ pub async fn handle_request(
                     "tools/call needs params.name",
                 )));
             };
-            let catalog = gw.catalog();
             let Some(route) = catalog.tool(&name).cloned() else {
                 if let Some(slot) = catalog.down_owner(&name) {
-                    return done(Err(gw.slots[slot].unavailable()));
+                    return done(Err(catalog.slots[slot].unavailable()));
                 }
                 return done(Err(RpcError::invalid_params(format!(
                     "Unknown tool: {name}"
@@ -78,7 +79,7 @@ pub async fn handle_request(
             }
             let mut msg = msg;
             msg.params_mut().insert("name".into(), json!(route.name));
-            forward(gw, session, &gw.slots[route.slot], msg, sink).await
+            forward(gw, session, &catalog.slots[route.slot].clone(), msg, sink).await
         }
         "prompts/get" => {
             let Some(name) = msg.param_str("name").map(str::to_string) else {
@@ -86,14 +87,14 @@ pub async fn handle_request(
                     "prompts/get needs params.name",
                 )));
             };
-            let Some(route) = gw.catalog().prompt(&name).cloned() else {
+            let Some(route) = catalog.prompt(&name).cloned() else {
                 return done(Err(RpcError::invalid_params(format!(
                     "Unknown prompt: {name}"
                 ))));
             };
             let mut msg = msg;
             msg.params_mut().insert("name".into(), json!(route.name));
-            forward(gw, session, &gw.slots[route.slot], msg, sink).await
+            forward(gw, session, &catalog.slots[route.slot].clone(), msg, sink).await
         }
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
             let Some(uri) = msg.param_str("uri").map(str::to_string) else {
@@ -101,14 +102,14 @@ pub async fn handle_request(
                     "{method} needs params.uri"
                 ))));
             };
-            let Some(slot) = resource_slot(gw, &uri) else {
+            let Some(slot) = resource_slot(&catalog, &uri) else {
                 return done(Err(RpcError::new(
                     codes::INVALID_PARAMS,
                     format!("Resource not found: {uri}"),
                 )
                 .with_data(json!({"uri": uri}))));
             };
-            let outcome = forward(gw, session, &gw.slots[slot], msg, sink).await;
+            let outcome = forward(gw, session, &slot, msg, sink).await;
             if let Outcome::Reply(r) = &outcome {
                 if r.kind() == Kind::Response {
                     if method == "resources/subscribe" {
@@ -129,7 +130,7 @@ pub async fn handle_request(
             match reference.get("type").and_then(Value::as_str) {
                 Some("ref/prompt") => {
                     let name = reference.get("name").and_then(Value::as_str).unwrap_or("");
-                    let Some(route) = gw.catalog().prompt(name).cloned() else {
+                    let Some(route) = catalog.prompt(name).cloned() else {
                         return done(Err(RpcError::invalid_params(format!(
                             "Unknown prompt: {name}"
                         ))));
@@ -142,12 +143,12 @@ pub async fn handle_request(
                     {
                         r.insert("name".into(), json!(route.name));
                     }
-                    forward(gw, session, &gw.slots[route.slot], msg, sink).await
+                    forward(gw, session, &catalog.slots[route.slot].clone(), msg, sink).await
                 }
                 Some("ref/resource") => {
                     let uri = reference.get("uri").and_then(Value::as_str).unwrap_or("");
-                    match resource_slot(gw, uri) {
-                        Some(slot) => forward(gw, session, &gw.slots[slot], msg, sink).await,
+                    match resource_slot(&catalog, uri) {
+                        Some(slot) => forward(gw, session, &slot, msg, sink).await,
                         None => done(Err(RpcError::invalid_params(format!(
                             "Resource not found: {uri}"
                         )))),
@@ -172,21 +173,20 @@ pub async fn handle_request(
 }
 
 /// The slot serving a resource URI; with a single upstream offering resources, that one.
-fn resource_slot(gw: &Gateway, uri: &str) -> Option<usize> {
-    if let Some(s) = gw.catalog().resource(uri) {
-        return Some(s);
+fn resource_slot(catalog: &Catalog, uri: &str) -> Option<Arc<Slot>> {
+    if let Some(s) = catalog.resource(uri) {
+        return Some(catalog.slots[s].clone());
     }
-    let with_resources: Vec<usize> = gw
+    let with_resources: Vec<&Arc<Slot>> = catalog
         .slots
         .iter()
         .filter(|s| {
             s.capabilities()
                 .is_some_and(|c| c.get("resources").is_some())
         })
-        .map(|s| s.index)
         .collect();
     match with_resources.as_slice() {
-        [one] => Some(*one),
+        [one] => Some((*one).clone()),
         _ => None,
     }
 }
@@ -194,8 +194,9 @@ fn resource_slot(gw: &Gateway, uri: &str) -> Option<usize> {
 /// Send `logging/setLevel` to every connected upstream that has the logging capability.
 async fn fan_out_set_level(gw: &Arc<Gateway>, session: &Arc<Session>, msg: &Message) {
     let params = msg.params().cloned();
+    let slots = gw.slots();
     let mut calls = Vec::new();
-    for slot in &gw.slots {
+    for slot in slots.iter() {
         let has_logging = slot
             .capabilities()
             .is_some_and(|c| c.get("logging").is_some());
@@ -325,7 +326,8 @@ pub fn handle_notification(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Messa
                 for c in own {
                     let _ = c.notify("notifications/roots/list_changed", None);
                 }
-                for slot in &gw.slots {
+                let slots = gw.slots();
+                for slot in slots.iter() {
                     if !slot.per_session() {
                         if let Some(c) = slot.state.lock().control.clone() {
                             let _ = c.notify("notifications/roots/list_changed", None);

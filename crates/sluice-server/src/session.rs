@@ -51,8 +51,8 @@ pub struct Session {
     /// Where unrelated messages go.
     pub outbound: Outbound,
     /// This session's own upstream connections (HTTP upstreams; stdio with session isolation),
-    /// by upstream slot.
-    pub conns: tokio::sync::Mutex<HashMap<usize, Connection>>,
+    /// by upstream slot serial.
+    pub conns: tokio::sync::Mutex<HashMap<u64, Connection>>,
     /// Upstream requests sent to the client, by the id the client saw.
     pub server_requests: Mutex<HashMap<String, PendingServerRequest>>,
     /// Client requests in flight, by the client's id (as JSON text).

@@ -45,14 +45,26 @@ pub struct SlotState {
 
 /// One configured upstream.
 pub struct Slot {
-    /// Position in the configuration.
-    pub index: usize,
+    /// A number unique to this slot in the process (sessions key their own connections by
+    /// it; a reload that keeps the upstream keeps the slot).
+    pub serial: u64,
+    stopped: std::sync::atomic::AtomicBool,
+    stop: tokio::sync::Notify,
     /// The configuration.
     pub spec: UpstreamSpec,
     /// Live state.
     pub state: Mutex<SlotState>,
     /// Signalled after each start attempt (for start-up waiting).
     pub attempted: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("id", &self.spec.id)
+            .field("serial", &self.serial)
+            .finish()
+    }
 }
 
 const PKG_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -64,14 +76,17 @@ pub fn client_info() -> Value {
 
 impl Slot {
     /// A new slot (not started).
-    pub fn new(index: usize, spec: UpstreamSpec) -> Slot {
+    pub fn new(spec: UpstreamSpec) -> Slot {
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let status = if spec.enabled {
             Status::Starting
         } else {
             Status::Disabled
         };
         Slot {
-            index,
+            serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            stopped: std::sync::atomic::AtomicBool::new(false),
+            stop: tokio::sync::Notify::new(),
             spec,
             state: Mutex::new(SlotState {
                 status: Some(status),
@@ -79,6 +94,28 @@ impl Slot {
             }),
             attempted: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Stop this slot (a reload removed or replaced it): its supervisor ends and closes the
+    /// control connection.
+    pub fn stop(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.notify_waiters();
+    }
+
+    /// Was the slot stopped?
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Resolves when the slot is stopped.
+    async fn stopped(&self) {
+        let n = self.stop.notified();
+        if self.is_stopped() {
+            return;
+        }
+        n.await
     }
 
     /// Does every client session get its own connection?
@@ -149,7 +186,7 @@ impl Slot {
             return Err(self.unavailable());
         }
         let mut conns = session.conns.lock().await;
-        if let Some(c) = conns.get(&self.index) {
+        if let Some(c) = conns.get(&self.serial) {
             if !c.is_closed() {
                 return Ok(c.clone());
             }
@@ -169,7 +206,7 @@ impl Slot {
             )
             .with_data(json!({"upstream": self.spec.id}))
         })?;
-        conns.insert(self.index, conn.clone());
+        conns.insert(self.serial, conn.clone());
         drop(conns);
         tokio::spawn(pump(
             gw.clone(),
@@ -278,7 +315,7 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
     let max = Duration::from_millis(gw.settings.restart_max_ms);
     let mut backoff = initial;
     loop {
-        if gw.is_shutting_down() {
+        if gw.is_shutting_down() || slot.is_stopped() {
             return;
         }
         slot.state.lock().status = Some(Status::Starting);
@@ -337,6 +374,12 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
                         pump_task.abort();
                         return;
                     }
+                    _ = slot.stopped() => {
+                        slot.state.lock().control = None;
+                        conn.shutdown().await;
+                        pump_task.abort();
+                        return;
+                    }
                 }
                 pump_task.abort();
                 let reason = conn
@@ -371,6 +414,7 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
             _ = gw.shutdown_signal() => return,
+            _ = slot.stopped() => return,
         }
         backoff = (backoff * 2).min(max);
     }

@@ -2,6 +2,7 @@
 //! built-in demo upstream.
 
 mod demo;
+mod manage;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -31,6 +32,18 @@ enum Command {
         #[arg(long)]
         home: PathBuf,
     },
+    /// Manage first-party tools (tools/tools.register.json, tools.state.json).
+    #[command(subcommand)]
+    Tool(manage::ToolCmd),
+    /// Manage hooks (hooks/hooks.manifest.json, hooks.state.json).
+    #[command(subcommand)]
+    Hook(manage::HookCmd),
+    /// Manage upstreams (mcp/expose.json).
+    #[command(subcommand)]
+    Upstream(manage::UpstreamCmd),
+    /// Turn the audit log on or off, or print its tail.
+    #[command(subcommand)]
+    Log(manage::LogCmd),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
@@ -68,6 +81,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Check { home } => check(&home),
+        Command::Tool(c) => manage::tool(c),
+        Command::Hook(c) => manage::hook(c),
+        Command::Upstream(c) => manage::upstream(c),
+        Command::Log(c) => manage::log(c),
         Command::Serve(args) => {
             init_logging();
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -197,7 +214,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         config.logs.enabled = true;
         config.logs.path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
     }
+    let watch_tree = args.home.is_some();
     let gw = Gateway::new(config);
+    if watch_tree {
+        // Edits to the tree apply live.
+        tokio::spawn(gw.clone().watch(std::time::Duration::from_millis(500)));
+    }
     if args.stdio {
         gw.start().await;
         sluice_server::stdio::serve(gw, tokio::io::stdin(), tokio::io::stdout()).await;

@@ -87,10 +87,7 @@ impl Explain {
                     .filter(|r| !r.is_empty())
                     .map(str::to_string);
                 let Some(reason) = reason else {
-                    return Decision::Refuse(Refusal {
-                        reason: MISSING_REASON.into(),
-                        for_agent: true,
-                    });
+                    return Decision::Refuse(Refusal::for_agent(MISSING_REASON));
                 };
                 tracing::info!(
                     session = %ev.session_id,
@@ -102,7 +99,7 @@ impl Explain {
                 let mut msg = ev.message.clone();
                 let params = msg.params_mut();
                 if let Some(args) = params.get_mut("arguments").and_then(Value::as_object_mut) {
-                    args.remove("reason");
+                    args.shift_remove("reason");
                 }
                 // Kept for the gateway (the funnel hands it to the real call); the router takes
                 // it off before the message goes upstream.

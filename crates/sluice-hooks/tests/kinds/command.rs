@@ -19,6 +19,7 @@ fn refused(reason: &str) -> Decision {
     Decision::Refuse(Refusal {
         reason: reason.into(),
         for_agent: true,
+        error: None,
     })
 }
 

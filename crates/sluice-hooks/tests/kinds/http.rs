@@ -156,7 +156,8 @@ async fn the_seed_002_request_hook() {
             .unwrap(),
         Decision::Refuse(Refusal {
             reason: "Order cancellations are not permitted through this gateway".into(),
-            for_agent: false
+            for_agent: false,
+            error: None,
         })
     );
     // Anything else: no body, unchanged.
@@ -183,7 +184,8 @@ async fn the_configured_headers_are_sent() {
         h.decide(&method_event("ping")).await.unwrap(),
         Decision::Refuse(Refusal {
             reason: "missing token".into(),
-            for_agent: false
+            for_agent: false,
+            error: None,
         })
     );
 }
@@ -217,7 +219,8 @@ async fn a_response_hook_replaces_the_reply_or_refuses_a_non_object() {
         hook(&base, "/non-object").decide(&ev).await.unwrap(),
         Decision::Refuse(Refusal {
             reason: "the response hook returned a non-object response".into(),
-            for_agent: false
+            for_agent: false,
+            error: None,
         })
     );
 }

@@ -80,6 +80,7 @@ fn refusal(reason: &str, for_agent: bool) -> Decision {
     Decision::Refuse(Refusal {
         reason: reason.into(),
         for_agent,
+        error: None,
     })
 }
 

@@ -1,0 +1,226 @@
+//! Management operations on a tree — the one implementation behind the CLI (`sluice tool|hook|
+//! upstream|log …`), the MCP management tools and the admin API. Each edits the file's JSON in
+//! place (unknown fields and key order kept), validates the whole tree with the loader on a
+//! staged copy, and only then writes atomically. A running gateway picks the change up live.
+
+use crate::error::ConfigErrors;
+use crate::store;
+use crate::Config;
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+
+/// Why a management operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ManageError {
+    /// The change would make the tree invalid (nothing was written).
+    #[error("the change was not written; the tree would be invalid:\n{0}")]
+    Invalid(ConfigErrors),
+    /// The request itself is wrong (unknown id, bad value).
+    #[error("{0}")]
+    Bad(String),
+    /// Reading or writing failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The tree files management touches, relative to the home folder.
+pub const FILES: &[&str] = &[
+    "sluice.json",
+    "mcp/expose.json",
+    "tools/tools.register.json",
+    "tools/tools.state.json",
+    "hooks/hooks.manifest.json",
+    "hooks/hooks.state.json",
+    "logs/log.config.json",
+];
+
+fn read(home: &Path, rel: &str, default: Value) -> Result<Value, ManageError> {
+    match std::fs::read_to_string(home.join(rel)) {
+        Ok(t) => serde_json::from_str(&t)
+            .map_err(|e| ManageError::Bad(format!("{rel} is not valid JSON ({e}); fix it first"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(default),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Validate the tree as it would be with `rel` replaced by `value`, then write it atomically.
+fn commit(home: &Path, rel: &str, value: &Value) -> Result<(), ManageError> {
+    let stage = std::env::temp_dir().join(format!(
+        "sluice-stage-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    for f in FILES {
+        let src = home.join(f);
+        if src.exists() {
+            let dst = stage.join(f);
+            std::fs::create_dir_all(dst.parent().expect("has a folder"))?;
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    store::write_json(&stage.join(rel), value)?;
+    let env = |n: &str| std::env::var(n).ok();
+    let result = Config::load(&stage, &env);
+    let _ = std::fs::remove_dir_all(&stage);
+    if let Err(errors) = result {
+        // Name the real files, not the staging copy.
+        let stage_s = stage.display().to_string();
+        let home_s = home.display().to_string();
+        let errors = ConfigErrors(
+            errors
+                .0
+                .into_iter()
+                .map(|mut e| {
+                    e.file = e.file.replace(&stage_s, &home_s);
+                    e
+                })
+                .collect(),
+        );
+        return Err(ManageError::Invalid(errors));
+    }
+    store::write_json(&home.join(rel), value)?;
+    Ok(())
+}
+
+fn array<'a>(v: &'a mut Value, key: &str) -> &'a mut Vec<Value> {
+    let o = v.as_object_mut().expect("an object");
+    let a = o.entry(key).or_insert_with(|| json!([]));
+    if !a.is_array() {
+        *a = json!([]);
+    }
+    a.as_array_mut().expect("array")
+}
+
+/// Add a register tool (`entry` is its JSON, e.g. `{"id","name","invoke":{…}}`).
+pub fn tool_add(home: &Path, entry: Value) -> Result<(), ManageError> {
+    let rel = "tools/tools.register.json";
+    let mut reg = read(
+        home,
+        rel,
+        json!({"version": 1, "description": "", "tools": []}),
+    )?;
+    array(&mut reg, "tools").push(entry);
+    commit(home, rel, &reg)
+}
+
+/// Set a register tool's overlay flags (`enabled`, `hidden`), merging with what is there.
+pub fn tool_set(
+    home: &Path,
+    id: &str,
+    enabled: Option<bool>,
+    hidden: Option<bool>,
+) -> Result<(), ManageError> {
+    let reg = read(home, "tools/tools.register.json", json!({"tools": []}))?;
+    let known = reg["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|e| e["id"] == id));
+    if !known {
+        return Err(ManageError::Bad(format!(
+            "no register tool has the id {id:?}"
+        )));
+    }
+    let rel = "tools/tools.state.json";
+    let mut state = read(home, rel, json!({})).unwrap_or(json!({}));
+    if !state.is_object() {
+        state = json!({});
+    }
+    let entry = state
+        .as_object_mut()
+        .expect("object")
+        .entry(id)
+        .or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    if let Some(e) = enabled {
+        entry["enabled"] = json!(e);
+    }
+    if let Some(h) = hidden {
+        entry["hidden"] = json!(h);
+    }
+    commit(home, rel, &state)
+}
+
+/// Add a hook to the manifest.
+pub fn hook_add(home: &Path, entry: Value) -> Result<(), ManageError> {
+    let rel = "hooks/hooks.manifest.json";
+    let mut m = read(home, rel, json!({"version": 1, "hooks": []}))?;
+    array(&mut m, "hooks").push(entry);
+    commit(home, rel, &m)
+}
+
+/// Turn a hook on or off: the overlay (authoritative) and, mirrored, the manifest's seed
+/// `enabled` (seed 003's `setEnabled`).
+pub fn hook_set(home: &Path, id: &str, enabled: bool) -> Result<(), ManageError> {
+    let rel = "hooks/hooks.manifest.json";
+    let mut m = read(home, rel, json!({"hooks": []}))?;
+    let Some(entry) = array(&mut m, "hooks").iter_mut().find(|h| h["id"] == id) else {
+        return Err(ManageError::Bad(format!("no hook has the id {id:?}")));
+    };
+    entry["enabled"] = json!(enabled);
+    commit(home, rel, &m)?;
+    let srel = "hooks/hooks.state.json";
+    let mut state = read(home, srel, json!({})).unwrap_or(json!({}));
+    // Keep the wrapped form when the file uses it.
+    let map: &mut Map<String, Value> = match state.get("enabled").map(Value::is_object) {
+        Some(true) => state["enabled"].as_object_mut().expect("object"),
+        _ => {
+            if !state.is_object() {
+                state = json!({});
+            }
+            state.as_object_mut().expect("object")
+        }
+    };
+    map.insert(id.to_string(), json!(enabled));
+    commit(home, srel, &state)
+}
+
+/// Add an upstream (`entry` in expose.json's format).
+pub fn upstream_add(home: &Path, entry: Value) -> Result<(), ManageError> {
+    let rel = "mcp/expose.json";
+    let mut e = read(
+        home,
+        rel,
+        json!({"version": 1, "upstreams": [], "expose": []}),
+    )?;
+    array(&mut e, "upstreams").push(entry);
+    commit(home, rel, &e)
+}
+
+/// Set fields of an upstream (e.g. `enabled`, `expose_all`).
+pub fn upstream_set(home: &Path, id: &str, fields: Map<String, Value>) -> Result<(), ManageError> {
+    let rel = "mcp/expose.json";
+    let mut e = read(home, rel, json!({"upstreams": []}))?;
+    let Some(entry) = array(&mut e, "upstreams")
+        .iter_mut()
+        .find(|u| u["id"] == id)
+    else {
+        return Err(ManageError::Bad(format!("no upstream has the id {id:?}")));
+    };
+    for (k, v) in fields {
+        entry[k] = v;
+    }
+    commit(home, rel, &e)
+}
+
+/// Turn the audit log on or off.
+pub fn log_set(home: &Path, enabled: bool) -> Result<PathBuf, ManageError> {
+    let rel = "logs/log.config.json";
+    let mut c = read(
+        home,
+        rel,
+        json!({"enabled": false, "path": "logs/audit.jsonl"}),
+    )?;
+    if !c.is_object() {
+        c = json!({});
+    }
+    c["enabled"] = json!(enabled);
+    if c.get("path").is_none() {
+        c["path"] = json!("logs/audit.jsonl");
+    }
+    commit(home, rel, &c)?;
+    Ok(home.join(c["path"].as_str().unwrap_or("logs/audit.jsonl")))
+}

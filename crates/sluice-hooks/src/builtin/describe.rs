@@ -1,0 +1,180 @@
+//! The `describe` builtin: overrides what `tools/list` says about a tool — its `title`, its
+//! `description`, the schemas of its parameters (merged key by key) — and hides parameters
+//! (removed from `properties` and `required`; pair it with `rewrite` to fill them in).
+
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// The overrides for one tool.
+#[derive(Debug, Clone, Default)]
+struct ToolOverride {
+    title: Option<String>,
+    description: Option<String>,
+    properties: Map<String, Value>,
+    hide: Vec<String>,
+}
+
+/// The describe builtin.
+#[derive(Debug, Clone)]
+pub struct Describe {
+    tools: HashMap<String, ToolOverride>,
+}
+
+impl Describe {
+    /// Build from the hook's `options`: `tools` (`{"<client-facing name>": {"title"?,
+    /// "description"?, "properties"?: {"<param>": {…}}, "hide"?: ["<param>", …]}}`).
+    pub fn from_options(options: &Value) -> Result<Describe, String> {
+        let Some(Value::Object(tools)) = options.get("tools") else {
+            return Err("options.tools: is required (an object of tool names)".into());
+        };
+        let mut out = HashMap::new();
+        for (name, o) in tools {
+            let at = format!("options.tools.{name}");
+            let Some(o) = o.as_object() else {
+                return Err(format!("{at}: must be an object"));
+            };
+            let text = |key: &str| -> Result<Option<String>, String> {
+                match o.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(s.clone())),
+                    Some(_) => Err(format!("{at}.{key}: must be a string")),
+                }
+            };
+            let properties = match o.get("properties") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(p)) => {
+                    if let Some((k, _)) = p.iter().find(|(_, v)| !v.is_object()) {
+                        return Err(format!("{at}.properties.{k}: must be an object"));
+                    }
+                    p.clone()
+                }
+                Some(_) => return Err(format!("{at}.properties: must be an object")),
+            };
+            let hide = super::strings(&Value::Object(o.clone()), "hide")
+                .map_err(|e| e.replacen("options", &at, 1))?;
+            out.insert(
+                name.clone(),
+                ToolOverride {
+                    title: text("title")?,
+                    description: text("description")?,
+                    properties,
+                    hide,
+                },
+            );
+        }
+        Ok(Describe { tools: out })
+    }
+
+    /// Apply to one tool definition; returns whether it changed.
+    fn apply_tool(&self, tool: &mut Value) -> bool {
+        let Some(name) = tool.get("name").and_then(Value::as_str) else {
+            return false;
+        };
+        let Some(o) = self.tools.get(name) else {
+            return false;
+        };
+        let Some(tool) = tool.as_object_mut() else {
+            return false;
+        };
+        if let Some(t) = &o.title {
+            tool.insert("title".into(), Value::String(t.clone()));
+        }
+        if let Some(d) = &o.description {
+            tool.insert("description".into(), Value::String(d.clone()));
+        }
+        if o.properties.is_empty() && o.hide.is_empty() {
+            return true;
+        }
+        let schema = tool
+            .entry("inputSchema")
+            .or_insert_with(|| serde_json::json!({"type": "object"}));
+        let Some(schema) = schema.as_object_mut() else {
+            return true;
+        };
+        if !o.properties.is_empty() {
+            let props = schema
+                .entry("properties")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(props) = props.as_object_mut() {
+                for (k, over) in &o.properties {
+                    let slot = props
+                        .entry(k.clone())
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    match (slot.as_object_mut(), over.as_object()) {
+                        (Some(slot), Some(over)) => {
+                            for (ok, ov) in over {
+                                slot.insert(ok.clone(), ov.clone());
+                            }
+                        }
+                        _ => *slot = over.clone(),
+                    }
+                }
+            }
+        }
+        for h in &o.hide {
+            if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+                props.shift_remove(h);
+            }
+            if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
+                req.retain(|r| r.as_str() != Some(h));
+            }
+        }
+        true
+    }
+
+    /// Apply to a `tools/list` result; returns whether anything changed.
+    pub fn apply(&self, result: &mut Value) -> bool {
+        let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let mut changed = false;
+        for t in tools.iter_mut() {
+            changed |= self.apply_tool(t);
+        }
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn overrides_and_hides() {
+        let d = Describe::from_options(&json!({"tools": {
+            "crm.order.status": {
+                "title": "Order status",
+                "description": "Looks up an order.",
+                "properties": {"order": {"description": "The order number, e.g. A-1", "pattern": "^A-"}},
+                "hide": ["region"]
+            }
+        }}))
+        .unwrap();
+        let mut result = json!({"tools": [
+            {"name": "crm.order.status", "description": "echo", "inputSchema": {
+                "type": "object",
+                "properties": {"order": {"type": "string"}, "region": {"type": "string"}},
+                "required": ["order", "region"]
+            }},
+            {"name": "other", "description": "unchanged"}
+        ]});
+        assert!(d.apply(&mut result));
+        assert_eq!(
+            result,
+            json!({"tools": [
+                {"name": "crm.order.status", "description": "Looks up an order.", "inputSchema": {
+                    "type": "object",
+                    "properties": {"order": {"type": "string", "description": "The order number, e.g. A-1", "pattern": "^A-"}},
+                    "required": ["order"]
+                }, "title": "Order status"},
+                {"name": "other", "description": "unchanged"}
+            ]})
+        );
+        assert!(Describe::from_options(&json!({})).is_err());
+        assert!(Describe::from_options(&json!({"tools": {"x": {"hide": "a"}}})).is_err());
+        assert!(
+            Describe::from_options(&json!({"tools": {"x": {"properties": {"a": 1}}}})).is_err()
+        );
+    }
+}

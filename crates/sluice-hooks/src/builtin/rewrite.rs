@@ -1,0 +1,182 @@
+//! The `rewrite` builtin: changes the arguments of a `tools/call` before it goes on. Each rule
+//! applies to the tools its `tool` regex matches (every tool without one): `set` writes values
+//! (replacing what the agent sent), `default` writes values the agent left out, `remove` drops
+//! arguments. Keys are argument names, dotted paths or JSON pointers. Seed 002's example, forcing
+//! the region of `crm.order.status`, is one rule:
+//! `{"tool": "crm\\.order\\.status", "set": {"region": "eu-central"}}`.
+
+use super::path::JsonPath;
+use super::ToolPattern;
+use crate::decision::Decision;
+use crate::event::HookEvent;
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone)]
+struct Rule {
+    tool: Option<ToolPattern>,
+    set: Vec<(JsonPath, Value)>,
+    default: Vec<(JsonPath, Value)>,
+    remove: Vec<JsonPath>,
+}
+
+/// The rewrite builtin.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    rules: Vec<Rule>,
+}
+
+fn assignments(rule: &Value, key: &str, at: &str) -> Result<Vec<(JsonPath, Value)>, String> {
+    match rule.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| {
+                JsonPath::parse(k)
+                    .map(|p| (p, v.clone()))
+                    .map_err(|e| format!("{at}.{key}.{k}: {e}"))
+            })
+            .collect(),
+        Some(_) => Err(format!("{at}.{key}: must be an object")),
+    }
+}
+
+impl Rewrite {
+    /// Build from the hook's `options`: `rules` (`[{"tool"?, "set"?, "default"?, "remove"?}]`).
+    pub fn from_options(options: &Value) -> Result<Rewrite, String> {
+        let Some(Value::Array(items)) = options.get("rules") else {
+            return Err("options.rules: is required (an array of rules)".into());
+        };
+        let mut rules = Vec::new();
+        for (i, r) in items.iter().enumerate() {
+            let at = format!("options.rules[{i}]");
+            if !r.is_object() {
+                return Err(format!("{at}: must be an object"));
+            }
+            let tool = match r.get("tool") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(t)) => {
+                    Some(ToolPattern::regex(t).map_err(|e| format!("{at}.tool: {e}"))?)
+                }
+                Some(_) => return Err(format!("{at}.tool: must be a string")),
+            };
+            let remove = super::strings(r, "remove")
+                .map_err(|e| e.replacen("options", &at, 1))?
+                .iter()
+                .map(|p| JsonPath::parse(p).map_err(|e| format!("{at}.remove: {e}")))
+                .collect::<Result<Vec<_>, _>>()?;
+            let rule = Rule {
+                tool,
+                set: assignments(r, "set", &at)?,
+                default: assignments(r, "default", &at)?,
+                remove,
+            };
+            if rule.set.is_empty() && rule.default.is_empty() && rule.remove.is_empty() {
+                return Err(format!("{at}: needs `set`, `default` or `remove`"));
+            }
+            rules.push(rule);
+        }
+        if rules.is_empty() {
+            return Err("options.rules: must not be empty".into());
+        }
+        Ok(Rewrite { rules })
+    }
+
+    /// Decide on the request phase of a `tools/call`.
+    pub fn decide(&self, ev: &HookEvent) -> Decision {
+        let tool = ev.tool_name.as_deref().unwrap_or("");
+        let rules: Vec<&Rule> = self
+            .rules
+            .iter()
+            .filter(|r| r.tool.as_ref().is_none_or(|t| t.is_match(tool)))
+            .collect();
+        if rules.is_empty() {
+            return Decision::Pass;
+        }
+        let mut msg = ev.message.clone();
+        let params = msg.params_mut();
+        let args = params
+            .entry("arguments")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !args.is_object() {
+            *args = Value::Object(Map::new());
+        }
+        let mut changed = 0;
+        for r in rules {
+            for p in &r.remove {
+                changed += p.remove(args);
+            }
+            for (p, v) in &r.set {
+                changed += p.set(args, v, false);
+            }
+            for (p, v) in &r.default {
+                changed += p.set(args, v, true);
+            }
+        }
+        if changed == 0 {
+            Decision::Pass
+        } else {
+            Decision::Modify(msg)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtin::deny::tests::call;
+    use serde_json::json;
+
+    fn args_after(r: &Rewrite, tool: &str, args: Value) -> Option<Value> {
+        match r.decide(&call(tool, args)) {
+            Decision::Modify(m) => Some(m.params().unwrap()["arguments"].clone()),
+            Decision::Pass => None,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn seed_002_region_in_one_rule() {
+        let r = Rewrite::from_options(&json!({"rules": [
+            {"tool": "crm\\.order\\.status", "set": {"region": "eu-central"}}
+        ]}))
+        .unwrap();
+        assert_eq!(
+            args_after(
+                &r,
+                "crm.order.status",
+                json!({"order": "A-1", "region": "us-east"})
+            ),
+            Some(json!({"order": "A-1", "region": "eu-central"}))
+        );
+        assert_eq!(
+            args_after(&r, "crm.order.status", json!({"order": "A-1"})),
+            Some(json!({"order": "A-1", "region": "eu-central"}))
+        );
+        // Already right, or another tool: unchanged.
+        assert_eq!(
+            args_after(&r, "crm.order.status", json!({"region": "eu-central"})),
+            None
+        );
+        assert_eq!(args_after(&r, "crm.order.cancel", json!({})), None);
+    }
+
+    #[test]
+    fn set_default_remove_with_paths() {
+        let r = Rewrite::from_options(&json!({"rules": [
+            {"default": {"limit": 10, "/opts/safe": true}, "remove": ["debug", "opts.trace"]},
+            {"tool": "fx_.*", "set": {"opts.by": "sluice"}}
+        ]}))
+        .unwrap();
+        assert_eq!(
+            args_after(
+                &r,
+                "fx_echo",
+                json!({"limit": 3, "debug": 1, "opts": {"trace": 1}})
+            ),
+            Some(json!({"limit": 3, "opts": {"safe": true, "by": "sluice"}}))
+        );
+        assert!(Rewrite::from_options(&json!({"rules": []})).is_err());
+        assert!(Rewrite::from_options(&json!({"rules": [{"tool": "x"}]})).is_err());
+        assert!(Rewrite::from_options(&json!({"rules": [{"set": []}]})).is_err());
+    }
+}

@@ -1,0 +1,453 @@
+//! The management commands: `sluice tool|hook|upstream|log …` over the shared management
+//! operations of `sluice_config::manage` (validated, atomic; a running gateway applies them live).
+
+use clap::Subcommand;
+use serde_json::{json, Map, Value};
+use sluice_config::manage::{self, ManageError};
+use sluice_config::Config;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `sluice tool …`
+#[derive(Subcommand)]
+pub enum ToolCmd {
+    /// Add a first-party tool to tools/tools.register.json.
+    Add {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// Unique id.
+        #[arg(long)]
+        id: String,
+        /// Display name (default: the id).
+        #[arg(long)]
+        name: Option<String>,
+        /// One-line summary.
+        #[arg(long, default_value = "")]
+        summary: String,
+        /// Category.
+        #[arg(long, default_value = "")]
+        category: String,
+        /// Full instructions.
+        #[arg(long, default_value = "")]
+        instructions: String,
+        /// A script under tools/scripts/ (`scripts/x.js`).
+        #[arg(long, conflicts_with_all = ["shell", "reference"])]
+        script: Option<String>,
+        /// A shell command run at the tree root.
+        #[arg(long, conflicts_with_all = ["script", "reference"])]
+        shell: Option<String>,
+        /// A reference tool: runs nothing, returns the instructions.
+        #[arg(long)]
+        reference: bool,
+    },
+    /// Enable, disable, hide or unhide a tool (tools/tools.state.json).
+    Set {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// The tool id.
+        id: String,
+        /// Visible to clients.
+        #[arg(long)]
+        enabled: Option<bool>,
+        /// Hidden from the manager listing.
+        #[arg(long)]
+        hidden: Option<bool>,
+    },
+    /// List register tools with their state (hidden ones only with --all).
+    List {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// Include hidden tools.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+/// `sluice hook …`
+#[derive(Subcommand)]
+pub enum HookCmd {
+    /// Add a hook to hooks/hooks.manifest.json.
+    Add {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// Unique id.
+        #[arg(long)]
+        id: String,
+        /// The event (PreToolUse, PostToolUse, SessionStart, Stop, Request, Response).
+        #[arg(long)]
+        event: String,
+        /// command, process or http.
+        #[arg(long = "type", default_value = "command")]
+        kind: String,
+        /// The command (command, process).
+        #[arg(long)]
+        command: Option<String>,
+        /// The URL (http).
+        #[arg(long)]
+        url: Option<String>,
+        /// Tool-name regex.
+        #[arg(long, default_value = "")]
+        matcher: String,
+        /// Timeout, seconds.
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// refuse or pass.
+        #[arg(long)]
+        on_error: Option<String>,
+        /// Start enabled.
+        #[arg(long)]
+        enabled: bool,
+    },
+    /// Turn a hook on or off.
+    Set {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// The hook id.
+        id: String,
+        /// On or off (`--enabled true|false`).
+        #[arg(long, action = clap::ArgAction::Set)]
+        enabled: bool,
+    },
+    /// List the hooks in chain order.
+    List {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+    },
+}
+
+/// `sluice upstream …`
+#[derive(Subcommand)]
+pub enum UpstreamCmd {
+    /// Add an upstream to mcp/expose.json: a command (stdio, after `--`) or `--url`.
+    Add {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// Unique id.
+        #[arg(long)]
+        id: String,
+        /// An HTTP (or, with --sse, legacy SSE) URL.
+        #[arg(long)]
+        url: Option<String>,
+        /// Use the legacy HTTP+SSE transport for --url.
+        #[arg(long)]
+        sse: bool,
+        /// List every tool as <id>_<tool>.
+        #[arg(long)]
+        expose_all: bool,
+        /// The stdio command and its arguments.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Enable or disable an upstream.
+    Set {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// The upstream id.
+        id: String,
+        /// Start it.
+        #[arg(long)]
+        enabled: Option<bool>,
+        /// List every tool.
+        #[arg(long)]
+        expose_all: Option<bool>,
+    },
+    /// List the upstreams.
+    List {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+    },
+}
+
+/// `sluice log …`
+#[derive(Subcommand)]
+pub enum LogCmd {
+    /// Turn the audit log on.
+    On {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+    },
+    /// Turn the audit log off.
+    Off {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+    },
+    /// Print the last lines of the audit log.
+    Tail {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// How many lines.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
+    },
+}
+
+fn done(r: Result<(), ManageError>, what: &str) -> ExitCode {
+    match r {
+        Ok(()) => {
+            println!("{what}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn load(home: &Path) -> Result<Config, ExitCode> {
+    let env = |n: &str| std::env::var(n).ok();
+    Config::load(home, &env).map(|(c, _)| c).map_err(|e| {
+        eprintln!("sluice: the tree has errors:\n{e}");
+        ExitCode::from(1)
+    })
+}
+
+/// Run `sluice tool …`.
+pub fn tool(cmd: ToolCmd) -> ExitCode {
+    match cmd {
+        ToolCmd::Add {
+            home,
+            id,
+            name,
+            summary,
+            category,
+            instructions,
+            script,
+            shell,
+            reference,
+        } => {
+            let mut entry = json!({
+                "id": id, "name": name.unwrap_or_else(|| id.clone()),
+                "summary": summary, "category": category, "instructions": instructions,
+            });
+            match (script, shell, reference) {
+                (Some(p), _, _) => entry["invoke"] = json!({"type": "script", "path": p}),
+                (_, Some(c), _) => entry["invoke"] = json!({"type": "shell", "command": c}),
+                (_, _, true) => entry["mode"] = json!("reference"),
+                _ => {
+                    eprintln!("sluice: give --script, --shell or --reference");
+                    return ExitCode::from(2);
+                }
+            }
+            done(manage::tool_add(&home, entry), &format!("added tool {id}"))
+        }
+        ToolCmd::Set {
+            home,
+            id,
+            enabled,
+            hidden,
+        } => done(
+            manage::tool_set(&home, &id, enabled, hidden),
+            &format!("updated tool {id}"),
+        ),
+        ToolCmd::List { home, all } => {
+            let config = match load(&home) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let r = &config.register;
+            for t in &r.tools {
+                let st = r.state.get(&t.id).copied().unwrap_or_default();
+                if st.hidden && !all {
+                    continue;
+                }
+                let mut flags = Vec::new();
+                flags.push(if st.disabled { "disabled" } else { "enabled" });
+                if st.hidden {
+                    flags.push("hidden");
+                }
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    t.id,
+                    t.name,
+                    t.category,
+                    flags.join(","),
+                    t.summary
+                );
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Run `sluice hook …`.
+pub fn hook(cmd: HookCmd) -> ExitCode {
+    match cmd {
+        HookCmd::Add {
+            home,
+            id,
+            event,
+            kind,
+            command,
+            url,
+            matcher,
+            timeout,
+            on_error,
+            enabled,
+        } => {
+            let mut entry = Map::new();
+            entry.insert("id".into(), json!(id));
+            entry.insert("event".into(), json!(event));
+            entry.insert("matcher".into(), json!(matcher));
+            entry.insert("type".into(), json!(kind));
+            if let Some(c) = command {
+                entry.insert("command".into(), json!(c));
+            }
+            if let Some(u) = url {
+                entry.insert("url".into(), json!(u));
+            }
+            if let Some(t) = timeout {
+                entry.insert("timeout".into(), json!(t));
+            }
+            if let Some(o) = on_error {
+                entry.insert("on_error".into(), json!(o));
+            }
+            entry.insert("enabled".into(), json!(enabled));
+            done(
+                manage::hook_add(&home, Value::Object(entry)),
+                &format!("added hook {id}"),
+            )
+        }
+        HookCmd::Set { home, id, enabled } => done(
+            manage::hook_set(&home, &id, enabled),
+            &format!("hook {id} {}", if enabled { "enabled" } else { "disabled" }),
+        ),
+        HookCmd::List { home } => {
+            let config = match load(&home) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            for h in &config.hooks.hooks {
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    h.id,
+                    h.event.name(),
+                    if h.enabled { "enabled" } else { "disabled" },
+                    h.description
+                );
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Run `sluice upstream …`.
+pub fn upstream(cmd: UpstreamCmd) -> ExitCode {
+    match cmd {
+        UpstreamCmd::Add {
+            home,
+            id,
+            url,
+            sse,
+            expose_all,
+            command,
+        } => {
+            let mut entry = match (url, command.split_first()) {
+                (Some(u), _) => {
+                    json!({"id": id, "transport": if sse { "sse" } else { "http" }, "url": u})
+                }
+                (None, Some((cmd, args))) => {
+                    json!({"id": id, "transport": "stdio", "command": cmd, "args": args})
+                }
+                (None, None) => {
+                    eprintln!("sluice: give --url URL or a command after `--`");
+                    return ExitCode::from(2);
+                }
+            };
+            entry["enabled"] = json!(true);
+            if expose_all {
+                entry["expose_all"] = json!(true);
+            }
+            done(
+                manage::upstream_add(&home, entry),
+                &format!("added upstream {id}"),
+            )
+        }
+        UpstreamCmd::Set {
+            home,
+            id,
+            enabled,
+            expose_all,
+        } => {
+            let mut fields = Map::new();
+            if let Some(e) = enabled {
+                fields.insert("enabled".into(), json!(e));
+            }
+            if let Some(e) = expose_all {
+                fields.insert("expose_all".into(), json!(e));
+            }
+            done(
+                manage::upstream_set(&home, &id, fields),
+                &format!("updated upstream {id}"),
+            )
+        }
+        UpstreamCmd::List { home } => {
+            let config = match load(&home) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            for u in &config.expose.upstreams {
+                let target = if u.url.is_empty() {
+                    std::iter::once(u.command.as_str())
+                        .chain(u.args.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                } else {
+                    u.url.clone()
+                };
+                println!(
+                    "{}\t{:?}\t{}\t{}",
+                    u.id,
+                    u.transport,
+                    if u.enabled { "enabled" } else { "disabled" },
+                    target
+                );
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Run `sluice log …`.
+pub fn log(cmd: LogCmd) -> ExitCode {
+    match cmd {
+        LogCmd::On { home } => match manage::log_set(&home, true) {
+            Ok(p) => {
+                println!("audit log on: {}", p.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => done(Err(e), ""),
+        },
+        LogCmd::Off { home } => match manage::log_set(&home, false) {
+            Ok(_) => {
+                println!("audit log off");
+                ExitCode::SUCCESS
+            }
+            Err(e) => done(Err(e), ""),
+        },
+        LogCmd::Tail { home, lines } => {
+            let config = match load(&home) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let text = std::fs::read_to_string(&config.logs.path).unwrap_or_default();
+            let all: Vec<&str> = text.lines().collect();
+            for l in &all[all.len().saturating_sub(lines)..] {
+                println!("{l}");
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Management through the CLI: each command validates like the loader, writes atomically (an
+//! invalid change writes nothing), and a running gateway applies the change live.
+
+use serde_json::json;
+use sluice_e2e::mcp::Client;
+use sluice_e2e::tree::Home;
+use sluice_e2e::{bin, start_sluice};
+use std::process::Command;
+use std::time::Duration;
+
+fn sluice(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin("sluice")).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_manages_a_running_tree() {
+    let home = Home::new("manage");
+    let h = home.arg();
+    home.write("tools/scripts/hello.sh", "echo '{\"hello\": \"world\"}'\n");
+    let (_gw, url) = start_sluice(&["--home", &h]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    assert_eq!(
+        c.tool_names().await,
+        [
+            "sluice_list_tools",
+            "sluice_tool_instructions",
+            "sluice_run_tool"
+        ]
+    );
+
+    // Tools.
+    let (code, out, err) = sluice(&[
+        "tool",
+        "add",
+        "--home",
+        &h,
+        "--id",
+        "hello",
+        "--summary",
+        "Says hello",
+        "--category",
+        "demo",
+        "--script",
+        "scripts/hello.sh",
+    ]);
+    assert_eq!((code, out.as_str()), (0, "added tool hello\n"), "{err}");
+    let (code, _, err) = sluice(&[
+        "tool", "add", "--home", &h, "--id", "hello", "--shell", "true",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("the change was not written") && err.contains("duplicate tool id \"hello\""),
+        "{err}"
+    );
+    let before = std::fs::read_to_string(home.path().join("tools/tools.register.json")).unwrap();
+    assert_eq!(
+        before.matches("\"id\": \"hello\"").count(),
+        1,
+        "the invalid change wrote nothing"
+    );
+    let mut ok = false;
+    for _ in 0..50 {
+        let r = c
+            .call_tool("sluice_run_tool", json!({"name": "hello", "args": {}}))
+            .await;
+        if r["result"]["structuredContent"] == json!({"hello": "world"}) {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ok, "the running gateway runs the new tool");
+    let (code, out, _) = sluice(&["tool", "set", "--home", &h, "hello", "--hidden", "true"]);
+    assert_eq!((code, out.as_str()), (0, "updated tool hello\n"));
+    assert_eq!(sluice(&["tool", "list", "--home", &h]).1, "");
+    assert_eq!(
+        sluice(&["tool", "list", "--home", &h, "--all"]).1,
+        "hello\thello\tdemo\tenabled,hidden\tSays hello\n"
+    );
+    let (code, _, err) = sluice(&["tool", "set", "--home", &h, "nope", "--enabled", "false"]);
+    assert_eq!(
+        (code, err.trim()),
+        (1, "sluice: no register tool has the id \"nope\"")
+    );
+
+    // Upstreams: added live.
+    let fixture = bin("sluice-fixture").to_string_lossy().into_owned();
+    let (code, out, err) = sluice(&[
+        "upstream",
+        "add",
+        "--home",
+        &h,
+        "--id",
+        "fx",
+        "--expose-all",
+        "--",
+        &fixture,
+        "--stdio",
+    ]);
+    assert_eq!((code, out.as_str()), (0, "added upstream fx\n"), "{err}");
+    let mut listed = false;
+    for _ in 0..50 {
+        if c.tool_names().await.contains(&"fx_echo".to_string()) {
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(listed, "the new upstream's tools are listed");
+    assert_eq!(
+        sluice(&["upstream", "list", "--home", &h]).1,
+        format!("fx\tStdio\tenabled\t{fixture} --stdio\n")
+    );
+    let (code, _, err) = sluice(&[
+        "upstream", "add", "--home", &h, "--id", "bad", "--url", "ftp://x",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("upstreams[1].url: \"ftp://x\" is not an http:// or https:// URL"),
+        "{err}"
+    );
+
+    // Hooks.
+    let (code, _, err) = sluice(&[
+        "hook",
+        "add",
+        "--home",
+        &h,
+        "--id",
+        "pre-tool-use/no",
+        "--event",
+        "PreToolUse",
+        "--matcher",
+        "fx_echo",
+        "--command",
+        "echo no >&2; exit 2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        sluice(&["hook", "list", "--home", &h]).1,
+        "pre-tool-use/no\tPreToolUse\tdisabled\t\n"
+    );
+    let (code, out, _) = sluice(&[
+        "hook",
+        "set",
+        "--home",
+        &h,
+        "pre-tool-use/no",
+        "--enabled",
+        "true",
+    ]);
+    assert_eq!((code, out.as_str()), (0, "hook pre-tool-use/no enabled\n"));
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("hooks/hooks.state.json")).unwrap(),
+        "{\n  \"pre-tool-use/no\": true\n}\n"
+    );
+    let mut refused = false;
+    for _ in 0..50 {
+        if c.call_tool("fx_echo", json!({})).await["error"]["code"] == json!(-32030) {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refused, "the enabled hook applies live");
+
+    // The audit log.
+    let (code, out, _) = sluice(&["log", "on", "--home", &h]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("audit log on: ") && out.trim_end().ends_with("logs/audit.jsonl"));
+    let mut tail = String::new();
+    for _ in 0..50 {
+        let _ = c.call_tool("fx_add", json!({"a": 1, "b": 1})).await;
+        tail = sluice(&["log", "tail", "--home", &h, "-n", "1"]).1;
+        if !tail.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let line: serde_json::Value = serde_json::from_str(tail.trim()).expect("one audit line");
+    assert_eq!(line["tool"], json!("fx_add"));
+    assert_eq!(sluice(&["log", "off", "--home", &h]).1, "audit log off\n");
+}
