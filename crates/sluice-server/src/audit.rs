@@ -94,48 +94,52 @@ impl Audit {
         self.tx.is_some()
     }
 
-    /// Record one exchange.
-    #[allow(clippy::too_many_arguments)]
-    pub fn exchange(
-        &self,
-        session: &Session,
-        method: &str,
-        tool: Option<&str>,
-        upstream: Option<&str>,
-        started: Instant,
-        outcome: &str,
-        error: Option<String>,
-        trace: &Trace,
-    ) {
-        let Some(tx) = &self.tx else { return };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        let hooks: Vec<Value> = trace
-            .records
-            .iter()
-            .map(|r| {
-                json!({"id": r.id, "phase": r.phase.as_str(), "decision": r.decision, "reason": r.reason, "us": r.micros})
-            })
-            .collect();
-        let line = json!({
-            "time": rfc3339(now),
-            "session": session.id,
-            "client": session.client_info.get("name").cloned().unwrap_or(Value::Null),
-            "principal": Value::Null,
-            "method": method,
-            "tool": tool,
-            "upstream": upstream,
-            "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
-            "outcome": outcome,
-            "error": error,
-            "explain_reason": trace.explain_reason,
-            "controls": trace.controls,
-            "hooks": hooks,
-        });
-        let _ = tx.send(line.to_string());
+    /// Append one event line.
+    pub fn write(&self, event: &Value) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(event.to_string());
+        }
     }
+}
+
+/// One exchange as an event: the audit line, and what the live traffic view shows.
+#[allow(clippy::too_many_arguments)]
+pub fn event(
+    session: &Session,
+    method: &str,
+    tool: Option<&str>,
+    upstream: Option<&str>,
+    started: Instant,
+    outcome: &str,
+    error: Option<String>,
+    trace: &Trace,
+) -> Value {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let hooks: Vec<Value> = trace
+        .records
+        .iter()
+        .map(|r| {
+            json!({"id": r.id, "phase": r.phase.as_str(), "decision": r.decision, "reason": r.reason, "us": r.micros})
+        })
+        .collect();
+    json!({
+        "time": rfc3339(now),
+        "session": session.id,
+        "client": session.client_info.get("name").cloned().unwrap_or(Value::Null),
+        "principal": Value::Null,
+        "method": method,
+        "tool": tool,
+        "upstream": upstream,
+        "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
+        "outcome": outcome,
+        "error": error,
+        "explain_reason": trace.explain_reason,
+        "controls": trace.controls,
+        "hooks": hooks,
+    })
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@ pub struct Gateway {
     funnel_prefix: Option<String>,
     me: std::sync::Weak<Gateway>,
     audit: RwLock<Arc<Audit>>,
+    traffic: tokio::sync::broadcast::Sender<Arc<Value>>,
     shutting_down: AtomicBool,
     shutdown: Notify,
 }
@@ -103,6 +104,7 @@ impl Gateway {
             chain: RwLock::new(Arc::new(chain)),
             funnel_prefix,
             audit: RwLock::new(Arc::new(audit)),
+            traffic: tokio::sync::broadcast::channel(4096).0,
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
         })
@@ -152,6 +154,43 @@ impl Gateway {
     /// The audit log now.
     pub fn audit(&self) -> Arc<Audit> {
         self.audit.read().clone()
+    }
+
+    /// Is anyone recording exchanges (the audit log, or a live traffic subscriber)?
+    pub fn observed(&self) -> bool {
+        self.audit.read().enabled() || self.traffic.receiver_count() > 0
+    }
+
+    /// Subscribe to the live traffic: one event per recorded exchange (the audit line's shape).
+    pub fn traffic(&self) -> tokio::sync::broadcast::Receiver<Arc<Value>> {
+        self.traffic.subscribe()
+    }
+
+    /// Record one exchange: to the audit log and to live traffic subscribers.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &self,
+        session: &Session,
+        method: &str,
+        tool: Option<&str>,
+        upstream: Option<&str>,
+        started: std::time::Instant,
+        outcome: &str,
+        error: Option<String>,
+        trace: &sluice_hooks::Trace,
+    ) {
+        let audit = self.audit();
+        let watchers = self.traffic.receiver_count() > 0;
+        if !audit.enabled() && !watchers {
+            return;
+        }
+        let event = crate::audit::event(
+            session, method, tool, upstream, started, outcome, error, trace,
+        );
+        audit.write(&event);
+        if watchers {
+            let _ = self.traffic.send(Arc::new(event));
+        }
     }
 
     /// The hook chain.

@@ -78,7 +78,7 @@ pub async fn client_request(
     sink: &Sink,
 ) -> Outcome {
     let chain = gw.chain();
-    if chain.is_empty() && !gw.audit().enabled() {
+    if chain.is_empty() && !gw.observed() {
         return handle_request(gw, session, msg, sink).await;
     }
     let started = Instant::now();
@@ -95,7 +95,7 @@ pub async fn client_request(
         RequestOutcome::Forward(m) => match handle_request(gw, session, m, sink).await {
             Outcome::Reply(r) => r,
             Outcome::Cancelled(id) => {
-                gw.audit().exchange(
+                gw.record(
                     session,
                     &facts.method,
                     facts.tool_name.as_deref(),
@@ -135,7 +135,7 @@ pub async fn client_request(
             .and_then(|e| e.get("message"))
             .and_then(Value::as_str)
             .map(str::to_string);
-        gw.audit().exchange(
+        gw.record(
             session,
             &facts.method,
             facts.tool_name.as_deref(),
@@ -175,7 +175,7 @@ pub async fn client_message(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Mess
             }
             RequestOutcome::Refuse(r) => {
                 tracing::info!(session = %session.id, method = %facts.method, reason = %r.reason, "message dropped by a hook");
-                gw.audit().exchange(
+                gw.record(
                     session,
                     &facts.method,
                     None,
@@ -220,7 +220,7 @@ pub async fn to_client(
     let r = chain.response(&cx, msg, None, usize::MAX, &mut trace).await;
     if let Err(refusal) = &r {
         tracing::info!(session = %session.id, method = %facts.method, reason = %refusal.reason, "message to the client refused by a hook");
-        gw.audit().exchange(
+        gw.record(
             session,
             &facts.method,
             None,
@@ -272,7 +272,7 @@ pub async fn initialize(
         .unwrap_or_else(|r| refusal_error(Phase::Response, id, &r));
     if reply.kind() == Kind::Error {
         let reason = refused.or_else(|| reply.error_obj().map(|e| e.to_string()));
-        gw.audit().exchange(
+        gw.record(
             session,
             "initialize",
             None,
