@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `sluice` binary against real upstream servers, driven by real
 //! clients. One test binary; each module covers one area.
 
+mod admin;
 mod aggregation;
 mod cli;
 mod conformance;

@@ -224,3 +224,166 @@ pub fn log_set(home: &Path, enabled: bool) -> Result<PathBuf, ManageError> {
     commit(home, rel, &c)?;
     Ok(home.join(c["path"].as_str().unwrap_or("logs/audit.jsonl")))
 }
+
+/// Set fields of the curated entry for `(upstream, tool)` (`enabled`, `as`, `category`),
+/// creating the entry when the tool is listed only through `expose_all`: disabling or renaming
+/// an upstream tool.
+pub fn expose_set(
+    home: &Path,
+    upstream: &str,
+    tool: &str,
+    fields: Map<String, Value>,
+) -> Result<(), ManageError> {
+    let rel = "mcp/expose.json";
+    let mut e = read(home, rel, json!({"upstreams": [], "expose": []}))?;
+    let known = e["upstreams"]
+        .as_array()
+        .is_some_and(|u| u.iter().any(|u| u["id"] == upstream));
+    if !known {
+        return Err(ManageError::Bad(format!(
+            "no upstream has the id {upstream:?}"
+        )));
+    }
+    for k in fields.keys() {
+        if !["enabled", "as", "category"].contains(&k.as_str()) {
+            return Err(ManageError::Bad(format!(
+                "{k:?} cannot be set on a tool (enabled, as, category can)"
+            )));
+        }
+    }
+    let list = array(&mut e, "expose");
+    let i = match list
+        .iter()
+        .position(|x| x["upstream"] == upstream && x["tool"] == tool)
+    {
+        Some(i) => i,
+        None => {
+            list.push(json!({"upstream": upstream, "tool": tool}));
+            list.len() - 1
+        }
+    };
+    for (k, v) in fields {
+        list[i][k] = v;
+    }
+    commit(home, rel, &e)
+}
+
+/// Change settings of a hook in the manifest (any field but `id`; `null` removes one).
+pub fn hook_update(home: &Path, id: &str, fields: Map<String, Value>) -> Result<(), ManageError> {
+    if fields.contains_key("id") {
+        return Err(ManageError::Bad("a hook's id cannot be changed".into()));
+    }
+    let rel = "hooks/hooks.manifest.json";
+    let mut m = read(home, rel, json!({"hooks": []}))?;
+    let Some(entry) = array(&mut m, "hooks").iter_mut().find(|h| h["id"] == id) else {
+        return Err(ManageError::Bad(format!("no hook has the id {id:?}")));
+    };
+    let obj = entry
+        .as_object_mut()
+        .ok_or_else(|| ManageError::Bad(format!("hook {id:?} is not a JSON object")))?;
+    for (k, v) in fields {
+        if v.is_null() {
+            obj.remove(&k);
+        } else {
+            obj.insert(k, v);
+        }
+    }
+    commit(home, rel, &m)
+}
+
+/// Move a hook to position `to` (0 = the head of the chain; past the end = the tail).
+pub fn hook_move(home: &Path, id: &str, to: usize) -> Result<(), ManageError> {
+    let rel = "hooks/hooks.manifest.json";
+    let mut m = read(home, rel, json!({"hooks": []}))?;
+    let hooks = array(&mut m, "hooks");
+    let Some(from) = hooks.iter().position(|h| h["id"] == id) else {
+        return Err(ManageError::Bad(format!("no hook has the id {id:?}")));
+    };
+    let h = hooks.remove(from);
+    let to = to.min(hooks.len());
+    hooks.insert(to, h);
+    commit(home, rel, &m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn home(label: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("sluice-manage-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(p.join("mcp")).unwrap();
+        std::fs::create_dir_all(p.join("hooks")).unwrap();
+        p
+    }
+
+    #[test]
+    fn expose_set_creates_then_updates_an_entry() {
+        let h = home("expose");
+        std::fs::write(
+            h.join("mcp/expose.json"),
+            r#"{"version": 1, "upstreams": [{"id": "fx", "command": "x", "expose_all": true}]}"#,
+        )
+        .unwrap();
+        let mut f = Map::new();
+        f.insert("enabled".into(), json!(false));
+        expose_set(&h, "fx", "echo", f).unwrap();
+        let mut f = Map::new();
+        f.insert("as".into(), json!("shout"));
+        expose_set(&h, "fx", "echo", f).unwrap();
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(h.join("mcp/expose.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            v["expose"],
+            json!([{"upstream": "fx", "tool": "echo", "enabled": false, "as": "shout"}])
+        );
+        let mut f = Map::new();
+        f.insert("as".into(), json!("bad name!"));
+        assert!(matches!(
+            expose_set(&h, "fx", "echo", f),
+            Err(ManageError::Invalid(_))
+        ));
+        assert!(matches!(
+            expose_set(&h, "nope", "echo", Map::new()),
+            Err(ManageError::Bad(_))
+        ));
+        let _ = std::fs::remove_dir_all(h);
+    }
+
+    #[test]
+    fn hooks_are_updated_and_moved() {
+        let h = home("hooks");
+        std::fs::write(
+            h.join("hooks/hooks.manifest.json"),
+            r#"{"version": 1, "hooks": [
+                {"id": "a", "event": "PreToolUse", "command": "true"},
+                {"id": "b", "event": "PreToolUse", "command": "true", "timeout": 5}]}"#,
+        )
+        .unwrap();
+        let mut f = Map::new();
+        f.insert("matcher".into(), json!("fx_.*"));
+        f.insert("timeout".into(), Value::Null);
+        hook_update(&h, "b", f).unwrap();
+        hook_move(&h, "b", 0).unwrap();
+        let v: Value = serde_json::from_str(
+            &std::fs::read_to_string(h.join("hooks/hooks.manifest.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            v["hooks"][0],
+            json!({"id": "b", "event": "PreToolUse", "command": "true", "matcher": "fx_.*"})
+        );
+        assert_eq!(v["hooks"][1]["id"], json!("a"));
+        let mut f = Map::new();
+        f.insert("on_error".into(), json!("sometimes"));
+        assert!(matches!(
+            hook_update(&h, "a", f),
+            Err(ManageError::Invalid(_))
+        ));
+        let mut f = Map::new();
+        f.insert("id".into(), json!("c"));
+        assert!(matches!(hook_update(&h, "a", f), Err(ManageError::Bad(_))));
+        let _ = std::fs::remove_dir_all(h);
+    }
+}

@@ -36,6 +36,11 @@ pub struct Settings {
     /// Also list first-party register tools directly in tools/list (under their ids).
     /// Default false (they are reached through the funnel, as in toolfunnel).
     pub list_register_tools: bool,
+    /// Where the admin listener binds (`--admin` overrides it). Default `127.0.0.1:8751`.
+    pub admin: Option<String>,
+    /// The admin token (`SLUICE_ADMIN_TOKEN` is used when absent; else one is generated at
+    /// start and printed on stderr).
+    pub admin_token: Option<String>,
 }
 
 impl Default for Settings {
@@ -54,6 +59,8 @@ impl Default for Settings {
             funnel: None,
             funnel_prefix: "sluice".into(),
             list_register_tools: false,
+            admin: None,
+            admin_token: None,
         }
     }
 }
@@ -73,6 +80,8 @@ const KNOWN: &[&str] = &[
     "funnel",
     "funnel_prefix",
     "list_register_tools",
+    "admin",
+    "admin_token",
 ];
 
 pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
@@ -143,5 +152,20 @@ pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         }
     }
     s.list_register_tools = f.bool("list_register_tools", false);
+    if let Some(a) = f.string("admin") {
+        if a.parse::<std::net::SocketAddr>().is_err() {
+            f.err(
+                "admin",
+                format!("{a:?} is not HOST:PORT with an IP address"),
+            );
+        }
+        s.admin = Some(a);
+    }
+    if let Some(t) = f.string("admin_token") {
+        if t.len() < 16 {
+            f.err("admin_token", "must be at least 16 characters");
+        }
+        s.admin_token = Some(t);
+    }
     s
 }

@@ -72,6 +72,19 @@ pub struct Gateway {
     traffic: tokio::sync::broadcast::Sender<Arc<Value>>,
     shutting_down: AtomicBool,
     shutdown: Notify,
+    /// Results of live reloads of the tree (for metrics and the admin page).
+    pub reloads: ReloadStats,
+}
+
+/// How live reloads went.
+#[derive(Debug, Default)]
+pub struct ReloadStats {
+    /// Edits applied.
+    pub ok: AtomicU64,
+    /// Invalid edits (the running configuration was kept).
+    pub failed: AtomicU64,
+    /// The errors of the last failed reload (cleared by a good one).
+    pub last_error: Mutex<Option<String>>,
 }
 
 impl Gateway {
@@ -107,6 +120,7 @@ impl Gateway {
             traffic: tokio::sync::broadcast::channel(4096).0,
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
+            reloads: ReloadStats::default(),
         })
     }
 
@@ -860,8 +874,12 @@ impl Gateway {
                         tracing::warn!("{w}");
                     }
                     self.reload(config).await;
+                    self.reloads.ok.fetch_add(1, Ordering::Relaxed);
+                    *self.reloads.last_error.lock() = None;
                 }
                 Err(errors) => {
+                    self.reloads.failed.fetch_add(1, Ordering::Relaxed);
+                    *self.reloads.last_error.lock() = Some(errors.to_string());
                     tracing::error!(
                         "the edited configuration is invalid; keeping the running one:\n{errors}"
                     );

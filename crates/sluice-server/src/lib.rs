@@ -5,6 +5,7 @@
 //! [`Gateway::start`] its upstreams, then serve clients with [`http::serve`] or [`stdio::serve`].
 //! See `ARCHITECTURE.md` for how a message travels.
 
+pub mod admin;
 pub mod audit;
 pub mod catalog;
 pub mod funnel;

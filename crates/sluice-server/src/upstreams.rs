@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_config::{Isolation, Transport, UpstreamSpec};
 use sluice_core::{codes, RpcError};
-use sluice_upstream::{Connection, Event, OpenOptions};
+use sluice_upstream::{Connection, Event, OpenOptions, StderrTail};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -56,6 +56,8 @@ pub struct Slot {
     pub state: Mutex<SlotState>,
     /// Signalled after each start attempt (for start-up waiting).
     pub attempted: tokio::sync::Notify,
+    /// The last stderr lines of its processes (stdio), across restarts.
+    pub stderr: StderrTail,
 }
 
 impl std::fmt::Debug for Slot {
@@ -93,6 +95,20 @@ impl Slot {
                 ..SlotState::default()
             }),
             attempted: tokio::sync::Notify::new(),
+            stderr: StderrTail::default(),
+        }
+    }
+
+    /// Restart the upstream now (the admin page's "restart"): its control connection closes and
+    /// the supervisor starts it again after the usual backoff. False when it is not running.
+    pub async fn restart(&self) -> bool {
+        let control = self.state.lock().control.clone();
+        match control {
+            Some(c) => {
+                c.shutdown().await;
+                true
+            }
+            None => false,
         }
     }
 
@@ -198,6 +214,7 @@ impl Slot {
             protocol_version: session.protocol_version.clone(),
             connect_timeout: Duration::from_millis(gw.settings.connect_timeout_ms),
             label: format!("{}#{}", self.spec.id, short(&session.id)),
+            stderr: self.stderr.clone(),
         };
         let conn = Connection::open(&self.spec, opts, tx).await.map_err(|e| {
             RpcError::new(
@@ -332,6 +349,7 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
             protocol_version: sluice_core::version::LATEST_LEGACY.into(),
             connect_timeout: Duration::from_millis(gw.settings.connect_timeout_ms),
             label: slot.spec.id.clone(),
+            stderr: slot.stderr.clone(),
         };
         let timeout = slot.timeout(&gw);
         let opened = match Connection::open(&slot.spec, opts, tx).await {

@@ -61,6 +61,31 @@ pub struct OpenOptions {
     pub connect_timeout: Duration,
     /// A label for logs (the upstream id plus, for per-session connections, the session).
     pub label: String,
+    /// Where a stdio process's stderr lines are kept (besides the log), for the admin page.
+    pub stderr: StderrTail,
+}
+
+/// The last lines a stdio upstream wrote to stderr (bounded; shared, cheap to clone).
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(Arc<Mutex<std::collections::VecDeque<String>>>);
+
+impl StderrTail {
+    /// Lines kept.
+    pub const CAPACITY: usize = 200;
+
+    /// Keep one line (the oldest goes past [`StderrTail::CAPACITY`]).
+    pub fn push(&self, line: String) {
+        let mut q = self.0.lock();
+        if q.len() >= Self::CAPACITY {
+            q.pop_front();
+        }
+        q.push_back(line);
+    }
+
+    /// The lines kept, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().iter().cloned().collect()
+    }
 }
 
 pub(crate) enum Wire {
@@ -95,6 +120,7 @@ pub(crate) struct Inner {
     closed_reason: Mutex<Option<String>>,
     closed_notify: Notify,
     pub wire: std::sync::OnceLock<Wire>,
+    pub stderr: StderrTail,
 }
 
 impl Inner {
@@ -211,6 +237,7 @@ impl Connection {
             closed_reason: Mutex::new(None),
             closed_notify: Notify::new(),
             wire: std::sync::OnceLock::new(),
+            stderr: opts.stderr.clone(),
         });
         let deadline = opts.connect_timeout;
         let result = tokio::time::timeout(deadline, async {

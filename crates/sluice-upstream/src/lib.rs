@@ -15,5 +15,5 @@ pub mod local;
 mod sse;
 mod stdio;
 
-pub use connection::{Connection, Event, Incoming, OpenOptions};
+pub use connection::{Connection, Event, Incoming, OpenOptions, StderrTail};
 pub use error::UpstreamError;

@@ -1,5 +1,6 @@
 //! The stdio transport: a child process speaking one JSON message per line; stderr goes to the
-//! log; shutdown closes stdin, then sends SIGTERM, then SIGKILL.
+//! log and to the connection's [`StderrTail`](crate::connection::StderrTail); shutdown closes
+//! stdin, then sends SIGTERM, then SIGKILL.
 
 use crate::connection::Inner;
 use crate::error::UpstreamError;
@@ -87,10 +88,12 @@ impl StdioWire {
 
         // stderr → log.
         let label = inner.label.clone();
+        let tail = inner.stderr.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::info!(target: "sluice::upstream::stderr", upstream = %label, "{line}");
+                tail.push(line);
             }
         });
 

@@ -68,6 +68,14 @@ struct ServeArgs {
     /// Write the audit log (JSON lines) to this file (overrides `logs/log.config.json`).
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
+    /// Address of the admin listener (web page, management API, /metrics, /healthz, /readyz;
+    /// overrides `admin` in sluice.json). Default 127.0.0.1:8751. A non-loopback address needs a
+    /// configured admin token.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "no_admin")]
+    admin: Option<String>,
+    /// Do not start the admin listener.
+    #[arg(long)]
+    no_admin: bool,
     /// The upstream command for `--passthrough -- CMD ARGS…`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -215,7 +223,22 @@ async fn serve(args: ServeArgs) -> Result<()> {
         config.logs.path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
     }
     let watch_tree = args.home.is_some();
+    let admin = admin_listener(&args, &config.settings).await?;
     let gw = Gateway::new(config);
+    if let Some((listener, token)) = admin {
+        let opts = sluice_server::admin::AdminOptions {
+            token,
+            editable: watch_tree,
+        };
+        let state = sluice_server::admin::Admin::start(gw.clone(), opts);
+        let gw_stop = gw.clone();
+        tokio::spawn(async move {
+            let stop = async move { gw_stop.shutdown_signal().await };
+            if let Err(e) = sluice_server::admin::serve(state, listener, stop).await {
+                tracing::error!("the admin listener failed: {e}");
+            }
+        });
+    }
     if watch_tree {
         // Edits to the tree apply live.
         tokio::spawn(gw.clone().watch(std::time::Duration::from_millis(500)));
@@ -248,6 +271,58 @@ async fn serve(args: ServeArgs) -> Result<()> {
     sluice_server::http::serve(gw2, listener, shutdown).await?;
     gw.shutdown().await;
     Ok(())
+}
+
+/// Bind the admin listener and settle its token: `admin_token` in sluice.json, else
+/// `SLUICE_ADMIN_TOKEN`, else a fresh one printed on stderr. A non-loopback address without a
+/// configured token is refused. When the default address is taken, the gateway runs without it
+/// (with a warning); an address asked for explicitly must bind.
+async fn admin_listener(
+    args: &ServeArgs,
+    settings: &Settings,
+) -> Result<Option<(tokio::net::TcpListener, String)>> {
+    if args.no_admin {
+        return Ok(None);
+    }
+    let explicit = args.admin.clone().or_else(|| settings.admin.clone());
+    let text = explicit
+        .clone()
+        .unwrap_or_else(|| "127.0.0.1:8751".to_string());
+    let addr: std::net::SocketAddr = text
+        .parse()
+        .with_context(|| format!("--admin {text:?} is not HOST:PORT with an IP address"))?;
+    let configured = settings.admin_token.clone().or_else(|| {
+        std::env::var("SLUICE_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+    });
+    if !addr.ip().is_loopback() && configured.is_none() {
+        bail!(
+            "refusing to serve the admin API on {addr} without a configured admin token (set admin_token in sluice.json or SLUICE_ADMIN_TOKEN)"
+        );
+    }
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) if explicit.is_none() => {
+            tracing::warn!("the admin listener is off: cannot listen on {addr}: {e} (use --admin HOST:PORT or --no-admin)");
+            return Ok(None);
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot listen on {addr} (admin)")),
+    };
+    let bound = listener.local_addr().unwrap_or(addr);
+    let token = match configured {
+        Some(t) => {
+            tracing::info!("admin page at http://{bound}/ (token from the configuration)");
+            t
+        }
+        None => {
+            let t = sluice_server::admin::generate_token();
+            eprintln!("sluice: admin page at http://{bound}/#token={t}");
+            eprintln!("sluice: admin token (this run only; set admin_token in sluice.json or SLUICE_ADMIN_TOKEN to fix it): {t}");
+            t
+        }
+    };
+    Ok(Some((listener, token)))
 }
 
 async fn shutdown_signal() {

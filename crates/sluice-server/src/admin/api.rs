@@ -1,0 +1,764 @@
+//! The admin JSON API: what the page shows (overview, tools, hooks, upstreams, live traffic,
+//! the audit log) and the management operations, each through `sluice_config::manage`.
+
+use super::Admin;
+use crate::upstreams::Status;
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Map, Value};
+use sluice_config::manage::{self, ManageError};
+use sluice_config::{Config, HookKindSpec, Transport};
+use sluice_core::Message;
+use sluice_hooks::{Chain, Ctx, RequestOutcome, Trace};
+use std::sync::Arc;
+use std::time::Duration;
+
+type S = State<Arc<Admin>>;
+
+/// An error answer, boxed (a `Response` is large).
+type Fail = Box<Response>;
+
+/// The `/api` routes.
+pub fn routes() -> Router<Arc<Admin>> {
+    Router::new()
+        .route("/api/overview", get(overview))
+        .route("/api/tools", get(tools))
+        .route("/api/tools/set", post(tools_set))
+        .route("/api/tools/add", post(tools_add))
+        .route("/api/hooks", get(hooks))
+        .route("/api/hooks/add", post(hooks_add))
+        .route("/api/hooks/set", post(hooks_set))
+        .route("/api/hooks/update", post(hooks_update))
+        .route("/api/hooks/move", post(hooks_move))
+        .route("/api/hooks/try", post(hooks_try))
+        .route("/api/upstreams", get(upstreams))
+        .route("/api/upstreams/add", post(upstreams_add))
+        .route("/api/upstreams/set", post(upstreams_set))
+        .route("/api/upstreams/restart", post(upstreams_restart))
+        .route("/api/traffic", get(traffic_stream))
+        .route("/api/traffic/recent", get(traffic_recent))
+        .route("/api/logs", get(logs))
+        .route("/api/log/set", post(log_set))
+}
+
+fn err(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, Json(json!({"error": msg.into()}))).into_response()
+}
+
+fn fail(status: StatusCode, msg: impl Into<String>) -> Fail {
+    Box::new(err(status, msg))
+}
+
+fn body_json(body: &Bytes) -> Result<Map<String, Value>, Fail> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(fail(
+            StatusCode::BAD_REQUEST,
+            "the body must be a JSON object",
+        )),
+        Err(e) => Err(fail(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not JSON: {e}"),
+        )),
+    }
+}
+
+fn str_field<'a>(m: &'a Map<String, Value>, k: &str) -> Result<&'a str, Fail> {
+    m.get(k).and_then(Value::as_str).ok_or_else(|| {
+        fail(
+            StatusCode::BAD_REQUEST,
+            format!("{k:?} (a string) is required"),
+        )
+    })
+}
+
+/// The home folder management writes to, or 409 when the gateway serves no `--home` tree.
+fn home(admin: &Admin) -> Result<std::path::PathBuf, Fail> {
+    if admin.opts.editable {
+        Ok(admin.gw.config().home.clone())
+    } else {
+        Err(fail(
+            StatusCode::CONFLICT,
+            "this gateway serves no configuration tree (start it with --home DIR to manage it)",
+        ))
+    }
+}
+
+/// Answer a management operation: after a good write, apply it now (the reload watcher would
+/// within half a second) so the answer means "live".
+async fn done(admin: &Admin, r: Result<Value, ManageError>) -> Response {
+    match r {
+        Ok(v) => {
+            let home = admin.gw.config().home.clone();
+            let env = |n: &str| std::env::var(n).ok();
+            match Config::load(&home, &env) {
+                Ok((config, _)) => {
+                    admin.gw.reload(config).await;
+                }
+                Err(e) => tracing::warn!("applying a management change: {e}"),
+            }
+            Json(json!({"ok": true, "result": v})).into_response()
+        }
+        Err(ManageError::Invalid(errors)) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({
+                "error": "the change was not written; the tree would be invalid",
+                "errors": errors.0.iter().map(|e| json!({"file": e.file, "field": e.field, "message": e.message, "text": e.to_string()})).collect::<Vec<_>>(),
+            })),
+        )
+            .into_response(),
+        Err(ManageError::Bad(m)) => err(StatusCode::BAD_REQUEST, m),
+        Err(ManageError::Io(e)) => err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(r) => return *r,
+        }
+    };
+}
+
+fn status_json(s: &Status) -> (&'static str, Option<String>) {
+    match s {
+        Status::Disabled => ("disabled", None),
+        Status::Starting => ("starting", None),
+        Status::Up => ("up", None),
+        Status::Down(r) => ("down", Some(r.clone())),
+    }
+}
+
+fn upstream_rows(admin: &Admin, with_stderr: bool) -> Vec<Value> {
+    let catalog = admin.gw.catalog();
+    admin
+        .gw
+        .slots()
+        .iter()
+        .map(|slot| {
+            let (status, reason) = status_json(&slot.status());
+            let st = slot.state.lock();
+            let tools = catalog
+                .slots
+                .iter()
+                .position(|s| Arc::ptr_eq(s, slot))
+                .map(|i| {
+                    catalog
+                        .tools()
+                        .iter()
+                        .filter_map(|t| t["name"].as_str())
+                        .filter(|n| catalog.tool(n).is_some_and(|r| r.slot == i))
+                        .count()
+                })
+                .unwrap_or(0);
+            let spec = &slot.spec;
+            let target = match spec.transport {
+                Transport::Stdio => std::iter::once(spec.command.as_str())
+                    .chain(spec.args.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Transport::Http | Transport::Sse => spec.url.clone(),
+                Transport::Local => "tools/tools.register.json".into(),
+            };
+            let mut row = json!({
+                "id": spec.id,
+                "transport": format!("{:?}", spec.transport).to_lowercase(),
+                "target": target,
+                "enabled": spec.enabled,
+                "expose_all": spec.expose_all,
+                "description": spec.description,
+                "status": status,
+                "reason": reason,
+                "restarts": st.restarts,
+                "tools": tools,
+                "server": st.init.as_ref().and_then(|i| i.get("serverInfo")).cloned(),
+            });
+            if with_stderr {
+                row["stderr"] = json!(slot.stderr.lines());
+            }
+            row
+        })
+        .collect()
+}
+
+async fn overview(State(admin): S) -> Response {
+    let gw = &admin.gw;
+    let config = gw.config();
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "home": config.home,
+        "editable": admin.opts.editable,
+        "sessions": gw.sessions.lock().len(),
+        "tools_listed": gw.catalog().tools().len(),
+        "hooks_active": gw.chain().hooks().len() + gw.chain().controls().len(),
+        "audit_log": {"enabled": config.logs.enabled, "path": config.logs.path},
+        "reloads": {
+            "ok": gw.reloads.ok.load(std::sync::atomic::Ordering::Relaxed),
+            "failed": gw.reloads.failed.load(std::sync::atomic::Ordering::Relaxed),
+            "last_error": gw.reloads.last_error.lock().clone(),
+        },
+        "upstreams": upstream_rows(&admin, false),
+        "traffic": admin.metrics.summary(),
+    }))
+    .into_response()
+}
+
+async fn tools(State(admin): S) -> Response {
+    let gw = &admin.gw;
+    let config = gw.config();
+    let catalog = gw.catalog();
+    let mut rows = Vec::new();
+    let listed = |name: &str, slot: usize| catalog.tool(name).is_some_and(|r| r.slot == slot);
+    for (i, slot) in catalog.slots.iter().enumerate() {
+        let spec = &slot.spec;
+        if spec.transport == Transport::Local {
+            continue;
+        }
+        let lists = slot.state.lock().lists.clone();
+        let Some(lists) = lists else { continue };
+        for tool in &lists.tools {
+            let Some(tname) = tool["name"].as_str() else {
+                continue;
+            };
+            let curated: Vec<_> = config
+                .expose
+                .expose
+                .iter()
+                .filter(|e| e.upstream == spec.id && e.tool == tname)
+                .collect();
+            let base = json!({
+                "upstream": spec.id, "tool": tname, "source": "upstream",
+                "description": tool["description"],
+            });
+            if curated.is_empty() {
+                let name = if spec.transparent {
+                    tname.to_string()
+                } else {
+                    format!("{}_{tname}", spec.id)
+                };
+                let mut r = base.clone();
+                r["name"] = json!(name);
+                r["enabled"] = json!(spec.transparent || spec.expose_all);
+                r["listed"] = json!(listed(&name, i));
+                r["category"] = json!("");
+                r["curated"] = json!(false);
+                rows.push(r);
+            }
+            for e in curated {
+                let mut r = base.clone();
+                r["name"] = json!(e.name);
+                r["enabled"] = json!(e.enabled);
+                r["listed"] = json!(listed(&e.name, i));
+                r["category"] = json!(e.category);
+                r["curated"] = json!(true);
+                rows.push(r);
+            }
+        }
+    }
+    // Curated entries of upstreams that are not connected.
+    for e in &config.expose.expose {
+        let connected = catalog
+            .slots
+            .iter()
+            .any(|s| s.spec.id == e.upstream && s.state.lock().lists.is_some());
+        if !connected {
+            rows.push(json!({
+                "upstream": e.upstream, "tool": e.tool, "source": "upstream", "name": e.name,
+                "enabled": e.enabled, "listed": false, "category": e.category, "curated": true,
+                "description": null, "note": "its upstream is not connected",
+            }));
+        }
+    }
+    for t in &config.register.tools {
+        let st = config
+            .register
+            .state
+            .get(&t.id)
+            .copied()
+            .unwrap_or_default();
+        rows.push(json!({
+            "name": t.id, "tool": t.id, "upstream": "local", "source": "register",
+            "title": t.name, "description": t.summary, "category": t.category,
+            "enabled": !st.disabled, "hidden": st.hidden,
+            "listed": catalog.tool(&t.id).is_some(),
+        }));
+    }
+    let meta: Vec<Value> = catalog
+        .tools()
+        .iter()
+        .filter(|t| {
+            t["name"]
+                .as_str()
+                .and_then(|n| catalog.tool(n))
+                .is_some_and(|r| r.slot == usize::MAX)
+        })
+        .map(|t| json!({"name": t["name"], "description": t["description"]}))
+        .collect();
+    Json(json!({"tools": rows, "meta_tools": meta, "editable": admin.opts.editable}))
+        .into_response()
+}
+
+async fn tools_set(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let source = b
+        .get("source")
+        .and_then(Value::as_str)
+        .unwrap_or("upstream");
+    if source == "register" {
+        let id = tri!(str_field(&b, "id"));
+        let enabled = b.get("enabled").and_then(Value::as_bool);
+        let hidden = b.get("hidden").and_then(Value::as_bool);
+        let r = manage::tool_set(&home, id, enabled, hidden).map(|_| json!(id));
+        return done(&admin, r).await;
+    }
+    let upstream = tri!(str_field(&b, "upstream"));
+    let tool = tri!(str_field(&b, "tool"));
+    let mut fields = Map::new();
+    for k in ["enabled", "as", "category"] {
+        if let Some(v) = b.get(k) {
+            fields.insert(k.into(), v.clone());
+        }
+    }
+    if b.contains_key("hidden") {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "only register tools can be hidden; disable an upstream tool instead",
+        );
+    }
+    let r = manage::expose_set(&home, upstream, tool, fields).map(|_| json!(tool));
+    done(&admin, r).await
+}
+
+async fn tools_add(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let r = manage::tool_add(&home, Value::Object(b)).map(|_| Value::Null);
+    done(&admin, r).await
+}
+
+fn hook_row(h: &sluice_config::HookSpec, active: bool, raw: Option<&Value>) -> Value {
+    let (kind, detail) = match &h.kind {
+        HookKindSpec::Command { command, .. } => ("command", json!(command)),
+        HookKindSpec::Process { command } => ("process", json!(command)),
+        HookKindSpec::Http { url, .. } => ("http", json!(url)),
+        HookKindSpec::Builtin { name, .. } => ("builtin", json!(name)),
+    };
+    json!({
+        "id": h.id, "event": h.event.name(), "type": kind, "detail": detail,
+        "matcher": h.matcher, "methods": h.methods, "enabled": h.enabled, "active": active,
+        "timeout_s": h.timeout.as_secs_f64(),
+        "on_error": format!("{:?}", h.on_error).to_lowercase(),
+        "description": h.description, "entry": raw,
+    })
+}
+
+async fn hooks(State(admin): S) -> Response {
+    let gw = &admin.gw;
+    let config = gw.config();
+    let chain = gw.chain();
+    let raw: Value = std::fs::read_to_string(config.home.join("hooks/hooks.manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let raw_of = |id: &str| {
+        raw["hooks"]
+            .as_array()
+            .and_then(|a| a.iter().find(|h| h["id"] == id))
+    };
+    let rows: Vec<Value> = config
+        .hooks
+        .hooks
+        .iter()
+        .map(|h| {
+            let active = chain
+                .hooks()
+                .iter()
+                .chain(chain.controls())
+                .any(|c| c.id == h.id);
+            hook_row(h, active, raw_of(&h.id))
+        })
+        .collect();
+    Json(json!({"hooks": rows, "editable": admin.opts.editable})).into_response()
+}
+
+async fn hooks_add(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let r = manage::hook_add(&home, Value::Object(b)).map(|_| Value::Null);
+    done(&admin, r).await
+}
+
+async fn hooks_set(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let id = tri!(str_field(&b, "id"));
+    let Some(enabled) = b.get("enabled").and_then(Value::as_bool) else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "\"enabled\" (true or false) is required",
+        );
+    };
+    let r = manage::hook_set(&home, id, enabled).map(|_| json!(id));
+    done(&admin, r).await
+}
+
+async fn hooks_update(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let id = tri!(str_field(&b, "id"));
+    let Some(fields) = b.get("fields").and_then(Value::as_object) else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "\"fields\" (an object) is required",
+        );
+    };
+    let r = manage::hook_update(&home, id, fields.clone()).map(|_| json!(id));
+    done(&admin, r).await
+}
+
+async fn hooks_move(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let id = tri!(str_field(&b, "id"));
+    let Some(to) = b.get("to").and_then(Value::as_u64) else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "\"to\" (a position, 0 = head) is required",
+        );
+    };
+    let r = manage::hook_move(&home, id, to as usize).map(|_| json!(id));
+    done(&admin, r).await
+}
+
+/// Fire one sample event through one hook (enabled for the test even when it is off) and show
+/// what it decided. Body: `{"id", "phase": "request"|"response", "method", "tool", "arguments",
+/// "result"}`; all but `id` have defaults (a `tools/call`).
+async fn hooks_try(State(admin): S, body: Bytes) -> Response {
+    let b = tri!(body_json(&body));
+    let id = tri!(str_field(&b, "id"));
+    let config = admin.gw.config();
+    let Some(spec) = config.hooks.hooks.iter().find(|h| h.id == id) else {
+        return err(StatusCode::NOT_FOUND, format!("no hook has the id {id:?}"));
+    };
+    let mut spec = spec.clone();
+    spec.enabled = true;
+    let (chain, warnings) = Chain::build(std::slice::from_ref(&spec), &config.home);
+    let phase = b.get("phase").and_then(Value::as_str).unwrap_or("request");
+    let method = b
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or("tools/call")
+        .to_string();
+    let catalog = admin.gw.catalog();
+    let tool = b
+        .get("tool")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| {
+            (method == "tools/call")
+                .then(|| {
+                    catalog.tools().first()?["name"]
+                        .as_str()
+                        .map(str::to_string)
+                })
+                .flatten()
+        });
+    let upstream = tool
+        .as_deref()
+        .and_then(|n| catalog.tool(n))
+        .and_then(|r| catalog.slots.get(r.slot))
+        .map(|s| s.spec.id.clone());
+    let args = b.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    let params = if method == "tools/call" {
+        json!({"name": tool, "arguments": args})
+    } else {
+        b.get("params").cloned().unwrap_or_else(|| json!({}))
+    };
+    let request = Message::request(json!("try-1"), &method, Some(params));
+    let ctx = Ctx {
+        session_id: "admin-try",
+        method: &method,
+        tool_name: tool.as_deref(),
+        upstream: upstream.as_deref(),
+        era: "legacy",
+        tool: tool.as_deref().and_then(|n| catalog.tool_definition(n)),
+    };
+    let mut trace = Trace::default();
+    let run = async {
+        if phase == "response" {
+            let result = b.get("result").cloned().unwrap_or_else(
+                || json!({"content": [{"type": "text", "text": "A sample result."}]}),
+            );
+            let reply = Message::response(json!("try-1"), result);
+            match chain
+                .response(&ctx, reply, Some(&request), 1, &mut trace)
+                .await
+            {
+                Ok(m) => json!({"outcome": "forward", "message": m.into_value()}),
+                Err(r) => {
+                    json!({"outcome": "refuse", "reason": r.reason, "for_agent": r.for_agent})
+                }
+            }
+        } else {
+            match chain.request(&ctx, request.clone(), &mut trace).await.0 {
+                RequestOutcome::Forward(m) => {
+                    json!({"outcome": "forward", "message": m.into_value()})
+                }
+                RequestOutcome::Answer(m) => {
+                    json!({"outcome": "answer", "message": m.into_value()})
+                }
+                RequestOutcome::Refuse(r) => {
+                    json!({"outcome": "refuse", "reason": r.reason, "for_agent": r.for_agent})
+                }
+            }
+        }
+    };
+    let limit = spec.timeout + Duration::from_secs(5);
+    let result = tokio::time::timeout(limit, run).await;
+    chain.shutdown().await;
+    let Ok(mut out) = result else {
+        return err(
+            StatusCode::GATEWAY_TIMEOUT,
+            "the hook did not answer in time",
+        );
+    };
+    let records: Vec<Value> = trace
+        .records
+        .iter()
+        .map(|r| json!({"id": r.id, "phase": r.phase.as_str(), "decision": r.decision, "reason": r.reason, "us": r.micros}))
+        .collect();
+    out["decision"] = match trace.records.first() {
+        Some(r) => json!(r.decision),
+        None => json!("not selected"),
+    };
+    out["hooks"] = json!(records);
+    out["explain_reason"] = json!(trace.explain_reason);
+    out["controls"] = Value::Object(trace.controls.clone());
+    out["request"] = request.into_value();
+    out["warnings"] = json!(warnings);
+    Json(out).into_response()
+}
+
+async fn upstreams(State(admin): S) -> Response {
+    Json(json!({"upstreams": upstream_rows(&admin, true), "editable": admin.opts.editable}))
+        .into_response()
+}
+
+async fn upstreams_add(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let r = manage::upstream_add(&home, Value::Object(b)).map(|_| Value::Null);
+    done(&admin, r).await
+}
+
+async fn upstreams_set(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let id = tri!(str_field(&b, "id"));
+    let Some(fields) = b.get("fields").and_then(Value::as_object) else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "\"fields\" (an object) is required",
+        );
+    };
+    if fields.contains_key("id") {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "an upstream's id cannot be changed",
+        );
+    }
+    let r = manage::upstream_set(&home, id, fields.clone()).map(|_| json!(id));
+    done(&admin, r).await
+}
+
+async fn upstreams_restart(State(admin): S, body: Bytes) -> Response {
+    let b = tri!(body_json(&body));
+    let id = tri!(str_field(&b, "id"));
+    let slot = admin.gw.slots().iter().find(|s| s.spec.id == id).cloned();
+    match slot {
+        None => err(
+            StatusCode::NOT_FOUND,
+            format!("no upstream has the id {id:?}"),
+        ),
+        Some(s) if s.restart().await => Json(json!({"ok": true, "result": id})).into_response(),
+        Some(_) => err(
+            StatusCode::CONFLICT,
+            format!("upstream {id:?} is not running (it restarts by itself when it fails)"),
+        ),
+    }
+}
+
+async fn traffic_recent(State(admin): S) -> Response {
+    let events: Vec<Value> = admin
+        .metrics
+        .recent()
+        .iter()
+        .map(|e| (**e).clone())
+        .collect();
+    Json(json!({"events": events})).into_response()
+}
+
+/// Live traffic as server-sent events: one `data:` line per exchange, a comment every 15 s.
+async fn traffic_stream(State(admin): S) -> Response {
+    let rx = admin.gw.traffic();
+    let gw = admin.gw.clone();
+    let stream = futures_util::stream::unfold((rx, gw), |(mut rx, gw)| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        let next = tokio::select! {
+            r = rx.recv() => r,
+            _ = tokio::time::sleep(Duration::from_secs(15)) => {
+                return Some((Ok::<Bytes, std::convert::Infallible>(Bytes::from_static(b": keepalive\n\n")), (rx, gw)));
+            }
+            _ = gw.shutdown_signal() => return None,
+        };
+        let chunk = match next {
+            Ok(ev) => format!("data: {ev}\n\n"),
+            Err(RecvError::Lagged(n)) => format!("event: lagged\ndata: {n}\n\n"),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((Ok(Bytes::from(chunk)), (rx, gw)))
+    });
+    let prime = futures_util::stream::once(async {
+        Ok::<Bytes, std::convert::Infallible>(Bytes::from_static(b": connected\n\n"))
+    });
+    use futures_util::StreamExt;
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(prime.chain(stream)))
+        .expect("a response")
+}
+
+fn query(raw: Option<String>) -> Map<String, Value> {
+    let mut m = Map::new();
+    for pair in raw.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        m.insert(decode(k), json!(decode(v)));
+    }
+    m
+}
+
+/// Percent-decoding (and `+` as space) of a query component.
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                match (hex(b[i + 1]), hex(b[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Search the audit log: `?tool=&session=&outcome=&since=&until=&q=&limit=` (times as
+/// RFC 3339 prefixes, compared as text; `q` is a substring of the line). Newest first.
+async fn logs(State(admin): S, RawQuery(raw): RawQuery) -> Response {
+    let q = query(raw);
+    let get = |k: &str| {
+        q.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let limit = get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .unwrap_or(200)
+        .min(5000);
+    let config = admin.gw.config();
+    let path = config.logs.path.clone();
+    let text = match tokio::fs::read_to_string(&path).await {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return err(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{}: {e}", path.display()),
+            )
+        }
+    };
+    let (tool, session, outcome, since, until, needle) = (
+        get("tool"),
+        get("session"),
+        get("outcome"),
+        get("since"),
+        get("until"),
+        get("q"),
+    );
+    let mut out = Vec::new();
+    let mut scanned = 0usize;
+    for line in text.lines().rev() {
+        scanned += 1;
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let field = |k: &str| v[k].as_str().unwrap_or("").to_string();
+        if tool
+            .as_ref()
+            .is_some_and(|t| !field("tool").contains(t.as_str()))
+            || session
+                .as_ref()
+                .is_some_and(|s| !field("session").starts_with(s.as_str()))
+            || outcome.as_ref().is_some_and(|o| field("outcome") != *o)
+            || since
+                .as_ref()
+                .is_some_and(|s| field("time").as_str() < s.as_str())
+            || until
+                .as_ref()
+                .is_some_and(|u| field("time").as_str() > u.as_str())
+            || needle.as_ref().is_some_and(|n| !line.contains(n.as_str()))
+        {
+            continue;
+        }
+        out.push(v);
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Json(json!({
+        "enabled": config.logs.enabled, "path": path, "events": out, "scanned": scanned,
+        "editable": admin.opts.editable,
+    }))
+    .into_response()
+}
+
+async fn log_set(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let Some(enabled) = b.get("enabled").and_then(Value::as_bool) else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "\"enabled\" (true or false) is required",
+        );
+    };
+    let r = manage::log_set(&home, enabled).map(|p| json!(p));
+    done(&admin, r).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decodes_query_components() {
+        assert_eq!(super::decode("a%20b+c%2Fd"), "a b c/d");
+        assert_eq!(super::decode("100%"), "100%");
+        assert_eq!(super::decode("%zz"), "%zz");
+    }
+}

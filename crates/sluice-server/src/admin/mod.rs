@@ -1,0 +1,183 @@
+//! The admin listener: a loopback HTTP server, separate from the MCP one, with the web page
+//! (`/`), the JSON management API (`/api/…`), Prometheus metrics (`/metrics`) and health
+//! (`/healthz`, `/readyz`).
+//!
+//! ```text
+//! /               the page (static, embedded)      no token
+//! /healthz        the process is up                no token
+//! /readyz         config loaded, upstreams up      no token (503 names what is not ready)
+//! /metrics        Prometheus text                  Authorization: Bearer <token>
+//! /api/…          management and live data          Authorization: Bearer <token>
+//! ```
+//!
+//! Every edit goes through `sluice_config::manage` (the same functions as the CLI: validated on
+//! a staged copy, written atomically) and is then applied with a reload.
+
+pub mod api;
+pub mod assets;
+pub mod metrics;
+
+use crate::gateway::Gateway;
+use crate::upstreams::Status;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde_json::json;
+use std::sync::Arc;
+
+pub use metrics::Metrics;
+
+/// How the admin listener runs.
+#[derive(Debug, Clone)]
+pub struct AdminOptions {
+    /// The token every API and metrics request must carry (`Authorization: Bearer …`).
+    pub token: String,
+    /// Can the tree be edited (the gateway serves a `--home` tree)? Without one, management
+    /// requests answer 409.
+    pub editable: bool,
+}
+
+/// The admin listener's shared state.
+pub struct Admin {
+    /// The gateway watched and steered.
+    pub gw: Arc<Gateway>,
+    /// Counters fed by the traffic events.
+    pub metrics: Arc<Metrics>,
+    /// The options.
+    pub opts: AdminOptions,
+}
+
+impl Admin {
+    /// Subscribe to the gateway's traffic now (so nothing is missed) and count it from then on.
+    pub fn start(gw: Arc<Gateway>, opts: AdminOptions) -> Arc<Admin> {
+        let metrics = Arc::new(Metrics::default());
+        tokio::spawn(metrics.clone().run(gw.clone(), gw.traffic()));
+        Arc::new(Admin { gw, metrics, opts })
+    }
+}
+
+/// A fresh random admin token (256 bits, hex).
+pub fn generate_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Compare without leaking where the first difference is.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `/api/…` and `/metrics` need the token; the page's static files and health do not.
+async fn require_token(State(admin): State<Arc<Admin>>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if !(path.starts_with("/api/") || path == "/metrics") {
+        return next.run(req).await;
+    }
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match given {
+        Some(t) if same(t.as_bytes(), admin.opts.token.as_bytes()) => next.run(req).await,
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            [(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"sluice-admin\""),
+            )],
+            axum::Json(json!({"error": "the admin token is missing or wrong (Authorization: Bearer <token>)"})),
+        )
+            .into_response(),
+    }
+}
+
+/// The admin router.
+pub fn router(admin: Arc<Admin>) -> Router {
+    Router::new()
+        .route("/", get(assets::index))
+        .route("/app.js", get(assets::script))
+        .route("/app.css", get(assets::style))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .merge(api::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            admin.clone(),
+            require_token,
+        ))
+        .with_state(admin)
+}
+
+/// Serve the admin listener until `shutdown` resolves.
+pub async fn serve(
+    admin: Arc<Admin>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(admin))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
+    let mut not_ready = Vec::new();
+    for slot in admin.gw.slots().iter().filter(|s| s.spec.enabled) {
+        let (status, reason) = match slot.status() {
+            Status::Up => continue,
+            Status::Down(r) => ("down", Some(r)),
+            Status::Starting => ("starting", None),
+            Status::Disabled => continue,
+        };
+        not_ready.push(json!({"upstream": slot.spec.id, "status": status, "reason": reason}));
+    }
+    let ready = not_ready.is_empty() && !admin.gw.is_shutting_down();
+    let body = json!({
+        "ready": ready,
+        "config": "loaded",
+        "last_reload_error": admin.gw.reloads.last_error.lock().clone(),
+        "not_ready": not_ready,
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+async fn metrics_text(State(admin): State<Arc<Admin>>) -> Response {
+    let text = admin.metrics.render(&admin.gw);
+    Response::builder()
+        .header(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
+        .body(Body::from(text))
+        .expect("a response")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tokens_are_long_and_compared_exactly() {
+        let t = super::generate_token();
+        assert_eq!(t.len(), 64);
+        assert_ne!(t, super::generate_token());
+        assert!(super::same(t.as_bytes(), t.clone().as_bytes()));
+        assert!(!super::same(t.as_bytes(), &t.as_bytes()[1..]));
+        assert!(!super::same(b"abc", b"abd"));
+    }
+}
