@@ -253,13 +253,20 @@ async fn pump(
             Event::Message(inc) => {
                 let owner = owner.as_ref().and_then(|w| w.upgrade());
                 gw.on_upstream_message(&slot, &conn, owner, inc).await;
+                conn.event_done();
             }
-            Event::Reply(msg) => conn.resolve(msg),
+            Event::Reply(msg) => {
+                conn.resolve(msg);
+                conn.event_done();
+            }
             Event::Stream {
                 related,
                 paused,
                 retry,
-            } => gw.on_upstream_stream(&conn, related, paused, retry),
+            } => {
+                gw.on_upstream_stream(&conn, related, paused, retry);
+                conn.event_done();
+            }
             Event::Closed(_) => break,
         }
     }

@@ -28,10 +28,10 @@ pub struct Incoming {
 pub enum Event {
     /// The upstream sent a request or notification.
     Message(Incoming),
-    /// A reply to one of this connection's requests. Replies travel on the event channel once
-    /// the handshake is done, so that whatever the upstream sent before a reply (progress,
-    /// logging, requests) is handled before the reply resolves its call: the consumer passes it
-    /// to [`Connection::resolve`].
+    /// A reply to one of this connection's requests, queued behind events the consumer has not
+    /// finished yet, so that whatever the upstream sent before a reply (progress, logging,
+    /// requests) is handled before the reply resolves its call: the consumer passes it to
+    /// [`Connection::resolve`]. The consumer calls [`Connection::event_done`] after each event.
     Reply(Message),
     /// The reply stream of one request changed: the upstream opened it as SSE (`Opened`), or
     /// closed it before the reply (`Paused`, SSE polling: Sluice resumes it). Carries the
@@ -117,6 +117,7 @@ pub(crate) struct Inner {
     events: mpsc::UnboundedSender<Event>,
     closed: AtomicBool,
     ordered: AtomicBool,
+    queued: std::sync::atomic::AtomicUsize,
     closed_reason: Mutex<Option<String>>,
     closed_notify: Notify,
     pub wire: std::sync::OnceLock<Wire>,
@@ -128,25 +129,34 @@ impl Inner {
     pub(crate) fn dispatch(&self, msg: Message, related: Option<u64>) {
         match msg.kind() {
             Kind::Response | Kind::Error => {
-                if self.ordered.load(Ordering::Acquire) {
-                    if let Err(e) = self.events.send(Event::Reply(msg)) {
-                        if let Event::Reply(msg) = e.0 {
-                            self.resolve(msg);
-                        }
-                    }
+                // A reply waits behind events not yet handled (so what the upstream sent before
+                // it reaches the client first); with none queued it resolves at once.
+                if self.ordered.load(Ordering::Acquire) && self.queued.load(Ordering::Acquire) > 0 {
+                    self.queue(Event::Reply(msg));
                 } else {
                     self.resolve(msg);
                 }
             }
             Kind::Request | Kind::Notification => {
-                let _ = self.events.send(Event::Message(Incoming { msg, related }));
+                self.queue(Event::Message(Incoming { msg, related }));
+            }
+        }
+    }
+
+    /// Put an event on the channel, counted until the consumer says it is done.
+    fn queue(&self, ev: Event) {
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if let Err(e) = self.events.send(ev) {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            if let Event::Reply(msg) = e.0 {
+                self.resolve(msg);
             }
         }
     }
 
     /// Report a change of a reply stream (see [`Event::Stream`]).
     pub(crate) fn stream_event(&self, related: u64, paused: bool, retry: Option<Duration>) {
-        let _ = self.events.send(Event::Stream {
+        self.queue(Event::Stream {
             related,
             paused,
             retry,
@@ -234,6 +244,7 @@ impl Connection {
             events,
             closed: AtomicBool::new(false),
             ordered: AtomicBool::new(false),
+            queued: std::sync::atomic::AtomicUsize::new(0),
             closed_reason: Mutex::new(None),
             closed_notify: Notify::new(),
             wire: std::sync::OnceLock::new(),
@@ -381,6 +392,15 @@ impl Connection {
                 Err(UpstreamError::Timeout(ms))
             }
         }
+    }
+
+    /// The consumer finished handling one event (a message, a stream change or a reply) taken
+    /// from the channel; replies stop waiting behind it.
+    pub fn event_done(&self) {
+        let _ = self
+            .inner
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
     /// Resolve a reply delivered as [`Event::Reply`].
