@@ -1,0 +1,186 @@
+//! What the suite measures: the upstreams, and the configurations put in front of them.
+//!
+//! Everything that varies is data here. A hook configuration is ONE LINE in [`HOOKS`]; a peer
+//! gateway is one entry in [`PEERS`].
+
+/// The files of a configuration tree: (path inside the tree, content).
+pub type Files = &'static [(&'static str, &'static str)];
+
+/// ============================== HOOK CONFIGURATIONS ==========================================
+///
+/// One line per hook configuration of issue 5: its label, and the files of its configuration
+/// tree, or `None` while it cannot run (listed in the table as "not yet available", never
+/// measured or faked).
+///
+/// The suite writes the files into a generated home folder (under `target/bench/trees/`) next to
+/// an `mcp/expose.json` that fronts the direct HTTP echo with its `echo` tool exposed as `echo`,
+/// and runs `sluice serve --home THAT --listen …`. In the files, `{{UPSTREAM_URL}}` is the echo's
+/// URL, `{{ECHO}}` the path of the `sluice-bench-echo` binary (`--hook-process` is a process
+/// hook that passes everything), `{{HOOK_URL}}` an http hook service that passes everything (a
+/// `sluice-bench-echo` started for the run: `POST /hook` → 200, no body), `{{SLUICE}}` the `sluice`
+/// binary and `{{BENCH}}` the `bench/` folder. Every call carries a `reason` argument (which
+/// `explain` requires and strips).
+pub const HOOKS: &[(&str, Option<Files>)] = &[
+    (
+        "explain hook",
+        Some(&[(
+            MANIFEST,
+            r#"{"version": 1, "hooks": [{"id": "explain", "type": "builtin", "builtin": "explain", "enabled": true}]}"#,
+        )]),
+    ),
+    (
+        "5 builtin hooks (chain)",
+        Some(&[(
+            MANIFEST,
+            r#"{"version": 1, "hooks": [{"id": "explain", "type": "builtin", "builtin": "explain", "enabled": true}, {"id": "deny", "type": "builtin", "builtin": "deny", "enabled": true, "options": {"tools": ["never_.*"], "arguments": [{"pattern": "rm\\s+-rf"}]}}, {"id": "rewrite", "type": "builtin", "builtin": "rewrite", "enabled": true, "options": {"rules": [{"tool": "echo", "default": {"text": ""}}]}}, {"id": "validate", "type": "builtin", "builtin": "validate", "enabled": true}, {"id": "pii", "type": "builtin", "builtin": "pii", "enabled": true}]}"#,
+        )]),
+    ),
+    (
+        "process hook",
+        Some(&[(
+            MANIFEST,
+            r#"{"version": 1, "hooks": [{"id": "process", "event": "PreToolUse", "type": "process", "command": "'{{ECHO}}' --hook-process", "enabled": true}]}"#,
+        )]),
+    ),
+    (
+        "http hook",
+        Some(&[(
+            MANIFEST,
+            r#"{"version": 1, "hooks": [{"id": "http", "event": "PreToolUse", "type": "http", "url": "{{HOOK_URL}}", "enabled": true}]}"#,
+        )]),
+    ),
+    (
+        "command hook",
+        Some(&[(
+            MANIFEST,
+            r#"{"version": 1, "hooks": [{"id": "command", "event": "PreToolUse", "type": "command", "command": "cat > /dev/null", "enabled": true}]}"#,
+        )]),
+    ),
+];
+
+/// Where the hook chain lives in a tree.
+const MANIFEST: &str = "hooks/hooks.manifest.json";
+
+/// Why a hook configuration with `None` is not measured.
+pub const HOOKS_MISSING: &str = "not yet available (no configuration for it in the suite yet)";
+
+/// The two echo upstreams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upstream {
+    /// `sluice-bench-echo` (Rust, raw serde_json).
+    Rust,
+    /// `bench/ts-echo/server.mjs` (the official TypeScript SDK on Node 22).
+    Ts,
+}
+
+impl Upstream {
+    /// The name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Upstream::Rust => "Rust echo",
+            Upstream::Ts => "TS SDK echo",
+        }
+    }
+}
+
+/// How a configuration reaches the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// Streamable HTTP to the same echo process the direct runs call.
+    Http,
+    /// A stdio child of the gateway (the direct runs call the HTTP echo).
+    Stdio,
+}
+
+/// A peer gateway from a package registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// `supergateway` (npm): stdio server → Streamable HTTP, `--stateful`.
+    Supergateway,
+    /// `mcp-proxy` (PyPI): stdio server → Streamable HTTP.
+    McpProxy,
+    /// `@civic/passthrough-mcp-server` (npm): Streamable HTTP → Streamable HTTP.
+    Civic,
+}
+
+/// The peers measured with `--peers`: what they are called, where they come from, and how they
+/// reach the upstream.
+pub const PEERS: &[(Peer, &str, &str, Via)] = &[
+    (
+        Peer::Supergateway,
+        "supergateway",
+        "npm supergateway@4",
+        Via::Stdio,
+    ),
+    (Peer::McpProxy, "mcp-proxy", "PyPI mcp-proxy", Via::Stdio),
+    (
+        Peer::Civic,
+        "@civic/passthrough-mcp-server",
+        "npm @civic/passthrough-mcp-server",
+        Via::Http,
+    ),
+];
+
+/// What runs in front of the upstream.
+#[derive(Debug, Clone)]
+pub enum Launch {
+    /// `sluice serve --passthrough URL` or `--passthrough -- CMD`.
+    Sluice(Via),
+    /// `sluice serve --home TREE` with these extra files (a hook configuration).
+    SluiceTree(Files),
+    /// A peer gateway.
+    Peer(Peer),
+}
+
+/// One configuration of the matrix (a row of the tables).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The row label.
+    pub name: String,
+    /// How it reaches the upstream.
+    pub via: Via,
+    /// How to start it, or why it is not measured.
+    pub launch: Result<Launch, String>,
+    /// Is this a peer (not Sluice)?
+    pub peer: bool,
+}
+
+/// The configurations of one run: Sluice with no hooks over HTTP and over stdio, the hook
+/// configurations, and (with `--peers`) the peer gateways.
+pub fn configs(peers: bool) -> Vec<Config> {
+    let mut out = vec![
+        Config {
+            name: "sluice, no hooks".into(),
+            via: Via::Http,
+            launch: Ok(Launch::Sluice(Via::Http)),
+            peer: false,
+        },
+        Config {
+            name: "sluice, stdio upstream".into(),
+            via: Via::Stdio,
+            launch: Ok(Launch::Sluice(Via::Stdio)),
+            peer: false,
+        },
+    ];
+    for (name, files) in HOOKS {
+        out.push(Config {
+            name: format!("sluice, {name}"),
+            via: Via::Http,
+            launch: files
+                .map(Launch::SluiceTree)
+                .ok_or_else(|| HOOKS_MISSING.to_string()),
+            peer: false,
+        });
+    }
+    if peers {
+        for (peer, name, _, via) in PEERS {
+            out.push(Config {
+                name: (*name).into(),
+                via: *via,
+                launch: Ok(Launch::Peer(*peer)),
+                peer: true,
+            });
+        }
+    }
+    out
+}

