@@ -286,17 +286,30 @@ async fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Resp
 /// cancellation).
 async fn request(gw: Arc<Gateway>, session: Arc<Session>, msg: Message) -> Response {
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
-    {
+    // Run the request here while the reply is plain JSON (no task per call); when something
+    // related arrives first, the rest runs in its own task behind an SSE stream.
+    let work = {
         let gw = gw.clone();
         let session = session.clone();
-        tokio::spawn(async move {
+        async move {
             let outcome = pipeline::client_request(&gw, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
-        });
-    }
-    match rx.recv().await {
+        }
+    };
+    let mut work = Box::pin(work);
+    let (first, finished) = tokio::select! {
+        biased;
+        first = rx.recv() => (first, false),
+        () = &mut work => (rx.recv().await, true),
+    };
+    match first {
         Some(Out::Msg(first)) if is_reply(&first) => json_reply(first),
-        Some(first) => sse_response(&gw, &session, first, rx),
+        Some(first) => {
+            if !finished {
+                tokio::spawn(work);
+            }
+            sse_response(&gw, &session, first, rx)
+        }
         None => StatusCode::ACCEPTED.into_response(),
     }
 }

@@ -277,9 +277,30 @@ pub async fn forward(
             cancelled: cancelled.clone(),
         },
     );
+    // Forget the call however this ends (a reply, or the caller dropping the future when its
+    // client went away).
+    struct Untrack<'a> {
+        gw: &'a Gateway,
+        session: &'a Session,
+        conn: &'a sluice_upstream::Connection,
+        up_id: u64,
+        key: String,
+    }
+    impl Drop for Untrack<'_> {
+        fn drop(&mut self) {
+            self.session.inflight.lock().remove(&self.key);
+            self.gw.untrack_call(self.conn, self.up_id);
+        }
+    }
+    let untrack = Untrack {
+        gw,
+        session,
+        conn: &conn,
+        up_id,
+        key,
+    };
     let result = conn.call_with_id(up_id, msg, slot.timeout(gw)).await;
-    session.inflight.lock().remove(&key);
-    gw.untrack_call(&conn, up_id);
+    drop(untrack);
     if cancelled.load(Ordering::SeqCst) {
         return Outcome::Cancelled(client_id);
     }

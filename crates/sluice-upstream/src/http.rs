@@ -51,35 +51,51 @@ struct State {
     version: Option<HeaderValue>,
 }
 
-pub(crate) struct HttpWire {
+/// What every request of one upstream session needs (shared with the tasks that send).
+pub(crate) struct Core {
     client: reqwest::Client,
-    url: String,
+    /// Parsed once (reqwest would parse a string on every request).
+    url: reqwest::Url,
     headers: HeaderMap,
-    state: Arc<Mutex<State>>,
+    state: Mutex<State>,
+}
+
+pub(crate) struct HttpWire {
+    core: Arc<Core>,
 }
 
 impl HttpWire {
     pub fn new(spec: &UpstreamSpec) -> Result<HttpWire, UpstreamError> {
+        let url = reqwest::Url::parse(&spec.url)
+            .map_err(|e| UpstreamError::Connect(format!("bad url {:?}: {e}", spec.url)))?;
         Ok(HttpWire {
-            client: shared_client(),
-            url: spec.url.clone(),
-            headers: header_map(spec)?,
-            state: Arc::new(Mutex::new(State {
-                session: None,
-                version: None,
-            })),
+            core: Arc::new(Core {
+                client: shared_client(),
+                url,
+                headers: header_map(spec)?,
+                state: Mutex::new(State {
+                    session: None,
+                    version: None,
+                }),
+            }),
         })
     }
 
     pub fn set_protocol_version(&self, v: &str) {
-        self.state.lock().version = HeaderValue::from_str(v).ok();
+        self.core.state.lock().version = HeaderValue::from_str(v).ok();
     }
 
     fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
-        let mut rb = self
-            .client
-            .request(method, &self.url)
-            .headers(self.headers.clone());
+        self.core.request(method)
+    }
+}
+
+impl Core {
+    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+        let mut rb = self.client.request(method, self.url.clone());
+        if !self.headers.is_empty() {
+            rb = rb.headers(self.headers.clone());
+        }
         let st = self.state.lock();
         if let Some(s) = &st.session {
             rb = rb.header(SESSION, s.clone());
@@ -89,7 +105,9 @@ impl HttpWire {
         }
         rb
     }
+}
 
+impl HttpWire {
     pub fn send(&self, inner: &Arc<Inner>, msg: &Message) -> Result<(), UpstreamError> {
         let rb = self
             .request(reqwest::Method::POST)
@@ -97,17 +115,14 @@ impl HttpWire {
             .header(CONTENT_TYPE, "application/json")
             .body(msg.to_json());
         let inner = inner.clone();
-        let state = self.state.clone();
+        let core = self.core.clone();
         let request_id = match msg.kind() {
             Kind::Request => msg.id().and_then(Value::as_u64),
             _ => None,
         };
         let is_init = msg.method() == Some("initialize");
-        let resume = self
-            .request(reqwest::Method::GET)
-            .header(ACCEPT, "text/event-stream");
         tokio::spawn(async move {
-            let outcome = post(rb, resume, &inner, &state, request_id, is_init).await;
+            let outcome = post(rb, &core, &inner, request_id, is_init).await;
             if let Err(e) = outcome {
                 match request_id {
                     Some(id) => {
@@ -150,7 +165,7 @@ impl HttpWire {
     }
 
     pub async fn shutdown(&self) {
-        if self.state.lock().session.is_none() {
+        if self.core.state.lock().session.is_none() {
             return;
         }
         let rb = self.request(reqwest::Method::DELETE);
@@ -160,9 +175,8 @@ impl HttpWire {
 
 async fn post(
     rb: reqwest::RequestBuilder,
-    resume: reqwest::RequestBuilder,
+    core: &Arc<Core>,
     inner: &Arc<Inner>,
-    state: &Arc<Mutex<State>>,
     request_id: Option<u64>,
     is_init: bool,
 ) -> Result<(), UpstreamError> {
@@ -173,13 +187,13 @@ async fn post(
     let status = resp.status();
     if is_init && status.is_success() {
         if let Some(s) = resp.headers().get(SESSION) {
-            state.lock().session = Some(s.clone());
+            core.state.lock().session = Some(s.clone());
         }
     }
     if status == StatusCode::ACCEPTED {
         return Ok(());
     }
-    if status == StatusCode::NOT_FOUND && state.lock().session.is_some() {
+    if status == StatusCode::NOT_FOUND && core.state.lock().session.is_some() {
         return Err(UpstreamError::Closed(
             "the upstream ended the session (HTTP 404)".into(),
         ));
@@ -203,7 +217,9 @@ async fn post(
                 };
                 inner.stream_event(id, true, retry);
                 tokio::time::sleep(retry.unwrap_or(Duration::from_millis(100))).await;
-                let rb = resume.try_clone().expect("a GET without a body clones");
+                let rb = core
+                    .request(reqwest::Method::GET)
+                    .header(ACCEPT, "text/event-stream");
                 match rb.header("last-event-id", &event_id).send().await {
                     Ok(r) if r.status().is_success() => {
                         let next = read_sse(r, inner, request_id).await;
