@@ -187,3 +187,81 @@ async fn the_cli_manages_a_running_tree() {
     assert_eq!(line["tool"], json!("fx_add"));
     assert_eq!(sluice(&["log", "off", "--home", &h]).1, "audit log off\n");
 }
+
+#[tokio::test]
+async fn the_mcp_management_tools_manage_the_tree_they_run_on() {
+    let home = Home::new("manage-mcp");
+    home.write(
+        "sluice.json",
+        r#"{"management_tools": true, "funnel": false}"#,
+    );
+    let fixture = bin("sluice-fixture").to_string_lossy().into_owned();
+    let (_gw, url) = start_sluice(&["--home", &home.arg()]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let names = c.tool_names().await;
+    assert_eq!(
+        names,
+        [
+            "sluice_list",
+            "sluice_tool_add",
+            "sluice_tool_set",
+            "sluice_hook_add",
+            "sluice_hook_set",
+            "sluice_upstream_add",
+            "sluice_upstream_set",
+            "sluice_log"
+        ]
+    );
+    // Adding an upstream: live when the call returns.
+    let r = c
+        .call_tool(
+            "sluice_upstream_add",
+            json!({"entry": {"id": "fx", "command": fixture, "args": ["--stdio"], "expose_all": true}}),
+        )
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], json!("upstream added"));
+    let mut listed = false;
+    for _ in 0..50 {
+        if c.tool_names().await.contains(&"fx_add".to_string()) {
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(listed);
+    // A change the loader refuses: an isError result naming file and field; nothing written.
+    let r = c
+        .call_tool(
+            "sluice_tool_add",
+            json!({"entry": {"id": "x", "invoke": {"type": "shell", "command": "true"}}}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], json!(true));
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("the change was not written") && text.contains("tools[0].name: is required"),
+        "{text}"
+    );
+    assert!(!home.path().join("tools/tools.register.json").exists());
+    // A hook added and switched on applies to the next call.
+    let r = c
+        .call_tool(
+            "sluice_hook_add",
+            json!({"entry": {"id": "no-add", "event": "PreToolUse", "matcher": "fx_add", "command": "echo no adding >&2; exit 2"}}),
+        )
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], json!("hook added"));
+    let r = c
+        .call_tool("sluice_hook_set", json!({"id": "no-add", "enabled": true}))
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], json!("hook updated"));
+    let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(r["error"]["data"]["reason"], json!("no adding"));
+    // The listing.
+    let r = c.call_tool("sluice_list", json!({"kind": "hooks"})).await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"hooks": [{"id": "no-add", "event": "PreToolUse", "enabled": true, "description": ""}]})
+    );
+}

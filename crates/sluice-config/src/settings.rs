@@ -36,6 +36,9 @@ pub struct Settings {
     /// Also list first-party register tools directly in tools/list (under their ids).
     /// Default false (they are reached through the funnel, as in toolfunnel).
     pub list_register_tools: bool,
+    /// List the management tools (`<prefix>_list`, `_tool_add`, `_tool_set`, `_hook_add`,
+    /// `_hook_set`, `_upstream_add`, `_upstream_set`, `_log`: seed 003's `tf_*` set). Default false.
+    pub management_tools: bool,
     /// Where the admin listener binds (`--admin` overrides it). Default `127.0.0.1:8751`.
     pub admin: Option<String>,
     /// The admin token (`SLUICE_ADMIN_TOKEN` is used when absent; else one is generated at
@@ -59,6 +62,7 @@ impl Default for Settings {
             funnel: None,
             funnel_prefix: "sluice".into(),
             list_register_tools: false,
+            management_tools: false,
             admin: None,
             admin_token: None,
         }
@@ -80,6 +84,7 @@ const KNOWN: &[&str] = &[
     "funnel",
     "funnel_prefix",
     "list_register_tools",
+    "management_tools",
     "admin",
     "admin_token",
 ];
@@ -152,6 +157,7 @@ pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         }
     }
     s.list_register_tools = f.bool("list_register_tools", false);
+    s.management_tools = f.bool("management_tools", false);
     if let Some(a) = f.string("admin") {
         if a.parse::<std::net::SocketAddr>().is_err() {
             f.err(

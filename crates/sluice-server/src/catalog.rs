@@ -74,6 +74,8 @@ pub struct Catalog {
     down_transparent: Option<usize>,
     /// The funnel's meta-tool prefix, when the funnel is on.
     funnel_prefix: Option<String>,
+    /// The management tools' prefix, when they are listed.
+    management_prefix: Option<String>,
     funnel_routes: HashMap<String, Route>,
     funnel_tools: Vec<FunnelTool>,
     /// The slots the routes index into (the same snapshot the catalog was built from).
@@ -153,12 +155,27 @@ impl Catalog {
         upstreams: &[(&UpstreamSpec, Option<&UpstreamLists>)],
         expose: &[ExposeEntry],
         funnel: Option<&str>,
+        management: Option<&str>,
     ) -> (Catalog, Vec<String>) {
         let mut c = Catalog {
             version,
             ..Catalog::default()
         };
         let mut warnings = Vec::new();
+        if let Some(prefix) = management {
+            c.management_prefix = Some(prefix.to_string());
+            for t in crate::management::tools(prefix) {
+                let name = t["name"].as_str().unwrap_or("").to_string();
+                c.tool_routes.insert(
+                    name,
+                    Route {
+                        slot: usize::MAX,
+                        name: String::new(),
+                    },
+                );
+                c.tools.push(t);
+            }
+        }
         if let Some(prefix) = funnel {
             c.funnel_prefix = Some(prefix.to_string());
             for t in crate::funnel::meta_tools(prefix) {
@@ -317,6 +334,11 @@ impl Catalog {
             .or_else(|| self.funnel_routes.get(name))
     }
 
+    /// The management tools' prefix, when they are listed.
+    pub fn management_prefix(&self) -> Option<&str> {
+        self.management_prefix.as_deref()
+    }
+
     /// The funnel's prefix, when the funnel is on.
     pub fn funnel_prefix(&self) -> Option<&str> {
         self.funnel_prefix.as_deref()
@@ -439,7 +461,7 @@ mod tests {
         }];
         let la = lists(&["echo", "add"]);
         let lb = lists(&["ping", "other"]);
-        let (c, w) = Catalog::build(1, &[(&a, Some(&la)), (&b, Some(&lb))], &expose, None);
+        let (c, w) = Catalog::build(1, &[(&a, Some(&la)), (&b, Some(&lb))], &expose, None, None);
         assert!(w.is_empty());
         let names: Vec<_> = c
             .tools()
@@ -462,7 +484,7 @@ mod tests {
         let mut a = UpstreamSpec::stdio("a", "x", vec![]);
         a.transparent = true;
         let la = lists(&["t0", "t1", "t2"]);
-        let (c, _) = Catalog::build(7, &[(&a, Some(&la))], &[], None);
+        let (c, _) = Catalog::build(7, &[(&a, Some(&la))], &[], None, None);
         let p1 = c.page(ListKind::Tools, None, 2).unwrap();
         assert_eq!(p1["tools"].as_array().unwrap().len(), 2);
         let cur = p1["nextCursor"].as_str().unwrap();

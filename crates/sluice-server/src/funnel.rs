@@ -55,7 +55,11 @@ fn result(v: Value) -> Value {
 pub async fn call(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Message, sink: &Sink) -> Outcome {
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let catalog = gw.catalog();
-    let prefix = catalog.funnel_prefix().unwrap_or("sluice").to_string();
+    let prefix = catalog
+        .funnel_prefix()
+        .or(catalog.management_prefix())
+        .unwrap_or("sluice")
+        .to_string();
     let name = msg.param_str("name").unwrap_or("").to_string();
     let args = msg
         .params()
@@ -133,6 +137,9 @@ pub async fn call(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Message, sink:
             }
             let inner = Message::request(id.clone(), "tools/call", Some(params));
             Box::pin(crate::pipeline::client_request(gw, session, inner, sink)).await
+        }
+        _ if catalog.management_prefix().is_some() => {
+            reply(crate::management::call(gw, op, &args).await)
         }
         _ => reply(Err(RpcError::invalid_params(format!(
             "Unknown tool: {name}"

@@ -233,6 +233,9 @@ impl Gateway {
             &pairs,
             &config.expose.expose,
             self.funnel_prefix.as_deref(),
+            self.settings
+                .management_tools
+                .then_some(self.settings.funnel_prefix.as_str()),
         );
         let mut catalog = catalog;
         catalog.slots = slots.to_vec();

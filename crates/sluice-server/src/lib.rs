@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod funnel;
 pub mod gateway;
 pub mod http;
+pub mod management;
 pub mod pipeline;
 pub mod router;
 pub mod session;
