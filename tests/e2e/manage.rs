@@ -265,3 +265,68 @@ async fn the_mcp_management_tools_manage_the_tree_they_run_on() {
         json!({"hooks": [{"id": "no-add", "event": "PreToolUse", "enabled": true, "description": ""}]})
     );
 }
+
+#[test]
+fn mcp_servers_files_import_as_upstreams() {
+    let home = Home::new("import");
+    let file = home.path().join("claude_desktop_config.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {
+            "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"K": "v"}},
+            "remote api": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer x"}},
+            "legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse", "disabled": true}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (code, out, err) = sluice(&[
+        "import",
+        "mcp-servers",
+        "--home",
+        &home.arg(),
+        &file.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "imported 3 upstream(s): everything, remote-api, legacy\n"
+    );
+    let expose: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join("mcp/expose.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        expose["upstreams"],
+        json!([
+            {"id": "everything", "transport": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"K": "v"}, "enabled": true, "expose_all": true},
+            {"id": "remote-api", "transport": "http", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer x"}, "enabled": true, "expose_all": true},
+            {"id": "legacy", "transport": "sse", "url": "http://127.0.0.1:9/sse", "enabled": false, "expose_all": true}
+        ])
+    );
+    // Importing again would duplicate the ids: refused, nothing written.
+    let (code, _, err) = sluice(&[
+        "import",
+        "mcp-servers",
+        "--home",
+        &home.arg(),
+        &file.to_string_lossy(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("duplicate upstream id \"everything\""),
+        "{err}"
+    );
+    let (code, _, err) = sluice(&[
+        "import",
+        "mcp-servers",
+        "--home",
+        &home.arg(),
+        "/nonexistent.json",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("sluice: cannot read /nonexistent.json"),
+        "{err}"
+    );
+}

@@ -49,9 +49,25 @@ enum Command {
     /// Turn the audit log on or off, or print its tail.
     #[command(subcommand)]
     Log(manage::LogCmd),
+    /// Import configuration from other tools.
+    #[command(subcommand)]
+    Import(ImportCmd),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
+}
+
+#[derive(Subcommand)]
+enum ImportCmd {
+    /// Add the servers of an `mcpServers` JSON (Claude Desktop, Cursor, VS Code, Claude Code)
+    /// as upstreams of the tree.
+    McpServers {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// The JSON file.
+        file: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -102,6 +118,7 @@ fn main() -> ExitCode {
         Command::Hook(c) => manage::hook(c),
         Command::Upstream(c) => manage::upstream(c),
         Command::Log(c) => manage::log(c),
+        Command::Import(ImportCmd::McpServers { home, file }) => import(&home, &file),
         Command::Serve(args) => {
             init_logging();
             let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -116,6 +133,29 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             }
+        }
+    }
+}
+
+fn import(home: &std::path::Path, file: &std::path::Path) -> ExitCode {
+    let doc = match std::fs::read_to_string(file)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("sluice: cannot read {}: {e}", file.display());
+            return ExitCode::from(1);
+        }
+    };
+    match sluice_config::manage::import_mcp_servers(home, &doc) {
+        Ok(ids) => {
+            println!("imported {} upstream(s): {}", ids.len(), ids.join(", "));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(1)
         }
     }
 }
