@@ -305,6 +305,88 @@ pub fn hook_move(home: &Path, id: &str, to: usize) -> Result<(), ManageError> {
     commit(home, rel, &m)
 }
 
+/// Turn an `mcpServers` JSON (Claude Desktop, Cursor, VS Code, Claude Code configs) into
+/// upstream entries: `{"command", "args", "env", "cwd"}` become stdio upstreams, `{"url"}` (with
+/// `"type": "sse"` for the legacy transport) HTTP ones. VS Code's `"servers"` key is read too.
+/// Ids are the server names, made safe; every tool is listed (`expose_all`).
+pub fn entries_from_mcp_servers(doc: &Value) -> Result<Vec<Value>, ManageError> {
+    let servers = doc
+        .get("mcpServers")
+        .or_else(|| doc.get("servers"))
+        .and_then(Value::as_object)
+        .ok_or_else(|| {
+            ManageError::Bad("no \"mcpServers\" (or \"servers\") object in the file".into())
+        })?;
+    let mut out = Vec::new();
+    for (name, s) in servers {
+        let id: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let mut e = Map::new();
+        e.insert("id".into(), json!(id));
+        if let Some(url) = s
+            .get("url")
+            .or_else(|| s.get("serverUrl"))
+            .and_then(Value::as_str)
+        {
+            let sse = s.get("type").and_then(Value::as_str) == Some("sse")
+                || s.get("transport").and_then(Value::as_str) == Some("sse");
+            e.insert("transport".into(), json!(if sse { "sse" } else { "http" }));
+            e.insert("url".into(), json!(url));
+            if let Some(h) = s.get("headers").filter(|h| h.is_object()) {
+                e.insert("headers".into(), h.clone());
+            }
+        } else if let Some(cmd) = s.get("command").and_then(Value::as_str) {
+            e.insert("transport".into(), json!("stdio"));
+            e.insert("command".into(), json!(cmd));
+            e.insert("args".into(), s.get("args").cloned().unwrap_or(json!([])));
+            if let Some(env) = s.get("env").filter(|v| v.is_object()) {
+                e.insert("env".into(), env.clone());
+            }
+            if let Some(cwd) = s.get("cwd").and_then(Value::as_str) {
+                e.insert("cwd".into(), json!(cwd));
+            }
+        } else {
+            return Err(ManageError::Bad(format!(
+                "server {name:?} has neither \"command\" nor \"url\""
+            )));
+        }
+        e.insert(
+            "enabled".into(),
+            json!(!s.get("disabled").and_then(Value::as_bool).unwrap_or(false)),
+        );
+        e.insert("expose_all".into(), json!(true));
+        out.push(Value::Object(e));
+    }
+    Ok(out)
+}
+
+/// Add every server of an `mcpServers` file as an upstream, in one validated, atomic write.
+/// Returns the ids added.
+pub fn import_mcp_servers(home: &Path, doc: &Value) -> Result<Vec<String>, ManageError> {
+    let entries = entries_from_mcp_servers(doc)?;
+    let rel = "mcp/expose.json";
+    let mut e = read(
+        home,
+        rel,
+        json!({"version": 1, "upstreams": [], "expose": []}),
+    )?;
+    let ids: Vec<String> = entries
+        .iter()
+        .map(|x| x["id"].as_str().unwrap_or("").to_string())
+        .collect();
+    array(&mut e, "upstreams").extend(entries);
+    commit(home, rel, &e)?;
+    Ok(ids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,86 +468,4 @@ mod tests {
         assert!(matches!(hook_update(&h, "a", f), Err(ManageError::Bad(_))));
         let _ = std::fs::remove_dir_all(h);
     }
-}
-
-/// Turn an `mcpServers` JSON (Claude Desktop, Cursor, VS Code, Claude Code configs) into
-/// upstream entries: `{"command", "args", "env", "cwd"}` become stdio upstreams, `{"url"}` (with
-/// `"type": "sse"` for the legacy transport) HTTP ones. VS Code's `"servers"` key is read too.
-/// Ids are the server names, made safe; every tool is listed (`expose_all`).
-pub fn entries_from_mcp_servers(doc: &Value) -> Result<Vec<Value>, ManageError> {
-    let servers = doc
-        .get("mcpServers")
-        .or_else(|| doc.get("servers"))
-        .and_then(Value::as_object)
-        .ok_or_else(|| {
-            ManageError::Bad("no \"mcpServers\" (or \"servers\") object in the file".into())
-        })?;
-    let mut out = Vec::new();
-    for (name, s) in servers {
-        let id: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        let mut e = Map::new();
-        e.insert("id".into(), json!(id));
-        if let Some(url) = s
-            .get("url")
-            .or_else(|| s.get("serverUrl"))
-            .and_then(Value::as_str)
-        {
-            let sse = s.get("type").and_then(Value::as_str) == Some("sse")
-                || s.get("transport").and_then(Value::as_str) == Some("sse");
-            e.insert("transport".into(), json!(if sse { "sse" } else { "http" }));
-            e.insert("url".into(), json!(url));
-            if let Some(h) = s.get("headers").filter(|h| h.is_object()) {
-                e.insert("headers".into(), h.clone());
-            }
-        } else if let Some(cmd) = s.get("command").and_then(Value::as_str) {
-            e.insert("transport".into(), json!("stdio"));
-            e.insert("command".into(), json!(cmd));
-            e.insert("args".into(), s.get("args").cloned().unwrap_or(json!([])));
-            if let Some(env) = s.get("env").filter(|v| v.is_object()) {
-                e.insert("env".into(), env.clone());
-            }
-            if let Some(cwd) = s.get("cwd").and_then(Value::as_str) {
-                e.insert("cwd".into(), json!(cwd));
-            }
-        } else {
-            return Err(ManageError::Bad(format!(
-                "server {name:?} has neither \"command\" nor \"url\""
-            )));
-        }
-        e.insert(
-            "enabled".into(),
-            json!(!s.get("disabled").and_then(Value::as_bool).unwrap_or(false)),
-        );
-        e.insert("expose_all".into(), json!(true));
-        out.push(Value::Object(e));
-    }
-    Ok(out)
-}
-
-/// Add every server of an `mcpServers` file as an upstream, in one validated, atomic write.
-/// Returns the ids added.
-pub fn import_mcp_servers(home: &Path, doc: &Value) -> Result<Vec<String>, ManageError> {
-    let entries = entries_from_mcp_servers(doc)?;
-    let rel = "mcp/expose.json";
-    let mut e = read(
-        home,
-        rel,
-        json!({"version": 1, "upstreams": [], "expose": []}),
-    )?;
-    let ids: Vec<String> = entries
-        .iter()
-        .map(|x| x["id"].as_str().unwrap_or("").to_string())
-        .collect();
-    array(&mut e, "upstreams").extend(entries);
-    commit(home, rel, &e)?;
-    Ok(ids)
 }
