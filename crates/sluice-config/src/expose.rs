@@ -2,8 +2,7 @@
 //! (seed 003's format, plus the `http` and `sse` transports, `expose_all` and `isolation`).
 
 use crate::error::ConfigError;
-use crate::fields::{expand_env, read_json, Fields};
-use serde_json::Value;
+use crate::fields::{expand_env, read_object, Fields};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -169,13 +168,10 @@ pub(crate) fn load(
         upstreams: Vec::new(),
         expose: Vec::new(),
     };
-    let Some(root) = read_json(&file, errors) else {
+    let Some(root) = read_object(&file, errors) else {
         return out;
     };
-    let Some(root) = root.as_object() else {
-        errors.push(ConfigError::new(&file, "", "must be a JSON object"));
-        return out;
-    };
+    let root = &root;
     let mut top = Fields {
         file: &file,
         path: String::new(),
@@ -183,22 +179,8 @@ pub(crate) fn load(
         errors,
     };
     out.version = top.u64("version").unwrap_or(1);
-    let upstreams = match root.get("upstreams") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
-        Some(_) => {
-            top.err("upstreams", "must be an array");
-            Vec::new()
-        }
-    };
-    let expose = match root.get("expose") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
-        Some(_) => {
-            top.err("expose", "must be an array");
-            Vec::new()
-        }
-    };
+    let upstreams = top.array("upstreams");
+    let expose = top.array("expose");
     let mut ids = HashSet::new();
     for (i, u) in upstreams.iter().enumerate() {
         let path = format!("upstreams[{i}]");

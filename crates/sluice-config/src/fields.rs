@@ -53,6 +53,18 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An array field (absent or null: empty; anything else: an error and empty).
+    pub fn array(&mut self, key: &str) -> Vec<Value> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a.clone(),
+            Some(_) => {
+                self.err(key, "must be an array");
+                Vec::new()
+            }
+        }
+    }
+
     pub fn bool(&mut self, key: &str, default: bool) -> bool {
         match self.obj.get(key) {
             None | Some(Value::Null) => default,
@@ -150,6 +162,21 @@ pub(crate) fn read_json(file: &Path, errors: &mut Vec<ConfigError>) -> Option<Va
                     e
                 ),
             ));
+            None
+        }
+    }
+}
+
+/// Read a JSON file that must hold an object. `None` when it does not exist or is not usable
+/// (the error is recorded).
+pub(crate) fn read_object(
+    file: &Path,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Map<String, Value>> {
+    match read_json(file, errors)? {
+        Value::Object(o) => Some(o),
+        _ => {
+            errors.push(ConfigError::new(file, "", "must be a JSON object"));
             None
         }
     }

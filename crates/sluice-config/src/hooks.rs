@@ -3,7 +3,7 @@
 //! `process`, `http` and `builtin` kinds.
 
 use crate::error::ConfigError;
-use crate::fields::{read_json, Fields};
+use crate::fields::{read_json, read_object, Fields};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -535,13 +535,10 @@ pub(crate) fn load(
         hooks_dir: dir.clone(),
         hooks: Vec::new(),
     };
-    let Some(root) = read_json(&file, errors) else {
+    let Some(root) = read_object(&file, errors) else {
         return out;
     };
-    let Some(root) = root.as_object() else {
-        errors.push(ConfigError::new(&file, "", "must be a JSON object"));
-        return out;
-    };
+    let root = &root;
     let mut top = Fields {
         file: &file,
         path: String::new(),
@@ -552,14 +549,7 @@ pub(crate) fn load(
         out.hooks_dir = PathBuf::from(d);
     }
     let hooks_dir_str = out.hooks_dir.to_string_lossy().into_owned();
-    let entries = match root.get("hooks") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
-        Some(_) => {
-            top.err("hooks", "must be an array");
-            Vec::new()
-        }
-    };
+    let entries = top.array("hooks");
     let state = overlay(&dir.join("hooks.state.json"), warnings);
     let mut ids = HashSet::new();
     for (i, h) in entries.iter().enumerate() {

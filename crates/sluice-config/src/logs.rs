@@ -2,7 +2,7 @@
 //! is not created until logging is on).
 
 use crate::error::ConfigError;
-use crate::fields::{read_json, Fields};
+use crate::fields::{read_object, Fields};
 use std::path::{Path, PathBuf};
 
 /// The audit log settings.
@@ -20,13 +20,10 @@ pub(crate) fn load(home: &Path, errors: &mut Vec<ConfigError>) -> LogConfig {
         enabled: false,
         path: home.join("logs").join("audit.jsonl"),
     };
-    let Some(root) = read_json(&file, errors) else {
+    let Some(obj) = read_object(&file, errors) else {
         return out;
     };
-    let Some(obj) = root.as_object() else {
-        errors.push(ConfigError::new(&file, "", "must be a JSON object"));
-        return out;
-    };
+    let obj = &obj;
     let mut f = Fields {
         file: &file,
         path: String::new(),

@@ -2,7 +2,7 @@
 //! a default.
 
 use crate::error::ConfigError;
-use crate::fields::{read_json, Fields};
+use crate::fields::{read_object, Fields};
 use std::path::Path;
 
 /// Server settings. Every field is optional in the file.
@@ -91,13 +91,10 @@ const KNOWN: &[&str] = &[
 
 pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     let mut s = Settings::default();
-    let Some(root) = read_json(file, errors) else {
+    let Some(obj) = read_object(file, errors) else {
         return s;
     };
-    let Some(obj) = root.as_object() else {
-        errors.push(ConfigError::new(file, "", "must be a JSON object"));
-        return s;
-    };
+    let obj = &obj;
     let mut f = Fields {
         file,
         path: String::new(),

@@ -3,7 +3,7 @@
 //! run time, where the files are read fresh on every list and call.
 
 use crate::error::ConfigError;
-use crate::fields::{read_json, Fields};
+use crate::fields::{read_json, read_object, Fields};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -133,15 +133,15 @@ pub fn load(home: &Path, errors: &mut Vec<ConfigError>) -> Register {
         version: 1,
         ..Register::default()
     };
-    let Some(root) = read_json(&file, errors) else {
+    if !file.exists() {
         return out;
-    };
+    }
     out.present = true;
     out.state = load_state(home);
-    let Some(obj) = root.as_object() else {
-        errors.push(ConfigError::new(&file, "", "must be a JSON object"));
+    let Some(obj) = read_object(&file, errors) else {
         return out;
     };
+    let obj = &obj;
     let mut top = Fields {
         file: &file,
         path: String::new(),
@@ -150,14 +150,7 @@ pub fn load(home: &Path, errors: &mut Vec<ConfigError>) -> Register {
     };
     out.version = top.u64("version").unwrap_or(1);
     out.description = top.string("description").unwrap_or_default();
-    let entries = match obj.get("tools") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
-        Some(_) => {
-            top.err("tools", "must be an array");
-            Vec::new()
-        }
-    };
+    let entries = top.array("tools");
     let mut ids = HashSet::new();
     for (i, e) in entries.iter().enumerate() {
         let path = format!("tools[{i}]");
