@@ -330,3 +330,70 @@ fn mcp_servers_files_import_as_upstreams() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn drift_of_curated_tools_is_flagged_until_accepted() {
+    let home = Home::new("drift");
+    let h = home.arg();
+    let fixture = bin("sluice-fixture").to_string_lossy().into_owned();
+    let tree = |args: serde_json::Value| {
+        json!({"upstreams": [{"id": "fx", "command": fixture, "args": args}],
+               "expose": [{"upstream": "fx", "tool": "echo", "as": "shout"}]})
+    };
+    home.expose(&tree(json!(["--stdio"])));
+    let (_gw, url) = start_sluice(&["--home", &h]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    assert_eq!(c.tool_names().await, ["shout"]);
+    let marks = || -> serde_json::Value {
+        std::fs::read_to_string(home.path().join("mcp/drift.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(json!(null))
+    };
+    let first = marks();
+    let accepted = first["tools"]["shout"]["accepted"]
+        .as_str()
+        .expect("a fingerprint")
+        .to_string();
+    assert_eq!(first["tools"]["shout"]["current"], json!(accepted));
+    assert_eq!(sluice(&["tool", "list", "--home", &h]).1, "");
+
+    // The upstream changes the tool's description: flagged.
+    home.expose(&tree(json!([
+        "--stdio",
+        "--describe",
+        "echo=Echo, now with a different contract"
+    ])));
+    let mut drifted = false;
+    for _ in 0..100 {
+        let m = marks();
+        if m["tools"]["shout"]["current"]
+            .as_str()
+            .is_some_and(|c| c != accepted)
+        {
+            drifted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(drifted, "the changed description was noticed");
+    assert_eq!(
+        sluice(&["tool", "list", "--home", &h]).1,
+        "shout\t(curated)\t\tdrifted\tthe upstream changed it; `sluice tool accept shout`\n"
+    );
+    // Accepted: no longer flagged.
+    assert_eq!(
+        sluice(&["tool", "accept", "--home", &h, "shout"]).1,
+        "accepted shout\n"
+    );
+    assert_eq!(sluice(&["tool", "list", "--home", &h]).1, "");
+    let (code, _, err) = sluice(&["tool", "accept", "--home", &h, "nope"]);
+    assert_eq!(
+        (code, err.trim()),
+        (
+            1,
+            "sluice: no curated tool \"nope\" is being tracked for drift"
+        )
+    );
+}

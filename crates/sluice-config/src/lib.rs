@@ -5,6 +5,7 @@
 //! [`ExposeEntry`] (one curated tool), [`Settings`] (server settings) and [`ConfigError`]
 //! (one problem, with file and field).
 
+pub mod drift;
 mod error;
 mod expose;
 mod fields;

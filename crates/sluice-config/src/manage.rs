@@ -387,6 +387,19 @@ pub fn import_mcp_servers(home: &Path, doc: &Value) -> Result<Vec<String>, Manag
     Ok(ids)
 }
 
+/// Accept a drifted curated tool: its current definition becomes the accepted one.
+pub fn tool_accept(home: &Path, name: &str) -> Result<(), ManageError> {
+    let mut marks = crate::drift::load(home);
+    let Some(m) = marks.get_mut(name) else {
+        return Err(ManageError::Bad(format!(
+            "no curated tool {name:?} is being tracked for drift"
+        )));
+    };
+    m.accepted = m.current.clone();
+    crate::drift::save(home, &marks)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use session::{Config, Fixture};
 
 const USAGE: &str =
-    "usage: sluice-fixture (--stdio | --http ADDR) [--name NAME] [--many-tools N] [--page-size N]";
+    "usage: sluice-fixture (--stdio | --http ADDR) [--name NAME] [--many-tools N] [--page-size N] [--describe TOOL=TEXT]";
 
 enum Mode {
     Stdio,
@@ -40,6 +40,7 @@ fn parse_args(args: &[String]) -> Result<(Mode, Config), String> {
         name: "sluice-fixture".to_string(),
         many_tools: 0,
         page_size: None,
+        describe: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -67,6 +68,13 @@ fn parse_args(args: &[String]) -> Result<(Mode, Config), String> {
                 mode = Some(Mode::Http(addr));
             }
             "--name" => config.name = value("a name")?,
+            "--describe" => {
+                let v = value("TOOL=TEXT")?;
+                let (tool, text) = v
+                    .split_once('=')
+                    .ok_or_else(|| format!("--describe needs TOOL=TEXT, got {v:?}"))?;
+                config.describe.push((tool.to_string(), text.to_string()));
+            }
             "--many-tools" => config.many_tools = count(value("a count")?)?,
             "--page-size" => {
                 let n = count(value("a count")?)?;

@@ -43,6 +43,8 @@ pub struct Config {
     pub many_tools: usize,
     /// Page size for the list methods (`None` = no pagination).
     pub page_size: Option<usize>,
+    /// `--describe TOOL=TEXT`: replaced tool descriptions (for drift tests).
+    pub describe: Vec<(String, String)>,
 }
 
 /// Process-wide state shared by every session.
@@ -66,6 +68,11 @@ impl Fixture {
     /// Every tool definition, in listing order: fixed, dynamic, then bulk.
     pub fn tools(&self) -> Vec<Value> {
         let mut tools = catalog::base_tools();
+        for (name, text) in &self.config.describe {
+            if let Some(t) = tools.iter_mut().find(|t| t["name"] == name.as_str()) {
+                t["description"] = serde_json::json!(text);
+            }
+        }
         tools.extend(
             lock(&self.dynamic_tools)
                 .iter()

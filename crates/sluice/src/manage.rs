@@ -55,7 +55,16 @@ pub enum ToolCmd {
         #[arg(long)]
         hidden: Option<bool>,
     },
-    /// List register tools with their state (hidden ones only with --all).
+    /// Accept a drifted curated tool's new description and schema.
+    Accept {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// The curated tool's name (its `as`).
+        name: String,
+    },
+    /// List register tools with their state (hidden ones only with --all), then curated tools
+    /// whose upstream changed them (drift).
     List {
         /// The tree.
         #[arg(long)]
@@ -243,6 +252,10 @@ pub fn tool(cmd: ToolCmd) -> ExitCode {
             }
             done(manage::tool_add(&home, entry), &format!("added tool {id}"))
         }
+        ToolCmd::Accept { home, name } => done(
+            manage::tool_accept(&home, &name),
+            &format!("accepted {name}"),
+        ),
         ToolCmd::Set {
             home,
             id,
@@ -276,6 +289,11 @@ pub fn tool(cmd: ToolCmd) -> ExitCode {
                     flags.join(","),
                     t.summary
                 );
+            }
+            for (name, mark) in sluice_config::drift::load(&home) {
+                if mark.drifted() {
+                    println!("{name}\t(curated)\t\tdrifted\tthe upstream changed it; `sluice tool accept {name}`");
+                }
             }
             ExitCode::SUCCESS
         }
