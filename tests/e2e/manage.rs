@@ -341,7 +341,14 @@ async fn drift_of_curated_tools_is_flagged_until_accepted() {
                "expose": [{"upstream": "fx", "tool": "echo", "as": "shout"}]})
     };
     home.expose(&tree(json!(["--stdio"])));
-    let (_gw, url) = start_sluice(&["--home", &h]);
+    home.write(
+        "sluice.json",
+        r#"{"admin_token": "drift-token-0123456789"}"#,
+    );
+    let admin_port = sluice_e2e::free_port();
+    let admin = format!("127.0.0.1:{admin_port}");
+    let (_gw, url) = start_sluice(&["--home", &h, "--admin", &admin]);
+    sluice_e2e::wait_for_port(admin_port, Duration::from_secs(10));
     let mut c = Client::new(&url);
     c.initialize(json!({})).await;
     assert_eq!(c.tool_names().await, ["shout"]);
@@ -382,12 +389,40 @@ async fn drift_of_curated_tools_is_flagged_until_accepted() {
         sluice(&["tool", "list", "--home", &h]).1,
         "shout\t(curated)\t\tdrifted\tthe upstream changed it; `sluice tool accept shout`\n"
     );
-    // Accepted: no longer flagged.
+    // The admin API flags it too, and accepts it.
+    let http = reqwest::Client::new();
+    let api = format!("http://127.0.0.1:{admin_port}/api");
+    let tools: serde_json::Value = http
+        .get(format!("{api}/tools"))
+        .bearer_auth("drift-token-0123456789")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let row = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "shout")
+        .unwrap()
+        .clone();
+    assert_eq!(row["drifted"], json!(true));
+    let r = http
+        .post(format!("{api}/tools/accept"))
+        .bearer_auth("drift-token-0123456789")
+        .json(&json!({"name": "shout"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Accepted: no longer flagged; accepting again is harmless.
+    assert_eq!(sluice(&["tool", "list", "--home", &h]).1, "");
     assert_eq!(
         sluice(&["tool", "accept", "--home", &h, "shout"]).1,
         "accepted shout\n"
     );
-    assert_eq!(sluice(&["tool", "list", "--home", &h]).1, "");
     let (code, _, err) = sluice(&["tool", "accept", "--home", &h, "nope"]);
     assert_eq!(
         (code, err.trim()),

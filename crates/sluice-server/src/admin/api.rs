@@ -29,6 +29,7 @@ pub fn routes() -> Router<Arc<Admin>> {
         .route("/api/tools", get(tools))
         .route("/api/tools/set", post(tools_set))
         .route("/api/tools/add", post(tools_add))
+        .route("/api/tools/accept", post(tools_accept))
         .route("/api/hooks", get(hooks))
         .route("/api/hooks/add", post(hooks_add))
         .route("/api/hooks/set", post(hooks_set))
@@ -214,6 +215,7 @@ async fn tools(State(admin): S) -> Response {
     let catalog = gw.catalog();
     let mut rows = Vec::new();
     let listed = |name: &str, slot: usize| catalog.tool(name).is_some_and(|r| r.slot == slot);
+    let drift = sluice_config::drift::load(&config.home);
     for (i, slot) in catalog.slots.iter().enumerate() {
         let spec = &slot.spec;
         if spec.transport == Transport::Local {
@@ -256,6 +258,7 @@ async fn tools(State(admin): S) -> Response {
                 r["listed"] = json!(listed(&e.name, i));
                 r["category"] = json!(e.category);
                 r["curated"] = json!(true);
+                r["drifted"] = json!(drift.get(&e.name).is_some_and(|m| m.drifted()));
                 rows.push(r);
             }
         }
@@ -339,6 +342,19 @@ async fn tools_add(State(admin): S, body: Bytes) -> Response {
     let home = tri!(home(&admin));
     let b = tri!(body_json(&body));
     let r = manage::tool_add(&home, Value::Object(b)).map(|_| Value::Null);
+    done(&admin, r).await
+}
+
+/// Accept a drifted curated tool: `{"name": "<as>"}`.
+async fn tools_accept(State(admin): S, body: Bytes) -> Response {
+    let home = tri!(home(&admin));
+    let b = tri!(body_json(&body));
+    let name = b
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let r = manage::tool_accept(&home, &name).map(|_| json!(name));
     done(&admin, r).await
 }
 
