@@ -169,3 +169,26 @@ fn serve_refuses_a_non_loopback_listener() {
         "refusing to listen on 0.0.0.0:18999: only loopback addresses are allowed until authentication is configured"
     ));
 }
+
+#[test]
+fn a_tree_that_requires_oauth_is_refused_not_served_unprotected() {
+    let home = Home::new("auth-on");
+    home.write(
+        "auth/auth.config.json",
+        r#"{"enabled": true, "issuer": "https://as.example"}"#,
+    );
+    let (code, out) = check(&home);
+    assert_eq!(code, 1, "{out}");
+    let f = home
+        .path()
+        .join("auth/auth.config.json")
+        .display()
+        .to_string();
+    assert!(
+        out.starts_with(&format!("error: {f}: enabled: OAuth resource-server validation is not implemented in this release")),
+        "{out}"
+    );
+    let off = Home::new("auth-off");
+    off.write("auth/auth.config.json", r#"{"enabled": false}"#);
+    assert_eq!(check(&off).0, 0);
+}

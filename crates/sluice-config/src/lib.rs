@@ -65,6 +65,18 @@ impl Config {
         let hooks = hooks::load(&home, &mut errors, &mut warnings);
         let logs = logs::load(&home, &mut errors);
         let register = tools::load(&home, &mut errors);
+        // auth/auth.config.json (seed 003's OAuth resource server) is not implemented yet: a tree
+        // that turns it on must not be served unprotected, so it fails the load.
+        let auth = home.join("auth").join("auth.config.json");
+        if let Some(a) = fields::read_object(&auth, &mut errors) {
+            if a.get("enabled").and_then(serde_json::Value::as_bool) == Some(true) {
+                errors.push(ConfigError::new(
+                    &auth,
+                    "enabled",
+                    "OAuth resource-server validation is not implemented in this release; Sluice refuses to serve a tree that requires it (set \"enabled\": false to serve it unauthenticated on loopback)",
+                ));
+            }
+        }
         if errors.is_empty() {
             Ok((
                 Config {
