@@ -2,7 +2,7 @@
 //! (seed 003's format, plus the `http` and `sse` transports, `expose_all` and `isolation`).
 
 use crate::error::ConfigError;
-use crate::fields::{expand_env, read_object, Fields};
+use crate::fields::{entry, expand_env, read_object, Fields};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -183,16 +183,8 @@ pub(crate) fn load(
     let expose = top.array("expose");
     let mut ids = HashSet::new();
     for (i, u) in upstreams.iter().enumerate() {
-        let path = format!("upstreams[{i}]");
-        let Some(obj) = u.as_object() else {
-            errors.push(ConfigError::new(&file, path, "must be an object"));
+        let Some(mut f) = entry(&file, "upstreams", i, u, errors) else {
             continue;
-        };
-        let mut f = Fields {
-            file: &file,
-            path,
-            obj,
-            errors,
         };
         let id = f.required_string("id");
         if !id.is_empty() && !valid_id(&id) {
@@ -287,16 +279,8 @@ pub(crate) fn load(
     let mut keys = HashSet::new();
     let mut names = HashSet::new();
     for (i, e) in expose.iter().enumerate() {
-        let path = format!("expose[{i}]");
-        let Some(obj) = e.as_object() else {
-            errors.push(ConfigError::new(&file, path, "must be an object"));
+        let Some(mut f) = entry(&file, "expose", i, e, errors) else {
             continue;
-        };
-        let mut f = Fields {
-            file: &file,
-            path,
-            obj,
-            errors,
         };
         let upstream = f.required_string("upstream");
         let tool = f.required_string("tool");

@@ -167,6 +167,28 @@ pub(crate) fn read_json(file: &Path, errors: &mut Vec<ConfigError>) -> Option<Va
     }
 }
 
+/// The fields of entry `i` of the array `list`, or `None` (with the error recorded) when the
+/// entry is not an object.
+pub(crate) fn entry<'a>(
+    file: &'a Path,
+    list: &str,
+    i: usize,
+    value: &'a Value,
+    errors: &'a mut Vec<ConfigError>,
+) -> Option<Fields<'a>> {
+    let path = format!("{list}[{i}]");
+    let Some(obj) = value.as_object() else {
+        errors.push(ConfigError::new(file, path, "must be an object"));
+        return None;
+    };
+    Some(Fields {
+        file,
+        path,
+        obj,
+        errors,
+    })
+}
+
 /// Read a JSON file that must hold an object. `None` when it does not exist or is not usable
 /// (the error is recorded).
 pub(crate) fn read_object(

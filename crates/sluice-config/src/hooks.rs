@@ -3,7 +3,7 @@
 //! `process`, `http` and `builtin` kinds.
 
 use crate::error::ConfigError;
-use crate::fields::{read_json, read_object, Fields};
+use crate::fields::{entry, read_json, read_object, Fields};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -553,17 +553,10 @@ pub(crate) fn load(
     let state = overlay(&dir.join("hooks.state.json"), warnings);
     let mut ids = HashSet::new();
     for (i, h) in entries.iter().enumerate() {
-        let path = format!("hooks[{i}]");
-        let Some(obj) = h.as_object() else {
-            errors.push(ConfigError::new(&file, path, "must be an object"));
+        let Some(mut f) = entry(&file, "hooks", i, h, errors) else {
             continue;
         };
-        let mut f = Fields {
-            file: &file,
-            path,
-            obj,
-            errors,
-        };
+        let obj = f.obj;
         let id = f.required_string("id");
         if !id.is_empty() && !ids.insert(id.clone()) {
             f.err("id", format!("duplicate hook id {id:?}"));

@@ -3,7 +3,7 @@
 //! run time, where the files are read fresh on every list and call.
 
 use crate::error::ConfigError;
-use crate::fields::{read_json, read_object, Fields};
+use crate::fields::{entry, read_json, read_object, Fields};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -153,17 +153,10 @@ pub fn load(home: &Path, errors: &mut Vec<ConfigError>) -> Register {
     let entries = top.array("tools");
     let mut ids = HashSet::new();
     for (i, e) in entries.iter().enumerate() {
-        let path = format!("tools[{i}]");
-        let Some(obj) = e.as_object() else {
-            errors.push(ConfigError::new(&file, path, "must be an object"));
+        let Some(mut f) = entry(&file, "tools", i, e, errors) else {
             continue;
         };
-        let mut f = Fields {
-            file: &file,
-            path,
-            obj,
-            errors,
-        };
+        let obj = f.obj;
         let id = f.required_string("id");
         if !id.is_empty() && !ids.insert(id.clone()) {
             f.err("id", format!("duplicate tool id {id:?}"));

@@ -164,31 +164,11 @@ impl Catalog {
         let mut warnings = Vec::new();
         if let Some(prefix) = management {
             c.management_prefix = Some(prefix.to_string());
-            for t in crate::management::tools(prefix) {
-                let name = t["name"].as_str().unwrap_or("").to_string();
-                c.tool_routes.insert(
-                    name,
-                    Route {
-                        slot: usize::MAX,
-                        name: String::new(),
-                    },
-                );
-                c.tools.push(t);
-            }
+            c.add_gateway_tools(crate::management::tools(prefix));
         }
         if let Some(prefix) = funnel {
             c.funnel_prefix = Some(prefix.to_string());
-            for t in crate::funnel::meta_tools(prefix) {
-                let name = t["name"].as_str().unwrap_or("").to_string();
-                c.tool_routes.insert(
-                    name,
-                    Route {
-                        slot: usize::MAX,
-                        name: String::new(),
-                    },
-                );
-                c.tools.push(t);
-            }
+            c.add_gateway_tools(crate::funnel::meta_tools(prefix));
             // Every tool of every connected upstream is reachable through the funnel.
             for (slot, (spec, lists)) in upstreams.iter().enumerate() {
                 let Some(lists) = lists else { continue };
@@ -325,6 +305,21 @@ impl Catalog {
             }
         }
         (c, warnings)
+    }
+
+    /// List tools the gateway answers itself (routed to slot `usize::MAX`).
+    fn add_gateway_tools(&mut self, tools: Vec<Value>) {
+        for t in tools {
+            let name = t["name"].as_str().unwrap_or("").to_string();
+            self.tool_routes.insert(
+                name,
+                Route {
+                    slot: usize::MAX,
+                    name: String::new(),
+                },
+            );
+            self.tools.push(t);
+        }
     }
 
     /// Where a client-facing tool name goes (a meta-tool routes to slot `usize::MAX`).
