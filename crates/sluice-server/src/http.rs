@@ -353,6 +353,10 @@ fn sse_response(
     if let Out::Open(Some(ms)) | Out::Pause(Some(ms)) = first {
         buf.set_retry(ms);
     }
+    // The client's reader exists before anything is pushed, so a pause that comes first (SSE
+    // polling) still ends this stream rather than only later readers.
+    let prime = session.protocol_version.as_str() >= "2025-11-25";
+    let body = Body::from_stream(buf.reader(0, prime, KEEPALIVE, None));
     let pump = buf.clone();
     tokio::spawn(async move {
         let mut next = Some(first);
@@ -377,8 +381,7 @@ fn sse_response(
         }
         pump.finish();
     });
-    let prime = session.protocol_version.as_str() >= "2025-11-25";
-    sse_headers(Body::from_stream(buf.reader(0, prime, KEEPALIVE, None)).into_response())
+    sse_headers(body.into_response())
 }
 
 async fn get(gw: Arc<Gateway>, headers: HeaderMap) -> Response {
