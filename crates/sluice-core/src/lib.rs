@@ -7,7 +7,9 @@
 
 pub mod error;
 pub mod message;
+pub mod principal;
 pub mod version;
 
 pub use error::{codes, RpcError};
 pub use message::{Kind, Message, ParseError};
+pub use principal::Principal;

@@ -17,7 +17,8 @@ use crate::process::ProcessHook;
 use regex::Regex;
 use serde_json::{Map, Value};
 use sluice_config::{HookEventKind, HookKindSpec, HookSpec, OnError};
-use sluice_core::Message;
+use sluice_core::{Message, Principal};
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -109,6 +110,8 @@ pub struct Ctx<'a> {
     /// ([`Chain::wants_tool_definitions`]; the `validate` builtin checks arguments against its
     /// `inputSchema`).
     pub tool: Option<&'a Value>,
+    /// Who is calling, when the listener authenticates.
+    pub principal: Option<&'a Arc<Principal>>,
 }
 
 /// The outcome of the request phase.
@@ -433,6 +436,7 @@ impl Chain {
             request,
             era: ctx.era,
             cwd: self.cwd.clone(),
+            principal: ctx.principal.cloned(),
         }
     }
 
@@ -578,6 +582,7 @@ impl Chain {
                 upstream: None,
                 era: "legacy",
                 tool: None,
+                principal: None,
             };
             let msg = Message::notification("notifications/stop", None);
             let mut ev = self.event(Phase::Request, hook, &ctx, msg, None);
@@ -644,6 +649,7 @@ mod tests {
             upstream: None,
             era: "legacy",
             tool: None,
+            principal: None,
         }
     }
 

@@ -435,6 +435,7 @@ mod tests {
             request,
             era: "legacy",
             cwd: PathBuf::from("/"),
+            principal: None,
         }
     }
 

@@ -2,7 +2,8 @@
 //! which uses the field names Claude Code and toolfunnel hook scripts read.
 
 use serde_json::{json, Map, Value};
-use sluice_core::Message;
+use sluice_core::{Message, Principal};
+use std::sync::Arc;
 use std::path::PathBuf;
 
 /// Which way a message is travelling.
@@ -49,6 +50,8 @@ pub struct HookEvent {
     pub era: &'static str,
     /// The gateway's home folder (`cwd` of the payload).
     pub cwd: PathBuf,
+    /// Who is calling, when the listener authenticates (`None`: unauthenticated loopback).
+    pub principal: Option<Arc<Principal>>,
 }
 
 impl HookEvent {
@@ -93,6 +96,13 @@ impl HookEvent {
                 .unwrap_or(Value::Null),
         );
         o.insert("era".into(), json!(self.era));
+        o.insert(
+            "principal".into(),
+            self.principal
+                .as_ref()
+                .map(|p| p.to_json())
+                .unwrap_or(Value::Null),
+        );
         o.insert("message".into(), self.message.to_value());
         match self.phase {
             Phase::Request => {

@@ -296,6 +296,7 @@ mod tests {
             request: None,
             era: "legacy",
             cwd: PathBuf::from("/"),
+            principal: None,
         }
     }
 

@@ -613,6 +613,7 @@ mod tests {
             request: None,
             era: "modern",
             cwd: PathBuf::from("/"),
+            principal: None,
         }
     }
 

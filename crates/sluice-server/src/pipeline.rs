@@ -66,6 +66,7 @@ fn ctx<'a>(session: &'a Session, f: &'a Facts) -> Ctx<'a> {
             .tool_name
             .as_deref()
             .and_then(|n| f.catalog.as_ref()?.tool_definition(n)),
+        principal: None,
     }
 }
 

@@ -163,6 +163,7 @@ pub(crate) mod tests {
             request: None,
             era: "legacy",
             cwd: std::path::PathBuf::new(),
+            principal: None,
         }
     }
 

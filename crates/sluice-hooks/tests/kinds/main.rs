@@ -79,6 +79,7 @@ pub fn call(tool: &str, arguments: Value) -> HookEvent {
         request: None,
         era: "legacy",
         cwd: PathBuf::from("/srv/sluice"),
+        principal: None,
     }
 }
 

@@ -504,6 +504,7 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
         upstream: upstream.as_deref(),
         era: "legacy",
         tool: tool.as_deref().and_then(|n| catalog.tool_definition(n)),
+        principal: None,
     };
     let mut trace = Trace::default();
     let run = async {
