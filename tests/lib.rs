@@ -447,3 +447,86 @@ pub mod tree {
         }
     }
 }
+
+pub mod recording {
+    //! A minimal Streamable HTTP MCP upstream that records every request it gets (method, HTTP
+    //! headers, params), for tests that assert what the gateway sends upstream (trace context,
+    //! forwarded credentials). Tools: `echo` (returns its arguments as text), `fail` (a JSON-RPC
+    //! error), `blocked`.
+
+    use axum::body::Bytes;
+    use axum::http::{HeaderMap, Method, StatusCode};
+    use axum::response::IntoResponse;
+    use serde_json::{json, Value};
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    /// One request the upstream got.
+    #[derive(Debug, Clone)]
+    pub struct Seen {
+        /// The JSON-RPC method.
+        pub method: String,
+        /// Every HTTP header (lowercase names).
+        pub headers: BTreeMap<String, String>,
+        /// The params.
+        pub params: Value,
+    }
+
+    /// What the upstream has been sent, in order.
+    pub type Log = Arc<Mutex<Vec<Seen>>>;
+
+    /// Start it on a free loopback port; returns its `/mcp` URL and its log.
+    pub async fn start(name: &str) -> (String, Log) {
+        let log: Log = Arc::default();
+        let seen = log.clone();
+        let name = name.to_string();
+        let app = axum::Router::new().route(
+            "/mcp",
+            axum::routing::any(move |method: Method, headers: HeaderMap, body: Bytes| {
+                let seen = seen.clone();
+                let name = name.clone();
+                async move {
+                    if method != Method::POST {
+                        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+                    }
+                    let msg: Value = serde_json::from_slice(&body).unwrap();
+                    let Some(id) = msg.get("id").cloned() else {
+                        return StatusCode::ACCEPTED.into_response();
+                    };
+                    let m = msg["method"].as_str().unwrap_or("").to_string();
+                    let headers = headers
+                        .iter()
+                        .map(|(k, v)| {
+                            (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())
+                        })
+                        .collect();
+                    seen.lock().unwrap().push(Seen {
+                        method: m.clone(),
+                        headers,
+                        params: msg["params"].clone(),
+                    });
+                    let schema = json!({"type": "object"});
+                    let reply = match m.as_str() {
+                        "initialize" => json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                            "serverInfo": {"name": name, "version": "1"}}}),
+                        "tools/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+                            {"name": "echo", "inputSchema": schema},
+                            {"name": "fail", "inputSchema": schema},
+                            {"name": "blocked", "inputSchema": schema}]}}),
+                        "tools/call" if msg["params"]["name"] == "fail" => json!({"jsonrpc": "2.0",
+                            "id": id, "error": {"code": -32099, "message": "boom"}}),
+                        "tools/call" => json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "content": [{"type": "text", "text": msg["params"]["arguments"].to_string()}]}}),
+                        _ => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+                    };
+                    axum::Json(reply).into_response()
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://{addr}/mcp"), log)
+    }
+}

@@ -166,16 +166,16 @@ fn serve_refuses_a_non_loopback_listener() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(
-        "refusing to listen on 0.0.0.0:18999: only loopback addresses are allowed until authentication is configured"
+        "refusing to listen on 0.0.0.0:18999 without authentication: configure auth/auth.config.json (tokens or OAuth) or listen on a loopback address"
     ));
 }
 
 #[test]
-fn a_tree_that_requires_oauth_is_refused_not_served_unprotected() {
+fn an_auth_config_that_cannot_authenticate_is_refused_not_served_unprotected() {
     let home = Home::new("auth-on");
     home.write(
         "auth/auth.config.json",
-        r#"{"enabled": true, "issuer": "https://as.example"}"#,
+        r#"{"enabled": true, "issuer": "https://as.example", "tokens": [{"name": "x", "sha256": "00"}]}"#,
     );
     let (code, out) = check(&home);
     assert_eq!(code, 1, "{out}");
@@ -184,9 +184,13 @@ fn a_tree_that_requires_oauth_is_refused_not_served_unprotected() {
         .join("auth/auth.config.json")
         .display()
         .to_string();
-    assert!(
-        out.starts_with(&format!("error: {f}: enabled: OAuth resource-server validation is not implemented in this release")),
-        "{out}"
+    assert_eq!(
+        out,
+        format!(
+            "error: {f}: issuer: needs jwks_url or jwks_file to check signatures\n\
+             error: {f}: tokens[0].sha256: must be the 64 hex digits of the token's SHA-256 (sluice auth hash TOKEN)\n\
+             2 error(s)\n"
+        )
     );
     let off = Home::new("auth-off");
     off.write("auth/auth.config.json", r#"{"enabled": false}"#);

@@ -3,6 +3,7 @@
 
 mod admin;
 mod aggregation;
+mod auth;
 mod cli;
 mod conformance;
 mod faults;
@@ -12,5 +13,7 @@ mod hooks;
 mod http_transport;
 mod interop;
 mod manage;
+mod ratelimit;
 mod reload;
 mod routing;
+mod telemetry;

@@ -60,6 +60,9 @@ pub struct UpstreamSpec {
     pub isolation: Isolation,
     /// Per-request timeout override, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// http/sse: send the client's own `Authorization` header with each request (off by
+    /// default: a client's token is never passed upstream unless the upstream asks for it).
+    pub forward_authorization: bool,
 }
 
 impl UpstreamSpec {
@@ -80,6 +83,7 @@ impl UpstreamSpec {
             transparent: false,
             isolation: Isolation::Shared,
             timeout_ms: None,
+            forward_authorization: false,
         }
     }
 
@@ -258,6 +262,7 @@ pub(crate) fn load(
                         format!("{:?} is not an http:// or https:// URL", spec.url),
                     );
                 }
+                spec.forward_authorization = f.bool("forward_authorization", false);
                 for (k, v) in f.string_map("headers") {
                     match expand_env(&v, env) {
                         Ok(v) => {

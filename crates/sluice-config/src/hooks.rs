@@ -144,12 +144,20 @@ pub struct HooksFile {
 
 /// The builtins this release knows.
 pub const BUILTINS: &[&str] = &[
-    "explain", "deny", "rewrite", "validate", "describe", "mask", "pii", "size-cap",
+    "explain",
+    "deny",
+    "rewrite",
+    "validate",
+    "describe",
+    "mask",
+    "pii",
+    "size-cap",
+    "rate-limit",
 ];
 
-/// The builtins that are response controls: they run before every other response hook, and
-/// select `tools/call` replies unless `methods` says otherwise.
-const CONTROLS: &[&str] = &["mask", "pii", "size-cap"];
+/// The builtins that select `tools/call` unless `methods` says otherwise, whatever the event:
+/// the response controls (they run before every other response hook) and `rate-limit`.
+const TOOLS_CALL_BY_DEFAULT: &[&str] = &["mask", "pii", "size-cap", "rate-limit"];
 
 /// The kinds the `pii` builtin knows.
 const PII_KINDS: &[&str] = &[
@@ -273,6 +281,33 @@ impl Opts<'_> {
             self.err(field, "must be a positive integer");
         }
         n
+    }
+
+    /// A rate-limit limit `{"rate", "per", "burst"?}` at `at`.
+    fn limit(&mut self, v: &Value, at: &str) {
+        let Some(l) = self.object(Some(v), at) else {
+            return;
+        };
+        self.known(l, at, &["rate", "per", "burst"]);
+        match l.get("rate") {
+            None | Some(Value::Null) => self.err(&format!("{at}.rate"), "is required"),
+            Some(r) if r.as_f64().is_some_and(|r| r > 0.0) => {}
+            Some(_) => self.err(&format!("{at}.rate"), "must be a positive number"),
+        }
+        match l.get("per") {
+            None | Some(Value::Null) => {
+                self.err(&format!("{at}.per"), "is required (second, minute or hour)")
+            }
+            Some(Value::String(p)) if ["second", "minute", "hour"].contains(&p.as_str()) => {}
+            Some(Value::String(p)) => self.err(
+                &format!("{at}.per"),
+                format!("unknown unit {p:?} (second, minute or hour)"),
+            ),
+            Some(_) => self.err(&format!("{at}.per"), "must be a string"),
+        }
+        if let Some(b) = l.get("burst").filter(|b| !b.is_null()) {
+            self.positive(b, &format!("{at}.burst"));
+        }
     }
 
     /// `set` / `default` of a rewrite rule: an object of paths.
@@ -470,8 +505,95 @@ fn check_builtin_options(name: &str, options: Option<&Value>, o: &mut Opts, at: 
                 o.err(at, "size-cap needs `max_bytes` or `per_tool`");
             }
         }
+        "rate-limit" => {
+            o.known(
+                opts,
+                at,
+                &["global", "per_principal", "per_tool", "redis", "key_prefix"],
+            );
+            let present = |k: &str| opts.get(k).is_some_and(|v| !v.is_null());
+            for key in ["global", "per_principal"] {
+                if let Some(v) = opts.get(key).filter(|v| !v.is_null()) {
+                    o.limit(v, &format!("{at}.{key}"));
+                }
+            }
+            let field = format!("{at}.per_tool");
+            if let Some(m) = o.object(opts.get("per_tool"), &field) {
+                for (k, v) in m {
+                    let kf = format!("{field}.{k}");
+                    if k.contains([
+                        '\\', '^', '$', '.', '+', '?', '(', ')', '[', ']', '{', '}', '|',
+                    ]) {
+                        o.regex(&kf, k, true);
+                    }
+                    o.limit(v, &kf);
+                }
+            }
+            let empty_per_tool = opts
+                .get("per_tool")
+                .and_then(Value::as_object)
+                .is_some_and(Map::is_empty);
+            if !present("global")
+                && !present("per_principal")
+                && (!present("per_tool") || empty_per_tool)
+            {
+                o.err(
+                    at,
+                    "rate-limit needs `global`, `per_principal` or `per_tool`",
+                );
+            }
+            if let Some(url) = o.string(opts, at, "redis") {
+                if let Some(problem) = redis_url_problem(&url) {
+                    o.err(&format!("{at}.redis"), problem);
+                }
+            }
+            if o.string(opts, at, "key_prefix")
+                .is_some_and(|p| p.is_empty())
+            {
+                o.err(&format!("{at}.key_prefix"), "must not be empty");
+            }
+        }
         _ => {}
     }
+}
+
+/// What is wrong with a rate-limit `redis` URL (`redis://[user[:password]@]host[:port][/db]`),
+/// credentials left out of the message.
+fn redis_url_problem(url: &str) -> Option<String> {
+    let Some(rest) = url.strip_prefix("redis://") else {
+        return Some(format!("{url:?} is not a redis:// URL"));
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let shown = match authority.rsplit_once('@') {
+        Some((_, h)) => format!("redis://***@{h}"),
+        None => format!("redis://{authority}"),
+    };
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((h, "")) => (h, None),
+            Some((h, p)) => (h, Some(p.strip_prefix(':').unwrap_or(p))),
+            None => ("", None),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Some(format!("{shown:?} names no host"));
+    }
+    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return Some(format!("{shown:?} has an invalid port"));
+    }
+    if !path.is_empty() && path.parse::<u32>().is_err() {
+        return Some(format!(
+            "the database {path:?} is not a number (redis://host:port/0)"
+        ));
+    }
+    None
 }
 
 fn inside(base: &Path, rel: &str) -> bool {
@@ -675,8 +797,9 @@ pub(crate) fn load(
         let enabled = state.get(&id).copied().unwrap_or(seed_enabled);
         let methods = match obj.get("methods") {
             Some(_) => f.strings("methods"),
-            // A response control sees tools/call replies unless it says otherwise.
-            None if matches!(&kind, Some(HookKindSpec::Builtin { name, .. }) if CONTROLS.contains(&name.as_str())) =>
+            // A response control sees tools/call replies, and rate-limit tools/call requests,
+            // unless they say otherwise.
+            None if matches!(&kind, Some(HookKindSpec::Builtin { name, .. }) if TOOLS_CALL_BY_DEFAULT.contains(&name.as_str())) =>
             {
                 vec!["tools/call".into()]
             }
@@ -851,6 +974,90 @@ mod tests {
             );
         }
         assert_eq!(errors.len(), expected.len(), "{errors:#?}");
+    }
+
+    #[test]
+    fn rate_limit_options_are_checked() {
+        let (hooks, errors, warnings) = load_hooks(
+            "rl-good",
+            json!([
+                builtin("rl", "rate-limit", json!({
+                    "global": {"rate": 100, "per": "second", "burst": 200},
+                    "per_principal": {"rate": 0.5, "per": "minute"},
+                    "per_tool": {"*": {"rate": 5, "per": "second"}, "fx_slow": {"rate": 1, "per": "hour", "burst": 1}, "crm\\..*": {"rate": 2, "per": "second"}},
+                    "redis": "redis://:secret@127.0.0.1:6379/0",
+                    "key_prefix": "sluice:rl:"
+                })),
+                {"id": "rl-all", "type": "builtin", "builtin": "rate-limit", "methods": ["*"], "timeout": 0.5, "on_error": "pass",
+                 "options": {"per_principal": {"rate": 1, "per": "second"}}}
+            ]),
+        );
+        assert_eq!(errors, Vec::<String>::new());
+        assert_eq!(warnings, Vec::<String>::new());
+        // tools/call unless it says otherwise.
+        assert_eq!(hooks[0].methods, ["tools/call"]);
+        assert_eq!(hooks[1].methods, ["*"]);
+        assert_eq!(hooks[1].on_error, OnError::Pass);
+
+        let (_, errors, _) = load_hooks(
+            "rl-bad",
+            json!([
+                builtin("a", "rate-limit", json!({})),
+                builtin(
+                    "b",
+                    "rate-limit",
+                    json!({
+                        "global": {"rate": 0, "per": "day", "burst": 0, "every": 1},
+                        "per_principal": {"per": 1},
+                        "per_tool": {"a(": {"rate": 1, "per": "second"}, "fx_*": 3},
+                        "redis": "http://x",
+                        "key_prefix": "",
+                        "shards": 2
+                    })
+                ),
+                builtin(
+                    "c",
+                    "rate-limit",
+                    json!({"per_tool": {}, "redis": "redis://u:pw@:6379/x"})
+                ),
+                builtin(
+                    "d",
+                    "rate-limit",
+                    json!({"global": {"rate": 1, "per": "second"}, "redis": "redis://h:99999"})
+                )
+            ]),
+        );
+        let expected = [
+            "hooks[0].options: rate-limit needs `global`, `per_principal` or `per_tool`",
+            "hooks[1].options.shards: unknown option (known: global, per_principal, per_tool, redis, key_prefix)",
+            "hooks[1].options.global.every: unknown option (known: rate, per, burst)",
+            "hooks[1].options.global.rate: must be a positive number",
+            "hooks[1].options.global.per: unknown unit \"day\" (second, minute or hour)",
+            "hooks[1].options.global.burst: must be a positive integer",
+            "hooks[1].options.per_principal.rate: is required",
+            "hooks[1].options.per_principal.per: must be a string",
+            "hooks[1].options.per_tool.a(: \"a(\" is not a valid regex: unclosed group",
+            "hooks[1].options.per_tool.fx_*: must be an object",
+            "hooks[1].options.redis: \"http://x\" is not a redis:// URL",
+            "hooks[1].options.key_prefix: must not be empty",
+            "hooks[2].options: rate-limit needs `global`, `per_principal` or `per_tool`",
+            "hooks[2].options.redis: \"redis://***@:6379\" names no host",
+            "hooks[3].options.redis: \"redis://h:99999\" has an invalid port",
+        ];
+        for e in expected {
+            assert!(
+                errors.iter().any(|x| x == e),
+                "missing {e:?} in {errors:#?}"
+            );
+        }
+        assert_eq!(errors.len(), expected.len(), "{errors:#?}");
+        assert_eq!(
+            redis_url_problem("redis://h/x").as_deref(),
+            Some("the database \"x\" is not a number (redis://host:port/0)")
+        );
+        assert_eq!(redis_url_problem("redis://[::1]:6379/1"), None);
+        assert_eq!(redis_url_problem("redis://[::1]"), None);
+        assert_eq!(redis_url_problem("redis://localhost"), None);
     }
 
     #[test]

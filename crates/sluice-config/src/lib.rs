@@ -5,6 +5,7 @@
 //! [`ExposeEntry`] (one curated tool), [`Settings`] (server settings) and [`ConfigError`]
 //! (one problem, with file and field).
 
+mod auth;
 pub mod drift;
 mod error;
 mod expose;
@@ -16,11 +17,14 @@ mod settings;
 pub mod store;
 pub mod tools;
 
+pub use auth::{
+    AccessRule, AuthConfig, Effect, JwksSource, OAuth, StaticToken, DEFAULT_ALGORITHMS,
+};
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
 pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError, BUILTINS};
 pub use logs::LogConfig;
-pub use settings::Settings;
+pub use settings::{Settings, TelemetrySettings};
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +43,8 @@ pub struct Config {
     pub logs: LogConfig,
     /// `tools/tools.register.json` with its overlay: first-party tools.
     pub register: tools::Register,
+    /// `auth/auth.config.json`: authentication and access rules.
+    pub auth: AuthConfig,
 }
 
 /// Non-fatal findings of a load (shown by `sluice check` and logged at start).
@@ -60,23 +66,12 @@ impl Config {
                 "the home folder does not exist",
             )]));
         }
-        let settings = settings::load(&home.join("sluice.json"), &mut errors);
+        let settings = settings::load(&home.join("sluice.json"), env, &mut errors);
         let expose = expose::load(&home, env, &mut errors, &mut warnings);
         let hooks = hooks::load(&home, &mut errors, &mut warnings);
         let logs = logs::load(&home, &mut errors);
         let register = tools::load(&home, &mut errors);
-        // auth/auth.config.json (seed 003's OAuth resource server) is not implemented yet: a tree
-        // that turns it on must not be served unprotected, so it fails the load.
-        let auth = home.join("auth").join("auth.config.json");
-        if let Some(a) = fields::read_object(&auth, &mut errors) {
-            if a.get("enabled").and_then(serde_json::Value::as_bool) == Some(true) {
-                errors.push(ConfigError::new(
-                    &auth,
-                    "enabled",
-                    "OAuth resource-server validation is not implemented in this release; Sluice refuses to serve a tree that requires it (set \"enabled\": false to serve it unauthenticated on loopback)",
-                ));
-            }
-        }
+        let auth = auth::load(&home, &mut errors);
         if errors.is_empty() {
             Ok((
                 Config {
@@ -86,6 +81,7 @@ impl Config {
                     hooks,
                     logs,
                     register,
+                    auth,
                 },
                 warnings,
             ))
@@ -108,6 +104,7 @@ impl Config {
             hooks: HooksFile::default(),
             logs: LogConfig::default(),
             register: tools::Register::default(),
+            auth: AuthConfig::default(),
         }
     }
 }

@@ -32,6 +32,7 @@ pub const FILES: &[&str] = &[
     "hooks/hooks.manifest.json",
     "hooks/hooks.state.json",
     "logs/log.config.json",
+    "auth/auth.config.json",
 ];
 
 fn read(home: &Path, rel: &str, default: Value) -> Result<Value, ManageError> {
@@ -204,6 +205,31 @@ pub fn upstream_set(home: &Path, id: &str, fields: Map<String, Value>) -> Result
         entry[k] = v;
     }
     commit(home, rel, &e)
+}
+
+/// Add a static token (by its SHA-256) to `auth/auth.config.json`, turning authentication on.
+pub fn token_add(
+    home: &Path,
+    name: &str,
+    sha256: &str,
+    scopes: &[String],
+) -> Result<(), ManageError> {
+    let rel = "auth/auth.config.json";
+    let mut c = read(home, rel, json!({"enabled": true}))?;
+    if !c.is_object() {
+        return Err(ManageError::Bad(format!(
+            "{rel} is not a JSON object; fix it first"
+        )));
+    }
+    c["enabled"] = json!(true);
+    let tokens = array(&mut c, "tokens");
+    if tokens.iter().any(|t| t["name"] == name) {
+        return Err(ManageError::Bad(format!(
+            "a token named {name:?} exists already"
+        )));
+    }
+    tokens.push(json!({"name": name, "sha256": sha256, "scopes": scopes}));
+    commit(home, rel, &c)
 }
 
 /// Turn the audit log on or off.

@@ -2,7 +2,8 @@
 //! a default.
 
 use crate::error::ConfigError;
-use crate::fields::{read_object, Fields};
+use crate::fields::{expand_env, read_object, Fields};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Server settings. Every field is optional in the file.
@@ -44,6 +45,22 @@ pub struct Settings {
     /// The admin token (`SLUICE_ADMIN_TOKEN` is used when absent; else one is generated at
     /// start and printed on stderr).
     pub admin_token: Option<String>,
+    /// `telemetry`: OpenTelemetry trace export (off without an endpoint here or in the
+    /// standard `OTEL_*` environment variables).
+    pub telemetry: TelemetrySettings,
+}
+
+/// The `telemetry` object of `sluice.json`: where traces go (OTLP over HTTP, JSON encoding).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TelemetrySettings {
+    /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`); spans are POSTed to
+    /// `<endpoint>/v1/traces`. None: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` /
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` decide, else tracing is off.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of the exported resource. None: `OTEL_SERVICE_NAME`, else `sluice`.
+    pub service_name: Option<String>,
+    /// Extra headers on every export request (`${env:NAME}` expanded), e.g. a collector key.
+    pub headers: BTreeMap<String, String>,
 }
 
 impl Default for Settings {
@@ -65,6 +82,7 @@ impl Default for Settings {
             management_tools: false,
             admin: None,
             admin_token: None,
+            telemetry: TelemetrySettings::default(),
         }
     }
 }
@@ -87,9 +105,16 @@ const KNOWN: &[&str] = &[
     "management_tools",
     "admin",
     "admin_token",
+    "telemetry",
 ];
 
-pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
+const TELEMETRY_KNOWN: &[&str] = &["otlp_endpoint", "service_name", "headers"];
+
+pub(crate) fn load(
+    file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+) -> Settings {
     let mut s = Settings::default();
     let Some(obj) = read_object(file, errors) else {
         return s;
@@ -170,5 +195,137 @@ pub(crate) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         }
         s.admin_token = Some(t);
     }
+    match obj.get("telemetry") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Object(t)) => {
+            let mut tf = Fields {
+                file,
+                path: "telemetry".into(),
+                obj: t,
+                errors: &mut *f.errors,
+            };
+            s.telemetry = telemetry(&mut tf, env);
+        }
+        Some(_) => f.err("telemetry", "must be an object"),
+    }
     s
+}
+
+/// The `telemetry` object's fields.
+fn telemetry(f: &mut Fields, env: &dyn Fn(&str) -> Option<String>) -> TelemetrySettings {
+    let mut t = TelemetrySettings::default();
+    for key in f.obj.keys() {
+        if !TELEMETRY_KNOWN.contains(&key.as_str()) {
+            f.err(
+                key,
+                format!(
+                    "unknown telemetry setting (known: {})",
+                    TELEMETRY_KNOWN.join(", ")
+                ),
+            );
+        }
+    }
+    if let Some(e) = f.string("otlp_endpoint") {
+        let rest = e
+            .strip_prefix("http://")
+            .or_else(|| e.strip_prefix("https://"));
+        match rest {
+            Some(r) if !r.is_empty() && !r.starts_with('/') && !e.contains(char::is_whitespace) => {
+                t.otlp_endpoint = Some(e)
+            }
+            _ => f.err(
+                "otlp_endpoint",
+                format!("{e:?} is not an http:// or https:// URL (the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318)"),
+            ),
+        }
+    }
+    if let Some(n) = f.string("service_name") {
+        if n.trim().is_empty() {
+            f.err("service_name", "must be a non-empty string");
+        } else {
+            t.service_name = Some(n);
+        }
+    }
+    for (name, value) in f.string_map("headers") {
+        let field = format!("headers.{name}");
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || !name.chars().all(token) {
+            f.err(&field, "is not a valid HTTP header name");
+            continue;
+        }
+        match expand_env(&value, env) {
+            Ok(v) if v.chars().any(|c| c.is_control() && c != '\t') => {
+                f.err(&field, "the value holds a control character");
+            }
+            Ok(v) => {
+                t.headers.insert(name, v);
+            }
+            Err(e) => f.err(&field, e),
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(label: &str, text: &str) -> (Settings, Vec<String>) {
+        let dir =
+            std::env::temp_dir().join(format!("sluice-settings-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("sluice.json");
+        std::fs::write(&file, text).unwrap();
+        let env = |n: &str| (n == "COLLECTOR_KEY").then(|| "k3y".to_string());
+        let mut errors = Vec::new();
+        let s = load(&file, &env, &mut errors);
+        let _ = std::fs::remove_dir_all(&dir);
+        let errors = errors
+            .into_iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        (s, errors)
+    }
+
+    #[test]
+    fn telemetry_is_read_with_env_expanded_headers() {
+        let (s, errors) = load_text(
+            "telemetry-ok",
+            r#"{"telemetry": {"otlp_endpoint": "http://127.0.0.1:4318", "service_name": "edge",
+                "headers": {"x-api-key": "${env:COLLECTOR_KEY}"}}}"#,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            s.telemetry,
+            TelemetrySettings {
+                otlp_endpoint: Some("http://127.0.0.1:4318".into()),
+                service_name: Some("edge".into()),
+                headers: [("x-api-key".to_string(), "k3y".to_string())].into(),
+            }
+        );
+        let (s, errors) = load_text("telemetry-none", "{}");
+        assert!(errors.is_empty());
+        assert_eq!(s.telemetry, TelemetrySettings::default());
+    }
+
+    #[test]
+    fn bad_telemetry_fields_are_named() {
+        let (_, errors) = load_text(
+            "telemetry-bad",
+            r#"{"telemetry": {"otlp_endpoint": "127.0.0.1:4318", "service_name": " ", "sampler": 1,
+                "headers": {"bad name": "x", "x-key": "${env:MISSING}"}}}"#,
+        );
+        assert_eq!(
+            errors,
+            [
+                "telemetry.sampler: unknown telemetry setting (known: otlp_endpoint, service_name, headers)",
+                "telemetry.otlp_endpoint: \"127.0.0.1:4318\" is not an http:// or https:// URL (the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318)",
+                "telemetry.service_name: must be a non-empty string",
+                "telemetry.headers.bad name: is not a valid HTTP header name",
+                "telemetry.headers.x-key: environment variable MISSING is not set",
+            ]
+        );
+        let (_, errors) = load_text("telemetry-type", r#"{"telemetry": "http://x"}"#);
+        assert_eq!(errors, ["telemetry: must be an object"]);
+    }
 }

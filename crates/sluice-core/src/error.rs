@@ -20,6 +20,9 @@ pub mod codes {
     /// The upstream did not answer within the configured timeout
     /// (the TypeScript SDK's `RequestTimeout`).
     pub const REQUEST_TIMEOUT: i64 = -32001;
+    /// A rate limit (the `rate-limit` builtin) refused the request; `data.retryAfterMs` says
+    /// when a retry can succeed.
+    pub const RATE_LIMITED: i64 = -32029;
     /// A request hook refused the message (seed 002: "Request rejected").
     pub const REQUEST_REJECTED: i64 = -32030;
     /// A response hook refused the reply (seed 002: "Response rejected").

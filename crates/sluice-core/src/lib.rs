@@ -6,10 +6,12 @@
 //! [`RpcError`] (a JSON-RPC error object the gateway produces).
 
 pub mod error;
+pub mod glob;
 pub mod message;
 pub mod principal;
 pub mod version;
 
 pub use error::{codes, RpcError};
+pub use glob::glob_match;
 pub use message::{Kind, Message, ParseError};
 pub use principal::Principal;

@@ -8,7 +8,7 @@
 //! response hook sees what the agent will see (seed 002). What they changed is counted in
 //! [`Trace::controls`].
 
-use crate::builtin::{Control, Deny, Describe, Explain, Rewrite, Validate};
+use crate::builtin::{Control, Deny, Describe, Explain, RateLimit, Rewrite, Validate};
 use crate::command::CommandHook;
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
@@ -18,8 +18,8 @@ use regex::Regex;
 use serde_json::{Map, Value};
 use sluice_config::{HookEventKind, HookKindSpec, HookSpec, OnError};
 use sluice_core::{Message, Principal};
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How a hook runs.
@@ -34,6 +34,8 @@ pub enum Kind {
     Validate(Validate),
     /// The describe builtin.
     Describe(Describe),
+    /// The rate-limit builtin (request phase; its `methods`, default `tools/call`).
+    RateLimit(RateLimit),
     /// A response control (mask, pii, size-cap): run in the controls stage.
     Control(Control),
     /// A process per event.
@@ -78,6 +80,8 @@ pub struct HookRecord {
     pub reason: Option<String>,
     /// How long it took, µs.
     pub micros: u64,
+    /// When it started (places it on a trace's timeline).
+    pub started: Instant,
 }
 
 /// What the hooks did to one exchange.
@@ -111,7 +115,7 @@ pub struct Ctx<'a> {
     /// `inputSchema`).
     pub tool: Option<&'a Value>,
     /// Who is calling, when the listener authenticates.
-    pub principal: Option<&'a Arc<Principal>>,
+    pub principal: Option<Arc<Principal>>,
 }
 
 /// The outcome of the request phase.
@@ -125,28 +129,7 @@ pub enum RequestOutcome {
     Refuse(Refusal),
 }
 
-/// Does `glob` (only `*` is special) match `s`?
-pub fn glob_match(glob: &str, s: &str) -> bool {
-    if glob == "*" {
-        return true;
-    }
-    let parts: Vec<&str> = glob.split('*').collect();
-    if parts.len() == 1 {
-        return glob == s;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !s.starts_with(first) || !s.ends_with(last) || s.len() < first.len() + last.len() {
-        return false;
-    }
-    let mut rest = &s[first.len()..s.len() - last.len()];
-    for p in &parts[1..parts.len() - 1] {
-        match rest.find(p) {
-            Some(i) => rest = &rest[i + p.len()..],
-            None => return false,
-        }
-    }
-    true
-}
+pub use sluice_core::glob_match;
 
 impl Hook {
     fn selects(&self, phase: Phase, ctx: &Ctx) -> bool {
@@ -200,6 +183,7 @@ impl Hook {
                 Kind::Deny(d) => Ok(d.decide(ev)),
                 Kind::Rewrite(r) => Ok(r.decide(ev)),
                 Kind::Validate(v) => Ok(v.decide(ev, ctx.tool)),
+                Kind::RateLimit(r) => r.decide(ev).await,
                 Kind::Describe(d) => {
                     let mut msg = ev.message.clone();
                     match msg.result_mut().map(|r| d.apply(r)) {
@@ -225,8 +209,9 @@ impl Hook {
     }
 }
 
-/// Build a builtin's kind from its name and options.
-fn builtin_kind(name: &str, options: &Value) -> Result<Kind, String> {
+/// Build a builtin's kind from its name and options (`timeout`: the hook's, which bounds the
+/// rate-limit builtin's Redis calls).
+fn builtin_kind(name: &str, options: &Value, timeout: Duration) -> Result<Kind, String> {
     if let Some(c) = Control::build(name, options)? {
         return Ok(Kind::Control(c));
     }
@@ -236,6 +221,7 @@ fn builtin_kind(name: &str, options: &Value) -> Result<Kind, String> {
         "rewrite" => Kind::Rewrite(Rewrite::from_options(options)?),
         "validate" => Kind::Validate(Validate::from_options(options)?),
         "describe" => Kind::Describe(Describe::from_options(options)?),
+        "rate-limit" => Kind::RateLimit(RateLimit::from_options(options, timeout)?),
         _ => return Err("is not available".into()),
     })
 }
@@ -272,13 +258,16 @@ impl Chain {
                 },
             };
             let kind = match &s.kind {
-                HookKindSpec::Builtin { name, options } => match builtin_kind(name, options) {
-                    Ok(k) => k,
-                    Err(e) => {
-                        warnings.push(format!("hook {:?}: builtin {name:?}: {e}; skipped", s.id));
-                        continue;
+                HookKindSpec::Builtin { name, options } => {
+                    match builtin_kind(name, options, s.timeout) {
+                        Ok(k) => k,
+                        Err(e) => {
+                            warnings
+                                .push(format!("hook {:?}: builtin {name:?}: {e}; skipped", s.id));
+                            continue;
+                        }
                     }
-                },
+                }
                 HookKindSpec::Command { command, .. } => Kind::Command(CommandHook::new(
                     command.clone(),
                     cwd.to_path_buf(),
@@ -307,7 +296,9 @@ impl Chain {
             // Builtins choose their own phases.
             let (request, response) = match kind {
                 Kind::Explain(_) => (true, true),
-                Kind::Deny(_) | Kind::Rewrite(_) | Kind::Validate(_) => (true, false),
+                Kind::Deny(_) | Kind::Rewrite(_) | Kind::Validate(_) | Kind::RateLimit(_) => {
+                    (true, false)
+                }
                 Kind::Describe(_) | Kind::Control(_) => (false, true),
                 _ => (request, response),
             };
@@ -398,6 +389,7 @@ impl Chain {
                 decision,
                 reason,
                 micros,
+                started,
             });
             if let Err(r) = result {
                 tracing::info!(hook = %hook.id, method = ctx.method, session = ctx.session_id, reason = %r.reason, "response refused by a control");
@@ -436,7 +428,7 @@ impl Chain {
             request,
             era: ctx.era,
             cwd: self.cwd.clone(),
-            principal: ctx.principal.cloned(),
+            principal: ctx.principal.clone(),
         }
     }
 
@@ -465,6 +457,7 @@ impl Chain {
                     decision,
                     reason,
                     micros,
+                    started,
                 });
             };
             match result {
@@ -536,6 +529,7 @@ impl Chain {
                     decision,
                     reason,
                     micros,
+                    started,
                 });
             };
             match result {
@@ -707,6 +701,16 @@ mod tests {
                 "cap-tools",
                 "size-cap",
                 json!({"per_tool": {"x": 5}, "mode": "refuse"})
+            ),
+            b(
+                "rate",
+                "rate-limit",
+                json!({"global": {"rate": 1.5, "per": "second", "burst": 3}, "per_principal": {"rate": 1, "per": "hour"}, "per_tool": {"*": {"rate": 2, "per": "minute"}, "a\\..*": {"rate": 1, "per": "second"}}, "key_prefix": "test:accepts:"})
+            ),
+            b(
+                "rate-redis",
+                "rate-limit",
+                json!({"per_tool": {"x": {"rate": 1, "per": "second"}}, "redis": "redis://u:p@[::1]:6379/2"})
             )
         ]);
         std::fs::write(
@@ -719,7 +723,7 @@ mod tests {
         let (config, _) = loaded.unwrap_or_else(|e| panic!("{e}"));
         let (chain, warnings) = Chain::build(&config.hooks.hooks, Path::new("/"));
         assert!(warnings.is_empty(), "{warnings:?}");
-        assert_eq!((chain.hooks().len(), chain.controls().len()), (7, 6));
+        assert_eq!((chain.hooks().len(), chain.controls().len()), (9, 6));
         assert!(chain.wants_tool_definitions());
     }
 

@@ -129,7 +129,7 @@ pub fn event(
         "time": rfc3339(now),
         "session": session.id,
         "client": session.client_info.get("name").cloned().unwrap_or(Value::Null),
-        "principal": Value::Null,
+        "principal": session.principal().map(|p| json!(p.id)).unwrap_or(Value::Null),
         "method": method,
         "tool": tool,
         "upstream": upstream,

@@ -397,11 +397,31 @@ impl Catalog {
         cursor: Option<&str>,
         page_size: usize,
     ) -> Result<Value, RpcError> {
-        let items = match kind {
+        self.page_of(kind, cursor, page_size, None)
+    }
+
+    /// One page of the items `keep` lets through (the access rules of a caller); offsets in
+    /// cursors count kept items only.
+    pub fn page_of(
+        &self,
+        kind: ListKind,
+        cursor: Option<&str>,
+        page_size: usize,
+        keep: Option<&dyn Fn(&Value) -> bool>,
+    ) -> Result<Value, RpcError> {
+        let all = match kind {
             ListKind::Tools => &self.tools,
             ListKind::Prompts => &self.prompts,
             ListKind::Resources => &self.resources,
             ListKind::Templates => &self.templates,
+        };
+        let kept: Vec<Value>;
+        let items: &[Value] = match keep {
+            None => all,
+            Some(keep) => {
+                kept = all.iter().filter(|v| keep(v)).cloned().collect();
+                &kept
+            }
         };
         let start = match cursor {
             None => 0,

@@ -71,13 +71,19 @@ pub async fn call(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Message, sink:
         Err(e) => Outcome::Reply(Message::error(id.clone(), &e)),
     };
     let op = name.strip_prefix(&format!("{prefix}_")).unwrap_or("");
+    // The funnel shows and runs only what the caller's access rules let it see.
+    let policy = gw.policy();
+    let principal = session.principal();
+    let allowed = |t: &crate::catalog::FunnelTool| {
+        policy.allows(sluice_auth::Item::Tool, &t.name, principal.as_deref())
+    };
     match op {
         "list_tools" => {
             let category = args.get("category").and_then(Value::as_str);
             let briefs: Vec<Value> = catalog
                 .funnel_tools()
                 .iter()
-                .filter(|t| category.is_none_or(|c| t.category == c))
+                .filter(|t| category.is_none_or(|c| t.category == c) && allowed(t))
                 .map(|t| {
                     json!({
                         "name": t.name,
@@ -93,7 +99,7 @@ pub async fn call(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Message, sink:
             let Some(target) = args.get("name").and_then(Value::as_str) else {
                 return reply(Err(RpcError::invalid_params(format!("{name} needs name"))));
             };
-            let Some(t) = find(&catalog, target) else {
+            let Some(t) = find(&catalog, target).filter(|t| allowed(t)) else {
                 return reply(Err(RpcError::invalid_params(format!(
                     "Unknown tool: {target}"
                 ))));
@@ -117,7 +123,7 @@ pub async fn call(gw: &Arc<Gateway>, session: &Arc<Session>, msg: Message, sink:
             let Some(target) = args.get("name").and_then(Value::as_str) else {
                 return reply(Err(RpcError::invalid_params(format!("{name} needs name"))));
             };
-            let Some(t) = find(&catalog, target) else {
+            let Some(t) = find(&catalog, target).filter(|t| allowed(t)) else {
                 return reply(Err(RpcError::invalid_params(format!(
                     "Unknown tool: {target}"
                 ))));

@@ -7,6 +7,7 @@ use crate::session::{id_key, Outbound, PendingServerRequest, Session};
 use crate::upstreams::{supervise, Slot, Status};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
+use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, Settings, Transport, UpstreamSpec};
 use sluice_core::{Kind, Message, RpcError};
 use sluice_hooks::Chain;
@@ -74,6 +75,14 @@ pub struct Gateway {
     shutdown: Notify,
     /// Results of live reloads of the tree (for metrics and the admin page).
     pub reloads: ReloadStats,
+    /// The trace exporter (None: tracing is off; `sluice.json` changes need a restart).
+    telemetry: Option<Arc<crate::telemetry::Telemetry>>,
+    /// Authentication of the HTTP listener (None: off), rebuilt when `auth/` changes.
+    auth: RwLock<Option<Arc<Authenticator>>>,
+    /// The access rules.
+    policy: RwLock<Arc<Policy>>,
+    /// The address the MCP listener is bound to (the default resource URI names it).
+    bound: Mutex<Option<String>>,
 }
 
 /// How live reloads went.
@@ -98,6 +107,9 @@ impl Gateway {
             .then(|| config.settings.funnel_prefix.clone());
         let chain = build_chain(&config);
         let audit = build_audit(&config);
+        let telemetry = crate::telemetry::Telemetry::start(&config.settings.telemetry);
+        let auth = config.auth.clone();
+        let listen = config.settings.listen.clone();
         let slots: Vec<Arc<Slot>> = config
             .expose
             .upstreams
@@ -121,7 +133,55 @@ impl Gateway {
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
             reloads: ReloadStats::default(),
+            telemetry,
+            auth: RwLock::new(Authenticator::new(&auth, &listen)),
+            policy: RwLock::new(Arc::new(Policy::new(&auth.rules))),
+            bound: Mutex::new(None),
         })
+    }
+
+    /// The authentication layer of the HTTP listener, when authentication is on.
+    pub fn authenticator(&self) -> Option<Arc<Authenticator>> {
+        self.auth.read().clone()
+    }
+
+    /// The access rules.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.read().clone()
+    }
+
+    /// The MCP listener is bound to `addr` (the default resource URI, `http://<addr>/mcp`,
+    /// names the real port when the configuration said port 0).
+    pub fn set_bound_address(&self, addr: &str) {
+        *self.bound.lock() = Some(addr.to_string());
+        *self.auth.write() = Authenticator::new(&self.config().auth, addr);
+    }
+
+    /// Can the running listener take this configuration? One bound to a non-loopback address
+    /// must keep authentication on.
+    pub fn acceptable(&self, new: &Config) -> Result<(), sluice_config::ConfigErrors> {
+        let exposed = self
+            .listen_address()
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| !a.ip().is_loopback());
+        if exposed && !new.auth.enabled && self.authenticator().is_some() {
+            return Err(sluice_config::ConfigErrors(vec![sluice_config::ConfigError::new(
+                &new.home.join("auth").join("auth.config.json"),
+                "enabled",
+                format!(
+                    "the MCP listener is bound to the non-loopback address {}: authentication cannot be turned off while it runs",
+                    self.listen_address()
+                ),
+            )]));
+        }
+        Ok(())
+    }
+
+    fn listen_address(&self) -> String {
+        self.bound
+            .lock()
+            .clone()
+            .unwrap_or_else(|| self.settings.listen.clone())
     }
 
     /// Start every enabled upstream and wait (at most the connect timeout) until each has made
@@ -207,6 +267,11 @@ impl Gateway {
         }
     }
 
+    /// The trace exporter, when tracing is on.
+    pub fn telemetry(&self) -> Option<&Arc<crate::telemetry::Telemetry>> {
+        self.telemetry.as_ref()
+    }
+
     /// The hook chain.
     pub fn chain(&self) -> Arc<Chain> {
         self.chain.read().clone()
@@ -260,13 +325,18 @@ impl Gateway {
                 changed.push(method);
             }
         }
+        self.announce(&changed);
+    }
+
+    /// Tell every session that these lists changed (`notifications/…/list_changed`).
+    fn announce(&self, changed: &[&'static str]) {
         if changed.is_empty() {
             return;
         }
         let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
         let hooked = !self.chain().is_empty();
         for s in sessions {
-            for m in &changed {
+            for m in changed {
                 let msg = Message::notification(m, None);
                 if hooked {
                     // Response hooks see gateway notifications too; run them beside.
@@ -429,6 +499,9 @@ impl Gateway {
             c.shutdown().await;
         }
         self.chain().shutdown().await;
+        if let Some(t) = &self.telemetry {
+            t.flush(Duration::from_secs(2)).await;
+        }
     }
 
     /// Is the gateway shutting down?
@@ -824,6 +897,8 @@ pub struct ReloadReport {
     pub hooks: bool,
     /// The audit log was reopened.
     pub audit: bool,
+    /// Authentication or access rules were rebuilt.
+    pub auth: bool,
 }
 
 impl Gateway {
@@ -870,6 +945,12 @@ impl Gateway {
             *self.audit.write() = Arc::new(build_audit(&new));
             report.audit = true;
         }
+        let rules_changed = new.auth.rules != old.auth.rules;
+        if new.auth != old.auth {
+            *self.auth.write() = Authenticator::new(&new.auth, &self.listen_address());
+            *self.policy.write() = Arc::new(Policy::new(&new.auth.rules));
+            report.auth = true;
+        }
         *self.config.write() = Arc::new(new);
         *self.slots.write() = Arc::new(next);
         for s in &gone {
@@ -890,7 +971,15 @@ impl Gateway {
         self.start_slots(&fresh).await;
         // Started slots rebuild the catalog when they come up; this covers none starting.
         self.rebuild_catalog();
-        tracing::info!(kept = ?report.kept, started = ?report.started, stopped = ?report.stopped, hooks = report.hooks, audit = report.audit, "configuration reloaded");
+        if rules_changed {
+            // What each caller may see changed: every list may look different to someone.
+            self.announce(&[
+                "notifications/tools/list_changed",
+                "notifications/prompts/list_changed",
+                "notifications/resources/list_changed",
+            ]);
+        }
+        tracing::info!(kept = ?report.kept, started = ?report.started, stopped = ?report.stopped, hooks = report.hooks, audit = report.audit, auth = report.auth, "configuration reloaded");
         report
     }
 
@@ -905,6 +994,7 @@ impl Gateway {
             "hooks/hooks.state.json",
             "logs/log.config.json",
             "tools/tools.register.json",
+            "auth/auth.config.json",
         ];
         let stamp = || -> Vec<Option<(std::time::SystemTime, u64)>> {
             files
@@ -928,7 +1018,11 @@ impl Gateway {
             }
             last = now;
             let env = |n: &str| std::env::var(n).ok();
-            match Config::load(&home, &env) {
+            let loaded = Config::load(&home, &env).and_then(|(config, warnings)| {
+                self.acceptable(&config)?;
+                Ok((config, warnings))
+            });
+            match loaded {
                 Ok((config, warnings)) => {
                     for w in warnings {
                         tracing::warn!("{w}");

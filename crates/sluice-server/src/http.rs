@@ -14,7 +14,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
 use serde_json::{json, Value};
-use sluice_core::{version, Kind, Message, RpcError};
+use sluice_auth::{Authenticator, Denial};
+use sluice_core::{version, Kind, Message, Principal, RpcError};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,14 @@ pub fn router(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/mcp", any(mcp))
         .route("/mcp/", any(mcp))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            axum::routing::get(resource_metadata),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*path}",
+            axum::routing::get(resource_metadata),
+        )
         .with_state(gw)
 }
 
@@ -120,10 +129,26 @@ async fn mcp(
             None,
         );
     }
+    let principal = match gw.authenticator() {
+        None => None,
+        Some(auth) => {
+            let credentials = (
+                header_str(&headers, "authorization"),
+                header_str(&headers, "x-api-key"),
+            );
+            match auth.authenticate(credentials.0, credentials.1).await {
+                Ok(p) => Some(p),
+                Err(denial) => return denied(&auth, &denial),
+            }
+        }
+    };
     match method {
-        Method::POST => post(gw, headers, body).await,
-        Method::GET => get(gw, headers).await,
-        Method::DELETE => delete(gw, headers).await,
+        Method::POST => {
+            let parent = crate::telemetry::http_parent(&gw, &headers);
+            crate::telemetry::with_http_parent(parent, post(gw, headers, body, principal)).await
+        }
+        Method::GET => get(gw, headers, principal).await,
+        Method::DELETE => delete(gw, headers, principal).await,
         _ => {
             let mut r = json_error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -134,6 +159,47 @@ async fn mcp(
                 .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
             r
         }
+    }
+}
+
+/// 401 / 403 / 503 with the `WWW-Authenticate` challenge (RFC 6750, RFC 9728).
+fn denied(auth: &Authenticator, denial: &Denial) -> Response {
+    tracing::info!(status = denial.status, error = ?denial.error, "request not authenticated: {}", denial.description);
+    let body = json!({
+        "error": denial.error.unwrap_or("unauthorized"),
+        "error_description": denial.description,
+    });
+    let status = StatusCode::from_u16(denial.status).unwrap_or(StatusCode::UNAUTHORIZED);
+    let mut r = (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.to_string(),
+    )
+        .into_response();
+    if status != StatusCode::SERVICE_UNAVAILABLE {
+        if let Ok(v) = HeaderValue::from_str(&auth.challenge(denial)) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+    }
+    r
+}
+
+/// RFC 9728 protected-resource metadata (404 when authentication is off).
+async fn resource_metadata(State(gw): State<Arc<Gateway>>) -> Response {
+    match gw.authenticator() {
+        Some(auth) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            auth.metadata().to_string(),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
@@ -154,9 +220,14 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
     }
 }
 
-/// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
+/// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown, ended, or
+/// started by another principal (indistinguishable from unknown, so ids cannot be probed).
 #[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
-fn find_session(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Session>, Response> {
+fn find_session(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    principal: Option<Arc<Principal>>,
+) -> Result<Arc<Session>, Response> {
     let Some(id) = header_str(headers, SESSION) else {
         return Err(json_error(
             StatusCode::BAD_REQUEST,
@@ -164,9 +235,20 @@ fn find_session(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Session>, Respo
             None,
         ));
     };
-    match gw.session(id) {
+    let session = gw
+        .session(id)
+        .filter(|s| match (&principal, s.principal()) {
+            (None, _) => true,
+            (Some(p), Some(owner)) => p.id == owner.id && p.kind == owner.kind,
+            (Some(_), None) => false,
+        });
+    match session {
         Some(s) => {
             s.touch();
+            if principal.is_some() {
+                s.set_principal(principal);
+            }
+            s.set_authorization(header_str(headers, "authorization"));
             Ok(s)
         }
         None => Err(json_error(
@@ -180,7 +262,12 @@ fn find_session(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Session>, Respo
     }
 }
 
-async fn post(gw: Arc<Gateway>, headers: HeaderMap, body: Body) -> Response {
+async fn post(
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    body: Body,
+    principal: Option<Arc<Principal>>,
+) -> Response {
     if !(accepts(&headers, "application/json") && accepts(&headers, "text/event-stream")) {
         return json_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -214,12 +301,12 @@ async fn post(gw: Arc<Gateway>, headers: HeaderMap, body: Body) -> Response {
         Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
-        return initialize(gw, &headers, msg).await;
+        return initialize(gw, &headers, msg, principal).await;
     }
     if let Err(r) = check_version(&headers) {
         return r;
     }
-    let session = match find_session(&gw, &headers) {
+    let session = match find_session(&gw, &headers, principal) {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -232,7 +319,12 @@ async fn post(gw: Arc<Gateway>, headers: HeaderMap, body: Body) -> Response {
     }
 }
 
-async fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Response {
+async fn initialize(
+    gw: Arc<Gateway>,
+    headers: &HeaderMap,
+    msg: Message,
+    principal: Option<Arc<Principal>>,
+) -> Response {
     if headers.contains_key(SESSION) {
         return json_error(
             StatusCode::BAD_REQUEST,
@@ -252,6 +344,8 @@ async fn initialize(gw: Arc<Gateway>, headers: &HeaderMap, msg: Message) -> Resp
         params.get("clientInfo").cloned().unwrap_or(Value::Null),
         Outbound::Http(buf),
     ));
+    session.set_principal(principal);
+    session.set_authorization(header_str(headers, "authorization"));
     let client = params
         .get("clientInfo")
         .and_then(|c| c.get("name"))
@@ -384,7 +478,7 @@ fn sse_response(
     sse_headers(body.into_response())
 }
 
-async fn get(gw: Arc<Gateway>, headers: HeaderMap) -> Response {
+async fn get(gw: Arc<Gateway>, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
     if !accepts(&headers, "text/event-stream") {
         return json_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -395,7 +489,7 @@ async fn get(gw: Arc<Gateway>, headers: HeaderMap) -> Response {
     if let Err(r) = check_version(&headers) {
         return r;
     }
-    let session = match find_session(&gw, &headers) {
+    let session = match find_session(&gw, &headers, principal) {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -484,8 +578,12 @@ fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover:
     sse_headers(Body::from_stream(stream).into_response())
 }
 
-async fn delete(gw: Arc<Gateway>, headers: HeaderMap) -> Response {
-    let session = match find_session(&gw, &headers) {
+async fn delete(
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    principal: Option<Arc<Principal>>,
+) -> Response {
+    let session = match find_session(&gw, &headers, principal) {
         Ok(s) => s,
         Err(r) => return r,
     };

@@ -5,6 +5,7 @@
 //! [`Gateway::start`] its upstreams, then serve clients with [`http::serve`] or [`stdio::serve`].
 //! See `ARCHITECTURE.md` for how a message travels.
 
+pub mod access;
 pub mod admin;
 pub mod audit;
 pub mod catalog;
@@ -17,6 +18,7 @@ pub mod router;
 pub mod session;
 pub mod stdio;
 pub mod stream;
+pub mod telemetry;
 pub mod upstreams;
 
 pub use gateway::Gateway;

@@ -10,6 +10,7 @@ use crate::catalog::Catalog;
 use crate::gateway::{Gateway, Sink};
 use crate::router::{handle_notification, handle_request, Outcome};
 use crate::session::Session;
+use crate::telemetry::RequestSpan;
 use serde_json::Value;
 use sluice_core::{Kind, Message};
 use sluice_hooks::{Ctx, Phase, Refusal, RequestOutcome, Trace};
@@ -66,7 +67,7 @@ fn ctx<'a>(session: &'a Session, f: &'a Facts) -> Ctx<'a> {
             .tool_name
             .as_deref()
             .and_then(|n| f.catalog.as_ref()?.tool_definition(n)),
-        principal: None,
+        principal: session.principal(),
     }
 }
 
@@ -78,14 +79,38 @@ pub async fn client_request(
     msg: Message,
     sink: &Sink,
 ) -> Outcome {
+    let policy = gw.policy();
+    if !policy.is_open() {
+        if let Err(refused) = crate::access::check(&policy, session, &msg) {
+            let crate::access::Refused { error, reason } = *refused;
+            let facts = facts_of(gw, &msg);
+            tracing::info!(session = %session.id, "{reason}");
+            gw.record(
+                session,
+                &facts.method,
+                facts.tool_name.as_deref(),
+                facts.upstream.as_deref(),
+                Instant::now(),
+                "refused",
+                Some(reason),
+                &Trace::default(),
+            );
+            return Outcome::Reply(Message::error(
+                msg.id().cloned().unwrap_or(Value::Null),
+                &error,
+            ));
+        }
+    }
     let chain = gw.chain();
-    if chain.is_empty() && !gw.observed() {
+    let tel = gw.telemetry();
+    if chain.is_empty() && !gw.observed() && tel.is_none() {
         return handle_request(gw, session, msg, sink).await;
     }
     let started = Instant::now();
     let facts = facts_of(gw, &msg);
     let cx = ctx(session, &facts);
     let id = msg.id().cloned().unwrap_or(Value::Null);
+    let span = tel.map(|t| t.start_request(&msg, &session.id, facts.upstream.as_deref()));
     let mut trace = Trace::default();
     let request_copy = chain
         .selects(Phase::Response, &cx, usize::MAX)
@@ -93,9 +118,12 @@ pub async fn client_request(
     let (outcome, depth) = chain.request(&cx, msg, &mut trace).await;
     let mut refused_in = None;
     let reply = match outcome {
-        RequestOutcome::Forward(m) => match handle_request(gw, session, m, sink).await {
+        RequestOutcome::Forward(m) => match route(gw, session, m, sink, span.as_ref()).await {
             Outcome::Reply(r) => r,
             Outcome::Cancelled(id) => {
+                if let Some(s) = span {
+                    s.finish("cancelled", None, &trace);
+                }
                 gw.record(
                     session,
                     &facts.method,
@@ -147,7 +175,24 @@ pub async fn client_request(
             &trace,
         );
     }
+    if let Some(s) = span {
+        s.finish(outcome, Some(&reply), &trace);
+    }
     Outcome::Reply(reply)
+}
+
+/// The router, under the request's span when tracing (its upstream call becomes a child).
+async fn route(
+    gw: &Arc<Gateway>,
+    session: &Arc<Session>,
+    msg: Message,
+    sink: &Sink,
+    span: Option<&RequestSpan>,
+) -> Outcome {
+    match span {
+        Some(s) => s.scope(handle_request(gw, session, msg, sink)).await,
+        None => handle_request(gw, session, msg, sink).await,
+    }
 }
 
 /// A client notification or a client's reply to an upstream request: request hooks (a refusal
@@ -243,6 +288,26 @@ pub async fn initialize(
     msg: Message,
     result: impl FnOnce() -> Value,
 ) -> Result<Message, Message> {
+    let Some(tel) = gw.telemetry() else {
+        return initialize_hooks(gw, session, msg, result, &mut Trace::default()).await;
+    };
+    let span = tel.start_request(&msg, &session.id, None);
+    let mut trace = Trace::default();
+    let r = initialize_hooks(gw, session, msg, result, &mut trace).await;
+    match &r {
+        Ok(reply) => span.finish("ok", Some(reply), &trace),
+        Err(reply) => span.finish("refused", Some(reply), &trace),
+    }
+    r
+}
+
+async fn initialize_hooks(
+    gw: &Arc<Gateway>,
+    session: &Arc<Session>,
+    msg: Message,
+    result: impl FnOnce() -> Value,
+    trace: &mut Trace,
+) -> Result<Message, Message> {
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let chain = gw.chain();
     if chain.is_empty() {
@@ -255,10 +320,9 @@ pub async fn initialize(
         catalog: None,
     };
     let cx = ctx(session, &facts);
-    let mut trace = Trace::default();
     let started = Instant::now();
     let request_copy = msg.clone();
-    let (outcome, depth) = chain.request(&cx, msg, &mut trace).await;
+    let (outcome, depth) = chain.request(&cx, msg, trace).await;
     let (reply, refused) = match outcome {
         RequestOutcome::Forward(_) => (Message::response(id.clone(), result()), None),
         RequestOutcome::Answer(m) => (m, None),
@@ -268,7 +332,7 @@ pub async fn initialize(
         ),
     };
     let reply = chain
-        .response(&cx, reply, Some(&request_copy), depth, &mut trace)
+        .response(&cx, reply, Some(&request_copy), depth, trace)
         .await
         .unwrap_or_else(|r| refusal_error(Phase::Response, id, &r));
     if reply.kind() == Kind::Error {
@@ -281,7 +345,7 @@ pub async fn initialize(
             started,
             "refused",
             reason,
-            &trace,
+            trace,
         );
         return Err(reply);
     }

@@ -8,7 +8,7 @@ use crate::session::{id_key, InflightCall, Session};
 use crate::upstreams::{Slot, Status};
 use serde_json::{json, Value};
 use sluice_core::{codes, Kind, Message, RpcError};
-use sluice_upstream::UpstreamError;
+use sluice_upstream::{ExtraHeaders, UpstreamError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -50,7 +50,17 @@ pub async fn handle_request(
     };
     let page_size = gw.settings.page_size as usize;
     let cursor = msg.param_str("cursor").map(str::to_string);
-    let list = |kind| catalog.page(kind, cursor.as_deref(), page_size);
+    let policy = gw.policy();
+    let principal = session.principal();
+    let keep = |kind: ListKind, item: &Value| {
+        crate::access::visible(&policy, principal.as_deref(), kind, item)
+    };
+    let list = |kind: ListKind| {
+        let filter = |item: &Value| keep(kind, item);
+        let filter: Option<&dyn Fn(&Value) -> bool> =
+            (!policy.is_open()).then_some(&filter as &dyn Fn(&Value) -> bool);
+        catalog.page_of(kind, cursor.as_deref(), page_size, filter)
+    };
     match method.as_str() {
         "ping" => done(Ok(json!({}))),
         "initialize" => done(Err(RpcError::invalid_request(
@@ -245,6 +255,23 @@ pub async fn forward(
             }
         }
     }
+    // Tracing: a child span of the request's, its context passed upstream.
+    let span = crate::telemetry::UpstreamSpan::start(gw);
+    let mut headers = ExtraHeaders::default();
+    if let Some(s) = &span {
+        s.propagate(&slot.spec, &mut msg, &mut headers);
+    }
+    // The client's token goes upstream only when the upstream asks for it.
+    if slot.spec.forward_authorization {
+        if let Some(auth) = session.authorization() {
+            headers.push("authorization", auth.to_string());
+        }
+    }
+    let upstream_tool = span
+        .as_ref()
+        .and_then(|_| msg.param_str("name"))
+        .filter(|_| method == "tools/call")
+        .map(str::to_string);
     let progress_token = match msg.progress_token().cloned() {
         Some(t) => {
             if let Some(meta) = msg
@@ -299,8 +326,19 @@ pub async fn forward(
         up_id,
         key,
     };
-    let result = conn.call_with_id(up_id, msg, slot.timeout(gw)).await;
+    let result = conn
+        .call_with_headers(up_id, msg, slot.timeout(gw), &headers)
+        .await;
     drop(untrack);
+    if let Some(s) = span {
+        s.finish(
+            &slot.spec,
+            &method,
+            up_id,
+            upstream_tool.as_deref(),
+            &result,
+        );
+    }
     if cancelled.load(Ordering::SeqCst) {
         return Outcome::Cancelled(client_id);
     }

@@ -4,7 +4,7 @@
 use crate::stream::StreamBuf;
 use parking_lot::Mutex;
 use serde_json::Value;
-use sluice_core::Message;
+use sluice_core::{Message, Principal};
 use sluice_upstream::Connection;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -66,6 +66,11 @@ pub struct Session {
     pub get_owner: tokio::sync::watch::Sender<u64>,
     /// Last sequence delivered on the GET stream (a new GET starts after it).
     pub get_delivered: Arc<AtomicU64>,
+    /// Who the client authenticated as (HTTP with authentication on); refreshed by every
+    /// request, whose credentials must name the same principal.
+    principal: parking_lot::RwLock<Option<Arc<Principal>>>,
+    /// The client's latest `Authorization` header, for upstreams with `forward_authorization`.
+    authorization: parking_lot::RwLock<Option<Arc<str>>>,
     next_stream: AtomicU64,
     next_request: AtomicU64,
     last_seen: Mutex<Instant>,
@@ -98,6 +103,8 @@ impl Session {
             subscriptions: Mutex::new(HashSet::new()),
             get_owner: tokio::sync::watch::channel(0).0,
             get_delivered: Arc::new(AtomicU64::new(0)),
+            principal: parking_lot::RwLock::new(None),
+            authorization: parking_lot::RwLock::new(None),
             next_stream: AtomicU64::new(1),
             next_request: AtomicU64::new(1),
             last_seen: Mutex::new(Instant::now()),
@@ -112,6 +119,30 @@ impl Session {
             Outbound::Stdio(tx) => {
                 let _ = tx.send(crate::gateway::Out::Msg(msg));
             }
+        }
+    }
+
+    /// Who the client authenticated as.
+    pub fn principal(&self) -> Option<Arc<Principal>> {
+        self.principal.read().clone()
+    }
+
+    /// Record who the client authenticated as (at `initialize`, and again with each request's
+    /// fresher token).
+    pub fn set_principal(&self, p: Option<Arc<Principal>>) {
+        *self.principal.write() = p;
+    }
+
+    /// The client's latest `Authorization` header (sent only to upstreams that ask for it).
+    pub fn authorization(&self) -> Option<Arc<str>> {
+        self.authorization.read().clone()
+    }
+
+    /// Keep the client's `Authorization` header (each request may bring a fresher token).
+    pub fn set_authorization(&self, value: Option<&str>) {
+        let Some(v) = value else { return };
+        if self.authorization.read().as_deref() != Some(v) {
+            *self.authorization.write() = Some(Arc::from(v));
         }
     }
 

@@ -81,6 +81,13 @@ where
                         params.get("clientInfo").cloned().unwrap_or(Value::Null),
                         Outbound::Stdio(out_tx.clone()),
                     ));
+                    // The process that started Sluice: the local user, trusted by the OS.
+                    s.set_principal(Some(Arc::new(sluice_core::Principal {
+                        id: "stdio".into(),
+                        kind: "local",
+                        scopes: Vec::new(),
+                        claims: Default::default(),
+                    })));
                     match pipeline::initialize(&gw, &s, msg, || gw.initialize_result(version)).await
                     {
                         Ok(reply) => {

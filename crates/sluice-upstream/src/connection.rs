@@ -88,6 +88,29 @@ impl StderrTail {
     }
 }
 
+/// Extra HTTP headers for one request, sent beside the upstream's configured `headers` (and
+/// replacing one of the same name) on the POST that carries it: a W3C `traceparent`, or a
+/// credential forwarded for an upstream that opts in. HTTP and legacy SSE upstreams send them;
+/// stdio and local upstreams have no headers and ignore them. Names and values are checked when
+/// sent: an invalid one is skipped (logged), never a failed call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtraHeaders(pub Vec<(String, String)>);
+
+impl ExtraHeaders {
+    /// No extra headers.
+    pub const NONE: ExtraHeaders = ExtraHeaders(Vec::new());
+
+    /// Add one header.
+    pub fn push(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.0.push((name.into(), value.into()));
+    }
+
+    /// Are there none?
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 pub(crate) enum Wire {
     Stdio(stdio::StdioWire),
     Http(http::HttpWire),
@@ -96,11 +119,16 @@ pub(crate) enum Wire {
 }
 
 impl Wire {
-    fn send(&self, inner: &Arc<Inner>, msg: &Message) -> Result<(), UpstreamError> {
+    fn send(
+        &self,
+        inner: &Arc<Inner>,
+        msg: &Message,
+        extra: &ExtraHeaders,
+    ) -> Result<(), UpstreamError> {
         match self {
             Wire::Stdio(w) => w.send(msg),
-            Wire::Http(w) => w.send(inner, msg),
-            Wire::Sse(w) => w.send(inner, msg),
+            Wire::Http(w) => w.send(inner, msg, extra),
+            Wire::Sse(w) => w.send(inner, msg, extra),
             Wire::Local(w) => {
                 w.send(inner, msg);
                 Ok(())
@@ -369,12 +397,25 @@ impl Connection {
         msg: Message,
         timeout: Duration,
     ) -> Result<Message, UpstreamError> {
+        self.call_with_headers(id, msg, timeout, &ExtraHeaders::NONE)
+            .await
+    }
+
+    /// [`Connection::call_with_id`] with extra HTTP headers on the request that carries `msg`
+    /// (see [`ExtraHeaders`]).
+    pub async fn call_with_headers(
+        &self,
+        id: u64,
+        msg: Message,
+        timeout: Duration,
+        extra: &ExtraHeaders,
+    ) -> Result<Message, UpstreamError> {
         if self.inner.is_closed() {
             return Err(self.inner.closed_error());
         }
         let (tx, rx) = oneshot::channel();
         self.inner.pending.lock().insert(id, tx);
-        if let Err(e) = self.send(&msg) {
+        if let Err(e) = self.send_with_headers(&msg, extra) {
             self.inner.pending.lock().remove(&id);
             return Err(e);
         }
@@ -420,11 +461,15 @@ impl Connection {
 
     /// Send any message as is (e.g. a reply to the upstream's own request).
     pub fn send(&self, msg: &Message) -> Result<(), UpstreamError> {
+        self.send_with_headers(msg, &ExtraHeaders::NONE)
+    }
+
+    fn send_with_headers(&self, msg: &Message, extra: &ExtraHeaders) -> Result<(), UpstreamError> {
         if self.inner.is_closed() {
             return Err(self.inner.closed_error());
         }
         match self.inner.wire.get() {
-            Some(w) => w.send(&self.inner, msg),
+            Some(w) => w.send(&self.inner, msg, extra),
             None => Err(UpstreamError::Closed("not started".into())),
         }
     }

@@ -2,7 +2,7 @@
 //! or as an SSE stream, `Mcp-Session-Id` and `MCP-Protocol-Version` headers, the GET stream for
 //! unrelated server messages, and DELETE to end the session.
 
-use crate::connection::Inner;
+use crate::connection::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
@@ -44,6 +44,30 @@ pub(crate) fn header_map(spec: &UpstreamSpec) -> Result<HeaderMap, UpstreamError
         headers.insert(name, value);
     }
     Ok(headers)
+}
+
+/// A request's [`ExtraHeaders`] onto `rb`, replacing configured headers of the same name.
+/// An invalid name or value is skipped with a warning.
+pub(crate) fn with_extra(
+    rb: reqwest::RequestBuilder,
+    extra: &ExtraHeaders,
+) -> reqwest::RequestBuilder {
+    if extra.is_empty() {
+        return rb;
+    }
+    let mut map = HeaderMap::with_capacity(extra.0.len());
+    for (k, v) in &extra.0 {
+        match (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            (Ok(name), Ok(value)) => {
+                map.insert(name, value);
+            }
+            _ => tracing::warn!("skipped an invalid extra header {k:?} on an upstream request"),
+        }
+    }
+    rb.headers(map)
 }
 
 struct State {
@@ -108,12 +132,18 @@ impl Core {
 }
 
 impl HttpWire {
-    pub fn send(&self, inner: &Arc<Inner>, msg: &Message) -> Result<(), UpstreamError> {
+    pub fn send(
+        &self,
+        inner: &Arc<Inner>,
+        msg: &Message,
+        extra: &ExtraHeaders,
+    ) -> Result<(), UpstreamError> {
         let rb = self
             .request(reqwest::Method::POST)
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(msg.to_json());
+        let rb = with_extra(rb, extra);
         let inner = inner.clone();
         let core = self.core.clone();
         let request_id = match msg.kind() {

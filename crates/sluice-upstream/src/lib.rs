@@ -15,5 +15,5 @@ pub mod local;
 mod sse;
 mod stdio;
 
-pub use connection::{Connection, Event, Incoming, OpenOptions, StderrTail};
+pub use connection::{Connection, Event, ExtraHeaders, Incoming, OpenOptions, StderrTail};
 pub use error::UpstreamError;

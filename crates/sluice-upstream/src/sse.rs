@@ -1,9 +1,9 @@
 //! The legacy HTTP+SSE transport (2024-11-05): a GET event stream that first names the endpoint
 //! to POST messages to, then carries every message from the server.
 
-use crate::connection::Inner;
+use crate::connection::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
-use crate::http::{header_map, shared_client};
+use crate::http::{header_map, shared_client, with_extra};
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
 use sluice_config::UpstreamSpec;
@@ -88,13 +88,19 @@ impl SseWire {
         })
     }
 
-    pub fn send(&self, inner: &Arc<Inner>, msg: &Message) -> Result<(), UpstreamError> {
+    pub fn send(
+        &self,
+        inner: &Arc<Inner>,
+        msg: &Message,
+        extra: &ExtraHeaders,
+    ) -> Result<(), UpstreamError> {
         let rb = self
             .client
             .post(&self.endpoint)
             .headers(self.headers.clone())
             .header(CONTENT_TYPE, "application/json")
             .body(msg.to_json());
+        let rb = with_extra(rb, extra);
         let inner = inner.clone();
         tokio::spawn(async move {
             match rb.send().await {

@@ -52,6 +52,9 @@ enum Command {
     /// Import configuration from other tools.
     #[command(subcommand)]
     Import(ImportCmd),
+    /// Static tokens for the MCP listener (auth/auth.config.json).
+    #[command(subcommand)]
+    Auth(manage::AuthCmd),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
         Command::Upstream(c) => manage::upstream(c),
         Command::Log(c) => manage::log(c),
         Command::Import(ImportCmd::McpServers { home, file }) => import(&home, &file),
+        Command::Auth(c) => manage::auth(c),
         Command::Serve(args) => {
             init_logging();
             let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -303,16 +307,24 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .listen
         .parse()
         .with_context(|| format!("--listen {:?} is not HOST:PORT", gw.settings.listen))?;
-    if !addr.ip().is_loopback() {
+    if !addr.ip().is_loopback() && gw.authenticator().is_none() {
         bail!(
-            "refusing to listen on {addr}: only loopback addresses are allowed until authentication is configured"
+            "refusing to listen on {addr} without authentication: configure auth/auth.config.json (tokens or OAuth) or listen on a loopback address"
         );
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    gw.set_bound_address(&bound.to_string());
     gw.start().await;
-    tracing::info!("serving MCP at http://{addr}/mcp");
+    match gw.authenticator() {
+        Some(auth) => tracing::info!(
+            "serving MCP at http://{bound}/mcp (authentication on; resource {})",
+            auth.resource()
+        ),
+        None => tracing::info!("serving MCP at http://{bound}/mcp"),
+    }
     let gw2 = gw.clone();
     let shutdown = async move {
         shutdown_signal().await;

@@ -469,3 +469,62 @@ pub fn log(cmd: LogCmd) -> ExitCode {
         }
     }
 }
+
+#[derive(Subcommand)]
+pub enum AuthCmd {
+    /// Print the SHA-256 of a token, as `tokens[].sha256` stores it (reads stdin without TOKEN).
+    Hash {
+        /// The token.
+        token: Option<String>,
+    },
+    /// Create a token: print it once, store only its hash, turn authentication on.
+    AddToken {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// The principal name the token stands for.
+        name: String,
+        /// A scope it grants (repeatable).
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+    },
+}
+
+/// `sluice auth …`.
+pub fn auth(cmd: AuthCmd) -> ExitCode {
+    match cmd {
+        AuthCmd::Hash { token } => {
+            let token = match token {
+                Some(t) => t,
+                None => {
+                    let mut t = String::new();
+                    if let Err(e) = std::io::stdin().read_line(&mut t) {
+                        eprintln!("sluice: cannot read the token from stdin: {e}");
+                        return ExitCode::from(1);
+                    }
+                    t.trim_end_matches(['\r', '\n']).to_string()
+                }
+            };
+            println!("{}", sluice_auth::hash_token(&token));
+            ExitCode::SUCCESS
+        }
+        AuthCmd::AddToken { home, name, scopes } => {
+            let token = format!(
+                "sk-sluice-{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+            match manage::token_add(&home, &name, &sluice_auth::hash_token(&token), &scopes) {
+                Ok(()) => {
+                    eprintln!(
+                        "token {name:?} added to {} (only its hash is stored); it is shown once:",
+                        home.join("auth/auth.config.json").display()
+                    );
+                    println!("{token}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => done(Err(e), ""),
+            }
+        }
+    }
+}

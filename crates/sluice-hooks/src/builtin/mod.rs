@@ -3,7 +3,8 @@
 //! Request side (onion hooks at their place in the manifest): [`explain`] (seed 000),
 //! [`deny`] (tool-name and argument patterns), [`rewrite`] (set, default or remove
 //! arguments), [`validate`] (arguments against the tool's inputSchema), [`describe`] (override
-//! what `tools/list` says). Response controls ([`Control`]: [`mask`], [`pii`], [`size_cap`])
+//! what `tools/list` says), [`rate_limit`] (token buckets global, per principal and per tool, in
+//! memory or in Redis). Response controls ([`Control`]: [`mask`], [`pii`], [`size_cap`])
 //! run before every other response hook, so those see what the agent will see.
 
 pub mod deny;
@@ -12,6 +13,7 @@ pub mod explain;
 pub mod mask;
 pub mod path;
 pub mod pii;
+pub mod rate_limit;
 pub mod rewrite;
 pub mod size_cap;
 pub mod validate;
@@ -21,6 +23,7 @@ pub use describe::Describe;
 pub use explain::Explain;
 pub use mask::Mask;
 pub use pii::Pii;
+pub use rate_limit::RateLimit;
 pub use rewrite::Rewrite;
 pub use size_cap::SizeCap;
 pub use validate::Validate;

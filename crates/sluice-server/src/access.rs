@@ -1,0 +1,89 @@
+//! The access rules applied to a session: which list items it sees, and which tools, prompts
+//! and resources it may use. A target the caller may not use is answered exactly like one that
+//! does not exist, so an agent never learns what it cannot call; the audit line says why.
+
+use crate::catalog::ListKind;
+use crate::session::Session;
+use serde_json::{json, Value};
+use sluice_auth::{Item, Policy};
+use sluice_core::{codes, Message, Principal, RpcError};
+
+/// The name the rules match for a list item: a tool's or prompt's `name`, a resource's `uri`,
+/// a template's `uriTemplate`.
+pub fn visible(
+    policy: &Policy,
+    principal: Option<&Principal>,
+    kind: ListKind,
+    item: &Value,
+) -> bool {
+    let (what, key) = match kind {
+        ListKind::Tools => (Item::Tool, "name"),
+        ListKind::Prompts => (Item::Prompt, "name"),
+        ListKind::Resources => (Item::Resource, "uri"),
+        ListKind::Templates => (Item::Resource, "uriTemplate"),
+    };
+    let name = item.get(key).and_then(Value::as_str).unwrap_or("");
+    policy.allows(what, name, principal)
+}
+
+/// What a request targets, for the rules: `tools/call`, `prompts/get`, `resources/read`,
+/// `resources/subscribe`, and `completion/complete` on a prompt.
+fn target(msg: &Message) -> Option<(Item, String)> {
+    match msg.method()? {
+        "tools/call" => Some((Item::Tool, msg.param_str("name")?.to_string())),
+        "prompts/get" => Some((Item::Prompt, msg.param_str("name")?.to_string())),
+        "resources/read" | "resources/subscribe" => {
+            Some((Item::Resource, msg.param_str("uri")?.to_string()))
+        }
+        "completion/complete" => {
+            let r = msg.params()?.get("ref")?;
+            match r.get("type").and_then(Value::as_str)? {
+                "ref/prompt" => Some((Item::Prompt, r.get("name")?.as_str()?.to_string())),
+                "ref/resource" => Some((Item::Resource, r.get("uri")?.as_str()?.to_string())),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Why a request was refused by the access rules.
+pub struct Refused {
+    /// What the client gets: exactly what an unknown target gets.
+    pub error: RpcError,
+    /// Why, for the log and the audit line.
+    pub reason: String,
+}
+
+/// `Err` when the session may not use what `msg` targets.
+pub fn check(policy: &Policy, session: &Session, msg: &Message) -> Result<(), Box<Refused>> {
+    let Some((item, name)) = target(msg) else {
+        return Ok(());
+    };
+    let principal = session.principal();
+    if policy.allows(item, &name, principal.as_deref()) {
+        return Ok(());
+    }
+    let who = principal
+        .as_ref()
+        .map_or("an unauthenticated caller", |p| p.id.as_str());
+    let (kind, error) = match item {
+        Item::Tool => (
+            "tool",
+            RpcError::invalid_params(format!("Unknown tool: {name}")),
+        ),
+        Item::Prompt => (
+            "prompt",
+            RpcError::invalid_params(format!("Unknown prompt: {name}")),
+        ),
+        Item::Resource => (
+            "resource",
+            RpcError::new(codes::INVALID_PARAMS, format!("Resource not found: {name}"))
+                .with_data(json!({"uri": name})),
+        ),
+    };
+    Err(Box::new(Refused {
+        error,
+        reason: format!("access rules: {who} may not use the {kind} {name}"),
+    }))
+}
