@@ -147,3 +147,40 @@ async fn hook_edits_apply_live() {
     };
     assert_eq!(pid_after, pid);
 }
+
+#[tokio::test]
+async fn server_settings_apply_live_except_the_listener() {
+    let home = Home::new("reload-settings");
+    let a = json!({"id": "a", "command": fixture(), "args": ["--stdio"], "expose_all": true});
+    home.expose(&json!({"upstreams": [a]}));
+    home.write("sluice.json", r#"{"page_size": 500}"#);
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let first = c.request("tools/list", json!({})).await;
+    let all = first["result"]["tools"].as_array().unwrap().len();
+    assert!(all > 3, "{first}");
+    assert!(first["result"].get("nextCursor").is_none());
+
+    // A smaller page and a smaller body limit, live; a new listen address waits for a restart.
+    home.write(
+        "sluice.json",
+        r#"{"page_size": 2, "max_body_bytes": 2048, "listen": "127.0.0.1:1"}"#,
+    );
+    eventually("the page size applies", || async {
+        let r = c.request("tools/list", json!({})).await;
+        r["result"]["tools"].as_array().unwrap().len() == 2
+    })
+    .await;
+    let page = c.request("tools/list", json!({})).await;
+    assert!(page["result"]["nextCursor"].is_string(), "{page}");
+    assert_eq!(c.tool_names().await.len(), all, "every page together");
+    let big = c
+        .post(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                     "params": {"name": "a_echo", "arguments": {"pad": "x".repeat(4096)}}}))
+        .await;
+    assert_eq!(big.status, 413, "{}", big.body);
+    // Still serving on the address it started with.
+    let small = c.call_tool("a_echo", json!({"ok": true})).await;
+    assert_eq!(small["result"]["structuredContent"], json!({"ok": true}));
+}

@@ -3,8 +3,8 @@
 
 use serde_json::{json, Map, Value};
 use sluice_core::{Message, Principal};
-use std::sync::Arc;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Which way a message is travelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -55,8 +55,9 @@ pub struct CallRoute {
 pub struct Gateway {
     /// The configuration (swapped by a reload).
     config: RwLock<Arc<Config>>,
-    /// Server settings (from the start; `sluice.json` changes need a restart).
-    pub settings: Settings,
+    /// Server settings (swapped by a reload; `listen`, `admin`, `admin_token` and `telemetry`
+    /// keep their start-up values).
+    settings: RwLock<Arc<Settings>>,
     /// One slot per configured upstream, in order (swapped by a reload).
     slots: RwLock<Arc<Vec<Arc<Slot>>>>,
     /// Serialises reloads.
@@ -67,7 +68,7 @@ pub struct Gateway {
     pub sessions: Mutex<HashMap<String, Arc<Session>>>,
     calls: Mutex<HashMap<(u64, u64), CallRoute>>,
     chain: RwLock<Arc<Chain>>,
-    funnel_prefix: Option<String>,
+    funnel_prefix: RwLock<Option<String>>,
     me: std::sync::Weak<Gateway>,
     audit: RwLock<Arc<Audit>>,
     traffic: tokio::sync::broadcast::Sender<Arc<Value>>,
@@ -100,11 +101,7 @@ impl Gateway {
     /// Build the gateway from a configuration (nothing is started yet).
     pub fn new(mut config: Config) -> Arc<Gateway> {
         add_local_upstream(&mut config);
-        let funnel_prefix = config
-            .settings
-            .funnel
-            .unwrap_or(config.register.present || config.home.join("tools").is_dir())
-            .then(|| config.settings.funnel_prefix.clone());
+        let funnel_prefix = funnel_prefix_of(&config);
         let chain = build_chain(&config);
         let audit = build_audit(&config);
         let telemetry = crate::telemetry::Telemetry::start(&config.settings.telemetry);
@@ -118,7 +115,7 @@ impl Gateway {
             .collect();
         Arc::new_cyclic(|me| Gateway {
             me: me.clone(),
-            settings: config.settings.clone(),
+            settings: RwLock::new(Arc::new(config.settings.clone())),
             config: RwLock::new(Arc::new(config)),
             slots: RwLock::new(Arc::new(slots)),
             reloading: tokio::sync::Mutex::new(()),
@@ -127,7 +124,7 @@ impl Gateway {
             sessions: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
             chain: RwLock::new(Arc::new(chain)),
-            funnel_prefix,
+            funnel_prefix: RwLock::new(funnel_prefix),
             audit: RwLock::new(Arc::new(audit)),
             traffic: tokio::sync::broadcast::channel(4096).0,
             shutting_down: AtomicBool::new(false),
@@ -138,6 +135,11 @@ impl Gateway {
             policy: RwLock::new(Arc::new(Policy::new(&auth.rules))),
             bound: Mutex::new(None),
         })
+    }
+
+    /// The server settings in force.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.read().clone()
     }
 
     /// The authentication layer of the HTTP listener, when authentication is on.
@@ -181,7 +183,7 @@ impl Gateway {
         self.bound
             .lock()
             .clone()
-            .unwrap_or_else(|| self.settings.listen.clone())
+            .unwrap_or_else(|| self.settings().listen.clone())
     }
 
     /// Start every enabled upstream and wait (at most the connect timeout) until each has made
@@ -205,7 +207,7 @@ impl Gateway {
             let attempted = slot.attempted.notified();
             waits.push(async move {
                 let _ = tokio::time::timeout(
-                    Duration::from_millis(self.settings.connect_timeout_ms + 1000),
+                    Duration::from_millis(self.settings().connect_timeout_ms + 1000),
                     attempted,
                 )
                 .await;
@@ -293,14 +295,16 @@ impl Gateway {
             .map(|(s, l)| (&s.spec, l.as_ref()))
             .collect();
         let version = self.catalog_version.fetch_add(1, Ordering::Relaxed) + 1;
+        let settings = self.settings();
+        let funnel_prefix = self.funnel_prefix.read().clone();
         let (catalog, warnings) = Catalog::build(
             version,
             &pairs,
             &config.expose.expose,
-            self.funnel_prefix.as_deref(),
-            self.settings
+            funnel_prefix.as_deref(),
+            settings
                 .management_tools
-                .then_some(self.settings.funnel_prefix.as_str()),
+                .then_some(settings.funnel_prefix.as_str()),
         );
         let mut catalog = catalog;
         catalog.slots = slots.to_vec();
@@ -450,8 +454,8 @@ impl Gateway {
     }
 
     async fn reap_idle_sessions(self: Arc<Gateway>) {
-        let idle = self.settings.session_idle_secs;
         loop {
+            let idle = self.settings().session_idle_secs;
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(30.min(idle.max(1)))) => {}
                 _ = self.shutdown_signal() => return,
@@ -868,6 +872,16 @@ fn add_local_upstream(config: &mut Config) {
     }
 }
 
+/// The funnel's meta-tool prefix when the funnel is on (`funnel` in sluice.json, else on when
+/// the tree has a register or a `tools/` folder).
+fn funnel_prefix_of(config: &Config) -> Option<String> {
+    config
+        .settings
+        .funnel
+        .unwrap_or(config.register.present || config.home.join("tools").is_dir())
+        .then(|| config.settings.funnel_prefix.clone())
+}
+
 fn build_chain(config: &Config) -> Chain {
     let (chain, warnings) = Chain::build(&config.hooks.hooks, &config.home);
     for w in warnings {
@@ -899,6 +913,8 @@ pub struct ReloadReport {
     pub audit: bool,
     /// Authentication or access rules were rebuilt.
     pub auth: bool,
+    /// Server settings (`sluice.json`) changed.
+    pub settings: bool,
 }
 
 impl Gateway {
@@ -911,7 +927,34 @@ impl Gateway {
         let old = self.config();
         let mut report = ReloadReport::default();
         if new.settings != old.settings {
-            tracing::warn!("sluice.json changed: server settings apply at the next restart");
+            let running = self.settings();
+            let mut restart_only = Vec::new();
+            if new.settings.listen != running.listen {
+                restart_only.push("listen");
+            }
+            if new.settings.admin != running.admin {
+                restart_only.push("admin");
+            }
+            if new.settings.admin_token != running.admin_token {
+                restart_only.push("admin_token");
+            }
+            if new.settings.telemetry != running.telemetry {
+                restart_only.push("telemetry");
+            }
+            if !restart_only.is_empty() {
+                tracing::warn!(
+                    "sluice.json: {} apply at the next restart; every other setting applies now",
+                    restart_only.join(", ")
+                );
+            }
+            // The listener, the admin listener and the exporter keep what they started with.
+            new.settings.listen = running.listen.clone();
+            new.settings.admin = running.admin.clone();
+            new.settings.admin_token = running.admin_token.clone();
+            new.settings.telemetry = running.telemetry.clone();
+            *self.settings.write() = Arc::new(new.settings.clone());
+            *self.funnel_prefix.write() = funnel_prefix_of(&new);
+            report.settings = true;
         }
         let old_slots = self.slots();
         let mut next: Vec<Arc<Slot>> = Vec::new();

@@ -75,7 +75,7 @@ fn origin_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
         return true;
     };
     if gw
-        .settings
+        .settings()
         .allowed_origins
         .iter()
         .any(|o| o == origin || o == "*")
@@ -285,7 +285,7 @@ async fn post(
             None,
         );
     }
-    let limit = gw.settings.max_body_bytes as usize;
+    let limit = gw.settings().max_body_bytes as usize;
     let bytes: Bytes = match axum::body::to_bytes(body, limit).await {
         Ok(b) => b,
         Err(_) => {
@@ -336,7 +336,7 @@ async fn initialize(
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let version = version::negotiate(requested);
     let id = uuid::Uuid::new_v4().simple().to_string();
-    let buf = StreamBuf::new(0, gw.settings.replay_events as usize);
+    let buf = StreamBuf::new(0, gw.settings().replay_events as usize);
     let session = Arc::new(Session::new(
         id.clone(),
         version.to_string(),
@@ -443,7 +443,7 @@ fn sse_response(
     first: Out,
     mut rx: mpsc::UnboundedReceiver<Out>,
 ) -> Response {
-    let buf = session.new_stream(gw.settings.replay_events as usize);
+    let buf = session.new_stream(gw.settings().replay_events as usize);
     if let Out::Open(Some(ms)) | Out::Pause(Some(ms)) = first {
         buf.set_retry(ms);
     }

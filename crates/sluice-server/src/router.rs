@@ -48,7 +48,7 @@ pub async fn handle_request(
         Ok(result) => Outcome::Reply(Message::response(id.clone(), result)),
         Err(e) => Outcome::Reply(Message::error(id.clone(), &e)),
     };
-    let page_size = gw.settings.page_size as usize;
+    let page_size = gw.settings().page_size as usize;
     let cursor = msg.param_str("cursor").map(str::to_string);
     let policy = gw.policy();
     let principal = session.principal();

@@ -37,7 +37,7 @@ where
 
     let mut session: Option<Arc<Session>> = None;
     let mut lines = BufReader::new(input).lines();
-    let limit = gw.settings.max_body_bytes as usize;
+    let limit = gw.settings().max_body_bytes as usize;
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let line = match lines.next_line().await {

@@ -162,7 +162,7 @@ impl Slot {
         Duration::from_millis(
             self.spec
                 .timeout_ms
-                .unwrap_or(gw.settings.request_timeout_ms),
+                .unwrap_or(gw.settings().request_timeout_ms),
         )
     }
 
@@ -212,7 +212,7 @@ impl Slot {
             client_info: client_info(),
             capabilities: session.client_capabilities.clone(),
             protocol_version: session.protocol_version.clone(),
-            connect_timeout: Duration::from_millis(gw.settings.connect_timeout_ms),
+            connect_timeout: Duration::from_millis(gw.settings().connect_timeout_ms),
             label: format!("{}#{}", self.spec.id, short(&session.id)),
             stderr: self.stderr.clone(),
         };
@@ -335,8 +335,8 @@ pub async fn fetch_lists(
 /// Keep the slot's control connection up: start, list, serve events, and restart with
 /// exponential backoff after a failure, until the gateway shuts down.
 pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
-    let initial = Duration::from_millis(gw.settings.restart_initial_ms);
-    let max = Duration::from_millis(gw.settings.restart_max_ms);
+    let initial = Duration::from_millis(gw.settings().restart_initial_ms);
+    let max = Duration::from_millis(gw.settings().restart_max_ms);
     let mut backoff = initial;
     loop {
         if gw.is_shutting_down() || slot.is_stopped() {
@@ -354,7 +354,7 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
             client_info: client_info(),
             capabilities: caps,
             protocol_version: sluice_core::version::LATEST_LEGACY.into(),
-            connect_timeout: Duration::from_millis(gw.settings.connect_timeout_ms),
+            connect_timeout: Duration::from_millis(gw.settings().connect_timeout_ms),
             label: slot.spec.id.clone(),
             stderr: slot.stderr.clone(),
         };

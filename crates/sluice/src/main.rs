@@ -303,10 +303,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
         return Ok(());
     }
     let addr: std::net::SocketAddr = gw
-        .settings
+        .settings()
         .listen
         .parse()
-        .with_context(|| format!("--listen {:?} is not HOST:PORT", gw.settings.listen))?;
+        .with_context(|| format!("--listen {:?} is not HOST:PORT", gw.settings().listen))?;
     if !addr.ip().is_loopback() && gw.authenticator().is_none() {
         bail!(
             "refusing to listen on {addr} without authentication: configure auth/auth.config.json (tokens or OAuth) or listen on a loopback address"
