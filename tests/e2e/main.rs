@@ -13,6 +13,7 @@ mod hooks;
 mod http_transport;
 mod interop;
 mod manage;
+mod modern;
 mod ratelimit;
 mod reload;
 mod routing;

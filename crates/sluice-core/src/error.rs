@@ -20,6 +20,14 @@ pub mod codes {
     /// The upstream did not answer within the configured timeout
     /// (the TypeScript SDK's `RequestTimeout`).
     pub const REQUEST_TIMEOUT: i64 = -32001;
+    /// The HTTP headers do not match the body, or a required one is missing (2026-07-28
+    /// `HeaderMismatch`; HTTP 400).
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// The request needs a client capability the client did not declare (2026-07-28).
+    pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+    /// The requested protocol version is not supported; `data.supported` lists the ones that
+    /// are (2026-07-28; HTTP 400).
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
     /// A rate limit (the `rate-limit` builtin) refused the request; `data.retryAfterMs` says
     /// when a retry can succeed.
     pub const RATE_LIMITED: i64 = -32029;

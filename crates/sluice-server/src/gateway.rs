@@ -84,6 +84,8 @@ pub struct Gateway {
     policy: RwLock<Arc<Policy>>,
     /// The address the MCP listener is bound to (the default resource URI names it).
     bound: Mutex<Option<String>>,
+    /// Modern-era state: calls waiting for a client's input, `subscriptions/listen` streams.
+    pub(crate) rounds: crate::modern::Rounds,
 }
 
 /// How live reloads went.
@@ -134,6 +136,7 @@ impl Gateway {
             auth: RwLock::new(Authenticator::new(&auth, &listen)),
             policy: RwLock::new(Arc::new(Policy::new(&auth.rules))),
             bound: Mutex::new(None),
+            rounds: crate::modern::Rounds::default(),
         })
     }
 
@@ -336,6 +339,9 @@ impl Gateway {
     fn announce(&self, changed: &[&'static str]) {
         if changed.is_empty() {
             return;
+        }
+        for m in changed {
+            self.rounds.announce(m);
         }
         let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
         let hooked = !self.chain().is_empty();

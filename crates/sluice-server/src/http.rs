@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-const SESSION: &str = "mcp-session-id";
-const PROTOCOL: &str = "mcp-protocol-version";
-const KEEPALIVE: Duration = Duration::from_secs(15);
+pub(crate) const SESSION: &str = "mcp-session-id";
+pub(crate) const PROTOCOL: &str = "mcp-protocol-version";
+pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// The axum router serving MCP at `/mcp`.
 pub fn router(gw: Arc<Gateway>) -> Router {
@@ -52,7 +52,7 @@ pub async fn serve(
         .await
 }
 
-fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>) -> Response {
+pub(crate) fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>) -> Response {
     let body = error.to_response(id).to_string();
     (
         status,
@@ -65,7 +65,7 @@ fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>) -> Respon
         .into_response()
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -300,6 +300,9 @@ async fn post(
         Ok(m) => m,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };
+    if crate::modern::detect(&headers, &msg) {
+        return crate::modern::post(gw, &headers, msg, principal).await;
+    }
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
         return initialize(gw, &headers, msg, principal).await;
     }
@@ -408,11 +411,11 @@ async fn request(gw: Arc<Gateway>, session: Arc<Session>, msg: Message) -> Respo
     }
 }
 
-fn is_reply(m: &Message) -> bool {
+pub(crate) fn is_reply(m: &Message) -> bool {
     matches!(m.kind(), Kind::Response | Kind::Error)
 }
 
-fn json_reply(reply: Message) -> Response {
+pub(crate) fn json_reply(reply: Message) -> Response {
     (
         StatusCode::OK,
         [(
@@ -424,7 +427,7 @@ fn json_reply(reply: Message) -> Response {
         .into_response()
 }
 
-fn sse_headers(mut r: Response) -> Response {
+pub(crate) fn sse_headers(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

@@ -13,6 +13,7 @@ pub mod funnel;
 pub mod gateway;
 pub mod http;
 pub mod management;
+pub mod modern;
 pub mod pipeline;
 pub mod router;
 pub mod session;

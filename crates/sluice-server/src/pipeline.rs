@@ -62,7 +62,7 @@ fn ctx<'a>(session: &'a Session, f: &'a Facts) -> Ctx<'a> {
         method: &f.method,
         tool_name: f.tool_name.as_deref(),
         upstream: f.upstream.as_deref(),
-        era: "legacy",
+        era: session.era(),
         tool: f
             .tool_name
             .as_deref()

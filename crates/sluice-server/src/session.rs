@@ -146,6 +146,21 @@ impl Session {
         }
     }
 
+    /// Does this session serve a modern-era (2026-07-28) client? Such a session lives for one
+    /// request (HTTP) and has no handshake behind it.
+    pub fn is_modern(&self) -> bool {
+        sluice_core::version::is_modern(&self.protocol_version)
+    }
+
+    /// `"modern"` or `"legacy"`: the era hooks see.
+    pub fn era(&self) -> &'static str {
+        if self.is_modern() {
+            "modern"
+        } else {
+            "legacy"
+        }
+    }
+
     /// Does the client support `cap` (a key of its capabilities)?
     pub fn has_capability(&self, cap: &str) -> bool {
         self.client_capabilities

@@ -188,7 +188,9 @@ impl Slot {
         gw: &Arc<Gateway>,
         session: &Arc<Session>,
     ) -> Result<Connection, RpcError> {
-        if !self.per_session() {
+        // A modern client's request is stateless: it shares the upstream's control connection
+        // rather than opening (and initialising) an upstream session per request.
+        if !self.per_session() || session.is_modern() {
             let st = self.state.lock();
             return match (&st.status, &st.control) {
                 (Some(Status::Up), Some(c)) if !c.is_closed() => Ok(c.clone()),

@@ -1,0 +1,920 @@
+//! The 2026-07-28 era toward clients over Streamable HTTP: requests that carry their protocol
+//! version and capabilities in `_meta` and need no session. Checks the version (-32022) and the
+//! mirrored headers (-32020), answers `server/discover`, runs every other request through the
+//! same pipeline as a legacy one (on a session that lives for that request), marks results with
+//! `resultType` (and `ttlMs` / `cacheScope` where cacheable), turns requests an upstream sends to
+//! the client (sampling, elicitation, roots) into an `input_required` result whose signed
+//! `requestState` the retry brings back (multi round-trip requests), serves
+//! `subscriptions/listen`, and treats a closed response stream as cancellation.
+
+use crate::gateway::{Gateway, Out};
+use crate::http::{header_str, is_reply, json_error, json_reply, sse_headers, KEEPALIVE, PROTOCOL};
+use crate::pipeline;
+use crate::session::{Outbound, Session};
+use crate::stream::StreamBuf;
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use parking_lot::Mutex;
+use ring::hmac;
+use serde_json::{json, Map, Value};
+use sluice_core::version::{self, meta};
+use sluice_core::{codes, Kind, Message, Principal, RpcError};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+
+/// How long a client has to answer an `input_required` result.
+const STATE_TTL: Duration = Duration::from_secs(300);
+/// Calls waiting for a client's input at once; the oldest is cancelled beyond this.
+const MAX_PARKED: usize = 10_000;
+
+/// The methods a modern client may call (anything else: HTTP 404, -32601).
+const METHODS: &[&str] = &[
+    "server/discover",
+    "subscriptions/listen",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+];
+
+/// Results clients may cache (`ttlMs`, `cacheScope`).
+const CACHEABLE: &[&str] = &[
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// Does this POST speak the modern era? It carries no session, is not `initialize`, and its
+/// `_meta` (or `MCP-Protocol-Version` header) names a modern version, or it is `server/discover`.
+pub fn detect(headers: &HeaderMap, msg: &Message) -> bool {
+    if headers.contains_key(crate::http::SESSION) || msg.method() == Some("initialize") {
+        return false;
+    }
+    meta_str(msg, meta::PROTOCOL_VERSION).is_some()
+        || msg.method() == Some("server/discover")
+        || header_str(headers, PROTOCOL).is_some_and(version::is_modern)
+}
+
+fn meta_of(msg: &Message) -> Option<&Map<String, Value>> {
+    msg.params()?.get("_meta")?.as_object()
+}
+
+fn meta_str<'a>(msg: &'a Message, key: &str) -> Option<&'a str> {
+    meta_of(msg)?.get(key)?.as_str()
+}
+
+/// What the modern era keeps between a call's rounds: the calls waiting for a client's input,
+/// and the key that signs their `requestState`.
+pub struct Rounds {
+    key: hmac::Key,
+    parked: Mutex<HashMap<String, Parked>>,
+    listeners: Mutex<Vec<Listener>>,
+}
+
+impl Default for Rounds {
+    fn default() -> Rounds {
+        let rng = ring::rand::SystemRandom::new();
+        Rounds {
+            key: hmac::Key::generate(hmac::HMAC_SHA256, &rng).expect("the system RNG works"),
+            parked: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// A call waiting for the client's answers to its input requests.
+struct Parked {
+    session: Arc<Session>,
+    rx: mpsc::UnboundedReceiver<Out>,
+    guard: CancelGuard,
+    /// Input request key → the id Sluice gave the upstream's request, and the request itself.
+    pending: Vec<(String, Value)>,
+    expires: Instant,
+}
+
+/// Cancels the call (the upstream hears `notifications/cancelled`) when dropped armed: the
+/// client closed the response stream, or a parked call expired.
+struct CancelGuard {
+    gw: Arc<Gateway>,
+    session: Arc<Session>,
+    id: Value,
+    work: tokio::task::AbortHandle,
+    armed: bool,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::debug!(session = %self.session.id, "modern request cancelled: its response stream closed");
+            self.gw.cancel_client_request(
+                &self.session,
+                &self.id,
+                Some(&json!("the client closed the response stream")),
+            );
+            self.work.abort();
+        }
+    }
+}
+
+/// One `subscriptions/listen` stream.
+struct Listener {
+    id: Value,
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    tx: mpsc::UnboundedSender<Message>,
+}
+
+impl Rounds {
+    /// Send a list_changed notification to the listen streams that asked for it.
+    pub fn announce(&self, method: &str) {
+        let mut listeners = self.listeners.lock();
+        listeners.retain(|l| !l.tx.is_closed());
+        for l in listeners.iter() {
+            let wanted = match method {
+                "notifications/tools/list_changed" => l.tools,
+                "notifications/prompts/list_changed" => l.prompts,
+                "notifications/resources/list_changed" => l.resources,
+                _ => false,
+            };
+            if wanted {
+                let _ = l.tx.send(Message::notification(
+                    method,
+                    Some(json!({"_meta": {meta::SUBSCRIPTION_ID: l.id}})),
+                ));
+            }
+        }
+    }
+
+    fn sign(&self, payload: &Value) -> String {
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let body = b64.encode(payload.to_string());
+        let tag = hmac::sign(&self.key, body.as_bytes());
+        format!("{body}.{}", b64.encode(tag.as_ref()))
+    }
+
+    /// The payload of a state this gateway signed, or why not.
+    fn verify(&self, state: &str) -> Result<Value, &'static str> {
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        if state.len() > 2048 {
+            return Err("it is too long");
+        }
+        let (body, tag) = state
+            .split_once('.')
+            .ok_or("it is not a Sluice request state")?;
+        let tag = b64
+            .decode(tag)
+            .map_err(|_| "it is not a Sluice request state")?;
+        hmac::verify(&self.key, body.as_bytes(), &tag).map_err(|_| {
+            "its signature does not verify (it was changed, or another gateway instance issued it)"
+        })?;
+        let bytes = b64
+            .decode(body)
+            .map_err(|_| "it is not a Sluice request state")?;
+        serde_json::from_slice(&bytes).map_err(|_| "it is not a Sluice request state")
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A digest of what identifies a request across its rounds: its method and its params without
+/// `_meta`, `inputResponses` and `requestState`, keys sorted.
+fn digest(method: &str, params: Option<&Map<String, Value>>) -> String {
+    fn canonical(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for k in keys {
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    canonical(&m[k], out);
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                for i in a {
+                    canonical(i, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut text = String::from(method);
+    if let Some(p) = params {
+        let mut p = p.clone();
+        for k in ["_meta", "inputResponses", "requestState"] {
+            p.remove(k);
+        }
+        canonical(&Value::Object(p), &mut text);
+    }
+    let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn bad_request(code: i64, message: String, data: Option<Value>, id: Option<&Value>) -> Response {
+    let mut e = RpcError::new(code, message);
+    if let Some(d) = data {
+        e = e.with_data(d);
+    }
+    json_error(StatusCode::BAD_REQUEST, e, id)
+}
+
+/// Decode the `=?base64?…?=` sentinel of `Mcp-Name` / `Mcp-Param-*` values.
+fn decode_header_value(v: &str) -> Option<String> {
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        Some(b) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(v.to_string()),
+    }
+}
+
+/// The 2026-07-28 header rules: `MCP-Protocol-Version` equal to the `_meta` version, `Mcp-Method`
+/// equal to the method, `Mcp-Name` equal to `params.name` / `params.uri` where required, and each
+/// `Mcp-Param-{x}` a tool's `x-mcp-header` parameters call for equal to its argument.
+#[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
+fn check_headers(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    msg: &Message,
+    requested: &str,
+) -> Result<(), Response> {
+    let id = msg.id();
+    let method = msg.method().unwrap_or("");
+    let mismatch = |m: String| {
+        bad_request(
+            codes::HEADER_MISMATCH,
+            format!("Header mismatch: {m}"),
+            None,
+            id,
+        )
+    };
+    if headers.get(PROTOCOL).is_some() && header_str(headers, PROTOCOL).is_none() {
+        return Err(mismatch(
+            "MCP-Protocol-Version has invalid characters".into(),
+        ));
+    }
+    match header_str(headers, PROTOCOL) {
+        None => {
+            return Err(mismatch(
+                "the MCP-Protocol-Version header is missing".into(),
+            ))
+        }
+        Some(v) if v != requested => {
+            return Err(mismatch(format!(
+                "MCP-Protocol-Version header value '{v}' does not match body value '{requested}'"
+            )))
+        }
+        Some(_) => {}
+    }
+    match headers.get("mcp-method").map(|v| v.to_str()) {
+        None => return Err(mismatch("the Mcp-Method header is missing".into())),
+        Some(Err(_)) => return Err(mismatch("Mcp-Method has invalid characters".into())),
+        Some(Ok(v)) if v != method => {
+            return Err(mismatch(format!(
+                "Mcp-Method header value '{v}' does not match body value '{method}'"
+            )))
+        }
+        Some(Ok(_)) => {}
+    }
+    let name_key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(key) = name_key {
+        let body = msg.param_str(key).unwrap_or("");
+        let header = match headers.get("mcp-name").map(|v| v.to_str()) {
+            None => return Err(mismatch("the Mcp-Name header is missing".into())),
+            Some(Err(_)) => return Err(mismatch("Mcp-Name has invalid characters".into())),
+            Some(Ok(v)) => decode_header_value(v)
+                .ok_or_else(|| mismatch("Mcp-Name is not valid base64".into()))?,
+        };
+        if header != body {
+            return Err(mismatch(format!(
+                "Mcp-Name header value '{header}' does not match body value '{body}'"
+            )));
+        }
+    }
+    if method == "tools/call" {
+        let catalog = gw.catalog();
+        let name = msg.param_str("name").unwrap_or("");
+        if let Some(schema) = catalog
+            .tool_definition(name)
+            .and_then(|t| t.get("inputSchema"))
+        {
+            let args = msg
+                .params()
+                .and_then(|p| p.get("arguments"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let mut wanted = Vec::new();
+            header_params(schema, &args, &mut wanted);
+            for (header, value) in wanted {
+                let hname = format!("mcp-param-{}", header.to_ascii_lowercase());
+                let got = match headers.get(&hname).map(|v| v.to_str()) {
+                    None => {
+                        return Err(mismatch(format!(
+                            "the Mcp-Param-{header} header is missing"
+                        )))
+                    }
+                    Some(Err(_)) => {
+                        return Err(mismatch(format!(
+                            "Mcp-Param-{header} has invalid characters"
+                        )))
+                    }
+                    Some(Ok(v)) => decode_header_value(v).ok_or_else(|| {
+                        mismatch(format!("Mcp-Param-{header} is not valid base64"))
+                    })?,
+                };
+                let same = match &value {
+                    Value::String(s) => *s == got,
+                    Value::Bool(b) => got == b.to_string(),
+                    Value::Number(n) => got
+                        .parse::<f64>()
+                        .ok()
+                        .zip(n.as_f64())
+                        .is_some_and(|(a, b)| a == b),
+                    _ => false,
+                };
+                if !same {
+                    return Err(mismatch(format!(
+                        "Mcp-Param-{header} header value '{got}' does not match body value {value}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `(x-mcp-header name, argument value)` pairs of a tool schema whose arguments carry a
+/// non-null value, following `properties` chains only (the spec's static reachability).
+fn header_params(schema: &Value, args: &Value, out: &mut Vec<(String, Value)>) {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (key, prop) in props {
+        let value = args.get(key);
+        if let Some(h) = prop.get("x-mcp-header").and_then(Value::as_str) {
+            if let Some(v) = value.filter(|v| !v.is_null()) {
+                out.push((h.to_string(), v.clone()));
+            }
+        }
+        if let Some(v) = value {
+            header_params(prop, v, out);
+        }
+    }
+}
+
+/// Serve one modern request (the caller detected the era and authenticated the caller).
+pub async fn post(
+    gw: Arc<Gateway>,
+    headers: &HeaderMap,
+    msg: Message,
+    principal: Option<Arc<Principal>>,
+) -> Response {
+    match msg.kind() {
+        Kind::Request => {}
+        Kind::Notification => return StatusCode::ACCEPTED.into_response(),
+        Kind::Response | Kind::Error => {
+            return bad_request(
+                codes::INVALID_REQUEST,
+                "modern clients send no responses: answer input requests by retrying the request with inputResponses".into(),
+                None,
+                None,
+            )
+        }
+    }
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let method = msg.method().unwrap_or("").to_string();
+    let requested = meta_str(&msg, meta::PROTOCOL_VERSION)
+        .or_else(|| header_str(headers, PROTOCOL))
+        .unwrap_or("")
+        .to_string();
+    if !version::is_modern(&requested) {
+        return bad_request(
+            codes::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version".into(),
+            Some(json!({"supported": version::ALL_VERSIONS, "requested": requested})),
+            Some(&id),
+        );
+    }
+    if let Err(r) = check_headers(&gw, headers, &msg, &requested) {
+        return r;
+    }
+    if !METHODS.contains(&method.as_str()) {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            ),
+            Some(&id),
+        );
+    }
+    if method == "server/discover" {
+        return json_reply(decorate(&gw, &method, discover(&gw, id)));
+    }
+    let session = ephemeral_session(&gw, headers, &msg, &requested, principal);
+    if method == "subscriptions/listen" {
+        return listen(&gw, id, &msg);
+    }
+    if let Some(state) = msg
+        .params()
+        .and_then(|p| p.get("requestState"))
+        .and_then(Value::as_str)
+    {
+        return resume(gw, session, msg.clone(), state).await;
+    }
+    let digest = digest(&method, msg.params().and_then(Value::as_object));
+    let msg = strip_meta(msg);
+    let (tx, rx) = mpsc::unbounded_channel::<Out>();
+    let work = {
+        let gw = gw.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            let outcome = pipeline::client_request(&gw, &session, msg, &tx).await;
+            let _ = tx.send(Out::Msg(outcome.into_reply()));
+        })
+    };
+    let guard = CancelGuard {
+        gw: gw.clone(),
+        session: session.clone(),
+        id: id.clone(),
+        work: work.abort_handle(),
+        armed: true,
+    };
+    drive(gw, session, rx, guard, id, method, digest).await
+}
+
+/// The session of one modern request: its version, capabilities and client info from `_meta`,
+/// its principal from the listener.
+fn ephemeral_session(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    msg: &Message,
+    requested: &str,
+    principal: Option<Arc<Principal>>,
+) -> Arc<Session> {
+    let m = meta_of(msg);
+    let session = Arc::new(Session::new(
+        format!("modern-{}", uuid::Uuid::new_v4().simple()),
+        requested.to_string(),
+        m.and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
+            .cloned()
+            .unwrap_or(json!({})),
+        m.and_then(|m| m.get(meta::CLIENT_INFO))
+            .cloned()
+            .unwrap_or(Value::Null),
+        Outbound::Http(StreamBuf::new(
+            0,
+            gw.settings().replay_events.min(16) as usize,
+        )),
+    ));
+    session.set_principal(principal);
+    session.set_authorization(header_str(headers, "authorization"));
+    session
+}
+
+/// The request as hooks and upstreams see it: without the modern `_meta` keys (they are the
+/// transport's; the era is a field of the hook event), so one hook serves both eras.
+fn strip_meta(mut msg: Message) -> Message {
+    let params = msg.params_mut();
+    if let Some(m) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        for k in [
+            meta::PROTOCOL_VERSION,
+            meta::CLIENT_INFO,
+            meta::CLIENT_CAPABILITIES,
+        ] {
+            m.remove(k);
+        }
+        if m.is_empty() {
+            params.remove("_meta");
+        }
+    }
+    msg
+}
+
+/// `server/discover`: the versions and capabilities of the gateway.
+fn discover(gw: &Gateway, id: Value) -> Message {
+    let init = gw.initialize_result(version::LATEST_LEGACY);
+    let mut capabilities = init.get("capabilities").cloned().unwrap_or(json!({}));
+    if let Some(c) = capabilities.as_object_mut() {
+        // Modern clients subscribe through subscriptions/listen; there is no logging/setLevel.
+        if let Some(r) = c.get_mut("resources").and_then(Value::as_object_mut) {
+            r.remove("subscribe");
+        }
+        c.remove("logging");
+    }
+    let mut result = json!({
+        "supportedVersions": version::ALL_VERSIONS,
+        "capabilities": capabilities,
+    });
+    if let Some(i) = init.get("instructions") {
+        result["instructions"] = i.clone();
+    }
+    Message::response(id, result)
+}
+
+/// Mark a reply for a modern client: `resultType`, `ttlMs` / `cacheScope` on cacheable results,
+/// and the gateway's `serverInfo` in `_meta`.
+fn decorate(gw: &Gateway, method: &str, mut reply: Message) -> Message {
+    if reply.kind() != Kind::Response {
+        return reply;
+    }
+    let private = gw.authenticator().is_some() && !gw.policy().is_open();
+    if let Some(result) = reply.result_mut().and_then(Value::as_object_mut) {
+        result
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
+        if CACHEABLE.contains(&method) {
+            result.entry("ttlMs").or_insert_with(|| json!(0));
+            let scope = if private || method == "resources/read" {
+                "private"
+            } else {
+                "public"
+            };
+            result.entry("cacheScope").or_insert_with(|| json!(scope));
+        }
+        let m = result.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(m) = m.as_object_mut() {
+            m.insert(
+                meta::SERVER_INFO.into(),
+                json!({"name": "sluice", "version": env!("CARGO_PKG_VERSION")}),
+            );
+        }
+    }
+    reply
+}
+
+/// Follow a call until its reply or its first request for input. The reply is JSON when nothing
+/// comes before it; notifications first turn the response into an SSE stream. A request the
+/// upstream sends the client ends this round with an `input_required` result and parks the call.
+async fn drive(
+    gw: Arc<Gateway>,
+    session: Arc<Session>,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    mut guard: CancelGuard,
+    reply_id: Value,
+    method: String,
+    digest: String,
+) -> Response {
+    loop {
+        let Some(item) = rx.recv().await else {
+            guard.armed = false;
+            return json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                RpcError::internal("the call ended without a reply"),
+                Some(&reply_id),
+            );
+        };
+        let Out::Msg(m) = item else { continue };
+        if is_reply(&m) {
+            guard.armed = false;
+            let mut m = m;
+            m.set_id(reply_id);
+            return json_reply(decorate(&gw, &method, m));
+        }
+        if m.kind() == Kind::Request {
+            let reply = park(&gw, session, rx, guard, m, &reply_id, &method, digest);
+            return json_reply(reply);
+        }
+        // A notification first: stream.
+        let (out_tx, out_rx) = mpsc::unbounded_channel::<Message>();
+        let _ = out_tx.send(m);
+        tokio::spawn(stream_rest(
+            gw.clone(),
+            session,
+            rx,
+            guard,
+            out_tx,
+            reply_id,
+            method,
+            digest,
+        ));
+        let body = Body::from_stream(sse_body(out_rx, None));
+        return sse_headers(body.into_response());
+    }
+}
+
+/// The rest of a streamed round: notifications, then the reply or an `input_required` result.
+/// The guard rides along; when the client drops the stream the sender closes and the call is
+/// cancelled.
+#[allow(clippy::too_many_arguments)]
+async fn stream_rest(
+    gw: Arc<Gateway>,
+    session: Arc<Session>,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    mut guard: CancelGuard,
+    out: mpsc::UnboundedSender<Message>,
+    reply_id: Value,
+    method: String,
+    digest: String,
+) {
+    loop {
+        let item = tokio::select! {
+            i = rx.recv() => i,
+            // The client closed the stream: the guard cancels the call.
+            () = out.closed() => return,
+        };
+        let Some(item) = item else {
+            guard.armed = false;
+            return;
+        };
+        let Out::Msg(m) = item else { continue };
+        if is_reply(&m) {
+            guard.armed = false;
+            let mut m = m;
+            m.set_id(reply_id);
+            let _ = out.send(decorate(&gw, &method, m));
+            return;
+        }
+        if m.kind() == Kind::Request {
+            let reply = park(&gw, session, rx, guard, m, &reply_id, &method, digest);
+            let _ = out.send(reply);
+            return;
+        }
+        if out.send(m).is_err() {
+            return;
+        }
+    }
+}
+
+/// An SSE body of messages (with keep-alive comments between them), ending when the sender is
+/// dropped. When the client closes the stream the body is dropped, and with it the receiver:
+/// the sender sees that (`closed()`), which is how a closed stream cancels a call.
+fn sse_body(
+    rx: mpsc::UnboundedReceiver<Message>,
+    first: Option<Message>,
+) -> impl futures_util::Stream<Item = Result<axum::body::Bytes, std::convert::Infallible>> {
+    let tick = tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
+    futures_util::stream::unfold(
+        (rx, first, tick),
+        |(mut rx, mut first, mut tick)| async move {
+            if let Some(m) = first.take() {
+                return Some((Ok(event(&m)), (rx, None, tick)));
+            }
+            tokio::select! {
+                m = rx.recv() => m.map(|m| (Ok(event(&m)), (rx, None, tick))),
+                _ = tick.tick() => Some((Ok(axum::body::Bytes::from_static(b":\n\n")), (rx, None, tick))),
+            }
+        },
+    )
+}
+
+fn event(m: &Message) -> axum::body::Bytes {
+    axum::body::Bytes::from(format!("event: message\ndata: {}\n\n", m.to_json()))
+}
+
+/// Park a call that needs the client's input; answer `input_required` with every input request
+/// that is already waiting (one round gathers what the upstream asked for at once).
+#[allow(clippy::too_many_arguments)]
+fn park(
+    gw: &Arc<Gateway>,
+    session: Arc<Session>,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    guard: CancelGuard,
+    first: Message,
+    reply_id: &Value,
+    method: &str,
+    digest: String,
+) -> Message {
+    let mut requests = vec![first];
+    while let Ok(Out::Msg(m)) = rx.try_recv() {
+        if m.kind() == Kind::Request {
+            requests.push(m);
+        }
+        // Anything else arriving in the same instant is dropped: the round is over.
+    }
+    let pending: Vec<(String, Value)> = requests
+        .iter()
+        .filter_map(|r| {
+            let key = r.id()?.as_str()?.to_string();
+            let mut req = Map::new();
+            req.insert("method".into(), json!(r.method().unwrap_or("")));
+            if let Some(p) = r.params() {
+                req.insert("params".into(), p.clone());
+            }
+            Some((key, Value::Object(req)))
+        })
+        .collect();
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let principal = session.principal().map(|p| p.id.clone());
+    let state = gw.rounds.sign(&json!({
+        "k": token,
+        "p": principal,
+        "d": digest,
+        "e": unix_now() + STATE_TTL.as_secs(),
+    }));
+    let input_requests: Map<String, Value> = pending.iter().cloned().collect();
+    {
+        let mut parked = gw.rounds.parked.lock();
+        let now = Instant::now();
+        // Expired calls are cancelled (their guards drop armed); the table stays bounded.
+        parked.retain(|_, p| p.expires > now);
+        if parked.len() >= MAX_PARKED {
+            if let Some(oldest) = parked
+                .iter()
+                .min_by_key(|(_, p)| p.expires)
+                .map(|(k, _)| k.clone())
+            {
+                parked.remove(&oldest);
+            }
+        }
+        parked.insert(
+            token,
+            Parked {
+                session,
+                rx,
+                guard,
+                pending,
+                expires: now + STATE_TTL,
+            },
+        );
+    }
+    tracing::debug!(method, "modern call waits for the client's input");
+    Message::response(
+        reply_id.clone(),
+        json!({
+            "resultType": "input_required",
+            "inputRequests": input_requests,
+            "requestState": state,
+            "_meta": {meta::SERVER_INFO: {"name": "sluice", "version": env!("CARGO_PKG_VERSION")}},
+        }),
+    )
+}
+
+/// A retry carrying `requestState`: verify it, hand the client's answers to the waiting
+/// upstream requests, and follow the call on.
+async fn resume(gw: Arc<Gateway>, session: Arc<Session>, msg: Message, state: &str) -> Response {
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let method = msg.method().unwrap_or("").to_string();
+    let invalid = |why: &str| {
+        json_reply(Message::error(
+            id.clone(),
+            &RpcError::invalid_params(format!("Invalid requestState: {why}")),
+        ))
+    };
+    let payload = match gw.rounds.verify(state) {
+        Ok(p) => p,
+        Err(why) => return invalid(why),
+    };
+    let digest = digest(&method, msg.params().and_then(Value::as_object));
+    if payload["e"].as_u64().unwrap_or(0) < unix_now() {
+        return invalid("it has expired");
+    }
+    if payload["d"] != json!(digest) {
+        return invalid("it belongs to another request (method or params differ)");
+    }
+    let principal = session.principal().map(|p| p.id.clone());
+    if payload["p"] != json!(principal) {
+        return invalid("it was issued to another principal");
+    }
+    let key = payload["k"].as_str().unwrap_or("");
+    let Some(parked) = gw.rounds.parked.lock().remove(key) else {
+        return invalid("the call it continues is gone (answered already, expired, or on another gateway instance)");
+    };
+    let responses = msg
+        .params()
+        .and_then(|p| p.get("inputResponses"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let Parked {
+        session: call_session,
+        rx,
+        guard,
+        pending,
+        ..
+    } = parked;
+    let mut missing = Vec::new();
+    for (key, request) in pending {
+        match responses.get(&key) {
+            Some(answer) => {
+                gw.relay_client_reply(&call_session, Message::response(json!(key), answer.clone()))
+            }
+            None => missing.push((key, request)),
+        }
+    }
+    if !missing.is_empty() {
+        // Ask again for what is still missing (the spec's advice), under a fresh state.
+        let first = {
+            let (key, req) = &missing[0];
+            let mut m = Message::request(
+                json!(key),
+                req["method"].as_str().unwrap_or(""),
+                req.get("params").cloned(),
+            );
+            m.set_id(json!(key));
+            m
+        };
+        let (tx, rx2) = mpsc::unbounded_channel::<Out>();
+        for (key, req) in missing.iter().skip(1) {
+            let _ = tx.send(Out::Msg(Message::request(
+                json!(key),
+                req["method"].as_str().unwrap_or(""),
+                req.get("params").cloned(),
+            )));
+        }
+        drop(tx);
+        // Re-park with the original receiver; the extra requests ride in front of it.
+        let merged = merge(rx2, rx);
+        return json_reply(park(
+            &gw,
+            call_session,
+            merged,
+            guard,
+            first,
+            &id,
+            &method,
+            digest,
+        ));
+    }
+    drive(gw, call_session, rx, guard, id, method, digest).await
+}
+
+/// One receiver that yields everything of `a`, then everything of `b`.
+fn merge(
+    mut a: mpsc::UnboundedReceiver<Out>,
+    mut b: mpsc::UnboundedReceiver<Out>,
+) -> mpsc::UnboundedReceiver<Out> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    while let Ok(m) = a.try_recv() {
+        let _ = tx.send(m);
+    }
+    tokio::spawn(async move {
+        while let Some(m) = b.recv().await {
+            if tx.send(m).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// `subscriptions/listen`: acknowledge the notification types Sluice honours, then stream them
+/// until the client closes the stream.
+fn listen(gw: &Gateway, id: Value, msg: &Message) -> Response {
+    let filter = msg
+        .params()
+        .and_then(|p| p.get("notifications"))
+        .cloned()
+        .unwrap_or(json!({}));
+    let want = |k: &str| filter.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let (tools, prompts, resources) = (
+        want("toolsListChanged"),
+        want("promptsListChanged"),
+        want("resourcesListChanged"),
+    );
+    let mut honoured = Map::new();
+    for (k, on) in [
+        ("toolsListChanged", tools),
+        ("promptsListChanged", prompts),
+        ("resourcesListChanged", resources),
+    ] {
+        if on {
+            honoured.insert(k.into(), json!(true));
+        }
+    }
+    let (tx, rx) = mpsc::unbounded_channel::<Message>();
+    let ack = Message::notification(
+        "notifications/subscriptions/acknowledged",
+        Some(json!({"notifications": honoured, "_meta": {meta::SUBSCRIPTION_ID: id}})),
+    );
+    gw.rounds.listeners.lock().push(Listener {
+        id,
+        tools,
+        prompts,
+        resources,
+        tx,
+    });
+    let body = Body::from_stream(sse_body(rx, Some(ack)));
+    sse_headers(body.into_response())
+}
