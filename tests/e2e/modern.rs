@@ -439,3 +439,151 @@ async fn legacy_and_modern_clients_share_a_listener_and_replicas_agree() {
     let echoed = legacy.call_tool("fx_echo", json!({"x": "still"})).await;
     assert_eq!(echoed["result"]["structuredContent"], json!({"x": "still"}));
 }
+
+/// A modern client on the gateway's stdio: lines in, lines out (read by a thread, waited on
+/// with a bound).
+struct StdioModern {
+    _gw: Proc,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<Value>,
+}
+
+impl StdioModern {
+    fn start(home: &Home) -> StdioModern {
+        let mut cmd = std::process::Command::new(bin("sluice"));
+        cmd.args(["serve", "--stdio", "--no-admin", "--home", &home.arg()]);
+        let mut gw = Proc::spawn_piped(cmd);
+        let stdin = gw.child.stdin.take().unwrap();
+        let stdout = gw.child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v: Value = serde_json::from_str(&line).expect("only JSON on stdout");
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        StdioModern {
+            _gw: gw,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next message with this id (other messages are skipped).
+    fn reply(&mut self, id: u64) -> Value {
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .expect("a reply within 20 s");
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+}
+
+#[test]
+fn the_modern_era_on_stdio() {
+    let home = home("modern-stdio");
+    let mut c = StdioModern::start(&home);
+    let m = Modern::new("unused", json!({"elicitation": {}}));
+    c.send(&m.body(1, "server/discover", json!({})));
+    let d = c.reply(1);
+    assert_eq!(d["result"]["supportedVersions"][0], "2026-07-28", "{d}");
+    // Wait for the upstream's tools, then call one.
+    let mut listed = false;
+    for i in 0..100 {
+        c.send(&m.body(100 + i, "tools/list", json!({})));
+        let r = c.reply(100 + i);
+        if r["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+        {
+            listed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(listed);
+    c.send(&m.body(
+        2,
+        "tools/call",
+        json!({"name": "fx_echo", "arguments": {"via": "stdio"}}),
+    ));
+    let r = c.reply(2);
+    assert_eq!(r["result"]["structuredContent"], json!({"via": "stdio"}));
+    assert_eq!(r["result"]["resultType"], "complete");
+    // An input_required round over stdio.
+    let params = json!({"name": "fx_test_elicitation", "arguments": {"message": "Name?"}});
+    c.send(&m.body(3, "tools/call", params.clone()));
+    let first = c.reply(3);
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let key = first["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let mut retry = params;
+    retry["requestState"] = first["result"]["requestState"].clone();
+    retry["inputResponses"] = json!({key: {"action": "decline"}});
+    c.send(&m.body(4, "tools/call", retry));
+    let done = c.reply(4);
+    assert_eq!(
+        done["result"]["content"][0]["text"], "User response: action=decline, content={}",
+        "{done}"
+    );
+    // Unsupported version and removed methods, as JSON-RPC errors.
+    let mut old = m.body(5, "tools/list", json!({}));
+    old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    c.send(&old);
+    assert_eq!(c.reply(5)["error"]["code"], -32022);
+    c.send(&m.body(6, "ping", json!({})));
+    assert_eq!(
+        c.reply(6)["error"],
+        json!({"code": -32601, "message": "Method not found: ping"})
+    );
+    // notifications/cancelled cancels a modern call on stdio.
+    c.send(&m.body(
+        7,
+        "tools/call",
+        json!({"name": "fx_slow", "arguments": {"ms": 5000}}),
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}),
+    );
+    let mut seen = String::new();
+    for i in 0..50 {
+        c.send(&m.body(
+            200 + i,
+            "tools/call",
+            json!({"name": "fx_last_cancelled", "arguments": {}}),
+        ));
+        let r = c.reply(200 + i);
+        seen = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if seen != "none" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        seen.contains("the client closed the response stream"),
+        "{seen}"
+    );
+}

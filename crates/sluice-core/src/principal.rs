@@ -25,6 +25,17 @@ impl Principal {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
+    /// The local user on the other end of `--stdio`: the process that started Sluice, trusted
+    /// by the operating system.
+    pub fn stdio() -> Principal {
+        Principal {
+            id: "stdio".into(),
+            kind: "local",
+            scopes: Vec::new(),
+            claims: Map::new(),
+        }
+    }
+
     /// Whether the principal holds `scope`.
     pub fn has_scope(&self, scope: &str) -> bool {
         self.scopes.iter().any(|s| s == scope)

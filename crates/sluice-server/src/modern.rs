@@ -442,16 +442,47 @@ pub async fn post(
     if method == "server/discover" {
         return json_reply(decorate(&gw, &method, discover(&gw, id)));
     }
-    let session = ephemeral_session(&gw, headers, &msg, &requested, principal);
+    let session = ephemeral_session(&gw, Some(headers), &msg, &requested, principal);
     if method == "subscriptions/listen" {
         return listen(&gw, id, &msg);
     }
+    let (out, out_rx) = mpsc::unbounded_channel::<Message>();
+    tokio::spawn(start(gw, session, msg, out));
+    respond(out_rx).await
+}
+
+/// Answer over HTTP with what a round emits: JSON when its first message is the reply (or an
+/// `input_required` result), else an SSE stream of everything it emits. Dropping the response
+/// (the client closed it) closes the channel, which cancels the round's call.
+async fn respond(mut out_rx: mpsc::UnboundedReceiver<Message>) -> Response {
+    match out_rx.recv().await {
+        None => json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            RpcError::internal("the call ended without a reply"),
+            None,
+        ),
+        Some(m) if is_reply(&m) => json_reply(m),
+        Some(m) => sse_headers(Body::from_stream(sse_body(out_rx, Some(m))).into_response()),
+    }
+}
+
+/// Run a modern request (a first attempt, or a retry bringing `requestState`) and emit its
+/// notifications and its final message on `out`.
+async fn start(
+    gw: Arc<Gateway>,
+    session: Arc<Session>,
+    msg: Message,
+    out: mpsc::UnboundedSender<Message>,
+) {
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let method = msg.method().unwrap_or("").to_string();
     if let Some(state) = msg
         .params()
         .and_then(|p| p.get("requestState"))
         .and_then(Value::as_str)
+        .map(str::to_string)
     {
-        return resume(gw, session, msg.clone(), state).await;
+        return resume(gw, session, msg, &state, out).await;
     }
     let digest = digest(&method, msg.params().and_then(Value::as_object));
     let msg = strip_meta(msg);
@@ -471,14 +502,14 @@ pub async fn post(
         work: work.abort_handle(),
         armed: true,
     };
-    drive(gw, session, rx, guard, id, method, digest).await
+    round(gw, session, rx, guard, id, method, digest, out).await
 }
 
 /// The session of one modern request: its version, capabilities and client info from `_meta`,
 /// its principal from the listener.
 fn ephemeral_session(
     gw: &Gateway,
-    headers: &HeaderMap,
+    headers: Option<&HeaderMap>,
     msg: &Message,
     requested: &str,
     principal: Option<Arc<Principal>>,
@@ -499,7 +530,7 @@ fn ephemeral_session(
         )),
     ));
     session.set_principal(principal);
-    session.set_authorization(header_str(headers, "authorization"));
+    session.set_authorization(headers.and_then(|h| header_str(h, "authorization")));
     session
 }
 
@@ -574,78 +605,30 @@ fn decorate(gw: &Gateway, method: &str, mut reply: Message) -> Message {
     reply
 }
 
-/// Follow a call until its reply or its first request for input. The reply is JSON when nothing
-/// comes before it; notifications first turn the response into an SSE stream. A request the
-/// upstream sends the client ends this round with an `input_required` result and parks the call.
-async fn drive(
-    gw: Arc<Gateway>,
-    session: Arc<Session>,
-    mut rx: mpsc::UnboundedReceiver<Out>,
-    mut guard: CancelGuard,
-    reply_id: Value,
-    method: String,
-    digest: String,
-) -> Response {
-    loop {
-        let Some(item) = rx.recv().await else {
-            guard.armed = false;
-            return json_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                RpcError::internal("the call ended without a reply"),
-                Some(&reply_id),
-            );
-        };
-        let Out::Msg(m) = item else { continue };
-        if is_reply(&m) {
-            guard.armed = false;
-            let mut m = m;
-            m.set_id(reply_id);
-            return json_reply(decorate(&gw, &method, m));
-        }
-        if m.kind() == Kind::Request {
-            let reply = park(&gw, session, rx, guard, m, &reply_id, &method, digest);
-            return json_reply(reply);
-        }
-        // A notification first: stream.
-        let (out_tx, out_rx) = mpsc::unbounded_channel::<Message>();
-        let _ = out_tx.send(m);
-        tokio::spawn(stream_rest(
-            gw.clone(),
-            session,
-            rx,
-            guard,
-            out_tx,
-            reply_id,
-            method,
-            digest,
-        ));
-        let body = Body::from_stream(sse_body(out_rx, None));
-        return sse_headers(body.into_response());
-    }
-}
-
-/// The rest of a streamed round: notifications, then the reply or an `input_required` result.
-/// The guard rides along; when the client drops the stream the sender closes and the call is
-/// cancelled.
+/// Follow a call until its reply or its first request for input, emitting its notifications
+/// on `out`. A request the upstream sends the client ends the round with an `input_required`
+/// result and parks the call. When the receiver of `out` goes away (the client closed the
+/// stream) the guard cancels the call.
 #[allow(clippy::too_many_arguments)]
-async fn stream_rest(
+async fn round(
     gw: Arc<Gateway>,
     session: Arc<Session>,
     mut rx: mpsc::UnboundedReceiver<Out>,
     mut guard: CancelGuard,
-    out: mpsc::UnboundedSender<Message>,
     reply_id: Value,
     method: String,
     digest: String,
+    out: mpsc::UnboundedSender<Message>,
 ) {
     loop {
         let item = tokio::select! {
             i = rx.recv() => i,
-            // The client closed the stream: the guard cancels the call.
             () = out.closed() => return,
         };
         let Some(item) = item else {
             guard.armed = false;
+            let err = RpcError::internal("the call ended without a reply");
+            let _ = out.send(Message::error(reply_id, &err));
             return;
         };
         let Out::Msg(m) = item else { continue };
@@ -773,14 +756,20 @@ fn park(
 
 /// A retry carrying `requestState`: verify it, hand the client's answers to the waiting
 /// upstream requests, and follow the call on.
-async fn resume(gw: Arc<Gateway>, session: Arc<Session>, msg: Message, state: &str) -> Response {
+async fn resume(
+    gw: Arc<Gateway>,
+    session: Arc<Session>,
+    msg: Message,
+    state: &str,
+    out: mpsc::UnboundedSender<Message>,
+) {
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let method = msg.method().unwrap_or("").to_string();
     let invalid = |why: &str| {
-        json_reply(Message::error(
+        let _ = out.send(Message::error(
             id.clone(),
             &RpcError::invalid_params(format!("Invalid requestState: {why}")),
-        ))
+        ));
     };
     let payload = match gw.rounds.verify(state) {
         Ok(p) => p,
@@ -846,7 +835,7 @@ async fn resume(gw: Arc<Gateway>, session: Arc<Session>, msg: Message, state: &s
         drop(tx);
         // Re-park with the original receiver; the extra requests ride in front of it.
         let merged = merge(rx2, rx);
-        return json_reply(park(
+        let _ = out.send(park(
             &gw,
             call_session,
             merged,
@@ -856,8 +845,9 @@ async fn resume(gw: Arc<Gateway>, session: Arc<Session>, msg: Message, state: &s
             &method,
             digest,
         ));
+        return;
     }
-    drive(gw, call_session, rx, guard, id, method, digest).await
+    round(gw, call_session, rx, guard, id, method, digest, out).await
 }
 
 /// One receiver that yields everything of `a`, then everything of `b`.
@@ -879,9 +869,21 @@ fn merge(
     rx
 }
 
-/// `subscriptions/listen`: acknowledge the notification types Sluice honours, then stream them
-/// until the client closes the stream.
+/// `subscriptions/listen` over HTTP: the acknowledgement, then the notifications asked for,
+/// on one SSE stream until the client closes it.
 fn listen(gw: &Gateway, id: Value, msg: &Message) -> Response {
+    let (ack, rx) = subscribe(gw, id, msg);
+    let body = Body::from_stream(sse_body(rx, Some(ack)));
+    sse_headers(body.into_response())
+}
+
+/// Register a listen stream: its acknowledgement (the notification types Sluice honours of
+/// those asked for), and the receiver of its notifications.
+fn subscribe(
+    gw: &Gateway,
+    id: Value,
+    msg: &Message,
+) -> (Message, mpsc::UnboundedReceiver<Message>) {
     let filter = msg
         .params()
         .and_then(|p| p.get("notifications"))
@@ -915,6 +917,93 @@ fn listen(gw: &Gateway, id: Value, msg: &Message) -> Response {
         resources,
         tx,
     });
-    let body = Body::from_stream(sse_body(rx, Some(ack)));
-    sse_headers(body.into_response())
+    (ack, rx)
+}
+
+/// The modern era on stdio: requests carry `_meta` and need no `initialize`; each runs on its
+/// own session and writes its messages to stdout; `notifications/cancelled` cancels one (and
+/// ends a `subscriptions/listen` stream).
+#[derive(Default)]
+pub struct Stdio {
+    running: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
+}
+
+impl Stdio {
+    /// Is this message for the modern side: a request naming a modern version in `_meta` (or
+    /// `server/discover`), or the cancellation of one?
+    pub fn wants(&self, msg: &Message) -> bool {
+        match msg.kind() {
+            Kind::Request => {
+                meta_str(msg, meta::PROTOCOL_VERSION).is_some()
+                    || msg.method() == Some("server/discover")
+            }
+            Kind::Notification => msg.method() == Some("notifications/cancelled"),
+            _ => false,
+        }
+    }
+
+    /// Serve one modern message; everything it produces goes to `out`.
+    pub fn handle(&self, gw: &Arc<Gateway>, msg: Message, out: &mpsc::UnboundedSender<Out>) {
+        let send = |m: Message| {
+            let _ = out.send(Out::Msg(m));
+        };
+        if msg.kind() == Kind::Notification {
+            let key = msg
+                .params()
+                .and_then(|p| p.get("requestId"))
+                .map(crate::session::id_key);
+            if let Some(task) = key.and_then(|k| self.running.lock().remove(&k)) {
+                task.abort();
+            }
+            return;
+        }
+        let id = msg.id().cloned().unwrap_or(Value::Null);
+        let method = msg.method().unwrap_or("").to_string();
+        let requested = meta_str(&msg, meta::PROTOCOL_VERSION)
+            .unwrap_or(version::MODERN_VERSIONS[0])
+            .to_string();
+        if !version::is_modern(&requested) {
+            let e = RpcError::new(
+                codes::UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+            )
+            .with_data(json!({"supported": version::ALL_VERSIONS, "requested": requested}));
+            return send(Message::error(id, &e));
+        }
+        if !METHODS.contains(&method.as_str()) {
+            let e = RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            );
+            return send(Message::error(id, &e));
+        }
+        if method == "server/discover" {
+            return send(decorate(gw, &method, discover(gw, id)));
+        }
+        let key = crate::session::id_key(&id);
+        let (msg_out, mut msg_rx) = mpsc::unbounded_channel::<Message>();
+        if method == "subscriptions/listen" {
+            let (ack, rx) = subscribe(gw, id, &msg);
+            send(ack);
+            msg_rx = rx;
+            drop(msg_out);
+        } else {
+            let principal = Some(Arc::new(Principal::stdio()));
+            let session = ephemeral_session(gw, None, &msg, &requested, principal);
+            tokio::spawn(start(gw.clone(), session, msg, msg_out));
+        }
+        // Aborting the forwarder drops the receiver, which cancels the round's call.
+        let out = out.clone();
+        let running = self.running.clone();
+        let done_key = key.clone();
+        let forward = tokio::spawn(async move {
+            while let Some(m) = msg_rx.recv().await {
+                if out.send(Out::Msg(m)).is_err() {
+                    break;
+                }
+            }
+            running.lock().remove(&done_key);
+        });
+        self.running.lock().insert(key, forward.abort_handle());
+    }
 }

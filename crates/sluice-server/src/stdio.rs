@@ -36,6 +36,9 @@ where
     });
 
     let mut session: Option<Arc<Session>> = None;
+    // Modern-era requests (no initialize; `_meta` on each) are served beside, until a legacy
+    // client initialises.
+    let modern = crate::modern::Stdio::default();
     let mut lines = BufReader::new(input).lines();
     let limit = gw.settings().max_body_bytes as usize;
     let mut tasks = tokio::task::JoinSet::new();
@@ -68,6 +71,10 @@ where
                 continue;
             }
         };
+        if session.is_none() && modern.wants(&msg) {
+            modern.handle(&gw, msg, &out_tx);
+            continue;
+        }
         let Some(s) = session.clone() else {
             match (msg.kind(), msg.method()) {
                 (Kind::Request, Some("initialize")) => {
@@ -82,12 +89,7 @@ where
                         Outbound::Stdio(out_tx.clone()),
                     ));
                     // The process that started Sluice: the local user, trusted by the OS.
-                    s.set_principal(Some(Arc::new(sluice_core::Principal {
-                        id: "stdio".into(),
-                        kind: "local",
-                        scopes: Vec::new(),
-                        claims: Default::default(),
-                    })));
+                    s.set_principal(Some(Arc::new(sluice_core::Principal::stdio())));
                     match pipeline::initialize(&gw, &s, msg, || gw.initialize_result(version)).await
                     {
                         Ok(reply) => {
