@@ -1,6 +1,6 @@
 //! The fixture's catalogue: tool, prompt and resource definitions (matching the conformance
-//! suite's reference everything-server where the suite checks them), prompt rendering, resource
-//! reading and cursor pagination.
+//! suite's reference everything-server where the suite checks them, including its 2026-07-28
+//! diagnostic tools), prompt rendering, resource reading and cursor pagination.
 
 use serde_json::{json, Map, Value};
 
@@ -11,6 +11,9 @@ pub const TEST_IMAGE_BASE64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 /// A minimal WAV file (the reference server's test audio).
 pub const TEST_AUDIO_BASE64: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+/// The prompt that needs elicitation input first (2026-07-28 conformance, MRTR).
+pub const INPUT_REQUIRED_PROMPT: &str = "test_input_required_result_prompt";
 
 /// Content of `test://watched-resource`.
 const WATCHED_RESOURCE_CONTENT: &str = "Watched resource content";
@@ -190,8 +193,97 @@ pub fn base_tools() -> Vec<Value> {
             "Asks the client for roots/list and returns the result as JSON text",
             empty_schema(),
         ),
+        tool(
+            "touch_resource",
+            "Sends notifications/resources/updated for uri to the clients subscribed to it",
+            json!({
+                "type": "object",
+                "properties": { "uri": { "type": "string", "description": "The resource URI" } },
+                "required": ["uri"]
+            }),
+        ),
+        tool(
+            "region_echo",
+            "Echoes its arguments; region is mirrored in the Mcp-Param-Region header (2026-07-28)",
+            json!({
+                "type": "object",
+                "properties": {
+                    "region": {
+                        "type": "string",
+                        "description": "A region name",
+                        "x-mcp-header": "Region"
+                    },
+                    "text": { "type": "string", "description": "Text to echo" }
+                },
+                "required": ["region"]
+            }),
+        ),
     ]);
+    // The 2026-07-28 conformance suite's diagnostic tools.
+    tools.extend(
+        [
+            (
+                "test_missing_capability",
+                "Needs the sampling client capability (-32021 without it)",
+            ),
+            (
+                "test_input_required_result_elicitation",
+                "MRTR: returns InputRequiredResult with elicitation request",
+            ),
+            (
+                "test_input_required_result_sampling",
+                "MRTR: returns InputRequiredResult with sampling request",
+            ),
+            (
+                "test_input_required_result_list_roots",
+                "MRTR: returns InputRequiredResult with roots/list request",
+            ),
+            (
+                "test_input_required_result_request_state",
+                "MRTR: returns InputRequiredResult with requestState",
+            ),
+            (
+                "test_input_required_result_multiple_inputs",
+                "MRTR: returns InputRequiredResult with multiple input requests",
+            ),
+            (
+                "test_input_required_result_multi_round",
+                "MRTR: multi-round InputRequiredResult workflow",
+            ),
+            (
+                "test_input_required_result_tampered_state",
+                "MRTR: integrity-protected requestState",
+            ),
+            (
+                "test_input_required_result_capabilities",
+                "MRTR: respects client capabilities in inputRequests",
+            ),
+            (
+                "test_streaming_elicitation",
+                "Needs elicitation input (input_required in 2026-07-28, a request before)",
+            ),
+            (
+                "test_logging_tool",
+                "Logs one info message (only when the request asks for logs)",
+            ),
+            (
+                "test_trigger_tool_change",
+                "Adds a tool dynamic_<n> and sends notifications/tools/list_changed",
+            ),
+            (
+                "test_trigger_prompt_change",
+                "Sends notifications/prompts/list_changed",
+            ),
+        ]
+        .into_iter()
+        .map(|(name, description)| tool(name, description, empty_schema())),
+    );
     tools
+}
+
+/// Whether `name` is one of the fixed tools.
+pub fn is_base_tool(name: &str) -> bool {
+    base_tools().iter().any(|t| t["name"] == name)
 }
 
 /// The definition of a dynamic tool added by `trigger_list_changed`.
@@ -243,6 +335,11 @@ pub fn prompts() -> Vec<Value> {
             "name": "test_prompt_with_image",
             "title": "Prompt With Image",
             "description": "A prompt that includes image content"
+        }),
+        json!({
+            "name": INPUT_REQUIRED_PROMPT,
+            "title": "Prompt Needing Input",
+            "description": "MRTR: prompt that requires elicitation input"
         }),
     ]
 }

@@ -1,10 +1,25 @@
-//! Request dispatch: one function per MCP method (tools are in [`crate::tools`]).
+//! Request dispatch: one function per MCP method (tools are in [`crate::tools`]), for both
+//! eras. Modern (2026-07-28) requests also get `server/discover` and `subscriptions/listen`,
+//! lose the handshake-era methods, and have their results completed with `resultType`, the
+//! `io.modelcontextprotocol/serverInfo` stamp and, where cacheable, `ttlMs`/`cacheScope`.
 
 use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
 
 use crate::catalog;
-use crate::protocol::{self, RpcError, METHOD_NOT_FOUND};
-use crate::session::Ctx;
+use crate::mrtr::AskError;
+use crate::protocol::{self, RpcError, META_SERVER_INFO, META_SUBSCRIPTION_ID, RESOURCE_NOT_FOUND};
+use crate::session::{Ctx, Filter};
+
+/// Methods whose complete modern results carry caching hints (`server/utilities/caching`).
+const CACHEABLE: [&str; 6] = [
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
 
 /// The capabilities this fixture announces.
 fn capabilities() -> Value {
@@ -15,6 +30,11 @@ fn capabilities() -> Value {
         "logging": {},
         "completions": {}
     })
+}
+
+/// `{name, version}` of this server.
+fn server_info(ctx: &Ctx) -> Value {
+    json!({ "name": ctx.session.fixture.config.name, "version": env!("CARGO_PKG_VERSION") })
 }
 
 fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
@@ -46,8 +66,13 @@ fn list(ctx: &Ctx, key: &str, items: Vec<Value>, params: &Value) -> Result<Value
     Ok(result)
 }
 
-/// Handle request `method`, returning its result (cancellation is handled by the caller).
+/// Handle request `method` in the request's era, returning its result (cancellation is
+/// handled by the caller).
 pub async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcError> {
+    if ctx.is_modern() {
+        let result = modern(ctx, method, params).await?;
+        return Ok(decorate(ctx, method, result));
+    }
     match method {
         "initialize" => {
             let requested = params.get("protocolVersion").and_then(Value::as_str);
@@ -57,13 +82,26 @@ pub async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, Rpc
             Ok(json!({
                 "protocolVersion": version,
                 "capabilities": capabilities(),
-                "serverInfo": {
-                    "name": ctx.session.fixture.config.name,
-                    "version": env!("CARGO_PKG_VERSION")
-                }
+                "serverInfo": server_info(ctx)
             }))
         }
         "ping" => Ok(json!({})),
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let uri = str_param(&params, "uri")?;
+            ctx.session.subscribe(uri, method == "resources/subscribe");
+            Ok(json!({}))
+        }
+        "logging/setLevel" => {
+            ctx.session.set_log_level(str_param(&params, "level")?)?;
+            Ok(json!({}))
+        }
+        _ => common(ctx, method, params).await,
+    }
+}
+
+/// The methods both eras share.
+async fn common(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcError> {
+    match method {
         "tools/list" => list(ctx, "tools", ctx.session.fixture.tools(), &params),
         "tools/call" => {
             let name = str_param(&params, "name")?.to_string();
@@ -77,6 +115,9 @@ pub async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, Rpc
         "prompts/list" => list(ctx, "prompts", catalog::prompts(), &params),
         "prompts/get" => {
             let name = str_param(&params, "name")?;
+            if name == catalog::INPUT_REQUIRED_PROMPT {
+                return input_required_prompt(ctx).await;
+            }
             catalog::get_prompt(name, &object_param(&params, "arguments")?)
         }
         "resources/list" => list(ctx, "resources", catalog::resources(), &params),
@@ -86,15 +127,16 @@ pub async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, Rpc
             catalog::resource_templates(),
             &params,
         ),
-        "resources/read" => catalog::read_resource(str_param(&params, "uri")?),
-        "resources/subscribe" | "resources/unsubscribe" => {
+        "resources/read" => {
             let uri = str_param(&params, "uri")?;
-            ctx.session.subscribe(uri, method == "resources/subscribe");
-            Ok(json!({}))
-        }
-        "logging/setLevel" => {
-            ctx.session.set_log_level(str_param(&params, "level")?)?;
-            Ok(json!({}))
+            catalog::read_resource(uri).map_err(|e| {
+                if ctx.is_modern() && e.code == RESOURCE_NOT_FOUND {
+                    // 2026-07-28: "resource not found" is -32602 (SEP-2164), with the URI.
+                    RpcError::invalid_params(e.message).with_data(json!({ "uri": uri }))
+                } else {
+                    e
+                }
+            })
         }
         "completion/complete" => {
             let reference = params.get("ref").cloned().unwrap_or(Value::Null);
@@ -108,9 +150,207 @@ pub async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, Rpc
                 "completion": { "values": values, "total": values.len(), "hasMore": false }
             }))
         }
-        _ => Err(RpcError::new(
-            METHOD_NOT_FOUND,
-            format!("Method not found: {method}"),
-        )),
+        _ => Err(RpcError::method_not_found(method)),
+    }
+}
+
+/// The modern-era dispatch (the envelope was checked by the transport).
+async fn modern(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcError> {
+    match method {
+        "server/discover" => Ok(json!({
+            "supportedVersions": ctx.session.fixture.supported_versions(),
+            "capabilities": capabilities(),
+            "instructions": "Sluice's fixture MCP server: conformance test tools, prompts and \
+                             resources, plus echo, add, slow and friends for gateway tests."
+        })),
+        "subscriptions/listen" => listen(ctx, &params).await,
+        m if protocol::is_modern_method(m) => common(ctx, method, params).await,
+        _ => Err(RpcError::method_not_found(method)),
+    }
+}
+
+/// `subscriptions/listen`: acknowledge, then forward the changes the client asked for until the
+/// stream is cancelled (closed on HTTP, `notifications/cancelled` on stdio).
+async fn listen(ctx: &Ctx, params: &Value) -> Result<Value, RpcError> {
+    let Some(requested) = params.get("notifications").and_then(Value::as_object) else {
+        return Err(RpcError::invalid_params(
+            "Invalid params: notifications (a SubscriptionFilter object) is required",
+        ));
+    };
+    // Every filter member is one this fixture can honour.
+    let filter = Filter::from_value(requested);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let _subscription = ctx
+        .session
+        .fixture
+        .subscribe(ctx.id.clone(), filter.clone(), tx);
+    ctx.notify(
+        "notifications/subscriptions/acknowledged",
+        json!({
+            "_meta": { META_SUBSCRIPTION_ID: ctx.id },
+            "notifications": filter.to_value()
+        }),
+    );
+    while let Some(msg) = rx.recv().await {
+        ctx.send(msg);
+    }
+    Ok(json!({ "_meta": { META_SUBSCRIPTION_ID: ctx.id } }))
+}
+
+/// The `test_input_required_result_prompt` prompt: needs one elicitation first (a legacy
+/// client without elicitation gets the prompt without being asked, as the tools degrade).
+async fn input_required_prompt(ctx: &Ctx) -> Result<Value, RpcError> {
+    let prompt = |context: &str| {
+        json!({
+            "description": "A prompt that needs elicitation input first",
+            "messages": [{
+                "role": "user",
+                "content": { "type": "text", "text": format!("Prompt with context: {context}") }
+            }]
+        })
+    };
+    if !ctx.is_modern() && !ctx.client_supports("elicitation") {
+        return Ok(prompt("(none: the client does not support elicitation)"));
+    }
+    let params = json!({
+        "message": "What context should the prompt use?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": { "context": { "type": "string" } },
+            "required": ["context"]
+        }
+    });
+    let answer = match ctx
+        .ask_one("user_context", "elicitation/create", params)
+        .await
+    {
+        Ok(a) => a,
+        Err(AskError::InputRequired(r)) => return Ok(r),
+        Err(AskError::Rpc(e)) => return Err(e),
+        Err(AskError::Failed(e)) => {
+            return Err(RpcError::new(-32603, format!("Elicitation failed: {e}")))
+        }
+    };
+    let context = answer
+        .pointer("/content/context")
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string())
+        })
+        .unwrap_or_else(|| "(none)".into());
+    Ok(prompt(&context))
+}
+
+/// Complete a modern result: `resultType` (default `"complete"`), the serverInfo stamp in
+/// `_meta`, and for complete cacheable results `ttlMs` and `cacheScope`.
+fn decorate(ctx: &Ctx, method: &str, mut result: Value) -> Value {
+    let Some(obj) = result.as_object_mut() else {
+        return result;
+    };
+    let complete = obj.entry("resultType").or_insert_with(|| json!("complete")) == "complete";
+    let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.entry(META_SERVER_INFO)
+            .or_insert_with(|| server_info(ctx));
+    }
+    if complete && CACHEABLE.contains(&method) {
+        obj.entry("ttlMs")
+            .or_insert_with(|| json!(ctx.session.fixture.config.ttl_ms));
+        let scope = if method == "resources/read" {
+            "private"
+        } else {
+            "public"
+        };
+        obj.entry("cacheScope").or_insert_with(|| json!(scope));
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::parse_modern_meta;
+    use crate::session::tests::fixture;
+    use crate::session::{Era, EraMode, ModernReq};
+
+    fn modern_ctx() -> Ctx {
+        let params = json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }});
+        let meta = parse_modern_meta(&params).unwrap();
+        let era = Era::Modern(Box::new(ModernReq::new(meta, "tools/list", &params)));
+        Ctx::for_test(fixture(EraMode::Both), json!(1), era)
+    }
+
+    #[test]
+    fn decorates_modern_results() {
+        let ctx = modern_ctx();
+        let r = decorate(&ctx, "tools/list", json!({"tools": []}));
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(r["ttlMs"], 0);
+        assert_eq!(r["cacheScope"], "public");
+        assert_eq!(r["_meta"][META_SERVER_INFO]["name"], "test");
+        let r = decorate(&ctx, "resources/read", json!({"contents": []}));
+        assert_eq!(r["cacheScope"], "private");
+        let r = decorate(
+            &ctx,
+            "tools/call",
+            json!({"content": [], "_meta": {"k": 1}}),
+        );
+        assert!(r.get("ttlMs").is_none());
+        assert_eq!(r["_meta"]["k"], 1);
+        let r = decorate(
+            &ctx,
+            "prompts/get",
+            json!({"resultType": "input_required", "requestState": "s"}),
+        );
+        assert_eq!(r["resultType"], "input_required");
+        let r = decorate(
+            &ctx,
+            "resources/read",
+            json!({"resultType": "input_required"}),
+        );
+        assert!(r.get("ttlMs").is_none(), "input_required is not cacheable");
+    }
+
+    #[tokio::test]
+    async fn the_input_required_prompt_in_both_eras() {
+        // Legacy, no elicitation capability: the prompt comes without asking.
+        let legacy = Ctx::for_test(fixture(EraMode::Both), json!(1), Era::Legacy);
+        let p = json!({"name": catalog::INPUT_REQUIRED_PROMPT});
+        let r = handle(&legacy, "prompts/get", p.clone()).await.unwrap();
+        assert!(r["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("does not support elicitation"));
+        // Modern without the capability: -32021.
+        let e = handle(&modern_ctx(), "prompts/get", p).await.unwrap_err();
+        assert_eq!(e.code, -32021);
+    }
+
+    #[tokio::test]
+    async fn modern_dispatch_drops_handshake_methods() {
+        let ctx = modern_ctx();
+        for m in [
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+        ] {
+            assert_eq!(
+                handle(&ctx, m, json!({})).await.unwrap_err().code,
+                -32601,
+                "{m}"
+            );
+        }
+        let d = handle(&ctx, "server/discover", json!({})).await.unwrap();
+        assert_eq!(d["supportedVersions"][0], "2026-07-28");
+        let e = handle(&ctx, "resources/read", json!({"uri": "test://nope"}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, -32602);
+        assert_eq!(e.data.unwrap()["uri"], "test://nope");
     }
 }

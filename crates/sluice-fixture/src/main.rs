@@ -1,6 +1,7 @@
 //! `sluice-fixture`: a fixture MCP server for Sluice's end-to-end tests and the official
-//! conformance suite (server scenarios). Speaks protocol versions 2024-11-05 … 2025-11-25 over
-//! stdio or Streamable HTTP, with hand-written JSON-RPC (serde_json, no SDK).
+//! conformance suite (server scenarios). Speaks the handshake-era protocol versions
+//! 2024-11-05 … 2025-11-25 and the stateless 2026-07-28 (chosen per request, both at once by
+//! default) over stdio or Streamable HTTP, with hand-written JSON-RPC (serde_json, no SDK).
 //!
 //! ```text
 //! sluice-fixture --stdio [OPTIONS]
@@ -10,11 +11,14 @@
 //!   --name NAME         serverInfo.name (default "sluice-fixture")
 //!   --many-tools N      also list tools bulk_0 … bulk_{N-1} (each echoes)
 //!   --page-size N       paginate tools/list, prompts/list, resources/list (and templates)
+//!   --era ERA           legacy | modern | both (default): the protocol eras served
+//!   --ttl-ms N          the ttlMs caching hint on 2026-07-28 cacheable results (default 0)
 //! ```
 
 mod catalog;
 mod handlers;
 mod http;
+mod mrtr;
 mod protocol;
 mod session;
 mod sse;
@@ -24,10 +28,10 @@ mod tools;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use session::{Config, Fixture};
+use session::{Config, EraMode, Fixture};
 
 const USAGE: &str =
-    "usage: sluice-fixture (--stdio | --http ADDR) [--name NAME] [--many-tools N] [--page-size N] [--describe TOOL=TEXT]";
+    "usage: sluice-fixture (--stdio | --http ADDR) [--name NAME] [--many-tools N] [--page-size N] [--describe TOOL=TEXT] [--era legacy|modern|both] [--ttl-ms N]";
 
 enum Mode {
     Stdio,
@@ -41,6 +45,8 @@ fn parse_args(args: &[String]) -> Result<(Mode, Config), String> {
         many_tools: 0,
         page_size: None,
         describe: Vec::new(),
+        era: EraMode::Both,
+        ttl_ms: 0,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -82,6 +88,24 @@ fn parse_args(args: &[String]) -> Result<(Mode, Config), String> {
                     return Err("--page-size must be at least 1".into());
                 }
                 config.page_size = Some(n);
+            }
+            "--era" => {
+                config.era = match value("legacy, modern or both")?.as_str() {
+                    "legacy" => EraMode::Legacy,
+                    "modern" => EraMode::Modern,
+                    "both" => EraMode::Both,
+                    other => {
+                        return Err(format!(
+                            "--era: expected legacy, modern or both, got {other}"
+                        ))
+                    }
+                }
+            }
+            "--ttl-ms" => {
+                let v = value("milliseconds")?;
+                config.ttl_ms = v
+                    .parse()
+                    .map_err(|_| format!("--ttl-ms: not a number: {v}"))?;
             }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument: {other}")),

@@ -1,5 +1,6 @@
-//! JSON-RPC 2.0 helpers: classifying incoming messages, building outgoing ones, error codes and
-//! MCP protocol-version negotiation.
+//! JSON-RPC 2.0 helpers: classifying incoming messages, building outgoing ones, error codes,
+//! MCP protocol-version negotiation (legacy `initialize`) and the modern era's per-request
+//! `_meta` envelope (2026-07-28).
 
 use serde_json::{json, Map, Value};
 
@@ -11,13 +12,44 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// Invalid method parameters (also: unknown tool, unknown prompt, bad cursor).
 pub const INVALID_PARAMS: i64 = -32602;
-/// MCP: the requested resource does not exist.
+/// MCP (legacy era): the requested resource does not exist (2026-07-28 uses `-32602`).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// MCP 2026-07-28: HTTP headers do not match the body, or a required header is missing.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28: the request needs a client capability it did not declare.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// MCP 2026-07-28: the request's protocol version is not supported.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
-/// Protocol versions this fixture speaks, oldest first.
+/// Legacy (handshake-era) protocol versions this fixture speaks, oldest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// The version answered when the client asks for one this fixture does not know.
 pub const LATEST_VERSION: &str = "2025-11-25";
+/// The modern (per-request `_meta`, no handshake) protocol version this fixture speaks.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// `_meta` key: the request's protocol version (modern era).
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key: the client's capabilities for this request (modern era).
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key: the minimum log level for this request (modern era, optional).
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+/// Result `_meta` key: the server's identity (modern era).
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// Notification/result `_meta` key: the `subscriptions/listen` request a message belongs to.
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// MCP log levels, least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
 
 /// The version to answer an `initialize` asking for `requested`.
 pub fn negotiate(requested: Option<&str>) -> &'static str {
@@ -38,6 +70,8 @@ pub struct RpcError {
     pub code: i64,
     /// The human-readable message.
     pub message: String,
+    /// The optional `data` member.
+    pub data: Option<Value>,
 }
 
 impl RpcError {
@@ -46,7 +80,14 @@ impl RpcError {
         RpcError {
             code,
             message: message.into(),
+            data: None,
         }
+    }
+
+    /// The same error with a `data` member.
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
     }
 
     /// `-32602 Invalid params`.
@@ -54,10 +95,133 @@ impl RpcError {
         Self::new(INVALID_PARAMS, message)
     }
 
-    /// The JSON form (`{"code":…,"message":…}`).
-    pub fn to_value(&self) -> Value {
-        json!({ "code": self.code, "message": self.message })
+    /// `-32601 Method not found`.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
     }
+
+    /// `-32020 HeaderMismatch`.
+    pub fn header_mismatch(message: impl Into<String>) -> Self {
+        Self::new(
+            HEADER_MISMATCH,
+            format!("Header mismatch: {}", message.into()),
+        )
+    }
+
+    /// `-32021 MissingRequiredClientCapability` naming capability `name`.
+    pub fn missing_capability(name: &str) -> Self {
+        Self::new(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            format!("Missing required client capability: {name}"),
+        )
+        .with_data(json!({ "requiredCapabilities": { name: {} } }))
+    }
+
+    /// `-32022 UnsupportedProtocolVersion` for `requested`, listing `supported`.
+    pub fn unsupported_version(requested: &str, supported: &[&str]) -> Self {
+        Self::new(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version")
+            .with_data(json!({ "supported": supported, "requested": requested }))
+    }
+
+    /// The JSON form (`{"code":…,"message":…,"data"?:…}`).
+    pub fn to_value(&self) -> Value {
+        let mut v = json!({ "code": self.code, "message": self.message });
+        if let Some(data) = &self.data {
+            v["data"] = data.clone();
+        }
+        v
+    }
+}
+
+/// The per-request envelope of a modern (2026-07-28) request, from `params._meta`.
+#[derive(Debug, Clone)]
+pub struct ModernMeta {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    pub version: String,
+    /// `io.modelcontextprotocol/clientCapabilities` (an object).
+    pub client_capabilities: Value,
+    /// `io.modelcontextprotocol/logLevel` as an index into [`LOG_LEVELS`] (`None`: no logs).
+    pub log_level: Option<usize>,
+}
+
+/// Whether `params._meta` carries the modern protocol-version key (the era signal).
+pub fn has_modern_envelope(params: &Value) -> bool {
+    params
+        .get("_meta")
+        .and_then(Value::as_object)
+        .is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION))
+}
+
+/// Read and check the modern envelope: `-32602` when `_meta` or a required field is missing or
+/// malformed (the version itself is checked separately, see [`check_modern_version`]).
+pub fn parse_modern_meta(params: &Value) -> Result<ModernMeta, RpcError> {
+    let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
+        return Err(RpcError::invalid_params(
+            "Invalid params: missing _meta (io.modelcontextprotocol/protocolVersion and \
+             io.modelcontextprotocol/clientCapabilities are required)",
+        ));
+    };
+    let version = meta
+        .get(META_PROTOCOL_VERSION)
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "Invalid params: _meta is missing {META_PROTOCOL_VERSION}"
+            ))
+        })?;
+    let client_capabilities = meta
+        .get(META_CLIENT_CAPABILITIES)
+        .filter(|c| c.is_object())
+        .cloned()
+        .ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "Invalid params: _meta is missing {META_CLIENT_CAPABILITIES}"
+            ))
+        })?;
+    let log_level = match meta.get(META_LOG_LEVEL) {
+        None | Some(Value::Null) => None,
+        Some(level) => Some(
+            level
+                .as_str()
+                .and_then(|l| LOG_LEVELS.iter().position(|x| *x == l))
+                .ok_or_else(|| {
+                    RpcError::invalid_params(format!("Invalid params: invalid log level {level}"))
+                })?,
+        ),
+    };
+    Ok(ModernMeta {
+        version: version.to_string(),
+        client_capabilities,
+        log_level,
+    })
+}
+
+/// `-32022` unless `version` is the modern version this fixture speaks.
+pub fn check_modern_version(version: &str, supported: &[&str]) -> Result<(), RpcError> {
+    if version == MODERN_VERSION {
+        Ok(())
+    } else {
+        Err(RpcError::unsupported_version(version, supported))
+    }
+}
+
+/// The methods a modern (2026-07-28) request may name; anything else is `-32601`.
+pub const MODERN_METHODS: [&str; 10] = [
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+    "subscriptions/listen",
+];
+
+/// Whether `method` exists in the modern era.
+pub fn is_modern_method(method: &str) -> bool {
+    MODERN_METHODS.contains(&method)
 }
 
 /// One classified incoming JSON-RPC message.
@@ -207,6 +371,47 @@ mod tests {
         assert_eq!(err["id"], Value::Null);
         let err = parse(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).unwrap_err();
         assert_eq!(err["error"]["code"], INVALID_REQUEST);
+    }
+
+    #[test]
+    fn parses_the_modern_envelope() {
+        let ok = json!({"_meta": {
+            META_PROTOCOL_VERSION: "2026-07-28",
+            META_CLIENT_CAPABILITIES: {"sampling": {}},
+            META_LOG_LEVEL: "warning"
+        }});
+        assert!(has_modern_envelope(&ok));
+        let meta = parse_modern_meta(&ok).unwrap();
+        assert_eq!(meta.version, "2026-07-28");
+        assert_eq!(meta.log_level, Some(3));
+        assert!(meta.client_capabilities["sampling"].is_object());
+        for bad in [
+            json!({}),
+            json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28"}}),
+            json!({"_meta": {META_CLIENT_CAPABILITIES: {}}}),
+            json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28",
+                             META_CLIENT_CAPABILITIES: {}, META_LOG_LEVEL: "loud"}}),
+        ] {
+            assert_eq!(
+                parse_modern_meta(&bad).unwrap_err().code,
+                INVALID_PARAMS,
+                "{bad}"
+            );
+        }
+        assert!(!has_modern_envelope(
+            &json!({"_meta": {"progressToken": 1}})
+        ));
+        let e = check_modern_version("1900-01-01", &["2026-07-28", "2025-11-25"]).unwrap_err();
+        assert_eq!(e.code, UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(
+            e.to_value()["data"],
+            json!({"supported": ["2026-07-28", "2025-11-25"], "requested": "1900-01-01"})
+        );
+        assert!(check_modern_version("2026-07-28", &[]).is_ok());
+        assert_eq!(
+            RpcError::missing_capability("roots").to_value()["data"],
+            json!({"requiredCapabilities": {"roots": {}}})
+        );
     }
 
     #[test]

@@ -1,37 +1,55 @@
 //! Protocol state: the process-wide [`Fixture`] (configuration, dynamic tools, last
-//! cancellation), one [`Session`] per client connection (negotiated version, log level,
-//! subscriptions, in-flight requests, requests sent to the client) and the per-request
-//! [`Ctx`] handlers use to send related messages.
+//! cancellation, open `subscriptions/listen` streams, the requestState key), one [`Session`]
+//! per client connection (negotiated version, log level, subscriptions, in-flight requests,
+//! requests sent to the client) and the per-request [`Ctx`] handlers use to send related
+//! messages. A request is served in one of two eras ([`Era`]): legacy (state from the
+//! `initialize` handshake of its session) or modern (state from its own `_meta`).
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::catalog;
-use crate::protocol::{self, id_key, RpcError, LATEST_VERSION};
+use crate::protocol::{
+    self, id_key, ModernMeta, RpcError, LATEST_VERSION, LOG_LEVELS, META_SUBSCRIPTION_ID,
+    MODERN_VERSION, SUPPORTED_VERSIONS,
+};
 
 /// How long a request sent to the client may wait for its answer.
 const CLIENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// MCP log levels, least severe first.
-pub const LOG_LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
-
 /// Lock a mutex, ignoring poisoning (a panicking handler must not wedge the fixture).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Which protocol eras the fixture serves (`--era`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EraMode {
+    /// Only the handshake era (2024-11-05 … 2025-11-25): `server/discover` is unknown.
+    Legacy,
+    /// Only 2026-07-28: `initialize` is refused.
+    Modern,
+    /// Both, chosen per request.
+    Both,
+}
+
+impl EraMode {
+    /// Whether modern requests are served.
+    pub fn modern(self) -> bool {
+        self != EraMode::Legacy
+    }
+
+    /// Whether legacy (`initialize`) clients are served.
+    pub fn legacy(self) -> bool {
+        self != EraMode::Modern
+    }
 }
 
 /// Command-line configuration.
@@ -45,6 +63,92 @@ pub struct Config {
     pub page_size: Option<usize>,
     /// `--describe TOOL=TEXT`: replaced tool descriptions (for drift tests).
     pub describe: Vec<(String, String)>,
+    /// `--era`: which protocol eras are served.
+    pub era: EraMode,
+    /// `--ttl-ms`: the `ttlMs` caching hint on modern cacheable results.
+    pub ttl_ms: u64,
+}
+
+/// What a `subscriptions/listen` stream asked for (and was granted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// `toolsListChanged`.
+    pub tools: bool,
+    /// `promptsListChanged`.
+    pub prompts: bool,
+    /// `resourcesListChanged`.
+    pub resources: bool,
+    /// `resourceSubscriptions`.
+    pub uris: Vec<String>,
+}
+
+impl Filter {
+    /// Read a `SubscriptionFilter` object (unknown members are ignored).
+    pub fn from_value(v: &Map<String, Value>) -> Self {
+        let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
+        Filter {
+            tools: flag("toolsListChanged"),
+            prompts: flag("promptsListChanged"),
+            resources: flag("resourcesListChanged"),
+            uris: v
+                .get("resourceSubscriptions")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|u| u.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The filter as a `SubscriptionFilter` object (only the granted members).
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        for (key, on) in [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ] {
+            if on {
+                m.insert(key.into(), json!(true));
+            }
+        }
+        if !self.uris.is_empty() {
+            m.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        Value::Object(m)
+    }
+}
+
+/// A change the open `subscriptions/listen` streams may want to hear about.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// `notifications/tools/list_changed`.
+    Tools,
+    /// `notifications/prompts/list_changed`.
+    Prompts,
+    /// `notifications/resources/updated` for this URI.
+    ResourceUpdated(String),
+}
+
+struct Subscription {
+    serial: u64,
+    id: Value,
+    filter: Filter,
+    tx: mpsc::UnboundedSender<Value>,
+}
+
+/// Keeps a `subscriptions/listen` stream registered; dropping it ends the subscription.
+pub struct SubscriptionGuard {
+    fixture: Arc<Fixture>,
+    serial: u64,
+}
+
+impl Drop for SubscriptionGuard {
+    fn drop(&mut self) {
+        lock(&self.fixture.subscriptions).retain(|s| s.serial != self.serial);
+    }
 }
 
 /// Process-wide state shared by every session.
@@ -53,6 +157,9 @@ pub struct Fixture {
     pub config: Config,
     dynamic_tools: Mutex<Vec<String>>,
     last_cancelled: Mutex<Option<Value>>,
+    subscriptions: Mutex<Vec<Subscription>>,
+    next_subscription: AtomicU64,
+    state_key: RandomState,
 }
 
 impl Fixture {
@@ -62,7 +169,81 @@ impl Fixture {
             config,
             dynamic_tools: Mutex::new(Vec::new()),
             last_cancelled: Mutex::new(None),
+            subscriptions: Mutex::new(Vec::new()),
+            next_subscription: AtomicU64::new(1),
+            state_key: RandomState::new(),
         })
+    }
+
+    /// The versions `server/discover` lists (and `-32022` names): the modern one, then the
+    /// legacy ones newest first (only those of the served eras).
+    pub fn supported_versions(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.config.era.modern() {
+            v.push(MODERN_VERSION);
+        }
+        if self.config.era.legacy() {
+            v.extend(SUPPORTED_VERSIONS.iter().rev());
+        }
+        v
+    }
+
+    /// A keyed 64-bit MAC (SipHash with a per-process random key) of `data`.
+    pub fn mac(&self, data: &[u8]) -> u64 {
+        self.state_key.hash_one(data)
+    }
+
+    /// Record a cancelled request (what the `last_cancelled` tool reports).
+    pub fn record_cancelled(&self, request_id: Value, reason: Value) {
+        *lock(&self.last_cancelled) = Some(json!({ "requestId": request_id, "reason": reason }));
+    }
+
+    /// Register a `subscriptions/listen` stream opened by request `id`; matching changes are
+    /// sent on `tx` (already tagged with the subscription id) until the guard is dropped.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        id: Value,
+        filter: Filter,
+        tx: mpsc::UnboundedSender<Value>,
+    ) -> SubscriptionGuard {
+        let serial = self.next_subscription.fetch_add(1, Ordering::Relaxed);
+        lock(&self.subscriptions).push(Subscription {
+            serial,
+            id,
+            filter,
+            tx,
+        });
+        SubscriptionGuard {
+            fixture: self.clone(),
+            serial,
+        }
+    }
+
+    /// Tell every open subscription that asked for `change` about it.
+    pub fn broadcast(&self, change: &Change) {
+        let mut subs = lock(&self.subscriptions);
+        subs.retain(|s| !s.tx.is_closed());
+        for sub in subs.iter() {
+            let meta = json!({ META_SUBSCRIPTION_ID: sub.id });
+            let msg = match change {
+                Change::Tools if sub.filter.tools => protocol::notification(
+                    "notifications/tools/list_changed",
+                    json!({ "_meta": meta }),
+                ),
+                Change::Prompts if sub.filter.prompts => protocol::notification(
+                    "notifications/prompts/list_changed",
+                    json!({ "_meta": meta }),
+                ),
+                Change::ResourceUpdated(uri) if sub.filter.uris.contains(uri) => {
+                    protocol::notification(
+                        "notifications/resources/updated",
+                        json!({ "_meta": meta, "uri": uri }),
+                    )
+                }
+                _ => continue,
+            };
+            let _ = sub.tx.send(msg);
+        }
     }
 
     /// Every tool definition, in listing order: fixed, dynamic, then bulk.
@@ -208,14 +389,20 @@ impl Session {
         }
     }
 
-    /// Start handling request `id`; its related messages and final response arrive on the
-    /// returned channel. `notifications/cancelled` for `id` drops the handler and yields
-    /// `Out::Final(None)`.
+    /// Whether the client subscribed to resource `uri` (`resources/subscribe`).
+    pub fn is_subscribed(&self, uri: &str) -> bool {
+        lock(&self.state).subscriptions.contains(uri)
+    }
+
+    /// Start handling request `id` in `era`; its related messages and final response arrive on
+    /// the returned channel. [`Session::cancel`] (or `notifications/cancelled`) for `id` drops
+    /// the handler and yields `Out::Final(None)`.
     pub fn spawn_request(
         self: &Arc<Self>,
         id: Value,
         method: String,
         params: Value,
+        era: Era,
     ) -> mpsc::UnboundedReceiver<Out> {
         let (tx, rx) = mpsc::unbounded_channel();
         let (cancel_tx, mut cancel_rx) = watch::channel(false);
@@ -225,12 +412,16 @@ impl Session {
         tokio::spawn(async move {
             let ctx = Ctx {
                 session: session.clone(),
+                id: id.clone(),
+                era,
+                gathered: Mutex::new(Map::new()),
                 out: tx.clone(),
             };
             let outcome = tokio::select! {
                 r = crate::handlers::handle(&ctx, &method, params) => Some(r),
                 _ = cancel_rx.wait_for(|c| *c) => None,
             };
+            drop(ctx);
             lock(&session.inflight).remove(&key);
             let msg = match outcome {
                 Some(Ok(result)) => Some(protocol::response(&id, result)),
@@ -245,16 +436,20 @@ impl Session {
         rx
     }
 
+    /// Cancel in-flight request `id` (no response will be sent); unknown ids are ignored.
+    pub fn cancel(&self, id: &Value) {
+        if let Some(cancel) = lock(&self.inflight).get(&id_key(id)) {
+            let _ = cancel.send(true);
+        }
+    }
+
     /// Handle a client notification.
     pub fn handle_notification(&self, method: &str, params: &Value) {
         if method == "notifications/cancelled" {
             let request_id = params.get("requestId").cloned().unwrap_or(Value::Null);
             let reason = params.get("reason").cloned().unwrap_or(Value::Null);
-            *lock(&self.fixture.last_cancelled) =
-                Some(json!({ "requestId": request_id, "reason": reason }));
-            if let Some(cancel) = lock(&self.inflight).get(&id_key(&request_id)) {
-                let _ = cancel.send(true);
-            }
+            self.fixture.record_cancelled(request_id.clone(), reason);
+            self.cancel(&request_id);
         }
     }
 
@@ -286,14 +481,99 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
+/// The era a request is served in.
+#[derive(Debug, Clone)]
+pub enum Era {
+    /// Handshake era: capabilities, version and log level come from the session.
+    Legacy,
+    /// 2026-07-28: everything comes from the request itself.
+    Modern(Box<ModernReq>),
+}
+
+/// What a modern request carries besides its method-specific params.
+#[derive(Debug, Clone)]
+pub struct ModernReq {
+    /// The `_meta` envelope.
+    pub meta: ModernMeta,
+    /// `params.inputResponses` as sent (validated when a tool asks for input).
+    pub input_responses: Option<Value>,
+    /// `params.requestState` as sent (verified when a tool asks for input).
+    pub request_state: Option<Value>,
+    /// What a requestState is bound to: the method, the name or URI and the arguments.
+    pub binding: String,
+}
+
+impl ModernReq {
+    /// The modern context of request `method` with `params` and envelope `meta`.
+    pub fn new(meta: ModernMeta, method: &str, params: &Value) -> Self {
+        let target = params
+            .get("name")
+            .or_else(|| params.get("uri"))
+            .map(Value::to_string)
+            .unwrap_or_default();
+        let args = params
+            .get("arguments")
+            .map(Value::to_string)
+            .unwrap_or_default();
+        ModernReq {
+            meta,
+            input_responses: params.get("inputResponses").cloned(),
+            request_state: params.get("requestState").cloned(),
+            binding: format!("{method}\n{target}\n{args}"),
+        }
+    }
+}
+
 /// What a request handler can do besides returning its result.
 pub struct Ctx {
-    /// The session the request belongs to.
+    /// The session the request belongs to (an ephemeral one for a modern HTTP request).
     pub session: Arc<Session>,
+    /// The request id.
+    pub id: Value,
+    /// The era the request is served in.
+    pub era: Era,
+    /// Input responses gathered so far while handling this request (modern MRTR).
+    pub(crate) gathered: Mutex<Map<String, Value>>,
     out: mpsc::UnboundedSender<Out>,
 }
 
 impl Ctx {
+    /// The modern context, if this is a modern request.
+    pub fn modern(&self) -> Option<&ModernReq> {
+        match &self.era {
+            Era::Modern(m) => Some(m),
+            Era::Legacy => None,
+        }
+    }
+
+    /// Whether this is a modern (2026-07-28) request.
+    pub fn is_modern(&self) -> bool {
+        self.modern().is_some()
+    }
+
+    /// Whether the client declared capability `name` (at initialization, or in this request's
+    /// `_meta` for a modern request).
+    pub fn client_supports(&self, name: &str) -> bool {
+        match &self.era {
+            Era::Legacy => self.session.client_supports(name),
+            Era::Modern(m) => m
+                .meta
+                .client_capabilities
+                .get(name)
+                .is_some_and(|c| !c.is_null()),
+        }
+    }
+
+    fn log_enabled(&self, level: &str) -> bool {
+        match &self.era {
+            Era::Legacy => self.session.log_enabled(level),
+            Era::Modern(m) => m
+                .meta
+                .log_level
+                .is_some_and(|min| LOG_LEVELS.iter().position(|l| *l == level).unwrap_or(0) >= min),
+        }
+    }
+
     /// Send a message related to this request.
     pub fn send(&self, msg: Value) {
         let _ = self.out.send(Out::Message(msg));
@@ -304,9 +584,10 @@ impl Ctx {
         self.send(protocol::notification(method, params));
     }
 
-    /// Send `notifications/message` at `level` if the session's log level lets it through.
+    /// Send `notifications/message` at `level` if the log level lets it through (the
+    /// session's; for a modern request its `_meta` logLevel, and nothing when that is absent).
     pub fn log(&self, level: &str, data: Value) {
-        if self.session.log_enabled(level) {
+        if self.log_enabled(level) {
             self.notify(
                 "notifications/message",
                 json!({ "level": level, "data": data }),
@@ -315,8 +596,12 @@ impl Ctx {
     }
 
     /// Send a notification unrelated to this request (the HTTP GET stream when open), falling
-    /// back to this request's stream.
+    /// back to this request's stream. A modern request has no such channel: nothing is sent
+    /// (modern clients hear about changes on `subscriptions/listen`, see [`Fixture::broadcast`]).
     pub fn notify_unrelated(&self, method: &str, params: Value) {
+        if self.is_modern() {
+            return;
+        }
         if let Some(msg) = self
             .session
             .send_unrelated(protocol::notification(method, params))
@@ -355,5 +640,98 @@ impl Ctx {
             Ok(Err(_)) => Err("the session ended before the client answered".into()),
             Err(_) => Err(format!("the client did not answer {method} in time")),
         }
+    }
+}
+
+#[cfg(test)]
+impl Ctx {
+    /// A context for request `id` in `era` on a fresh stdio-like session (for unit tests).
+    pub fn for_test(fixture: Arc<Fixture>, id: Value, era: Era) -> Ctx {
+        let (out, _) = mpsc::unbounded_channel();
+        Ctx {
+            session: Session::new(fixture, None, Box::new(Some)),
+            id,
+            era,
+            gathered: Mutex::new(Map::new()),
+            out,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A fixture with default options serving `era`.
+    pub fn fixture(era: EraMode) -> Arc<Fixture> {
+        Fixture::new(Config {
+            name: "test".into(),
+            many_tools: 0,
+            page_size: None,
+            describe: Vec::new(),
+            era,
+            ttl_ms: 0,
+        })
+    }
+
+    #[test]
+    fn supported_versions_follow_the_era() {
+        assert_eq!(
+            fixture(EraMode::Both).supported_versions(),
+            [
+                MODERN_VERSION,
+                "2025-11-25",
+                "2025-06-18",
+                "2025-03-26",
+                "2024-11-05"
+            ]
+        );
+        assert_eq!(
+            fixture(EraMode::Modern).supported_versions(),
+            [MODERN_VERSION]
+        );
+        assert_eq!(fixture(EraMode::Legacy).supported_versions().len(), 4);
+    }
+
+    #[test]
+    fn filter_round_trips_only_what_was_granted() {
+        let v = json!({"toolsListChanged": true, "promptsListChanged": false,
+                       "resourceSubscriptions": ["a://b"], "bogus": 1});
+        let f = Filter::from_value(v.as_object().unwrap());
+        assert!(f.tools && !f.prompts && !f.resources);
+        assert_eq!(
+            f.to_value(),
+            json!({"toolsListChanged": true, "resourceSubscriptions": ["a://b"]})
+        );
+    }
+
+    #[test]
+    fn broadcast_reaches_matching_subscriptions_until_dropped() {
+        let fx = fixture(EraMode::Both);
+        let (tx_tools, mut rx_tools) = mpsc::unbounded_channel();
+        let (tx_res, mut rx_res) = mpsc::unbounded_channel();
+        let tools = Filter {
+            tools: true,
+            ..Filter::default()
+        };
+        let res = Filter {
+            uris: vec!["test://x".into()],
+            ..Filter::default()
+        };
+        let g1 = fx.subscribe(json!(1), tools, tx_tools);
+        let _g2 = fx.subscribe(json!("two"), res, tx_res);
+        fx.broadcast(&Change::Tools);
+        fx.broadcast(&Change::ResourceUpdated("test://y".into()));
+        fx.broadcast(&Change::ResourceUpdated("test://x".into()));
+        let n = rx_tools.try_recv().unwrap();
+        assert_eq!(n["method"], "notifications/tools/list_changed");
+        assert_eq!(n["params"]["_meta"][META_SUBSCRIPTION_ID], 1);
+        assert!(rx_tools.try_recv().is_err());
+        let n = rx_res.try_recv().unwrap();
+        assert_eq!(n["params"]["uri"], "test://x");
+        assert_eq!(n["params"]["_meta"][META_SUBSCRIPTION_ID], "two");
+        assert!(rx_res.try_recv().is_err());
+        drop(g1);
+        assert_eq!(lock(&fx.subscriptions).len(), 1);
     }
 }
