@@ -200,6 +200,29 @@ async fn discover_versions_headers_and_result_marks() {
             json!({"code": -32601, "message": format!("Method not found: {m}")})
         );
     }
+    // The envelope: _meta with the version and the capabilities, else -32602 (HTTP 400).
+    let mut bare = c.body(8, "tools/list", json!({}));
+    bare["params"].as_object_mut().unwrap().remove("_meta");
+    let r = c.post_with(&bare, &[]).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        serde_json::from_str::<Value>(&r.body).unwrap()["error"],
+        json!({"code": -32602, "message": "Invalid params: params._meta is required (io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities)"})
+    );
+    let mut no_caps = c.body(9, "tools/list", json!({}));
+    no_caps["params"]["_meta"]
+        .as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let r = c.post_with(&no_caps, &[]).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        serde_json::from_str::<Value>(&r.body).unwrap()["error"]["message"],
+        "Invalid params: _meta is missing io.modelcontextprotocol/clientCapabilities"
+    );
+    // initialize dressed as a modern request is a removed method.
+    let r = c.post_with(&c.body(10, "initialize", json!({})), &[]).await;
+    assert_eq!(r.status, 404, "{}", r.body);
     // The hook saw a modern call, in the same shape as a legacy one (no transport _meta).
     let payload: Value = serde_json::from_str(
         &std::fs::read_to_string(home.path().join("hooks/payload.json")).unwrap(),
@@ -292,16 +315,21 @@ async fn upstream_requests_become_input_required_rounds() {
         "{done}"
     );
 
-    // A client without the capability is not asked: the upstream hears that it is missing.
+    // A client without the capability is not asked: its call fails with -32021 (HTTP 400).
     let plain = Modern::new(&url, json!({}));
-    let r = plain
-        .request(
-            9,
-            "tools/call",
-            json!({"name": "fx_test_elicitation", "arguments": {"message": "x"}}),
-        )
-        .await;
-    assert_ne!(r["result"]["resultType"], "input_required", "{r}");
+    let body = plain.body(
+        9,
+        "tools/call",
+        json!({"name": "fx_test_elicitation", "arguments": {"message": "x"}}),
+    );
+    let r = plain.post_with(&body, &[]).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        serde_json::from_str::<Value>(&r.body).unwrap(),
+        json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32021,
+               "message": "Missing required client capability: elicitation (the upstream asked for elicitation/create)",
+               "data": {"requiredCapabilities": {"elicitation": {}}}}})
+    );
 }
 
 #[tokio::test]

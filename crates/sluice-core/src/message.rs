@@ -217,6 +217,11 @@ impl Message {
         self.obj.get("error")
     }
 
+    /// The code of an error message.
+    pub fn error_code(&self) -> Option<i64> {
+        self.error_obj()?.get("code")?.as_i64()
+    }
+
     /// The whole object.
     pub fn as_object(&self) -> &Map<String, Value> {
         &self.obj

@@ -723,6 +723,16 @@ impl Gateway {
                     format!("The client did not declare the {cap} capability; {method} is not available"),
                 );
                 let _ = conn.send(&Message::error(up_id, &err));
+                // A modern client's call fails with MissingRequiredClientCapability (-32021);
+                // its round cancels the call upstream.
+                if let (true, Some(sink)) = (session.is_modern(), sink.as_ref()) {
+                    let missing = RpcError::new(
+                        sluice_core::codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                        format!("Missing required client capability: {cap} (the upstream asked for {method})"),
+                    )
+                    .with_data(json!({"requiredCapabilities": {cap: {}}}));
+                    let _ = send_msg(sink, Message::error(Value::Null, &missing));
+                }
                 return;
             }
         }

@@ -58,12 +58,68 @@ const CACHEABLE: &[&str] = &[
 /// Does this POST speak the modern era? It carries no session, is not `initialize`, and its
 /// `_meta` (or `MCP-Protocol-Version` header) names a modern version, or it is `server/discover`.
 pub fn detect(headers: &HeaderMap, msg: &Message) -> bool {
-    if headers.contains_key(crate::http::SESSION) || msg.method() == Some("initialize") {
+    if headers.contains_key(crate::http::SESSION) {
         return false;
+    }
+    let modern_header = header_str(headers, PROTOCOL).is_some_and(version::is_modern);
+    if msg.method() == Some("initialize") {
+        // A legacy handshake, unless it comes dressed as a modern request (then: 404).
+        return modern_header
+            || meta_str(msg, meta::PROTOCOL_VERSION).is_some_and(version::is_modern);
     }
     meta_str(msg, meta::PROTOCOL_VERSION).is_some()
         || msg.method() == Some("server/discover")
-        || header_str(headers, PROTOCOL).is_some_and(version::is_modern)
+        || modern_header
+}
+
+/// The request envelope every modern request must carry: `params._meta` with the protocol
+/// version and the client's capabilities (-32602 otherwise). Returns the version.
+fn envelope(msg: &Message) -> Result<String, RpcError> {
+    let Some(m) = meta_of(msg) else {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid params: params._meta is required ({} and {})",
+            meta::PROTOCOL_VERSION,
+            meta::CLIENT_CAPABILITIES
+        )));
+    };
+    let Some(v) = m.get(meta::PROTOCOL_VERSION).and_then(Value::as_str) else {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid params: _meta is missing {}",
+            meta::PROTOCOL_VERSION
+        )));
+    };
+    if !m
+        .get(meta::CLIENT_CAPABILITIES)
+        .is_some_and(Value::is_object)
+    {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid params: _meta is missing {}",
+            meta::CLIENT_CAPABILITIES
+        )));
+    }
+    Ok(v.to_string())
+}
+
+/// The log level a request opts in to (`_meta` `logLevel`), as a rank: no level, no log
+/// messages (the 2026-07-28 rule).
+fn log_rank(level: &str) -> Option<u8> {
+    [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ]
+    .iter()
+    .position(|l| *l == level)
+    .map(|p| p as u8)
+}
+
+fn wanted_log_rank(msg: &Message) -> Option<u8> {
+    meta_str(msg, meta::LOG_LEVEL).and_then(log_rank)
 }
 
 fn meta_of(msg: &Message) -> Option<&Map<String, Value>> {
@@ -414,10 +470,13 @@ pub async fn post(
     }
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let method = msg.method().unwrap_or("").to_string();
-    let requested = meta_str(&msg, meta::PROTOCOL_VERSION)
-        .or_else(|| header_str(headers, PROTOCOL))
-        .unwrap_or("")
-        .to_string();
+    let requested = match envelope(&msg) {
+        Ok(v) => v,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e, Some(&id)),
+    };
+    if let Err(r) = check_headers(&gw, headers, &msg, &requested) {
+        return r;
+    }
     if !version::is_modern(&requested) {
         return bad_request(
             codes::UNSUPPORTED_PROTOCOL_VERSION,
@@ -425,9 +484,6 @@ pub async fn post(
             Some(json!({"supported": version::ALL_VERSIONS, "requested": requested})),
             Some(&id),
         );
-    }
-    if let Err(r) = check_headers(&gw, headers, &msg, &requested) {
-        return r;
     }
     if !METHODS.contains(&method.as_str()) {
         return json_error(
@@ -461,6 +517,14 @@ async fn respond(mut out_rx: mpsc::UnboundedReceiver<Message>) -> Response {
             RpcError::internal("the call ended without a reply"),
             None,
         ),
+        Some(m)
+            if m.kind() == Kind::Error
+                && m.error_code() == Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY) =>
+        {
+            let mut r = json_reply(m);
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            r
+        }
         Some(m) if is_reply(&m) => json_reply(m),
         Some(m) => sse_headers(Body::from_stream(sse_body(out_rx, Some(m))).into_response()),
     }
@@ -485,6 +549,7 @@ async fn start(
         return resume(gw, session, msg, &state, out).await;
     }
     let digest = digest(&method, msg.params().and_then(Value::as_object));
+    let log = wanted_log_rank(&msg);
     let msg = strip_meta(msg);
     let (tx, rx) = mpsc::unbounded_channel::<Out>();
     let work = {
@@ -502,7 +567,7 @@ async fn start(
         work: work.abort_handle(),
         armed: true,
     };
-    round(gw, session, rx, guard, id, method, digest, out).await
+    round(gw, session, rx, guard, id, method, digest, log, out).await
 }
 
 /// The session of one modern request: its version, capabilities and client info from `_meta`,
@@ -618,6 +683,7 @@ async fn round(
     reply_id: Value,
     method: String,
     digest: String,
+    log: Option<u8>,
     out: mpsc::UnboundedSender<Message>,
 ) {
     loop {
@@ -633,7 +699,9 @@ async fn round(
         };
         let Out::Msg(m) = item else { continue };
         if is_reply(&m) {
-            guard.armed = false;
+            // The call needs a capability the client lacks: it fails, and stops upstream
+            // (the guard stays armed).
+            guard.armed = m.error_code() == Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY);
             let mut m = m;
             m.set_id(reply_id);
             let _ = out.send(decorate(&gw, &method, m));
@@ -643,6 +711,13 @@ async fn round(
             let reply = park(&gw, session, rx, guard, m, &reply_id, &method, digest);
             let _ = out.send(reply);
             return;
+        }
+        if m.method() == Some("notifications/message") {
+            // Log messages only for a request that opted in, at or above its level.
+            let level = m.param_str("level").and_then(log_rank).unwrap_or(0);
+            if log.is_none_or(|min| level < min) {
+                continue;
+            }
         }
         if out.send(m).is_err() {
             return;
@@ -847,7 +922,8 @@ async fn resume(
         ));
         return;
     }
-    round(gw, call_session, rx, guard, id, method, digest, out).await
+    let log = wanted_log_rank(&msg);
+    round(gw, call_session, rx, guard, id, method, digest, log, out).await
 }
 
 /// One receiver that yields everything of `a`, then everything of `b`.
@@ -959,9 +1035,10 @@ impl Stdio {
         }
         let id = msg.id().cloned().unwrap_or(Value::Null);
         let method = msg.method().unwrap_or("").to_string();
-        let requested = meta_str(&msg, meta::PROTOCOL_VERSION)
-            .unwrap_or(version::MODERN_VERSIONS[0])
-            .to_string();
+        let requested = match envelope(&msg) {
+            Ok(v) => v,
+            Err(e) => return send(Message::error(id, &e)),
+        };
         if !version::is_modern(&requested) {
             let e = RpcError::new(
                 codes::UNSUPPORTED_PROTOCOL_VERSION,
