@@ -228,7 +228,8 @@ fn ts_sdk_client_sees_fixture_tools_unchanged_through_passthrough() {
 
 #[test]
 fn ts_sdk_client_sees_identical_prompts_and_resources_through_passthrough() {
-    let (_fixture, fixture_url) = start_fixture_http(&[]);
+    // Legacy to legacy: the fixture answers some prompts differently per era.
+    let (_fixture, fixture_url) = start_fixture_http(&["--era", "legacy"]);
     let (_sluice, sluice_url) = start_sluice(&["--passthrough", &fixture_url]);
 
     // Discover what the fixture offers, then ask for every prompt without required arguments and

@@ -14,6 +14,7 @@ mod http_transport;
 mod interop;
 mod manage;
 mod modern;
+mod modern_upstreams;
 mod python_sdk;
 mod ratelimit;
 mod reload;

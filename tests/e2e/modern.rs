@@ -17,11 +17,13 @@ fn fixture() -> String {
     bin("sluice-fixture").to_string_lossy().into_owned()
 }
 
-/// A tree with the fixture (`fx_*`) over stdio and a command hook that keeps its last payload.
+/// A tree with the fixture (`fx_*`) over stdio, spoken to in the handshake era (so its
+/// sampling and elicitation requests are bridged into input_required rounds), and a command hook
+/// that keeps its last payload.
 fn home(label: &str) -> Home {
     let home = Home::new(label);
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
     ]}));
     home.write(
         "hooks/hooks.manifest.json",
@@ -411,7 +413,7 @@ async fn listen_streams_carry_the_list_changes_asked_for() {
     );
     // A second upstream appears: the tools list changed.
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true},
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"},
         {"id": "gx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
     ]}));
     let next = tokio::time::timeout(Duration::from_secs(10), events.next())

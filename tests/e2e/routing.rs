@@ -11,13 +11,15 @@ fn fixture() -> String {
     bin("sluice-fixture").to_string_lossy().into_owned()
 }
 
-/// A gateway in front of one stdio fixture (`st`) and one HTTP fixture (`web`), all tools listed.
+/// A gateway in front of one stdio fixture (`st`) and one HTTP fixture (`web`), all tools listed,
+/// both spoken to in the handshake era (these tests are about legacy routing: sessions, ids,
+/// server-to-client requests; `modern_upstreams.rs` covers 2026-07-28 upstreams).
 async fn gateway(label: &str) -> (Vec<sluice_e2e::Proc>, Home, String) {
     let (web, web_url) = start_fixture_http(&["--name", "web"]);
     let home = Home::new(label);
     home.expose(&json!({"upstreams": [
-        {"id": "st", "command": fixture(), "args": ["--stdio", "--name", "st"], "expose_all": true},
-        {"id": "web", "transport": "http", "url": web_url, "expose_all": true}
+        {"id": "st", "command": fixture(), "args": ["--stdio", "--name", "st"], "expose_all": true, "era": "legacy"},
+        {"id": "web", "transport": "http", "url": web_url, "expose_all": true, "era": "legacy"}
     ]}));
     let (gw, url) = start_sluice(&["--home", &home.arg()]);
     (vec![web, gw], home, url)

@@ -28,6 +28,17 @@ pub enum Isolation {
     Session,
 }
 
+/// The protocol era Sluice speaks to an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// Probe with `server/discover`; fall back to the `initialize` handshake (default).
+    Auto,
+    /// Only the handshake era (2024-11-05 … 2025-11-25).
+    Legacy,
+    /// Only 2026-07-28 (fail when the upstream does not speak it).
+    Modern,
+}
+
 /// One upstream MCP server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamSpec {
@@ -60,6 +71,9 @@ pub struct UpstreamSpec {
     pub isolation: Isolation,
     /// Per-request timeout override, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// Which protocol era to speak to it: probe `server/discover` and fall back to `initialize`
+    /// (`Auto`), or only one of them.
+    pub era: Era,
     /// http/sse: send the client's own `Authorization` header with each request (off by
     /// default: a client's token is never passed upstream unless the upstream asks for it).
     pub forward_authorization: bool,
@@ -84,6 +98,7 @@ impl UpstreamSpec {
             isolation: Isolation::Shared,
             timeout_ms: None,
             forward_authorization: false,
+            era: Era::Auto,
         }
     }
 
@@ -218,6 +233,24 @@ pub(crate) fn load(
         spec.description = f.string("description").unwrap_or_default();
         spec.expose_all = f.bool("expose_all", false);
         spec.timeout_ms = f.u64("timeout_ms");
+        spec.era = match f.string("era").as_deref() {
+            None | Some("auto") => Era::Auto,
+            Some("legacy") => Era::Legacy,
+            Some("modern") => Era::Modern,
+            Some(other) => {
+                f.err(
+                    "era",
+                    format!("unknown era {other:?} (auto, legacy or modern)"),
+                );
+                Era::Auto
+            }
+        };
+        if spec.era == Era::Modern && transport == Transport::Sse {
+            f.err(
+                "era",
+                "the legacy HTTP+SSE transport cannot speak 2026-07-28 (use transport \"http\")",
+            );
+        }
         spec.isolation = match f.string("isolation").as_deref() {
             None | Some("shared") => Isolation::Shared,
             Some("session") => Isolation::Session,

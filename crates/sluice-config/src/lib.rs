@@ -21,7 +21,7 @@ pub use auth::{
     AccessRule, AuthConfig, Effect, JwksSource, OAuth, StaticToken, DEFAULT_ALGORITHMS,
 };
 pub use error::{ConfigError, ConfigErrors};
-pub use expose::{ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
+pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
 pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError, BUILTINS};
 pub use logs::LogConfig;
 pub use settings::{Settings, TelemetrySettings};

@@ -288,7 +288,7 @@ impl Gateway {
     }
 
     /// Rebuild the catalog from the slots' lists and tell every session what changed.
-    pub fn rebuild_catalog(&self) {
+    pub fn rebuild_catalog(&self) -> Vec<&'static str> {
         let slots = self.slots();
         let config = self.config();
         let states: Vec<_> = slots.iter().map(|s| s.state.lock().lists.clone()).collect();
@@ -333,6 +333,7 @@ impl Gateway {
             }
         }
         self.announce(&changed);
+        changed
     }
 
     /// Tell every session that these lists changed (`notifications/…/list_changed`).
@@ -608,11 +609,23 @@ impl Gateway {
                 "notifications/tools/list_changed"
                 | "notifications/prompts/list_changed"
                 | "notifications/resources/list_changed" => {
+                    let said: &'static str = match method.as_str() {
+                        "notifications/tools/list_changed" => "notifications/tools/list_changed",
+                        "notifications/prompts/list_changed" => {
+                            "notifications/prompts/list_changed"
+                        }
+                        _ => "notifications/resources/list_changed",
+                    };
                     // Re-listing calls this same connection, whose replies the caller of this
                     // function delivers: do it beside, not here.
                     let gw = self.clone();
                     let slot = slot.clone();
-                    tokio::spawn(async move { gw.refresh_lists(&slot).await });
+                    tokio::spawn(async move { gw.refresh_lists(&slot, said).await });
+                    return;
+                }
+                "notifications/subscriptions/acknowledged" => {
+                    // A 2026-07-28 upstream accepted one of Sluice's own listen streams.
+                    tracing::debug!(upstream = %slot.spec.id, "listen stream acknowledged: {}", msg.to_json());
                     return;
                 }
                 "notifications/progress" => {
@@ -757,6 +770,73 @@ impl Gateway {
         }
     }
 
+    /// Ask the client something on the gateway's own behalf (a 2026-07-28 upstream's input
+    /// request, for a legacy client): the request goes to it like an upstream's would (on the
+    /// call's stream, through the response hooks), and its reply comes back here.
+    pub async fn ask_client(
+        &self,
+        session: &Arc<Session>,
+        sink: &Sink,
+        method: &str,
+        params: Option<Value>,
+        upstream: &str,
+    ) -> Result<Value, RpcError> {
+        let cap = match method {
+            "sampling/createMessage" => "sampling",
+            "elicitation/create" => "elicitation",
+            "roots/list" => "roots",
+            other => return Err(RpcError::internal(format!(
+                "Upstream '{upstream}' asked for input with {other}, which clients do not answer"
+            ))),
+        };
+        if !session.has_capability(cap) {
+            return Err(RpcError::new(
+                sluice_core::codes::METHOD_NOT_FOUND,
+                format!("Upstream '{upstream}' needs {method}, but the client did not declare the {cap} capability"),
+            ));
+        }
+        let client_id = session.mint_request_id();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        session.asked.lock().insert(client_id.clone(), tx);
+        let msg = Message::request(json!(client_id.clone()), method, params);
+        if !self.deliver(session, Some(sink), msg, upstream).await {
+            session.asked.lock().remove(&client_id);
+            return Err(RpcError::new(
+                sluice_core::codes::RESPONSE_REJECTED,
+                "Response rejected",
+            ));
+        }
+        let wait = Duration::from_millis(self.settings().request_timeout_ms);
+        let reply = match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(reply)) => reply,
+            _ => {
+                session.asked.lock().remove(&client_id);
+                return Err(RpcError::new(
+                    sluice_core::codes::REQUEST_TIMEOUT,
+                    format!(
+                        "The client did not answer {method} within {} ms",
+                        wait.as_millis()
+                    ),
+                ));
+            }
+        };
+        match (reply.result(), reply.error_obj()) {
+            (Some(r), _) => Ok(r.clone()),
+            (None, Some(e)) => Err(RpcError::new(
+                e.get("code")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(sluice_core::codes::INTERNAL_ERROR),
+                e.get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the client refused")
+                    .to_string(),
+            )),
+            _ => Err(RpcError::internal(
+                "the client answered with neither a result nor an error",
+            )),
+        }
+    }
+
     /// Send a message toward a client through the response hooks: on the call's own stream
     /// when there is one (else the session's), false when a hook refused it.
     pub async fn deliver(
@@ -816,7 +896,10 @@ impl Gateway {
     }
 
     /// Re-read a slot's lists after the upstream said they changed.
-    async fn refresh_lists(&self, slot: &Arc<Slot>) {
+    /// Fetch an upstream's lists again after it said one changed (`said`), rebuild the
+    /// catalog, and pass the upstream's word on to clients even when the merged lists look the
+    /// same (it may have changed what an item does, not only which items there are).
+    async fn refresh_lists(&self, slot: &Arc<Slot>, said: &'static str) {
         let control = slot.state.lock().control.clone();
         let Some(conn) = control else { return };
         let caps = conn
@@ -832,7 +915,9 @@ impl Gateway {
                         st.lists = Some(lists);
                     }
                 }
-                self.rebuild_catalog();
+                if !self.rebuild_catalog().contains(&said) {
+                    self.announce(&[said]);
+                }
             }
             Err(e) => tracing::warn!(upstream = %slot.spec.id, "refreshing lists failed: {e}"),
         }
@@ -845,6 +930,10 @@ impl Gateway {
             tracing::warn!(session = %session.id, "reply with an id Sluice never sent: {}", msg.to_json());
             return;
         };
+        if let Some(waiter) = session.asked.lock().remove(&id) {
+            let _ = waiter.send(msg);
+            return;
+        }
         let Some(pending) = session.server_requests.lock().remove(&id) else {
             tracing::warn!(session = %session.id, id, "reply to no pending request");
             return;

@@ -26,6 +26,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 
+/// How Sluice's own `requestState` values begin; any other state belongs to a 2026-07-28
+/// upstream and goes to it untouched.
+const STATE_PREFIX: &str = "sluice1.";
+
 /// How long a client has to answer an `input_required` result.
 const STATE_TTL: Duration = Duration::from_secs(300);
 /// Calls waiting for a client's input at once; the oldest is cancelled beyond this.
@@ -217,7 +221,7 @@ impl Rounds {
         let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let body = b64.encode(payload.to_string());
         let tag = hmac::sign(&self.key, body.as_bytes());
-        format!("{body}.{}", b64.encode(tag.as_ref()))
+        format!("{STATE_PREFIX}{body}.{}", b64.encode(tag.as_ref()))
     }
 
     /// The payload of a state this gateway signed, or why not.
@@ -226,6 +230,9 @@ impl Rounds {
         if state.len() > 2048 {
             return Err("it is too long");
         }
+        let state = state
+            .strip_prefix(STATE_PREFIX)
+            .ok_or("it is not a Sluice request state")?;
         let (body, tag) = state
             .split_once('.')
             .ok_or("it is not a Sluice request state")?;
@@ -432,7 +439,7 @@ fn check_headers(
 
 /// The `(x-mcp-header name, argument value)` pairs of a tool schema whose arguments carry a
 /// non-null value, following `properties` chains only (the spec's static reachability).
-fn header_params(schema: &Value, args: &Value, out: &mut Vec<(String, Value)>) {
+pub(crate) fn header_params(schema: &Value, args: &Value, out: &mut Vec<(String, Value)>) {
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
         return;
     };
@@ -544,6 +551,7 @@ async fn start(
         .params()
         .and_then(|p| p.get("requestState"))
         .and_then(Value::as_str)
+        .filter(|s| s.starts_with(STATE_PREFIX))
         .map(str::to_string)
     {
         return resume(gw, session, msg, &state, out).await;

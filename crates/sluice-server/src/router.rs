@@ -89,7 +89,7 @@ pub async fn handle_request(
             }
             let mut msg = msg;
             msg.params_mut().insert("name".into(), json!(route.name));
-            forward(gw, session, &catalog.slots[route.slot].clone(), msg, sink).await
+            forward_rounds(gw, session, &catalog.slots[route.slot].clone(), msg, sink).await
         }
         "prompts/get" => {
             let Some(name) = msg.param_str("name").map(str::to_string) else {
@@ -104,7 +104,7 @@ pub async fn handle_request(
             };
             let mut msg = msg;
             msg.params_mut().insert("name".into(), json!(route.name));
-            forward(gw, session, &catalog.slots[route.slot].clone(), msg, sink).await
+            forward_rounds(gw, session, &catalog.slots[route.slot].clone(), msg, sink).await
         }
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
             let Some(uri) = msg.param_str("uri").map(str::to_string) else {
@@ -119,7 +119,16 @@ pub async fn handle_request(
                 )
                 .with_data(json!({"uri": uri}))));
             };
-            let outcome = forward(gw, session, &slot, msg, sink).await;
+            // A 2026-07-28 upstream has no resources/subscribe: Sluice subscribes on a listen
+            // stream of its own and answers the client itself.
+            let outcome = if method != "resources/read" && slot.is_modern() {
+                if method == "resources/subscribe" {
+                    slot.watch_resource(&uri);
+                }
+                Outcome::Reply(Message::response(id.clone(), json!({})))
+            } else {
+                forward_rounds(gw, session, &slot, msg, sink).await
+            };
             if let Outcome::Reply(r) = &outcome {
                 if r.kind() == Kind::Response {
                     if method == "resources/subscribe" {
@@ -175,6 +184,7 @@ pub async fn handle_request(
                     "logging/setLevel needs params.level",
                 )));
             }
+            *session.log_level.lock() = msg.param_str("level").map(str::to_string);
             fan_out_set_level(gw, session, &msg).await;
             done(Ok(json!({})))
         }
@@ -210,7 +220,8 @@ async fn fan_out_set_level(gw: &Arc<Gateway>, session: &Arc<Session>, msg: &Mess
         let has_logging = slot
             .capabilities()
             .is_some_and(|c| c.get("logging").is_some());
-        if slot.status() != Status::Up || !has_logging {
+        // A 2026-07-28 upstream takes the level per request (`_meta` logLevel).
+        if slot.status() != Status::Up || !has_logging || slot.is_modern() {
             continue;
         }
         let params = params.clone();
@@ -260,6 +271,9 @@ pub async fn forward(
     let mut headers = ExtraHeaders::default();
     if let Some(s) = &span {
         s.propagate(&slot.spec, &mut msg, &mut headers);
+    }
+    if conn.is_modern() {
+        modern_upstream_request(slot, session, &mut msg, &mut headers);
     }
     // The client's token goes upstream only when the upstream asks for it.
     if slot.spec.forward_authorization {
@@ -365,6 +379,165 @@ pub async fn forward(
         ),
     };
     Outcome::Reply(reply)
+}
+
+/// How many `input_required` rounds Sluice runs for a legacy client before giving up.
+const MAX_INPUT_ROUNDS: usize = 16;
+
+/// [`forward`], and when a 2026-07-28 upstream answers a legacy client with `input_required`:
+/// ask the client each input request (as the legacy server-to-client request it knows), then
+/// retry the request with the answers and the upstream's `requestState`. A modern client gets
+/// the `input_required` result itself (its retry comes back through here, stateless).
+pub async fn forward_rounds(
+    gw: &Arc<Gateway>,
+    session: &Arc<Session>,
+    slot: &Arc<Slot>,
+    mut msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let client_id = msg.id().cloned().unwrap_or(Value::Null);
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let outcome = forward(gw, session, slot, msg.clone(), sink).await;
+        let Outcome::Reply(reply) = &outcome else {
+            return outcome;
+        };
+        let input_required = reply
+            .result()
+            .and_then(|r| r.get("resultType"))
+            .and_then(Value::as_str)
+            == Some("input_required");
+        if session.is_modern() {
+            return outcome;
+        }
+        if !input_required {
+            if !slot.is_modern() {
+                return outcome;
+            }
+            // A legacy client gets a legacy-shaped result from a 2026-07-28 upstream.
+            let Outcome::Reply(mut reply) = outcome else {
+                unreachable!("matched above")
+            };
+            if let Some(r) = reply.result_mut().and_then(Value::as_object_mut) {
+                for k in ["resultType", "ttlMs", "cacheScope"] {
+                    r.remove(k);
+                }
+                let empty = r.get_mut("_meta").and_then(Value::as_object_mut).map(|m| {
+                    m.remove(sluice_core::version::meta::SERVER_INFO);
+                    m.is_empty()
+                });
+                if empty == Some(true) {
+                    r.remove("_meta");
+                }
+            }
+            return Outcome::Reply(reply);
+        }
+        let result = reply.result().cloned().unwrap_or_default();
+        let responses = match ask_for_input(gw, session, sink, &result, &slot.spec.id).await {
+            Ok(r) => r,
+            Err(e) => return Outcome::Reply(Message::error(client_id, &e)),
+        };
+        let params = msg.params_mut();
+        params.insert("inputResponses".into(), Value::Object(responses));
+        match result.get("requestState") {
+            Some(state) => {
+                params.insert("requestState".into(), state.clone());
+            }
+            None => {
+                params.remove("requestState");
+            }
+        }
+    }
+    Outcome::Reply(Message::error(
+        client_id,
+        &RpcError::internal(format!(
+            "Upstream '{}' asked for input more than {MAX_INPUT_ROUNDS} times; the request was abandoned",
+            slot.spec.id
+        )),
+    ))
+}
+
+/// Ask a legacy client every input request of an `input_required` result, one by one; the
+/// answers keyed as the requests were.
+async fn ask_for_input(
+    gw: &Arc<Gateway>,
+    session: &Arc<Session>,
+    sink: &Sink,
+    result: &Value,
+    upstream: &str,
+) -> Result<serde_json::Map<String, Value>, RpcError> {
+    let mut responses = serde_json::Map::new();
+    let Some(requests) = result.get("inputRequests").and_then(Value::as_object) else {
+        return Ok(responses);
+    };
+    for (key, request) in requests {
+        let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+        let params = request.get("params").cloned();
+        let answer = gw
+            .ask_client(session, sink, method, params, upstream)
+            .await?;
+        responses.insert(key.clone(), answer);
+    }
+    Ok(responses)
+}
+
+/// What a request to a 2026-07-28 upstream carries besides the envelope the connection adds:
+/// the calling client's own capabilities, and the `Mcp-Param-*` headers its tool's
+/// `x-mcp-header` parameters call for.
+fn modern_upstream_request(
+    slot: &Slot,
+    session: &Session,
+    msg: &mut Message,
+    headers: &mut ExtraHeaders,
+) {
+    let caps = session.client_capabilities.clone();
+    // A legacy client hears log messages unless it lowered the level (the handshake era's
+    // default); a modern client's own `logLevel` (or none) travels as it sent it.
+    let level = (!session.is_modern()).then(|| {
+        session
+            .log_level
+            .lock()
+            .clone()
+            .unwrap_or_else(|| "debug".into())
+    });
+    let params = msg.params_mut();
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(sluice_core::version::meta::CLIENT_CAPABILITIES.into(), caps);
+        if let Some(level) = level {
+            m.entry(sluice_core::version::meta::LOG_LEVEL)
+                .or_insert_with(|| json!(level));
+        }
+    }
+    if msg.method() != Some("tools/call") {
+        return;
+    }
+    // The upstream's own definition (a `describe` hook may change what clients see).
+    let name = msg.param_str("name").unwrap_or("").to_string();
+    let Some(schema) = slot.state.lock().lists.as_ref().and_then(|l| {
+        l.tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(name.as_str()))
+            .and_then(|t| t.get("inputSchema").cloned())
+    }) else {
+        return;
+    };
+    let args = msg
+        .params()
+        .and_then(|p| p.get("arguments"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut wanted = Vec::new();
+    crate::modern::header_params(&schema, &args, &mut wanted);
+    for (name, value) in wanted {
+        let text = match &value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        headers.push(
+            format!("mcp-param-{name}"),
+            sluice_upstream::header_value(&text),
+        );
+    }
 }
 
 /// Handle a notification from an initialised session.

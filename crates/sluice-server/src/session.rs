@@ -55,6 +55,12 @@ pub struct Session {
     pub conns: tokio::sync::Mutex<HashMap<u64, Connection>>,
     /// Upstream requests sent to the client, by the id the client saw.
     pub server_requests: Mutex<HashMap<String, PendingServerRequest>>,
+    /// Requests Sluice itself sent the client (bridging a 2026-07-28 upstream's input
+    /// requests), by the id the client saw: where its reply goes.
+    pub asked: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Message>>>,
+    /// The level a legacy client asked for with `logging/setLevel` (sent as `_meta` `logLevel`
+    /// to 2026-07-28 upstreams, which have no setLevel).
+    pub log_level: Mutex<Option<String>>,
     /// Client requests in flight, by the client's id (as JSON text).
     pub inflight: Mutex<HashMap<String, InflightCall>>,
     /// SSE streams of this session by number (0 = the GET stream), for `Last-Event-ID`.
@@ -98,6 +104,8 @@ impl Session {
             outbound,
             conns: tokio::sync::Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashMap::new()),
+            log_level: Mutex::new(None),
             inflight: Mutex::new(HashMap::new()),
             streams: Mutex::new(streams),
             subscriptions: Mutex::new(HashSet::new()),

@@ -41,6 +41,9 @@ pub struct SlotState {
     pub init: Option<Value>,
     /// How many times it was (re)started after a failure.
     pub restarts: u64,
+    /// Resource URIs a 2026-07-28 upstream reports updates of (listen streams opened on the
+    /// control connection; opened again after a restart).
+    pub watched: std::collections::HashSet<String>,
 }
 
 /// One configured upstream.
@@ -143,6 +146,29 @@ impl Slot {
         }
     }
 
+    /// Have a 2026-07-28 upstream tell about changes to `uri` (a listen stream on the control
+    /// connection, opened once per URI); its `notifications/resources/updated` reach the
+    /// sessions subscribed to it.
+    pub fn watch_resource(&self, uri: &str) {
+        let mut st = self.state.lock();
+        if !st.watched.insert(uri.to_string()) {
+            return;
+        }
+        if let Some(c) = st.control.clone() {
+            drop(st);
+            c.listen_resource(uri);
+        }
+    }
+
+    /// Does the upstream speak 2026-07-28 (as found when its control connection opened)?
+    pub fn is_modern(&self) -> bool {
+        self.state
+            .lock()
+            .control
+            .as_ref()
+            .is_some_and(Connection::is_modern)
+    }
+
     /// The current status.
     pub fn status(&self) -> Status {
         self.state.lock().status.clone().unwrap_or(Status::Starting)
@@ -188,9 +214,12 @@ impl Slot {
         gw: &Arc<Gateway>,
         session: &Arc<Session>,
     ) -> Result<Connection, RpcError> {
-        // A modern client's request is stateless: it shares the upstream's control connection
-        // rather than opening (and initialising) an upstream session per request.
-        if !self.per_session() || session.is_modern() {
+        // A modern client's request is stateless, and a 2026-07-28 upstream has no sessions:
+        // either way the upstream's control connection serves (no upstream session per client).
+        // (A stdio upstream isolated per session keeps a process per legacy client even when it
+        // speaks 2026-07-28: isolation is about its process state.)
+        let modern_http = self.is_modern() && self.spec.transport != Transport::Stdio;
+        if !self.per_session() || session.is_modern() || modern_http {
             let st = self.state.lock();
             return match (&st.status, &st.control) {
                 (Some(Status::Up), Some(c)) if !c.is_closed() => Ok(c.clone()),
@@ -391,6 +420,12 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
                     st.init = Some(conn.init_result().clone());
                     st.lists = Some(lists);
                     st.control = Some(conn.clone());
+                }
+                // A 2026-07-28 upstream tells about list changes on a listen stream.
+                conn.listen();
+                let watched: Vec<String> = slot.state.lock().watched.iter().cloned().collect();
+                for uri in watched {
+                    conn.listen_resource(&uri);
                 }
                 gw.rebuild_catalog();
                 slot.attempted.notify_waiters();

@@ -4,9 +4,12 @@
 use crate::error::UpstreamError;
 use crate::{http, local, sse, stdio};
 use parking_lot::Mutex;
-use serde_json::{json, Value};
-use sluice_config::{Transport, UpstreamSpec};
-use sluice_core::{Kind, Message};
+use serde_json::{json, Map, Value};
+use sluice_config::{Era, Transport, UpstreamSpec};
+use sluice_core::{version, Kind, Message};
+
+/// The 2026-07-28 revision.
+const MODERN: &str = "2026-07-28";
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -150,6 +153,9 @@ pub(crate) struct Inner {
     closed_notify: Notify,
     pub wire: std::sync::OnceLock<Wire>,
     pub stderr: StderrTail,
+    /// Set when the upstream speaks 2026-07-28: the `_meta` every request carries (version,
+    /// default client capabilities, client info).
+    modern: std::sync::OnceLock<Map<String, Value>>,
 }
 
 impl Inner {
@@ -277,6 +283,7 @@ impl Connection {
             closed_notify: Notify::new(),
             wire: std::sync::OnceLock::new(),
             stderr: opts.stderr.clone(),
+            modern: std::sync::OnceLock::new(),
         });
         let deadline = opts.connect_timeout;
         let result = tokio::time::timeout(deadline, async {
@@ -291,6 +298,18 @@ impl Connection {
                 inner: inner.clone(),
                 init: Arc::new(Value::Null),
             };
+            let probe = match (spec.era, spec.transport) {
+                (_, Transport::Sse | Transport::Local) | (Era::Legacy, _) => None,
+                (Era::Auto | Era::Modern, _) => conn.discover(&opts, deadline).await,
+            };
+            if let Some(init) = probe {
+                return Ok(init);
+            }
+            if spec.era == Era::Modern {
+                return Err(UpstreamError::Protocol(format!(
+                    "the upstream does not speak {MODERN} (server/discover failed) and the configuration says era \"modern\""
+                )));
+            }
             let reply = conn
                 .call(
                     "initialize",
@@ -347,9 +366,107 @@ impl Connection {
         }
     }
 
-    /// The upstream's `initialize` result (serverInfo, capabilities, instructions, …).
+    /// The upstream's `initialize` result (serverInfo, capabilities, instructions, …); for a
+    /// 2026-07-28 upstream, the same fields from its `server/discover` result.
     pub fn init_result(&self) -> &Value {
         &self.init
+    }
+
+    /// Does the upstream speak 2026-07-28 (no session, `_meta` on every request)?
+    pub fn is_modern(&self) -> bool {
+        self.inner.modern.get().is_some()
+    }
+
+    /// Probe with `server/discover`: the upstream speaks 2026-07-28 when it answers with that
+    /// version among `supportedVersions`. Returns an `initialize`-shaped result then; `None`
+    /// (and the wire back in the handshake era) otherwise.
+    async fn discover(&self, opts: &OpenOptions, deadline: Duration) -> Option<Value> {
+        let mut envelope = Map::new();
+        envelope.insert(version::meta::PROTOCOL_VERSION.into(), json!(MODERN));
+        envelope.insert(
+            version::meta::CLIENT_CAPABILITIES.into(),
+            opts.capabilities.clone(),
+        );
+        envelope.insert(version::meta::CLIENT_INFO.into(), opts.client_info.clone());
+        if let Some(Wire::Http(w)) = self.inner.wire.get() {
+            w.set_modern(true, MODERN);
+        }
+        let probe = tokio::time::timeout(
+            (deadline / 3).min(Duration::from_secs(5)),
+            self.call(
+                "server/discover",
+                Some(json!({"_meta": envelope.clone()})),
+                deadline,
+            ),
+        )
+        .await;
+        let result = match probe {
+            Ok(Ok(reply)) => reply.result().cloned(),
+            _ => None,
+        };
+        let speaks = result
+            .as_ref()
+            .and_then(|r| r.get("supportedVersions"))
+            .and_then(Value::as_array)
+            .is_some_and(|v| v.iter().any(|x| x == MODERN));
+        if !speaks {
+            if let Some(Wire::Http(w)) = self.inner.wire.get() {
+                w.set_modern(false, MODERN);
+            }
+            tracing::debug!(upstream = %self.inner.label, "server/discover failed: the handshake era");
+            return None;
+        }
+        let r = result.unwrap_or_default();
+        let _ = self.inner.modern.set(envelope);
+        tracing::info!(upstream = %self.inner.label, "the upstream speaks {MODERN}");
+        Some(json!({
+            "protocolVersion": MODERN,
+            "capabilities": r.get("capabilities").cloned().unwrap_or(json!({})),
+            "serverInfo": r
+                .get("_meta")
+                .and_then(|m| m.get(version::meta::SERVER_INFO))
+                .cloned()
+                .unwrap_or(json!({})),
+            "instructions": r.get("instructions").cloned().unwrap_or(Value::Null),
+        }))
+    }
+
+    /// Open a `subscriptions/listen` stream on a 2026-07-28 upstream for updates of one
+    /// resource. No-op otherwise.
+    pub fn listen_resource(&self, uri: &str) {
+        if !self.is_modern() {
+            return;
+        }
+        let id = self.next_id();
+        let msg = Message::request(
+            json!(id),
+            "subscriptions/listen",
+            Some(json!({"notifications": {"resourceSubscriptions": [uri]}})),
+        );
+        if let Err(e) = self.send(&msg) {
+            tracing::warn!(upstream = %self.inner.label, "subscriptions/listen for {uri} failed: {e}");
+        }
+    }
+
+    /// Open a `subscriptions/listen` stream on a 2026-07-28 upstream for its list changes
+    /// (they arrive as events, like a legacy upstream's notifications). No-op otherwise.
+    pub fn listen(&self) {
+        if !self.is_modern() {
+            return;
+        }
+        let id = self.next_id();
+        let msg = Message::request(
+            json!(id),
+            "subscriptions/listen",
+            Some(json!({"notifications": {
+                "toolsListChanged": true,
+                "promptsListChanged": true,
+                "resourcesListChanged": true,
+            }})),
+        );
+        if let Err(e) = self.send(&msg) {
+            tracing::warn!(upstream = %self.inner.label, "subscriptions/listen failed: {e}");
+        }
     }
 
     /// A number unique to this connection within the process (for keying maps).
@@ -467,6 +584,22 @@ impl Connection {
     fn send_with_headers(&self, msg: &Message, extra: &ExtraHeaders) -> Result<(), UpstreamError> {
         if self.inner.is_closed() {
             return Err(self.inner.closed_error());
+        }
+        if let (Some(envelope), Kind::Request) = (self.inner.modern.get(), msg.kind()) {
+            // Every 2026-07-28 request carries the envelope; what the caller set (the calling
+            // client's capabilities) wins.
+            let mut msg = msg.clone();
+            let params = msg.params_mut();
+            let meta = params.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(m) = meta.as_object_mut() {
+                for (k, v) in envelope {
+                    m.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            return match self.inner.wire.get() {
+                Some(w) => w.send(&self.inner, &msg, extra),
+                None => Err(UpstreamError::Closed("not started".into())),
+            };
         }
         match self.inner.wire.get() {
             Some(w) => w.send(&self.inner, msg, extra),

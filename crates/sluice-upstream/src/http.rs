@@ -70,9 +70,32 @@ pub(crate) fn with_extra(
     rb.headers(map)
 }
 
+/// A header value for `Mcp-Name` / `Mcp-Param-*`: as is when it is plain visible ASCII, else
+/// the `=?base64?…?=` form (2026-07-28 value encoding).
+pub fn header_value(v: &str) -> String {
+    use base64::Engine;
+    let sentinel_like = v.starts_with("=?base64?") && v.ends_with("?=");
+    let visible = v.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = v.starts_with(' ') || v.ends_with(' ');
+    let plain = !v.is_empty() && visible && !padded && !sentinel_like;
+    if plain {
+        v.to_string()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(v.as_bytes())
+        )
+    }
+}
+
 struct State {
     session: Option<HeaderValue>,
     version: Option<HeaderValue>,
+    /// 2026-07-28: no session; `Mcp-Method` / `Mcp-Name` on every request; cancellation by
+    /// dropping the request's response stream.
+    modern: bool,
+    /// Modern requests in flight, by id (aborting one closes its stream: the cancellation).
+    posts: std::collections::HashMap<u64, tokio::task::AbortHandle>,
 }
 
 /// What every request of one upstream session needs (shared with the tasks that send).
@@ -100,6 +123,8 @@ impl HttpWire {
                 state: Mutex::new(State {
                     session: None,
                     version: None,
+                    modern: false,
+                    posts: std::collections::HashMap::new(),
                 }),
             }),
         })
@@ -107,6 +132,17 @@ impl HttpWire {
 
     pub fn set_protocol_version(&self, v: &str) {
         self.core.state.lock().version = HeaderValue::from_str(v).ok();
+    }
+
+    /// Speak 2026-07-28 (`on`), or go back to the handshake era after a failed probe.
+    pub fn set_modern(&self, on: bool, version: &str) {
+        let mut st = self.core.state.lock();
+        st.modern = on;
+        st.version = if on {
+            HeaderValue::from_str(version).ok()
+        } else {
+            None
+        };
     }
 
     fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
@@ -138,11 +174,37 @@ impl HttpWire {
         msg: &Message,
         extra: &ExtraHeaders,
     ) -> Result<(), UpstreamError> {
-        let rb = self
+        let modern = self.core.state.lock().modern;
+        if modern && msg.kind() != Kind::Request {
+            // 2026-07-28 over HTTP has no client-to-server notifications: a cancellation closes
+            // the request's stream; anything else is not sent.
+            if msg.method() == Some("notifications/cancelled") {
+                let id = msg
+                    .params()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(Value::as_u64);
+                if let Some(task) = id.and_then(|id| self.core.state.lock().posts.remove(&id)) {
+                    task.abort();
+                }
+            }
+            return Ok(());
+        }
+        let mut rb = self
             .request(reqwest::Method::POST)
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(msg.to_json());
+        if modern {
+            rb = rb.header("mcp-method", msg.method().unwrap_or(""));
+            let name = match msg.method() {
+                Some("tools/call") | Some("prompts/get") => msg.param_str("name"),
+                Some("resources/read") => msg.param_str("uri"),
+                _ => None,
+            };
+            if let Some(n) = name {
+                rb = rb.header("mcp-name", header_value(n));
+            }
+        }
         let rb = with_extra(rb, extra);
         let inner = inner.clone();
         let core = self.core.clone();
@@ -151,7 +213,8 @@ impl HttpWire {
             _ => None,
         };
         let is_init = msg.method() == Some("initialize");
-        tokio::spawn(async move {
+        let track = modern.then_some(request_id).flatten();
+        let task = tokio::spawn(async move {
             let outcome = post(rb, &core, &inner, request_id, is_init).await;
             if let Err(e) = outcome {
                 match request_id {
@@ -171,7 +234,16 @@ impl HttpWire {
                     inner.close(reason);
                 }
             }
+            if let Some(id) = track {
+                core.state.lock().posts.remove(&id);
+            }
         });
+        if let Some(id) = track {
+            let mut st = self.core.state.lock();
+            if !task.is_finished() {
+                st.posts.insert(id, task.abort_handle());
+            }
+        }
         Ok(())
     }
 
@@ -195,6 +267,12 @@ impl HttpWire {
     }
 
     pub async fn shutdown(&self) {
+        {
+            let mut st = self.core.state.lock();
+            for (_, task) in st.posts.drain() {
+                task.abort();
+            }
+        }
         if self.core.state.lock().session.is_none() {
             return;
         }
@@ -362,4 +440,22 @@ pub(crate) struct SseEnd {
     pub answered: bool,
     /// The last event id and the `retry` hint.
     pub last: Option<(String, Option<Duration>)>,
+}
+
+#[cfg(test)]
+mod header_value_tests {
+    use super::header_value;
+
+    /// The examples of the 2026-07-28 Streamable HTTP page, "Value Encoding".
+    #[test]
+    fn values_are_encoded_as_the_spec_shows() {
+        assert_eq!(header_value("us-west1"), "us-west1");
+        assert_eq!(header_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
+        assert_eq!(header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
+        assert_eq!(
+            header_value("=?base64?literal?="),
+            "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
+        );
+    }
 }

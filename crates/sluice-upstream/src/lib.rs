@@ -17,3 +17,4 @@ mod stdio;
 
 pub use connection::{Connection, Event, ExtraHeaders, Incoming, OpenOptions, StderrTail};
 pub use error::UpstreamError;
+pub use http::header_value;
