@@ -785,9 +785,11 @@ impl Gateway {
             "sampling/createMessage" => "sampling",
             "elicitation/create" => "elicitation",
             "roots/list" => "roots",
-            other => return Err(RpcError::internal(format!(
+            other => {
+                return Err(RpcError::internal(format!(
                 "Upstream '{upstream}' asked for input with {other}, which clients do not answer"
-            ))),
+            )))
+            }
         };
         if !session.has_capability(cap) {
             return Err(RpcError::new(

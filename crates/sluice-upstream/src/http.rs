@@ -450,7 +450,10 @@ mod header_value_tests {
     #[test]
     fn values_are_encoded_as_the_spec_shows() {
         assert_eq!(header_value("us-west1"), "us-west1");
-        assert_eq!(header_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(
+            header_value("Hello, 世界"),
+            "=?base64?SGVsbG8sIOS4lueVjA==?="
+        );
         assert_eq!(header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
         assert_eq!(header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
         assert_eq!(
