@@ -281,3 +281,73 @@ async fn each_upstreams_era_is_found_and_a_wrong_pin_is_reported() {
         "{r}"
     );
 }
+
+#[tokio::test]
+async fn progress_cancellation_and_list_changes_cross_the_bridge() {
+    // A legacy client in front of a 2026-07-28 upstream over HTTP (no sessions there).
+    let (_fixture, fixture_url) = start_fixture_http(&["--era", "modern"]);
+    let home = Home::new("modern-up-bridge");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "transport": "http", "url": fixture_url, "expose_all": true}
+    ]}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+
+    // Progress: the client's token, back on the call's stream.
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "fx_test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "tok-1"}}});
+    let mut events = SseReader::new(c.post_streaming(call).await);
+    let mut progress = Vec::new();
+    let reply = loop {
+        let (_, m) = events.next().await.expect("progress, then the reply");
+        if m["method"] == "notifications/progress" {
+            progress.push(m["params"]["progressToken"].clone());
+        } else {
+            break m;
+        }
+    };
+    assert_eq!(reply["id"], 5, "{reply}");
+    assert!(!progress.is_empty(), "no progress reached the client");
+    assert!(progress.iter().all(|t| t == "tok-1"), "{progress:?}");
+
+    // Cancellation: the legacy client's notifications/cancelled closes the modern request's
+    // stream upstream, which is how a 2026-07-28 server hears it.
+    let slow = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                      "params": {"name": "fx_slow", "arguments": {"ms": 5000}}});
+    let pending = tokio::spawn({
+        let b = c.builder().body(slow.to_string());
+        async move { b.send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n = c
+        .post(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 6, "reason": "enough"}}),
+        )
+        .await;
+    assert_eq!(n.status, 202);
+    let mut seen = String::new();
+    for _ in 0..50 {
+        let r = c.call_tool("fx_last_cancelled", json!({})).await;
+        seen = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if seen != "none" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen.contains("client closed the response stream"), "{seen}");
+    pending.abort();
+
+    // A list change upstream (told on Sluice's listen stream there) reaches the client.
+    let mut get = SseReader::new(c.open_get(None).await);
+    c.call_tool("fx_trigger_list_changed", json!({})).await;
+    let (_, m) = tokio::time::timeout(Duration::from_secs(10), get.next())
+        .await
+        .expect("a notification within 10 s")
+        .expect("the GET stream stays open");
+    assert_eq!(m["method"], "notifications/tools/list_changed", "{m}");
+}

@@ -406,20 +406,22 @@ pub async fn forward_rounds(
             .and_then(|r| r.get("resultType"))
             .and_then(Value::as_str)
             == Some("input_required");
-        if session.is_modern() {
-            return outcome;
-        }
-        if !input_required {
-            if !slot.is_modern() {
+        if !input_required || session.is_modern() {
+            if !slot.is_modern() || input_required {
                 return outcome;
             }
-            // A legacy client gets a legacy-shaped result from a 2026-07-28 upstream.
+            // A complete result of a 2026-07-28 upstream, in the shape of a legacy one, so
+            // hooks see one model whichever era the upstream speaks (a modern client gets the
+            // marks back from `modern::decorate`; a legacy client never sees them).
             let Outcome::Reply(mut reply) = outcome else {
                 unreachable!("matched above")
             };
+            let legacy_client = !session.is_modern();
             if let Some(r) = reply.result_mut().and_then(Value::as_object_mut) {
-                for k in ["resultType", "ttlMs", "cacheScope"] {
-                    r.remove(k);
+                r.remove("resultType");
+                if legacy_client {
+                    r.remove("ttlMs");
+                    r.remove("cacheScope");
                 }
                 let empty = r.get_mut("_meta").and_then(Value::as_object_mut).map(|m| {
                     m.remove(sluice_core::version::meta::SERVER_INFO);
