@@ -396,11 +396,22 @@ async fn access_rules_filter_lists_refuse_calls_and_the_principal_is_seen() {
     assert_eq!(hijack.status, 404, "{}", hijack.body);
 
     // The audit log names the principal of every call, and why the guest was refused.
-    let audit = std::fs::read_to_string(home.path().join("logs/audit.jsonl")).unwrap();
-    let lines: Vec<Value> = audit
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    // The audit log is written beside the calls (it never blocks one): wait for the lines.
+    let mut lines: Vec<Value> = Vec::new();
+    for _ in 0..100 {
+        lines = std::fs::read_to_string(home.path().join("logs/audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let refused = lines
+            .iter()
+            .any(|l| l["tool"] == "fx_add" && l["outcome"] == "refused");
+        if refused {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let alice_add = lines
         .iter()
         .find(|l| l["tool"] == "fx_add" && l["outcome"] == "ok")
