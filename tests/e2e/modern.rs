@@ -388,7 +388,8 @@ async fn listen_streams_carry_the_list_changes_asked_for() {
     let body = c.body(
         42,
         "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": false, "resourceSubscriptions": ["test://static-text"]}}),
+        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": false,
+                                 "resourceSubscriptions": ["test://static-text"]}}),
     );
     let resp = c
         .http
@@ -408,7 +409,30 @@ async fn listen_streams_carry_the_list_changes_asked_for() {
     assert_eq!(
         ack,
         json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-               "params": {"notifications": {"toolsListChanged": true},
+               "params": {"notifications": {"toolsListChanged": true,
+                                            "resourceSubscriptions": ["test://static-text"]},
+                          "_meta": {"io.modelcontextprotocol/subscriptionId": 42}}})
+    );
+    // The upstream reports a change of the resource (Sluice subscribed to it there).
+    let mut updated = None;
+    for i in 0..20 {
+        c.request(
+            100 + i,
+            "tools/call",
+            json!({"name": "fx_touch_resource", "arguments": {"uri": "test://static-text"}}),
+        )
+        .await;
+        if let Ok(Some((_, m))) =
+            tokio::time::timeout(Duration::from_millis(300), events.next()).await
+        {
+            updated = Some(m);
+            break;
+        }
+    }
+    assert_eq!(
+        updated.expect("notifications/resources/updated"),
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+               "params": {"uri": "test://static-text",
                           "_meta": {"io.modelcontextprotocol/subscriptionId": 42}}})
     );
     // A second upstream appears: the tools list changed.

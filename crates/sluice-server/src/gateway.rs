@@ -663,6 +663,7 @@ impl Gateway {
                 }
                 "notifications/resources/updated" => {
                     let uri = msg.param_str("uri").unwrap_or("").to_string();
+                    self.rounds.resource_updated(&uri);
                     let targets: Vec<_> = match &owner {
                         Some(s) => vec![s.clone()],
                         None => self.sessions.lock().values().cloned().collect(),

@@ -193,6 +193,8 @@ struct Listener {
     tools: bool,
     prompts: bool,
     resources: bool,
+    /// Resource URIs whose updates this stream asked for.
+    uris: std::collections::HashSet<String>,
     tx: mpsc::UnboundedSender<Message>,
 }
 
@@ -214,6 +216,18 @@ impl Rounds {
                     Some(json!({"_meta": {meta::SUBSCRIPTION_ID: l.id}})),
                 ));
             }
+        }
+    }
+
+    /// Send `notifications/resources/updated` for `uri` to the listen streams that asked for it.
+    pub fn resource_updated(&self, uri: &str) {
+        let mut listeners = self.listeners.lock();
+        listeners.retain(|l| !l.tx.is_closed());
+        for l in listeners.iter().filter(|l| l.uris.contains(uri)) {
+            let _ = l.tx.send(Message::notification(
+                "notifications/resources/updated",
+                Some(json!({"uri": uri, "_meta": {meta::SUBSCRIPTION_ID: l.id}})),
+            ));
         }
     }
 
@@ -989,6 +1003,27 @@ fn subscribe(
             honoured.insert(k.into(), json!(true));
         }
     }
+    // Resource updates: for the URIs an upstream serves, Sluice subscribes upstream (once per
+    // URI) and relays the updates; URIs nobody serves are left out of the acknowledgement.
+    let catalog = gw.catalog();
+    let mut uris = std::collections::HashSet::new();
+    for uri in filter
+        .get("resourceSubscriptions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if let Some(slot) = crate::router::resource_slot(&catalog, uri) {
+            slot.watch_resource(uri);
+            uris.insert(uri.to_string());
+        }
+    }
+    if !uris.is_empty() {
+        let mut list: Vec<&String> = uris.iter().collect();
+        list.sort();
+        honoured.insert("resourceSubscriptions".into(), json!(list));
+    }
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let ack = Message::notification(
         "notifications/subscriptions/acknowledged",
@@ -999,6 +1034,7 @@ fn subscribe(
         tools,
         prompts,
         resources,
+        uris,
         tx,
     });
     (ack, rx)

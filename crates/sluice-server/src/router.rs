@@ -193,7 +193,7 @@ pub async fn handle_request(
 }
 
 /// The slot serving a resource URI; with a single upstream offering resources, that one.
-fn resource_slot(catalog: &Catalog, uri: &str) -> Option<Arc<Slot>> {
+pub(crate) fn resource_slot(catalog: &Catalog, uri: &str) -> Option<Arc<Slot>> {
     if let Some(s) = catalog.resource(uri) {
         return Some(catalog.slots[s].clone());
     }

@@ -146,17 +146,30 @@ impl Slot {
         }
     }
 
-    /// Have a 2026-07-28 upstream tell about changes to `uri` (a listen stream on the control
-    /// connection, opened once per URI); its `notifications/resources/updated` reach the
-    /// sessions subscribed to it.
+    /// Have the upstream tell about changes to `uri` on the control connection, once per URI:
+    /// a listen stream for a 2026-07-28 upstream, `resources/subscribe` for a legacy one. Its
+    /// `notifications/resources/updated` then reach every session and listen stream subscribed
+    /// to the URI.
     pub fn watch_resource(&self, uri: &str) {
         let mut st = self.state.lock();
         if !st.watched.insert(uri.to_string()) {
             return;
         }
-        if let Some(c) = st.control.clone() {
-            drop(st);
+        let Some(c) = st.control.clone() else { return };
+        drop(st);
+        if c.is_modern() {
             c.listen_resource(uri);
+        } else {
+            let uri = uri.to_string();
+            tokio::spawn(async move {
+                let params = Some(serde_json::json!({"uri": uri}));
+                if let Err(e) = c
+                    .call("resources/subscribe", params, Duration::from_secs(30))
+                    .await
+                {
+                    tracing::warn!(upstream = %c.label(), "resources/subscribe {uri} failed: {e}");
+                }
+            });
         }
     }
 
@@ -423,9 +436,11 @@ pub async fn supervise(gw: Arc<Gateway>, slot: Arc<Slot>) {
                 }
                 // A 2026-07-28 upstream tells about list changes on a listen stream.
                 conn.listen();
-                let watched: Vec<String> = slot.state.lock().watched.iter().cloned().collect();
+                let watched: Vec<String> = std::mem::take(&mut slot.state.lock().watched)
+                    .into_iter()
+                    .collect();
                 for uri in watched {
-                    conn.listen_resource(&uri);
+                    slot.watch_resource(&uri);
                 }
                 gw.rebuild_catalog();
                 slot.attempted.notify_waiters();

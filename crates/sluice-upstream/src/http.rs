@@ -368,7 +368,14 @@ async fn post(
         return Err(UpstreamError::Protocol(format!("HTTP {status}")));
     }
     match Message::parse(&body) {
-        Ok(msg) => {
+        Ok(mut msg) => {
+            // An error answering this POST without the request's id (servers that reject a
+            // request before reading it, e.g. "no session" with `id: null`) still answers it.
+            if let (Kind::Error, Some(id)) = (msg.kind(), request_id) {
+                if msg.id().is_none_or(Value::is_null) {
+                    msg.set_id(serde_json::json!(id));
+                }
+            }
             inner.dispatch(msg, request_id);
             Ok(())
         }
