@@ -913,13 +913,11 @@ async fn resume(
         // Ask again for what is still missing (the spec's advice), under a fresh state.
         let first = {
             let (key, req) = &missing[0];
-            let mut m = Message::request(
+            Message::request(
                 json!(key),
                 req["method"].as_str().unwrap_or(""),
                 req.get("params").cloned(),
-            );
-            m.set_id(json!(key));
-            m
+            )
         };
         let (tx, rx2) = mpsc::unbounded_channel::<Out>();
         for (key, req) in missing.iter().skip(1) {
