@@ -59,6 +59,9 @@ enum Command {
         /// A label for the report.
         #[arg(long, default_value = "calls")]
         label: String,
+        /// Speak 2026-07-28: no `initialize`, `_meta` and `Mcp-Method` / `Mcp-Name` on every call.
+        #[arg(long)]
+        modern: bool,
     },
     /// List every tool (all pages) N times, one listing at a time.
     List {
@@ -154,6 +157,7 @@ fn execute(cli: &Cli) -> Result<bool> {
             payload_bytes,
             pids,
             label,
+            modern,
         } => {
             let opts = CallsOptions {
                 label: label.clone(),
@@ -166,6 +170,7 @@ fn execute(cli: &Cli) -> Result<bool> {
                 warmup: None,
                 payload_bytes: *payload_bytes,
                 watch: watches(pids)?,
+                modern: *modern,
             };
             let r = rt.block_on(run::calls(&opts))?;
             (serde_json::to_string(&r)?, r.human(), r.errors == 0)

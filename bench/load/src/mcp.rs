@@ -8,6 +8,9 @@ use serde_json::{json, Value};
 /// The protocol revision the load generator asks for.
 pub const PROTOCOL: &str = "2025-11-25";
 
+/// The 2026-07-28 revision (no handshake, `_meta` on every request).
+pub const MODERN: &str = "2026-07-28";
+
 /// What a session needs on every request after `initialize`.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -15,11 +18,32 @@ pub struct Session {
     pub id: Option<String>,
     /// The negotiated protocol version (sent as `MCP-Protocol-Version`).
     pub version: String,
+    /// A 2026-07-28 client: no session; each call carries `_meta` and `Mcp-Method` / `Mcp-Name`.
+    pub modern: bool,
 }
 
 impl Session {
+    /// A 2026-07-28 client's "session": nothing to open.
+    pub fn modern() -> Session {
+        Session {
+            id: None,
+            version: MODERN.into(),
+            modern: true,
+        }
+    }
+
     /// Send a JSON-RPC message (request or notification) on `conn`.
     pub async fn post(&self, conn: &mut Conn, body: &[u8]) -> Result<Response> {
+        self.post_with(conn, body, &[]).await
+    }
+
+    /// [`Session::post`] with extra headers.
+    async fn post_with(
+        &self,
+        conn: &mut Conn,
+        body: &[u8],
+        extra: &[(&str, &str)],
+    ) -> Result<Response> {
         let mut headers: Vec<(&str, &str)> = vec![
             ("Accept", "application/json, text/event-stream"),
             ("Content-Type", "application/json"),
@@ -28,7 +52,40 @@ impl Session {
         if let Some(id) = &self.id {
             headers.push(("Mcp-Session-Id", id));
         }
+        headers.extend_from_slice(extra);
         conn.request("POST", &headers, body).await
+    }
+
+    /// `tools/call echo` as this session's era sends it (see [`echo_call`]); returns the body
+    /// and the arguments to check the reply against.
+    pub fn echo_call(&self, id: u64, tool: &str, filler: &str) -> (Vec<u8>, Value) {
+        let (body, args) = echo_call(id, tool, filler);
+        if !self.modern {
+            return (body, args);
+        }
+        let mut v: Value = serde_json::from_slice(&body).expect("our own JSON");
+        v["params"]["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "sluice-bench-load", "version": env!("CARGO_PKG_VERSION")},
+        });
+        (v.to_string().into_bytes(), args)
+    }
+
+    /// Send a `tools/call` of `tool` and return its reply (a modern session adds the mirrored
+    /// `Mcp-Method` / `Mcp-Name` headers).
+    pub async fn call(&self, conn: &mut Conn, id: u64, tool: &str, body: &[u8]) -> Result<Value> {
+        let resp = if self.modern {
+            self.post_with(
+                conn,
+                body,
+                &[("Mcp-Method", "tools/call"), ("Mcp-Name", tool)],
+            )
+            .await?
+        } else {
+            self.post(conn, body).await?
+        };
+        reply_of(&resp, id)
     }
 
     /// Send a request and return its reply (the JSON-RPC object carrying `id`).
@@ -73,6 +130,7 @@ pub async fn initialize(conn: &mut Conn, client: &str) -> Result<Session> {
     let session = Session {
         id: resp.session.clone(),
         version,
+        modern: false,
     };
     let note = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
     let r = session.post(conn, note).await?;

@@ -118,6 +118,8 @@ pub struct CallsOptions {
     pub payload_bytes: usize,
     /// Processes whose CPU and RSS to report.
     pub watch: Vec<Watch>,
+    /// Speak 2026-07-28 (no `initialize`; `_meta` and the mirrored headers on every call).
+    pub modern: bool,
 }
 
 /// The result of a `calls` measurement.
@@ -226,10 +228,10 @@ async fn phase(
                     break;
                 }
                 let id = ids.fetch_add(1, Ordering::Relaxed);
-                let (body, args) = mcp::echo_call(id, &tool, &filler);
+                let (body, args) = session.echo_call(id, &tool, &filler);
                 let t = Instant::now();
                 let outcome = session
-                    .request(&mut conn, id, &body)
+                    .call(&mut conn, id, &tool, &body)
                     .await
                     .and_then(|reply| mcp::check_echo(&reply, &args));
                 let us = t.elapsed().as_micros() as u64;
@@ -277,11 +279,13 @@ pub async fn calls(opts: &CallsOptions) -> Result<CallsReport> {
     let target = Target::parse(&opts.url)?;
     let c = opts.concurrency.max(1);
     let mut conns: Vec<Conn> = (0..c).map(|_| Conn::new(target.clone())).collect();
-    let session = Arc::new(
+    let session = Arc::new(if opts.modern {
+        mcp::Session::modern()
+    } else {
         mcp::initialize(&mut conns[0], CLIENT)
             .await
-            .with_context(|| format!("initialize at {}", opts.url))?,
-    );
+            .with_context(|| format!("initialize at {}", opts.url))?
+    });
     let tool: Arc<str> = opts.tool.as_str().into();
     let filler: Arc<str> = "x".repeat(opts.payload_bytes).into();
     let ids = Arc::new(AtomicU64::new(1));

@@ -143,6 +143,9 @@ pub struct Config {
     pub launch: Result<Launch, String>,
     /// Is this a peer (not Sluice)?
     pub peer: bool,
+    /// Does the load generator speak 2026-07-28 to it (the direct runs stay in the handshake
+    /// era: the echo upstreams are legacy servers, so this row prices the bridge)?
+    pub modern_client: bool,
 }
 
 /// The configurations of one run: Sluice with no hooks over HTTP and over stdio, the hook
@@ -154,12 +157,21 @@ pub fn configs(peers: bool) -> Vec<Config> {
             via: Via::Http,
             launch: Ok(Launch::Sluice(Via::Http)),
             peer: false,
+            modern_client: false,
         },
         Config {
             name: "sluice, stdio upstream".into(),
             via: Via::Stdio,
             launch: Ok(Launch::Sluice(Via::Stdio)),
             peer: false,
+            modern_client: false,
+        },
+        Config {
+            name: "sluice, 2026-07-28 client".into(),
+            via: Via::Http,
+            launch: Ok(Launch::Sluice(Via::Http)),
+            peer: false,
+            modern_client: true,
         },
     ];
     for (name, files) in HOOKS {
@@ -170,6 +182,7 @@ pub fn configs(peers: bool) -> Vec<Config> {
                 .map(Launch::SluiceTree)
                 .ok_or_else(|| HOOKS_MISSING.to_string()),
             peer: false,
+            modern_client: false,
         });
     }
     if peers {
@@ -179,6 +192,7 @@ pub fn configs(peers: bool) -> Vec<Config> {
                 via: *via,
                 launch: Ok(Launch::Peer(*peer)),
                 peer: true,
+                modern_client: false,
             });
         }
     }

@@ -758,6 +758,7 @@ fn row(u: Upstream, c: &Config, cc: usize, note: Option<String>) -> CallRow {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn calls_once(
     ctx: &Ctx,
     rt: &Runtime,
@@ -765,6 +766,7 @@ fn calls_once(
     url: &str,
     c: usize,
     watch: Vec<Watch>,
+    modern: bool,
 ) -> Result<CallsReport> {
     let opts = CallsOptions {
         label: label.into(),
@@ -777,6 +779,7 @@ fn calls_once(
         warmup: Some(Duration::from_secs_f64(ctx.warmup_secs)),
         payload_bytes: 0,
         watch,
+        modern,
     };
     let r = rt.block_on(load::calls(&opts))?;
     eprintln!("  {}", r.human());
@@ -879,6 +882,7 @@ fn call_matrix(
                         label: "upstream".into(),
                         pid: direct.pid,
                     }],
+                    false,
                 );
                 let mut watch = vec![Watch {
                     label: "gateway".into(),
@@ -901,7 +905,7 @@ fn call_matrix(
                     }
                     Via::Stdio => {}
                 }
-                let g = calls_once(ctx, rt, &c.name, &p.url, cc, watch);
+                let g = calls_once(ctx, rt, &c.name, &p.url, cc, watch, c.modern_client);
                 match (d, g) {
                     (Ok(d), Ok(g)) => {
                         let bad = [&d, &g].iter().find(|r| r.errors > 0).map(|r| {
