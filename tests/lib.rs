@@ -256,6 +256,21 @@ pub mod mcp {
             }
         }
 
+        /// A client (not initialised) whose requests carry `Authorization: Bearer <token>`.
+        pub fn with_bearer(url: &str, token: &str) -> Client {
+            let mut c = Client::new(url);
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(
+                "authorization",
+                format!("Bearer {token}").parse().expect("a header value"),
+            );
+            c.http = reqwest::Client::builder()
+                .default_headers(h)
+                .build()
+                .expect("an HTTP client");
+            c
+        }
+
         /// Initialise with the given capabilities; returns the initialize result.
         pub async fn initialize(&mut self, capabilities: Value) -> Value {
             let resp = self

@@ -131,17 +131,6 @@ fn sha256_hex(token: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-fn bearer(url: &str, token: &str) -> Client {
-    let mut c = Client::new(url);
-    let mut h = reqwest::header::HeaderMap::new();
-    h.insert("authorization", format!("Bearer {token}").parse().unwrap());
-    c.http = reqwest::Client::builder()
-        .default_headers(h)
-        .build()
-        .unwrap();
-    c
-}
-
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
 /// POST initialize with these extra headers: (status, WWW-Authenticate, body).
@@ -308,7 +297,7 @@ async fn every_bad_token_gets_its_status_and_challenge() {
         mint(Algorithm::ES256, good.clone()),
         "static-secret".to_string(),
     ] {
-        let mut c = bearer(&url, &token);
+        let mut c = Client::with_bearer(&url, &token);
         let init = c.initialize(json!({})).await;
         assert_eq!(init["serverInfo"]["name"], "sluice");
         assert_eq!(
@@ -328,7 +317,7 @@ async fn access_rules_filter_lists_refuse_calls_and_the_principal_is_seen() {
 
     // alice holds `math`: fx_add is listed and callable.
     let alice_token = mint(Algorithm::RS256, claims(&url, "alice", "mcp math"));
-    let mut alice = bearer(&url, &alice_token);
+    let mut alice = Client::with_bearer(&url, &alice_token);
     alice.initialize(json!({})).await;
     let names = alice.tool_names().await;
     assert!(names.contains(&"fx_add".to_string()), "{names:?}");
@@ -349,7 +338,7 @@ async fn access_rules_filter_lists_refuse_calls_and_the_principal_is_seen() {
     // guest (team guests, no math): fx_add, fx_crash and fx_slow are neither listed nor callable.
     let mut guest_claims = claims(&url, "guest", "mcp");
     guest_claims["team"] = json!("guests");
-    let mut guest = bearer(&url, &mint(Algorithm::ES256, guest_claims));
+    let mut guest = Client::with_bearer(&url, &mint(Algorithm::ES256, guest_claims));
     guest.initialize(json!({})).await;
     let names = guest.tool_names().await;
     for hidden in ["fx_add", "fx_crash", "fx_slow"] {
@@ -366,7 +355,7 @@ async fn access_rules_filter_lists_refuse_calls_and_the_principal_is_seen() {
         "exactly what an unknown tool gets"
     );
     // Prompts: ci-bot may see none; alice sees the fixture's.
-    let mut bot = bearer(&url, "static-secret");
+    let mut bot = Client::with_bearer(&url, "static-secret");
     bot.initialize(json!({})).await;
     assert_eq!(
         bot.request("prompts/list", json!({})).await["result"]["prompts"],
@@ -388,7 +377,7 @@ async fn access_rules_filter_lists_refuse_calls_and_the_principal_is_seen() {
     );
 
     // A session belongs to its principal: bob cannot use alice's session id.
-    let mut bob = bearer(&url, &mint(Algorithm::RS256, claims(&url, "bob", "mcp")));
+    let mut bob = Client::with_bearer(&url, &mint(Algorithm::RS256, claims(&url, "bob", "mcp")));
     bob.session = alice.session.clone();
     let hijack = bob
         .post(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
@@ -468,7 +457,7 @@ async fn a_client_token_goes_only_to_upstreams_that_ask_for_it() {
             .to_string(),
     );
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
-    let mut c = bearer(&url, "static-secret");
+    let mut c = Client::with_bearer(&url, "static-secret");
     c.initialize(json!({})).await;
     for _ in 0..100 {
         let names = c.tool_names().await;

@@ -218,18 +218,6 @@ fn check_names_the_field_of_bad_rate_limit_options() {
     }
 }
 
-/// A client whose requests carry `Authorization: Bearer <token>`.
-fn bearer(url: &str, token: &str) -> Client {
-    let mut c = Client::new(url);
-    let mut h = reqwest::header::HeaderMap::new();
-    h.insert("authorization", format!("Bearer {token}").parse().unwrap());
-    c.http = reqwest::Client::builder()
-        .default_headers(h)
-        .build()
-        .unwrap();
-    c
-}
-
 #[tokio::test]
 async fn each_principal_has_its_own_bucket() {
     let home = home_with(
@@ -254,9 +242,9 @@ async fn each_principal_has_its_own_bucket() {
         .to_string(),
     );
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
-    let mut alice = bearer(&url, "alice-secret");
+    let mut alice = Client::with_bearer(&url, "alice-secret");
     alice.initialize(json!({})).await;
-    let mut bob = bearer(&url, "bob-secret");
+    let mut bob = Client::with_bearer(&url, "bob-secret");
     bob.initialize(json!({})).await;
     assert_ok(&echo(&alice, 1).await, 1);
     assert_ok(&echo(&alice, 2).await, 2);
