@@ -724,13 +724,7 @@ impl Gateway {
             let _ = conn.send(&Message::error(up_id, &err));
             return;
         };
-        let needed = match method.as_str() {
-            "sampling/createMessage" => Some("sampling"),
-            "elicitation/create" => Some("elicitation"),
-            "roots/list" => Some("roots"),
-            _ => None,
-        };
-        if let Some(cap) = needed {
+        if let Some(cap) = client_capability_for(&method) {
             if !session.has_capability(cap) {
                 let err = RpcError::new(
                     sluice_core::codes::METHOD_NOT_FOUND,
@@ -782,15 +776,10 @@ impl Gateway {
         params: Option<Value>,
         upstream: &str,
     ) -> Result<Value, RpcError> {
-        let cap = match method {
-            "sampling/createMessage" => "sampling",
-            "elicitation/create" => "elicitation",
-            "roots/list" => "roots",
-            other => {
-                return Err(RpcError::internal(format!(
-                "Upstream '{upstream}' asked for input with {other}, which clients do not answer"
-            )))
-            }
+        let Some(cap) = client_capability_for(method) else {
+            return Err(RpcError::internal(format!(
+                "Upstream '{upstream}' asked for input with {method}, which clients do not answer"
+            )));
         };
         if !session.has_capability(cap) {
             return Err(RpcError::new(
@@ -977,6 +966,16 @@ fn add_local_upstream(config: &mut Config) {
         local.transparent = config.settings.list_register_tools;
         local.description = "First-party tools (tools/tools.register.json)".into();
         config.expose.upstreams.push(local);
+    }
+}
+
+/// The client capability a server-to-client request needs (sampling, elicitation, roots).
+fn client_capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
     }
 }
 
