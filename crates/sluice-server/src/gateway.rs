@@ -4,8 +4,10 @@
 use crate::audit::Audit;
 use crate::catalog::{Catalog, ListKind};
 use crate::session::{id_key, Outbound, PendingServerRequest, Session};
+use crate::state::Snapshot;
 use crate::upstreams::{supervise, Slot, Status};
-use parking_lot::{Mutex, RwLock};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, Settings, Transport, UpstreamSpec};
@@ -53,24 +55,17 @@ pub struct CallRoute {
 
 /// The running gateway.
 pub struct Gateway {
-    /// The configuration (swapped by a reload).
-    config: RwLock<Arc<Config>>,
-    /// Server settings (swapped by a reload; `listen`, `admin`, `admin_token` and `telemetry`
-    /// keep their start-up values).
-    settings: RwLock<Arc<Settings>>,
-    /// One slot per configured upstream, in order (swapped by a reload).
-    slots: RwLock<Arc<Vec<Arc<Slot>>>>,
+    /// What is in force, swapped whole by a reload or a catalog rebuild.
+    snapshot: ArcSwap<Snapshot>,
+    /// Serialises the swaps (a rebuild loads, builds and stores under it).
+    swapping: Mutex<()>,
     /// Serialises reloads.
     reloading: tokio::sync::Mutex<()>,
-    catalog: RwLock<Arc<Catalog>>,
     catalog_version: AtomicU64,
     /// Client sessions by id.
     pub sessions: Mutex<HashMap<String, Arc<Session>>>,
     calls: Mutex<HashMap<(u64, u64), CallRoute>>,
-    chain: RwLock<Arc<Chain>>,
-    funnel_prefix: RwLock<Option<String>>,
     me: std::sync::Weak<Gateway>,
-    audit: RwLock<Arc<Audit>>,
     traffic: tokio::sync::broadcast::Sender<Arc<Value>>,
     shutting_down: AtomicBool,
     shutdown: Notify,
@@ -78,14 +73,20 @@ pub struct Gateway {
     pub reloads: ReloadStats,
     /// The trace exporter (None: tracing is off; `sluice.json` changes need a restart).
     telemetry: Option<Arc<crate::telemetry::Telemetry>>,
-    /// Authentication of the HTTP listener (None: off), rebuilt when `auth/` changes.
-    auth: RwLock<Option<Arc<Authenticator>>>,
-    /// The access rules.
-    policy: RwLock<Arc<Policy>>,
     /// The address the MCP listener is bound to (the default resource URI names it).
     bound: Mutex<Option<String>>,
     /// Modern-era state: calls waiting for a client's input, `subscriptions/listen` streams.
     pub(crate) rounds: crate::modern::Rounds,
+}
+
+/// The settings in force, read through the snapshot that holds them.
+pub struct SettingsRef(Arc<Snapshot>);
+
+impl std::ops::Deref for SettingsRef {
+    type Target = Settings;
+    fn deref(&self) -> &Settings {
+        self.0.settings()
+    }
 }
 
 /// How live reloads went.
@@ -99,15 +100,22 @@ pub struct ReloadStats {
     pub last_error: Mutex<Option<String>>,
 }
 
+/// Which face made an edit live (for the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// The file watcher (an edit on disk, by hand or by the CLI).
+    Watcher,
+    /// The admin API.
+    Admin,
+    /// The MCP management tools.
+    Management,
+}
+
 impl Gateway {
     /// Build the gateway from a configuration (nothing is started yet).
     pub fn new(mut config: Config) -> Arc<Gateway> {
         add_local_upstream(&mut config);
-        let funnel_prefix = funnel_prefix_of(&config);
-        let chain = build_chain(&config);
-        let audit = build_audit(&config);
         let telemetry = crate::telemetry::Telemetry::start(&config.settings.telemetry);
-        let auth = config.auth.clone();
         let listen = config.settings.listen.clone();
         let slots: Vec<Arc<Slot>> = config
             .expose
@@ -115,51 +123,62 @@ impl Gateway {
             .iter()
             .map(|s| Arc::new(Slot::new(s.clone())))
             .collect();
+        let snapshot = Snapshot {
+            funnel_prefix: funnel_prefix_of(&config),
+            chain: Arc::new(build_chain(&config)),
+            audit: Arc::new(build_audit(&config)),
+            auth: Authenticator::new(&config.auth, &listen),
+            policy: Arc::new(Policy::new(&config.auth.rules)),
+            slots: slots.into(),
+            catalog: Arc::new(Catalog::default()),
+            config: Arc::new(config),
+        };
         Arc::new_cyclic(|me| Gateway {
             me: me.clone(),
-            settings: RwLock::new(Arc::new(config.settings.clone())),
-            config: RwLock::new(Arc::new(config)),
-            slots: RwLock::new(Arc::new(slots)),
+            snapshot: ArcSwap::from_pointee(snapshot),
+            swapping: Mutex::new(()),
             reloading: tokio::sync::Mutex::new(()),
-            catalog: RwLock::new(Arc::new(Catalog::default())),
             catalog_version: AtomicU64::new(0),
             sessions: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
-            chain: RwLock::new(Arc::new(chain)),
-            funnel_prefix: RwLock::new(funnel_prefix),
-            audit: RwLock::new(Arc::new(audit)),
             traffic: tokio::sync::broadcast::channel(4096).0,
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
             reloads: ReloadStats::default(),
             telemetry,
-            auth: RwLock::new(Authenticator::new(&auth, &listen)),
-            policy: RwLock::new(Arc::new(Policy::new(&auth.rules))),
             bound: Mutex::new(None),
             rounds: crate::modern::Rounds::default(),
         })
     }
 
+    /// What is in force now: load it once per request and pass it down.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
     /// The server settings in force.
-    pub fn settings(&self) -> Arc<Settings> {
-        self.settings.read().clone()
+    pub fn settings(&self) -> SettingsRef {
+        SettingsRef(self.snapshot())
     }
 
     /// The authentication layer of the HTTP listener, when authentication is on.
     pub fn authenticator(&self) -> Option<Arc<Authenticator>> {
-        self.auth.read().clone()
+        self.snapshot.load().auth.clone()
     }
 
     /// The access rules.
     pub fn policy(&self) -> Arc<Policy> {
-        self.policy.read().clone()
+        self.snapshot.load().policy.clone()
     }
 
     /// The MCP listener is bound to `addr` (the default resource URI, `http://<addr>/mcp`,
     /// names the real port when the configuration said port 0).
     pub fn set_bound_address(&self, addr: &str) {
         *self.bound.lock() = Some(addr.to_string());
-        *self.auth.write() = Authenticator::new(&self.config().auth, addr);
+        let _swap = self.swapping.lock();
+        let now = self.snapshot();
+        let auth = Authenticator::new(&now.config.auth, addr);
+        self.snapshot.store(Arc::new(now.with_auth(auth)));
     }
 
     /// Can the running listener take this configuration? One bound to a non-loopback address
@@ -221,23 +240,23 @@ impl Gateway {
     }
 
     /// The slots now.
-    pub fn slots(&self) -> Arc<Vec<Arc<Slot>>> {
-        self.slots.read().clone()
+    pub fn slots(&self) -> Arc<[Arc<Slot>]> {
+        self.snapshot.load().slots.clone()
     }
 
     /// The configuration now.
     pub fn config(&self) -> Arc<Config> {
-        self.config.read().clone()
+        self.snapshot.load().config.clone()
     }
 
     /// The audit log now.
     pub fn audit(&self) -> Arc<Audit> {
-        self.audit.read().clone()
+        self.snapshot.load().audit.clone()
     }
 
     /// Is anyone recording exchanges (the audit log, or a live traffic subscriber)?
     pub fn observed(&self) -> bool {
-        self.audit.read().enabled() || self.traffic.receiver_count() > 0
+        self.snapshot.load().audit.enabled() || self.traffic.receiver_count() > 0
     }
 
     /// Subscribe to the live traffic: one event per recorded exchange (the audit line's shape).
@@ -279,18 +298,36 @@ impl Gateway {
 
     /// The hook chain.
     pub fn chain(&self) -> Arc<Chain> {
-        self.chain.read().clone()
+        self.snapshot.load().chain.clone()
     }
 
     /// The current catalog.
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog.read().clone()
+        self.snapshot.load().catalog.clone()
     }
 
     /// Rebuild the catalog from the slots' lists and tell every session what changed.
     pub fn rebuild_catalog(&self) -> Vec<&'static str> {
-        let slots = self.slots();
-        let config = self.config();
+        let (old, new) = {
+            let _swap = self.swapping.lock();
+            let now = self.snapshot();
+            let catalog = self.build_catalog(&now.config, &now.slots, now.funnel_prefix.as_deref());
+            let next = Arc::new(now.with_catalog(catalog));
+            self.snapshot.store(next.clone());
+            (now.catalog.clone(), next.catalog.clone())
+        };
+        let changed = changed_lists(&old, &new);
+        self.announce(&changed);
+        changed
+    }
+
+    /// A catalog over `slots`' current lists (and the drift check of curated tools).
+    fn build_catalog(
+        &self,
+        config: &Config,
+        slots: &Arc<[Arc<Slot>]>,
+        funnel_prefix: Option<&str>,
+    ) -> Catalog {
         let states: Vec<_> = slots.iter().map(|s| s.state.lock().lists.clone()).collect();
         let pairs: Vec<_> = slots
             .iter()
@@ -298,42 +335,22 @@ impl Gateway {
             .map(|(s, l)| (&s.spec, l.as_ref()))
             .collect();
         let version = self.catalog_version.fetch_add(1, Ordering::Relaxed) + 1;
-        let settings = self.settings();
-        let funnel_prefix = self.funnel_prefix.read().clone();
-        let (catalog, warnings) = Catalog::build(
+        let settings = &config.settings;
+        let (mut catalog, warnings) = Catalog::build(
             version,
             &pairs,
             &config.expose.expose,
-            funnel_prefix.as_deref(),
+            funnel_prefix,
             settings
                 .management_tools
                 .then_some(settings.funnel_prefix.as_str()),
         );
-        let mut catalog = catalog;
         catalog.slots = slots.to_vec();
-        self.check_drift(&config, &slots, &states);
+        self.check_drift(config, slots, &states);
         for w in warnings {
             tracing::warn!("{w}");
         }
-        let old = std::mem::replace(&mut *self.catalog.write(), Arc::new(catalog));
-        let new = self.catalog();
-        let mut changed = Vec::new();
-        for (kind, method) in [
-            (ListKind::Tools, "notifications/tools/list_changed"),
-            (ListKind::Prompts, "notifications/prompts/list_changed"),
-            (ListKind::Resources, "notifications/resources/list_changed"),
-        ] {
-            let a = old.page(kind, None, usize::MAX).ok();
-            let b = new.page(kind, None, usize::MAX).ok();
-            let templates_changed = kind == ListKind::Resources
-                && old.page(ListKind::Templates, None, usize::MAX).ok()
-                    != new.page(ListKind::Templates, None, usize::MAX).ok();
-            if a != b || templates_changed {
-                changed.push(method);
-            }
-        }
-        self.announce(&changed);
-        changed
+        catalog
     }
 
     /// Tell every session that these lists changed (`notifications/…/list_changed`).
@@ -534,7 +551,7 @@ impl Gateway {
     /// invisible); otherwise Sluice describes itself.
     pub fn initialize_result(&self, version: &str) -> Value {
         let slots = self.slots();
-        if let [slot] = slots.as_slice() {
+        if let [slot] = &*slots {
             if slot.spec.transparent {
                 if let Some(init) = slot.state.lock().init.clone() {
                     let mut r = init;
@@ -1024,17 +1041,39 @@ pub struct ReloadReport {
     pub settings: bool,
 }
 
+/// Which lists differ between two catalogs, as the notifications that say so.
+fn changed_lists(old: &Catalog, new: &Catalog) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    for (kind, method) in [
+        (ListKind::Tools, "notifications/tools/list_changed"),
+        (ListKind::Prompts, "notifications/prompts/list_changed"),
+        (ListKind::Resources, "notifications/resources/list_changed"),
+    ] {
+        let a = old.page(kind, None, usize::MAX).ok();
+        let b = new.page(kind, None, usize::MAX).ok();
+        let templates_changed = kind == ListKind::Resources
+            && old.page(ListKind::Templates, None, usize::MAX).ok()
+                != new.page(ListKind::Templates, None, usize::MAX).ok();
+        if a != b || templates_changed {
+            changed.push(method);
+        }
+    }
+    changed
+}
+
 impl Gateway {
-    /// Apply a new configuration: rebuild only what changed. An upstream whose spec is the same
-    /// keeps its slot (its process and its sessions' connections); a changed one is replaced; a
-    /// removed one is stopped. Calls in flight finish on what they started with.
+    /// Apply a new configuration: rebuild only what changed, and swap it in whole. An upstream
+    /// whose spec is the same keeps its slot (its process and its sessions' connections); a
+    /// changed one is replaced; a removed one is stopped. Calls in flight finish on the
+    /// snapshot they started with.
     pub async fn reload(self: &Arc<Gateway>, mut new: Config) -> ReloadReport {
         let _guard = self.reloading.lock().await;
         add_local_upstream(&mut new);
-        let old = self.config();
+        let now = self.snapshot();
+        let old = now.config.clone();
         let mut report = ReloadReport::default();
         if new.settings != old.settings {
-            let running = self.settings();
+            let running = &old.settings;
             let mut restart_only = Vec::new();
             if new.settings.listen != running.listen {
                 restart_only.push("listen");
@@ -1059,15 +1098,12 @@ impl Gateway {
             new.settings.admin = running.admin.clone();
             new.settings.admin_token = running.admin_token.clone();
             new.settings.telemetry = running.telemetry.clone();
-            *self.settings.write() = Arc::new(new.settings.clone());
-            *self.funnel_prefix.write() = funnel_prefix_of(&new);
-            report.settings = true;
+            report.settings = new.settings != old.settings;
         }
-        let old_slots = self.slots();
         let mut next: Vec<Arc<Slot>> = Vec::new();
         let mut fresh: Vec<Arc<Slot>> = Vec::new();
         for spec in &new.expose.upstreams {
-            match old_slots.iter().find(|s| s.spec == *spec) {
+            match now.slots.iter().find(|s| s.spec == *spec) {
                 Some(s) => {
                     report.kept.push(spec.id.clone());
                     next.push(s.clone());
@@ -1080,29 +1116,58 @@ impl Gateway {
                 }
             }
         }
-        let gone: Vec<Arc<Slot>> = old_slots
+        let gone: Vec<Arc<Slot>> = now
+            .slots
             .iter()
             .filter(|s| !next.iter().any(|n| Arc::ptr_eq(n, s)))
             .cloned()
             .collect();
-        if new.hooks != old.hooks {
-            let chain = build_chain(&new);
-            let old_chain = std::mem::replace(&mut *self.chain.write(), Arc::new(chain));
+        let chain = if new.hooks != old.hooks {
             report.hooks = true;
+            Arc::new(build_chain(&new))
+        } else {
+            now.chain.clone()
+        };
+        let audit = if new.logs != old.logs {
+            report.audit = true;
+            Arc::new(build_audit(&new))
+        } else {
+            now.audit.clone()
+        };
+        let rules_changed = new.auth.rules != old.auth.rules;
+        let (auth, policy) = if new.auth != old.auth {
+            report.auth = true;
+            (
+                Authenticator::new(&new.auth, &self.listen_address()),
+                Arc::new(Policy::new(&new.auth.rules)),
+            )
+        } else {
+            (now.auth.clone(), now.policy.clone())
+        };
+        let slots: Arc<[Arc<Slot>]> = next.into();
+        let funnel_prefix = funnel_prefix_of(&new);
+        let config = Arc::new(new);
+        // One swap: every part of the new configuration comes into force together.
+        let old_catalog = {
+            let _swap = self.swapping.lock();
+            let catalog = self.build_catalog(&config, &slots, funnel_prefix.as_deref());
+            let before = self.snapshot();
+            self.snapshot.store(Arc::new(Snapshot {
+                config,
+                slots,
+                catalog: Arc::new(catalog),
+                chain,
+                policy,
+                auth,
+                audit,
+                funnel_prefix,
+            }));
+            before.catalog.clone()
+        };
+        if report.hooks {
+            let old_chain = now.chain.clone();
             tokio::spawn(async move { old_chain.shutdown().await });
         }
-        if new.logs != old.logs {
-            *self.audit.write() = Arc::new(build_audit(&new));
-            report.audit = true;
-        }
-        let rules_changed = new.auth.rules != old.auth.rules;
-        if new.auth != old.auth {
-            *self.auth.write() = Authenticator::new(&new.auth, &self.listen_address());
-            *self.policy.write() = Arc::new(Policy::new(&new.auth.rules));
-            report.auth = true;
-        }
-        *self.config.write() = Arc::new(new);
-        *self.slots.write() = Arc::new(next);
         for s in &gone {
             report.stopped.push(s.spec.id.clone());
             s.stop();
@@ -1117,24 +1182,61 @@ impl Gateway {
                 }
             }
         }
-        self.rebuild_catalog();
-        self.start_slots(&fresh).await;
-        // Started slots rebuild the catalog when they come up; this covers none starting.
-        self.rebuild_catalog();
+        let mut changed = changed_lists(&old_catalog, &self.catalog());
         if rules_changed {
             // What each caller may see changed: every list may look different to someone.
-            self.announce(&[
+            changed = vec![
                 "notifications/tools/list_changed",
                 "notifications/prompts/list_changed",
                 "notifications/resources/list_changed",
-            ]);
+            ];
         }
+        self.announce(&changed);
+        self.start_slots(&fresh).await;
+        // Started slots rebuild the catalog when they come up; this covers none starting.
+        self.rebuild_catalog();
         tracing::info!(kept = ?report.kept, started = ?report.started, stopped = ?report.stopped, hooks = report.hooks, audit = report.audit, auth = report.auth, "configuration reloaded");
         report
     }
 
-    /// Watch the tree's files and reload on change (polling every `every`). An invalid edit
-    /// keeps the running configuration and logs every error.
+    /// THE way an edit of the tree becomes live, for every face (the file watcher, which also
+    /// carries the CLI's edits; the admin API; the MCP management tools): load and validate
+    /// the tree, check that the running listener can take it ([`Gateway::acceptable`]), apply
+    /// it by diff, and count the result in the reload statistics. An edit that fails any step
+    /// changes nothing that is running; its errors are logged and returned.
+    pub async fn apply_tree(
+        self: &Arc<Gateway>,
+        face: Face,
+    ) -> Result<ReloadReport, sluice_config::ConfigErrors> {
+        let home = self.config().home.clone();
+        let env = |n: &str| std::env::var(n).ok();
+        let loaded = Config::load(&home, &env).and_then(|(config, warnings)| {
+            self.acceptable(&config)?;
+            Ok((config, warnings))
+        });
+        match loaded {
+            Ok((config, warnings)) => {
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+                let report = self.reload(config).await;
+                self.reloads.ok.fetch_add(1, Ordering::Relaxed);
+                *self.reloads.last_error.lock() = None;
+                Ok(report)
+            }
+            Err(errors) => {
+                self.reloads.failed.fetch_add(1, Ordering::Relaxed);
+                *self.reloads.last_error.lock() = Some(errors.to_string());
+                tracing::error!(
+                    ?face,
+                    "the edited configuration cannot be applied; keeping the running one:\n{errors}"
+                );
+                Err(errors)
+            }
+        }
+    }
+
+    /// Watch the tree's files and apply them on change (polling every `every`).
     pub async fn watch(self: Arc<Gateway>, every: Duration) {
         let home = self.config().home.clone();
         let files = [
@@ -1167,28 +1269,7 @@ impl Gateway {
                 continue;
             }
             last = now;
-            let env = |n: &str| std::env::var(n).ok();
-            let loaded = Config::load(&home, &env).and_then(|(config, warnings)| {
-                self.acceptable(&config)?;
-                Ok((config, warnings))
-            });
-            match loaded {
-                Ok((config, warnings)) => {
-                    for w in warnings {
-                        tracing::warn!("{w}");
-                    }
-                    self.reload(config).await;
-                    self.reloads.ok.fetch_add(1, Ordering::Relaxed);
-                    *self.reloads.last_error.lock() = None;
-                }
-                Err(errors) => {
-                    self.reloads.failed.fetch_add(1, Ordering::Relaxed);
-                    *self.reloads.last_error.lock() = Some(errors.to_string());
-                    tracing::error!(
-                        "the edited configuration is invalid; keeping the running one:\n{errors}"
-                    );
-                }
-            }
+            let _ = self.apply_tree(Face::Watcher).await;
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod modern;
 pub mod pipeline;
 pub mod router;
 pub mod session;
+pub mod state;
 pub mod stdio;
 pub mod stream;
 pub mod telemetry;

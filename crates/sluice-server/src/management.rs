@@ -3,10 +3,9 @@
 //! (`sluice_config::manage`). A good change is applied at once, so the answer means "live"; a
 //! refused one is an `isError` result naming file and field.
 
-use crate::gateway::Gateway;
+use crate::gateway::{Face, Gateway};
 use serde_json::{json, Map, Value};
 use sluice_config::manage::{self, ManageError};
-use sluice_config::Config;
 use sluice_core::RpcError;
 use std::sync::Arc;
 
@@ -143,14 +142,16 @@ pub async fn call(gw: &Arc<Gateway>, op: &str, args: &Value) -> Result<Value, Rp
         }
     };
     match result {
-        Ok(v) => {
-            // Apply now, so the answer means the change is live.
-            let env = |n: &str| std::env::var(n).ok();
-            if let Ok((config, _)) = Config::load(&home, &env) {
-                gw.reload(config).await;
-            }
-            Ok(text(v, false))
-        }
+        // Apply now, so the answer means the change is live.
+        Ok(v) => match gw.apply_tree(Face::Management).await {
+            Ok(_) => Ok(text(v, false)),
+            Err(errors) => Ok(text(
+                json!(format!(
+                    "the change was written, but the tree cannot be applied; the running configuration is kept:\n{errors}"
+                )),
+                true,
+            )),
+        },
         Err(e) => Ok(text(json!(e.to_string()), true)),
     }
 }

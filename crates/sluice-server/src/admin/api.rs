@@ -2,6 +2,7 @@
 //! the audit log) and the management operations, each through `sluice_config::manage`.
 
 use super::Admin;
+use crate::gateway::Face;
 use crate::upstreams::Status;
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
@@ -11,7 +12,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 use sluice_config::manage::{self, ManageError};
-use sluice_config::{Config, HookKindSpec, Transport};
+use sluice_config::{HookKindSpec, Transport};
 use sluice_core::Message;
 use sluice_hooks::{Chain, Ctx, RequestOutcome, Trace};
 use std::sync::Arc;
@@ -93,28 +94,39 @@ fn home(admin: &Admin) -> Result<std::path::PathBuf, Fail> {
 /// within half a second) so the answer means "live".
 async fn done(admin: &Admin, r: Result<Value, ManageError>) -> Response {
     match r {
-        Ok(v) => {
-            let home = admin.gw.config().home.clone();
-            let env = |n: &str| std::env::var(n).ok();
-            match Config::load(&home, &env) {
-                Ok((config, _)) => {
-                    admin.gw.reload(config).await;
-                }
-                Err(e) => tracing::warn!("applying a management change: {e}"),
-            }
-            Json(json!({"ok": true, "result": v})).into_response()
-        }
+        Ok(v) => match admin.gw.apply_tree(Face::Admin).await {
+            Ok(_) => Json(json!({"ok": true, "result": v})).into_response(),
+            // Written, but the tree as it now stands on disk cannot be applied (for example an
+            // earlier edit turned authentication off on an exposed listener): nothing of it is
+            // live, and the running configuration is kept.
+            Err(errors) => (
+                StatusCode::CONFLICT,
+                Json(json!({
+                    "error": "the change was written, but the tree cannot be applied; the running configuration is kept",
+                    "errors": errors_json(&errors),
+                })),
+            )
+                .into_response(),
+        },
         Err(ManageError::Invalid(errors)) => (
             StatusCode::UNPROCESSABLE_ENTITY,
             Json(json!({
                 "error": "the change was not written; the tree would be invalid",
-                "errors": errors.0.iter().map(|e| json!({"file": e.file, "field": e.field, "message": e.message, "text": e.to_string()})).collect::<Vec<_>>(),
+                "errors": errors_json(&errors),
             })),
         )
             .into_response(),
         Err(ManageError::Bad(m)) => err(StatusCode::BAD_REQUEST, m),
         Err(ManageError::Io(e)) => err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
+}
+
+fn errors_json(errors: &sluice_config::ConfigErrors) -> Vec<Value> {
+    errors
+        .0
+        .iter()
+        .map(|e| json!({"file": e.file, "field": e.field, "message": e.message, "text": e.to_string()}))
+        .collect()
 }
 
 macro_rules! tri {
