@@ -1,9 +1,8 @@
-//! The access rules applied to a session: which list items it sees, and which tools, prompts
+//! The access rules applied to a caller: which list items it sees, and which tools, prompts
 //! and resources it may use. A target the caller may not use is answered exactly like one that
 //! does not exist, so an agent never learns what it cannot call; the audit line says why.
 
 use crate::catalog::ListKind;
-use crate::session::Session;
 use serde_json::{json, Value};
 use sluice_auth::{Item, Policy};
 use sluice_core::{codes, Message, Principal, RpcError};
@@ -56,12 +55,15 @@ pub struct Refused {
 }
 
 /// `Err` when the session may not use what `msg` targets.
-pub fn check(policy: &Policy, session: &Session, msg: &Message) -> Result<(), Box<Refused>> {
+pub fn check(
+    policy: &Policy,
+    principal: Option<&Principal>,
+    msg: &Message,
+) -> Result<(), Box<Refused>> {
     let Some((item, name)) = target(msg) else {
         return Ok(());
     };
-    let principal = session.principal();
-    if policy.allows(item, &name, principal.as_deref()) {
+    if policy.allows(item, &name, principal) {
         return Ok(());
     }
     let who = principal

@@ -1,4 +1,4 @@
-//! The audit log (`logs/log.config.json`, seed 003): one JSON line per tool call and per
+//! The audit log (`logs/log.config.json`, toolfunnel's format): one JSON line per tool call and per
 //! refusal, written by a background task so it never blocks a call. An unwritable path is
 //! reported in the log, never fatal.
 
@@ -8,6 +8,7 @@ use sluice_hooks::Trace;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
 use tokio::sync::mpsc;
 
 /// The audit log handle (cheap to share; off = every call is a no-op).
@@ -102,23 +103,32 @@ impl Audit {
     }
 }
 
+/// One exchange, as it is recorded (the audit line and the live traffic view).
+pub struct Exchange<'a> {
+    /// The method.
+    pub method: &'a str,
+    /// The client-facing tool name (tools/call).
+    pub tool: Option<&'a str>,
+    /// The upstream it went to.
+    pub upstream: Option<&'a str>,
+    /// When it started.
+    pub started: Instant,
+    /// `ok`, `error`, `refused` or `cancelled`.
+    pub outcome: &'a str,
+    /// The error or refusal reason.
+    pub error: Option<String>,
+    /// What the hooks decided.
+    pub trace: &'a Trace,
+}
+
 /// One exchange as an event: the audit line, and what the live traffic view shows.
-#[allow(clippy::too_many_arguments)]
-pub fn event(
-    session: &Session,
-    method: &str,
-    tool: Option<&str>,
-    upstream: Option<&str>,
-    started: Instant,
-    outcome: &str,
-    error: Option<String>,
-    trace: &Trace,
-) -> Value {
+pub fn event(session: &Session, x: &Exchange<'_>) -> Value {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
-    let hooks: Vec<Value> = trace
+    let hooks: Vec<Value> = x
+        .trace
         .records
         .iter()
         .map(|r| {
@@ -130,14 +140,14 @@ pub fn event(
         "session": session.id,
         "client": session.client_info.get("name").cloned().unwrap_or(Value::Null),
         "principal": session.principal().map(|p| json!(p.id)).unwrap_or(Value::Null),
-        "method": method,
-        "tool": tool,
-        "upstream": upstream,
-        "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
-        "outcome": outcome,
-        "error": error,
-        "explain_reason": trace.explain_reason,
-        "controls": trace.controls,
+        "method": x.method,
+        "tool": x.tool,
+        "upstream": x.upstream,
+        "duration_ms": x.started.elapsed().as_secs_f64() * 1000.0,
+        "outcome": x.outcome,
+        "error": x.error,
+        "explain_reason": x.trace.explain_reason,
+        "controls": x.trace.controls,
         "hooks": hooks,
     })
 }

@@ -2,28 +2,42 @@
 //! upstream under the names clients see, where each name routes back to, and the gateway's own
 //! pagination over the merged lists.
 
+use crate::gateway_tools::GatewayTool;
 use serde_json::{json, Value};
 use sluice_config::{ExposeEntry, UpstreamSpec};
 use sluice_core::RpcError;
+use sluice_upstream::{Slot, UpstreamLists};
 use std::collections::HashMap;
+use std::sync::Arc;
 
-/// What one upstream currently offers (fetched by its control connection).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct UpstreamLists {
-    /// `tools/list`, every page.
-    pub tools: Vec<Value>,
-    /// `prompts/list`, every page.
-    pub prompts: Vec<Value>,
-    /// `resources/list`, every page.
-    pub resources: Vec<Value>,
-    /// `resources/templates/list`, every page.
-    pub templates: Vec<Value>,
+/// Where a client-facing name goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Route {
+    /// To an upstream.
+    Upstream {
+        /// Index of the upstream's slot in the snapshot.
+        slot: usize,
+        /// The name the upstream knows it by.
+        name: String,
+    },
+    /// The gateway answers it itself.
+    Gateway(GatewayTool),
 }
 
-/// Where a client-facing name goes: which upstream slot, and the name there.
+impl Route {
+    /// The slot index of an upstream route.
+    pub fn slot(&self) -> Option<usize> {
+        match self {
+            Route::Upstream { slot, .. } => Some(*slot),
+            Route::Gateway(_) => None,
+        }
+    }
+}
+
+/// An upstream route of a prompt.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Route {
-    /// Index of the upstream in the configuration.
+pub struct PromptRoute {
+    /// Index of the upstream's slot in the snapshot.
     pub slot: usize,
     /// The name the upstream knows it by.
     pub name: String,
@@ -62,7 +76,7 @@ pub struct Catalog {
     tools: Vec<Value>,
     tool_routes: HashMap<String, Route>,
     prompts: Vec<Value>,
-    prompt_routes: HashMap<String, Route>,
+    prompt_routes: HashMap<String, PromptRoute>,
     resources: Vec<Value>,
     resource_routes: HashMap<String, usize>,
     templates: Vec<Value>,
@@ -72,14 +86,10 @@ pub struct Catalog {
     down_names: HashMap<String, usize>,
     down_prefixes: Vec<(String, usize)>,
     down_transparent: Option<usize>,
-    /// The funnel's meta-tool prefix, when the funnel is on.
-    funnel_prefix: Option<String>,
-    /// The management tools' prefix, when they are listed.
-    management_prefix: Option<String>,
     funnel_routes: HashMap<String, Route>,
     funnel_tools: Vec<FunnelTool>,
     /// The slots the routes index into (the same snapshot the catalog was built from).
-    pub slots: Vec<std::sync::Arc<crate::upstreams::Slot>>,
+    pub slots: Arc<[Arc<Slot>]>,
 }
 
 /// A tool reachable through the funnel.
@@ -148,27 +158,23 @@ fn template_matches(lits: &[String], uri: &str) -> bool {
 }
 
 impl Catalog {
-    /// Merge the lists of every connected upstream (`None` = down) in configuration order.
-    /// Returns the catalog and warnings (name collisions).
+    /// Merge the lists of every connected upstream (`None` = down) in configuration order,
+    /// after the tools the gateway answers itself. With `funnel` on, every upstream tool is
+    /// also reachable through the funnel. Returns the catalog and warnings (name collisions).
     pub fn build(
         version: u64,
         upstreams: &[(&UpstreamSpec, Option<&UpstreamLists>)],
         expose: &[ExposeEntry],
-        funnel: Option<&str>,
-        management: Option<&str>,
+        gateway_tools: Vec<(Value, GatewayTool)>,
+        funnel: bool,
     ) -> (Catalog, Vec<String>) {
         let mut c = Catalog {
             version,
             ..Catalog::default()
         };
         let mut warnings = Vec::new();
-        if let Some(prefix) = management {
-            c.management_prefix = Some(prefix.to_string());
-            c.add_gateway_tools(crate::management::tools(prefix));
-        }
-        if let Some(prefix) = funnel {
-            c.funnel_prefix = Some(prefix.to_string());
-            c.add_gateway_tools(crate::funnel::meta_tools(prefix));
+        c.add_gateway_tools(gateway_tools);
+        if funnel {
             // Every tool of every connected upstream is reachable through the funnel.
             for (slot, (spec, lists)) in upstreams.iter().enumerate() {
                 let Some(lists) = lists else { continue };
@@ -198,7 +204,7 @@ impl Catalog {
                     }
                     c.funnel_routes.insert(
                         name.clone(),
-                        Route {
+                        Route::Upstream {
                             slot,
                             name: tname.to_string(),
                         },
@@ -255,7 +261,7 @@ impl Catalog {
                     }
                     c.tool_routes.insert(
                         name.clone(),
-                        Route {
+                        Route::Upstream {
                             slot,
                             name: tname.to_string(),
                         },
@@ -278,7 +284,7 @@ impl Catalog {
                 }
                 c.prompt_routes.insert(
                     name.clone(),
-                    Route {
+                    PromptRoute {
                         slot,
                         name: pname.to_string(),
                     },
@@ -307,36 +313,20 @@ impl Catalog {
         (c, warnings)
     }
 
-    /// List tools the gateway answers itself (routed to slot `usize::MAX`).
-    fn add_gateway_tools(&mut self, tools: Vec<Value>) {
-        for t in tools {
+    /// List tools the gateway answers itself.
+    fn add_gateway_tools(&mut self, tools: Vec<(Value, GatewayTool)>) {
+        for (t, what) in tools {
             let name = t["name"].as_str().unwrap_or("").to_string();
-            self.tool_routes.insert(
-                name,
-                Route {
-                    slot: usize::MAX,
-                    name: String::new(),
-                },
-            );
+            self.tool_routes.insert(name, Route::Gateway(what));
             self.tools.push(t);
         }
     }
 
-    /// Where a client-facing tool name goes (a meta-tool routes to slot `usize::MAX`).
+    /// Where a client-facing tool name goes.
     pub fn tool(&self, name: &str) -> Option<&Route> {
         self.tool_routes
             .get(name)
             .or_else(|| self.funnel_routes.get(name))
-    }
-
-    /// The management tools' prefix, when they are listed.
-    pub fn management_prefix(&self) -> Option<&str> {
-        self.management_prefix.as_deref()
-    }
-
-    /// The funnel's prefix, when the funnel is on.
-    pub fn funnel_prefix(&self) -> Option<&str> {
-        self.funnel_prefix.as_deref()
     }
 
     /// Every tool reachable through the funnel.
@@ -357,7 +347,7 @@ impl Catalog {
     }
 
     /// Where a client-facing prompt name goes.
-    pub fn prompt(&self, name: &str) -> Option<&Route> {
+    pub fn prompt(&self, name: &str) -> Option<&PromptRoute> {
         self.prompt_routes.get(name)
     }
 
@@ -476,7 +466,13 @@ mod tests {
         }];
         let la = lists(&["echo", "add"]);
         let lb = lists(&["ping", "other"]);
-        let (c, w) = Catalog::build(1, &[(&a, Some(&la)), (&b, Some(&lb))], &expose, None, None);
+        let (c, w) = Catalog::build(
+            1,
+            &[(&a, Some(&la)), (&b, Some(&lb))],
+            &expose,
+            Vec::new(),
+            false,
+        );
         assert!(w.is_empty());
         let names: Vec<_> = c
             .tools()
@@ -486,7 +482,7 @@ mod tests {
         assert_eq!(names, ["a_echo", "a_add", "my_ping"]);
         assert_eq!(
             c.tool("my_ping"),
-            Some(&Route {
+            Some(&Route::Upstream {
                 slot: 1,
                 name: "ping".into()
             })
@@ -499,7 +495,7 @@ mod tests {
         let mut a = UpstreamSpec::stdio("a", "x", vec![]);
         a.transparent = true;
         let la = lists(&["t0", "t1", "t2"]);
-        let (c, _) = Catalog::build(7, &[(&a, Some(&la))], &[], None, None);
+        let (c, _) = Catalog::build(7, &[(&a, Some(&la))], &[], Vec::new(), false);
         let p1 = c.page(ListKind::Tools, None, 2).unwrap();
         assert_eq!(p1["tools"].as_array().unwrap().len(), 2);
         let cur = p1["nextCursor"].as_str().unwrap();

@@ -3,12 +3,15 @@
 //! related messages; the GET stream; `Last-Event-ID` resumption; and the exact HTTP errors for
 //! bad input (400, 403, 404, 405, 406, 413, 415).
 
-use crate::gateway::{Gateway, Out};
-use crate::pipeline;
+use crate::channel::Out;
+use crate::control;
+use crate::modern::Rounds;
+use crate::proxy;
 use crate::session::{Outbound, Session};
+use crate::state::State;
 use crate::stream::StreamBuf;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::State as AxState;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
@@ -25,8 +28,16 @@ pub(crate) const SESSION: &str = "mcp-session-id";
 pub(crate) const PROTOCOL: &str = "mcp-protocol-version";
 pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
 
+/// What the HTTP face serves from: the gateway's state and the modern era's rounds.
+pub struct Face {
+    /// The gateway's state.
+    pub st: Arc<State>,
+    /// Calls of 2026-07-28 clients waiting for their input.
+    pub rounds: Arc<Rounds>,
+}
+
 /// The axum router serving MCP at `/mcp`.
-pub fn router(gw: Arc<Gateway>) -> Router {
+pub fn router(face: Arc<Face>) -> Router {
     Router::new()
         .route("/mcp", any(mcp))
         .route("/mcp/", any(mcp))
@@ -38,16 +49,16 @@ pub fn router(gw: Arc<Gateway>) -> Router {
             "/.well-known/oauth-protected-resource/{*path}",
             axum::routing::get(resource_metadata),
         )
-        .with_state(gw)
+        .with_state(face)
 }
 
 /// Serve until `shutdown` resolves.
 pub async fn serve(
-    gw: Arc<Gateway>,
+    face: Arc<Face>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(gw))
+    axum::serve(listener, router(face))
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -70,11 +81,12 @@ pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a s
 }
 
 /// Is this `Origin` allowed? Absent (non-browser clients), loopback, or configured.
-fn origin_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
+fn origin_allowed(st: &State, headers: &HeaderMap) -> bool {
     let Some(origin) = header_str(headers, "origin") else {
         return true;
     };
-    if gw
+    if st
+        .snapshot()
         .settings()
         .allowed_origins
         .iter()
@@ -117,19 +129,21 @@ fn accepts(headers: &HeaderMap, what: &str) -> bool {
 }
 
 async fn mcp(
-    State(gw): State<Arc<Gateway>>,
+    AxState(face): AxState<Arc<Face>>,
     method: Method,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if !origin_allowed(&gw, &headers) {
+    let gw = &face.st;
+    if !origin_allowed(gw, &headers) {
         return json_error(
             StatusCode::FORBIDDEN,
             RpcError::invalid_request("Origin not allowed"),
             None,
         );
     }
-    let principal = match gw.authenticator() {
+    let auth = gw.snapshot().auth.clone();
+    let principal = match auth {
         None => None,
         Some(auth) => {
             let credentials = (
@@ -144,8 +158,8 @@ async fn mcp(
     };
     match method {
         Method::POST => {
-            let parent = crate::telemetry::http_parent(&gw, &headers);
-            crate::telemetry::with_http_parent(parent, post(gw, headers, body, principal)).await
+            let parent = crate::telemetry::http_parent(gw.rt.telemetry.as_deref(), &headers);
+            crate::telemetry::with_http_parent(parent, post(&face, headers, body, principal)).await
         }
         Method::GET => get(gw, headers, principal).await,
         Method::DELETE => delete(gw, headers, principal).await,
@@ -188,8 +202,8 @@ fn denied(auth: &Authenticator, denial: &Denial) -> Response {
 }
 
 /// RFC 9728 protected-resource metadata (404 when authentication is off).
-async fn resource_metadata(State(gw): State<Arc<Gateway>>) -> Response {
-    match gw.authenticator() {
+async fn resource_metadata(AxState(face): AxState<Arc<Face>>) -> Response {
+    match face.st.snapshot().auth.clone() {
         Some(auth) => (
             StatusCode::OK,
             [(
@@ -224,7 +238,7 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
 /// started by another principal (indistinguishable from unknown, so ids cannot be probed).
 #[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
 fn find_session(
-    gw: &Gateway,
+    gw: &State,
     headers: &HeaderMap,
     principal: Option<Arc<Principal>>,
 ) -> Result<Arc<Session>, Response> {
@@ -236,7 +250,9 @@ fn find_session(
         ));
     };
     let session = gw
-        .session(id)
+        .rt
+        .sessions
+        .get(id)
         .filter(|s| match (&principal, s.principal()) {
             (None, _) => true,
             (Some(p), Some(owner)) => p.id == owner.id && p.kind == owner.kind,
@@ -263,11 +279,12 @@ fn find_session(
 }
 
 async fn post(
-    gw: Arc<Gateway>,
+    face: &Face,
     headers: HeaderMap,
     body: Body,
     principal: Option<Arc<Principal>>,
 ) -> Response {
+    let gw = &face.st;
     if !(accepts(&headers, "application/json") && accepts(&headers, "text/event-stream")) {
         return json_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -285,7 +302,7 @@ async fn post(
             None,
         );
     }
-    let limit = gw.settings().max_body_bytes as usize;
+    let limit = gw.snapshot().settings().max_body_bytes as usize;
     let bytes: Bytes = match axum::body::to_bytes(body, limit).await {
         Ok(b) => b,
         Err(_) => {
@@ -301,7 +318,8 @@ async fn post(
         Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };
     if crate::modern::detect(&headers, &msg) {
-        return crate::modern::post(gw, &headers, msg, principal).await;
+        return crate::modern::post(gw.clone(), face.rounds.clone(), &headers, msg, principal)
+            .await;
     }
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
         return initialize(gw, &headers, msg, principal).await;
@@ -309,21 +327,21 @@ async fn post(
     if let Err(r) = check_version(&headers) {
         return r;
     }
-    let session = match find_session(&gw, &headers, principal) {
+    let session = match find_session(gw, &headers, principal) {
         Ok(s) => s,
         Err(r) => return r,
     };
     match msg.kind() {
         Kind::Notification | Kind::Response | Kind::Error => {
-            pipeline::client_message(&gw, &session, msg).await;
+            proxy::client_message(gw, &session, msg).await;
             StatusCode::ACCEPTED.into_response()
         }
-        Kind::Request => request(gw, session, msg).await,
+        Kind::Request => request(gw.clone(), session, msg).await,
     }
 }
 
 async fn initialize(
-    gw: Arc<Gateway>,
+    gw: &Arc<State>,
     headers: &HeaderMap,
     msg: Message,
     principal: Option<Arc<Principal>>,
@@ -339,7 +357,7 @@ async fn initialize(
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let version = version::negotiate(requested);
     let id = uuid::Uuid::new_v4().simple().to_string();
-    let buf = StreamBuf::new(0, gw.settings().replay_events as usize);
+    let buf = StreamBuf::new(0, gw.snapshot().settings().replay_events as usize);
     let session = Arc::new(Session::new(
         id.clone(),
         version.to_string(),
@@ -354,14 +372,13 @@ async fn initialize(
         .and_then(|c| c.get("name"))
         .and_then(Value::as_str)
         .unwrap_or("?");
-    let reply =
-        match pipeline::initialize(&gw, &session, msg, || gw.initialize_result(version)).await {
-            Ok(reply) => reply,
-            // Refused by a hook: no session.
-            Err(reply) => return json_reply(reply),
-        };
+    let reply = match proxy::initialize(gw, &session, msg, version).await {
+        Ok(reply) => reply,
+        // Refused by a hook: no session.
+        Err(reply) => return json_reply(reply),
+    };
     tracing::info!(session = %id, version, client, "session started");
-    gw.add_session(session);
+    gw.rt.sessions.add(session);
     let mut r = (
         StatusCode::OK,
         [(
@@ -381,7 +398,7 @@ async fn initialize(
 /// Related messages and the reply share one channel, so they reach the client in the order
 /// they happened. The work continues when the client disconnects (a disconnect is not a
 /// cancellation).
-async fn request(gw: Arc<Gateway>, session: Arc<Session>, msg: Message) -> Response {
+async fn request(gw: Arc<State>, session: Arc<Session>, msg: Message) -> Response {
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
     // Run the request here while the reply is plain JSON (no task per call); when something
     // related arrives first, the rest runs in its own task behind an SSE stream.
@@ -389,7 +406,7 @@ async fn request(gw: Arc<Gateway>, session: Arc<Session>, msg: Message) -> Respo
         let gw = gw.clone();
         let session = session.clone();
         async move {
-            let outcome = pipeline::client_request(&gw, &session, msg, &tx).await;
+            let outcome = proxy::client_request(&gw, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         }
     };
@@ -441,12 +458,12 @@ pub(crate) fn sse_headers(mut r: Response) -> Response {
 /// that paused its stream (SSE polling) pauses this one too: the client's stream ends with the
 /// upstream's retry hint, the buffer lives on, and the client resumes with `Last-Event-ID`.
 fn sse_response(
-    gw: &Gateway,
+    gw: &State,
     session: &Arc<Session>,
     first: Out,
     mut rx: mpsc::UnboundedReceiver<Out>,
 ) -> Response {
-    let buf = session.new_stream(gw.settings().replay_events as usize);
+    let buf = session.new_stream(gw.snapshot().settings().replay_events as usize);
     if let Out::Open(Some(ms)) | Out::Pause(Some(ms)) = first {
         buf.set_retry(ms);
     }
@@ -481,7 +498,7 @@ fn sse_response(
     sse_headers(body.into_response())
 }
 
-async fn get(gw: Arc<Gateway>, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
+async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
     if !accepts(&headers, "text/event-stream") {
         return json_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -492,7 +509,7 @@ async fn get(gw: Arc<Gateway>, headers: HeaderMap, principal: Option<Arc<Princip
     if let Err(r) = check_version(&headers) {
         return r;
     }
-    let session = match find_session(&gw, &headers, principal) {
+    let session = match find_session(gw, &headers, principal) {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -581,15 +598,11 @@ fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover:
     sse_headers(Body::from_stream(stream).into_response())
 }
 
-async fn delete(
-    gw: Arc<Gateway>,
-    headers: HeaderMap,
-    principal: Option<Arc<Principal>>,
-) -> Response {
-    let session = match find_session(&gw, &headers, principal) {
+async fn delete(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
+    let session = match find_session(gw, &headers, principal) {
         Ok(s) => s,
         Err(r) => return r,
     };
-    gw.end_session(&session.id).await;
+    control::end_session(gw, &session.id).await;
     StatusCode::OK.into_response()
 }

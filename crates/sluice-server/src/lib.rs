@@ -1,26 +1,111 @@
-//! Sluice's server: the downstream transports (Streamable HTTP and stdio), client sessions, the
-//! router, the merged catalog, and the upstream slots that keep each upstream connected.
+//! Sluice's server: the downstream transports (Streamable HTTP and stdio, both protocol eras),
+//! client sessions, the driver that runs every message through access, hooks and dispatch, the
+//! merged catalog, and the control of what is in force (build, reload, watch).
 //!
-//! The main type is [`Gateway`]: build it from a [`sluice_config::Config`] with [`Gateway::new`],
-//! [`Gateway::start`] its upstreams, then serve clients with [`http::serve`] or [`stdio::serve`].
-//! See `ARCHITECTURE.md` for how a message travels.
+//! The entry point is [`Server`]: build it from a [`sluice_config::Config`] with
+//! [`Server::new`], [`Server::start`] its upstreams, then serve clients with
+//! [`Server::serve_http`] or [`Server::serve_stdio`]. `ARCHITECTURE.md` maps every behaviour to
+//! its file.
 
 pub mod access;
 pub mod admin;
 pub mod audit;
+pub mod calls;
 pub mod catalog;
-pub mod funnel;
-pub mod gateway;
+pub mod channel;
+pub mod control;
+pub mod drift;
+pub mod features;
+pub mod gateway_tools;
 pub mod http;
-pub mod management;
+pub mod listeners;
 pub mod modern;
-pub mod pipeline;
-pub mod router;
+pub mod proxy;
 pub mod session;
 pub mod state;
 pub mod stdio;
 pub mod stream;
 pub mod telemetry;
-pub mod upstreams;
 
-pub use gateway::Gateway;
+use parking_lot::Mutex;
+use sluice_auth::Authenticator;
+use sluice_config::Config;
+use state::{Snapshot, State};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A running gateway: its state, the modern era's rounds, and the drivers that serve them.
+pub struct Server {
+    /// What is in force and what is happening.
+    pub state: Arc<State>,
+    rounds: Arc<modern::Rounds>,
+    inbound: Mutex<Option<control::Inbound>>,
+}
+
+impl Server {
+    /// Build the gateway from a configuration (nothing is started yet).
+    pub fn new(config: Config) -> Arc<Server> {
+        let (state, inbound) = control::build(config);
+        Arc::new(Server {
+            state,
+            rounds: Arc::new(modern::Rounds::default()),
+            inbound: Mutex::new(Some(inbound)),
+        })
+    }
+
+    /// Start the inbound driver and every enabled upstream (waiting, bounded, for each first
+    /// attempt).
+    pub async fn start(&self) {
+        if let Some(inbound) = self.inbound.lock().take() {
+            tokio::spawn(proxy::inbound::run(self.state.clone(), inbound));
+        }
+        control::start(&self.state).await;
+    }
+
+    /// What is in force now.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.state.snapshot()
+    }
+
+    /// The authentication layer of the HTTP listener, when authentication is on.
+    pub fn authenticator(&self) -> Option<Arc<Authenticator>> {
+        self.state.snapshot().auth.clone()
+    }
+
+    /// The MCP listener is bound to `addr`.
+    pub fn set_bound_address(&self, addr: &str) {
+        control::set_bound_address(&self.state, addr);
+    }
+
+    /// Watch the tree's files and apply edits (polling every `every`).
+    pub async fn watch(self: Arc<Server>, every: Duration) {
+        control::watch(self.state.clone(), every).await;
+    }
+
+    /// Serve MCP over HTTP on `listener` until `shutdown` resolves.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let face = Arc::new(http::Face {
+            st: self.state.clone(),
+            rounds: self.rounds.clone(),
+        });
+        http::serve(face, listener, shutdown).await
+    }
+
+    /// Serve one client on `input`/`output` until the input ends (then shut down).
+    pub async fn serve_stdio<R, W>(&self, input: R, output: W)
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        stdio::serve(self.state.clone(), self.rounds.clone(), input, output).await;
+    }
+
+    /// Shut down: supervisors stop, sessions end, connections close.
+    pub async fn shutdown(&self) {
+        control::shutdown(&self.state).await;
+    }
+}

@@ -7,10 +7,12 @@
 //! `requestState` the retry brings back (multi round-trip requests), serves
 //! `subscriptions/listen`, and treats a closed response stream as cancellation.
 
-use crate::gateway::{Gateway, Out};
+use crate::channel::Out;
 use crate::http::{header_str, is_reply, json_error, json_reply, sse_headers, KEEPALIVE, PROTOCOL};
-use crate::pipeline;
+use crate::listeners::Listener;
+use crate::proxy;
 use crate::session::{Outbound, Session};
+use crate::state::State;
 use crate::stream::StreamBuf;
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -139,7 +141,6 @@ fn meta_str<'a>(msg: &'a Message, key: &str) -> Option<&'a str> {
 pub struct Rounds {
     key: hmac::Key,
     parked: Mutex<HashMap<String, Parked>>,
-    listeners: Mutex<Vec<Listener>>,
 }
 
 impl Default for Rounds {
@@ -148,7 +149,6 @@ impl Default for Rounds {
         Rounds {
             key: hmac::Key::generate(hmac::HMAC_SHA256, &rng).expect("the system RNG works"),
             parked: Mutex::new(HashMap::new()),
-            listeners: Mutex::new(Vec::new()),
         }
     }
 }
@@ -166,7 +166,7 @@ struct Parked {
 /// Cancels the call (the upstream hears `notifications/cancelled`) when dropped armed: the
 /// client closed the response stream, or a parked call expired.
 struct CancelGuard {
-    gw: Arc<Gateway>,
+    st: Arc<State>,
     session: Arc<Session>,
     id: Value,
     work: tokio::task::AbortHandle,
@@ -177,7 +177,8 @@ impl Drop for CancelGuard {
     fn drop(&mut self) {
         if self.armed {
             tracing::debug!(session = %self.session.id, "modern request cancelled: its response stream closed");
-            self.gw.cancel_client_request(
+            crate::proxy::forward::cancel(
+                &self.st,
                 &self.session,
                 &self.id,
                 Some(&json!("the client closed the response stream")),
@@ -187,50 +188,7 @@ impl Drop for CancelGuard {
     }
 }
 
-/// One `subscriptions/listen` stream.
-struct Listener {
-    id: Value,
-    tools: bool,
-    prompts: bool,
-    resources: bool,
-    /// Resource URIs whose updates this stream asked for.
-    uris: std::collections::HashSet<String>,
-    tx: mpsc::UnboundedSender<Message>,
-}
-
 impl Rounds {
-    /// Send a list_changed notification to the listen streams that asked for it.
-    pub fn announce(&self, method: &str) {
-        let mut listeners = self.listeners.lock();
-        listeners.retain(|l| !l.tx.is_closed());
-        for l in listeners.iter() {
-            let wanted = match method {
-                "notifications/tools/list_changed" => l.tools,
-                "notifications/prompts/list_changed" => l.prompts,
-                "notifications/resources/list_changed" => l.resources,
-                _ => false,
-            };
-            if wanted {
-                let _ = l.tx.send(Message::notification(
-                    method,
-                    Some(json!({"_meta": {meta::SUBSCRIPTION_ID: l.id}})),
-                ));
-            }
-        }
-    }
-
-    /// Send `notifications/resources/updated` for `uri` to the listen streams that asked for it.
-    pub fn resource_updated(&self, uri: &str) {
-        let mut listeners = self.listeners.lock();
-        listeners.retain(|l| !l.tx.is_closed());
-        for l in listeners.iter().filter(|l| l.uris.contains(uri)) {
-            let _ = l.tx.send(Message::notification(
-                "notifications/resources/updated",
-                Some(json!({"uri": uri, "_meta": {meta::SUBSCRIPTION_ID: l.id}})),
-            ));
-        }
-    }
-
     fn sign(&self, payload: &Value) -> String {
         let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let body = b64.encode(payload.to_string());
@@ -337,7 +295,7 @@ fn decode_header_value(v: &str) -> Option<String> {
 /// `Mcp-Param-{x}` a tool's `x-mcp-header` parameters call for equal to its argument.
 #[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
 fn check_headers(
-    gw: &Gateway,
+    st: &State,
     headers: &HeaderMap,
     msg: &Message,
     requested: &str,
@@ -400,7 +358,7 @@ fn check_headers(
         }
     }
     if method == "tools/call" {
-        let catalog = gw.catalog();
+        let catalog = st.snapshot().catalog.clone();
         let name = msg.param_str("name").unwrap_or("");
         if let Some(schema) = catalog
             .tool_definition(name)
@@ -412,7 +370,7 @@ fn check_headers(
                 .cloned()
                 .unwrap_or(Value::Null);
             let mut wanted = Vec::new();
-            header_params(schema, &args, &mut wanted);
+            crate::proxy::forward::header_params(schema, &args, &mut wanted);
             for (header, value) in wanted {
                 let hname = format!("mcp-param-{}", header.to_ascii_lowercase());
                 let got = match headers.get(&hname).map(|v| v.to_str()) {
@@ -451,28 +409,10 @@ fn check_headers(
     Ok(())
 }
 
-/// The `(x-mcp-header name, argument value)` pairs of a tool schema whose arguments carry a
-/// non-null value, following `properties` chains only (the spec's static reachability).
-pub(crate) fn header_params(schema: &Value, args: &Value, out: &mut Vec<(String, Value)>) {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    for (key, prop) in props {
-        let value = args.get(key);
-        if let Some(h) = prop.get("x-mcp-header").and_then(Value::as_str) {
-            if let Some(v) = value.filter(|v| !v.is_null()) {
-                out.push((h.to_string(), v.clone()));
-            }
-        }
-        if let Some(v) = value {
-            header_params(prop, v, out);
-        }
-    }
-}
-
 /// Serve one modern request (the caller detected the era and authenticated the caller).
 pub async fn post(
-    gw: Arc<Gateway>,
+    st: Arc<State>,
+    rounds: Arc<Rounds>,
     headers: &HeaderMap,
     msg: Message,
     principal: Option<Arc<Principal>>,
@@ -495,7 +435,7 @@ pub async fn post(
         Ok(v) => v,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e, Some(&id)),
     };
-    if let Err(r) = check_headers(&gw, headers, &msg, &requested) {
+    if let Err(r) = check_headers(&st, headers, &msg, &requested) {
         return r;
     }
     if !version::is_modern(&requested) {
@@ -517,14 +457,14 @@ pub async fn post(
         );
     }
     if method == "server/discover" {
-        return json_reply(decorate(&gw, &method, discover(&gw, id)));
+        return json_reply(decorate(&st, &method, discover(&st, id)));
     }
-    let session = ephemeral_session(&gw, Some(headers), &msg, &requested, principal);
+    let session = ephemeral_session(&st, Some(headers), &msg, &requested, principal);
     if method == "subscriptions/listen" {
-        return listen(&gw, id, &msg);
+        return listen(&st, id, &msg);
     }
     let (out, out_rx) = mpsc::unbounded_channel::<Message>();
-    tokio::spawn(start(gw, session, msg, out));
+    tokio::spawn(start(st, rounds, session, msg, out));
     respond(out_rx).await
 }
 
@@ -554,7 +494,8 @@ async fn respond(mut out_rx: mpsc::UnboundedReceiver<Message>) -> Response {
 /// Run a modern request (a first attempt, or a retry bringing `requestState`) and emit its
 /// notifications and its final message on `out`.
 async fn start(
-    gw: Arc<Gateway>,
+    st: Arc<State>,
+    rounds: Arc<Rounds>,
     session: Arc<Session>,
     msg: Message,
     out: mpsc::UnboundedSender<Message>,
@@ -568,34 +509,34 @@ async fn start(
         .filter(|s| s.starts_with(STATE_PREFIX))
         .map(str::to_string)
     {
-        return resume(gw, session, msg, &state, out).await;
+        return resume(st, rounds, session, msg, &state, out).await;
     }
     let digest = digest(&method, msg.params().and_then(Value::as_object));
     let log = wanted_log_rank(&msg);
     let msg = strip_meta(msg);
     let (tx, rx) = mpsc::unbounded_channel::<Out>();
     let work = {
-        let gw = gw.clone();
+        let st = st.clone();
         let session = session.clone();
         tokio::spawn(async move {
-            let outcome = pipeline::client_request(&gw, &session, msg, &tx).await;
+            let outcome = proxy::client_request(&st, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         })
     };
     let guard = CancelGuard {
-        gw: gw.clone(),
+        st: st.clone(),
         session: session.clone(),
         id: id.clone(),
         work: work.abort_handle(),
         armed: true,
     };
-    round(gw, session, rx, guard, id, method, digest, log, out).await
+    round(st, rounds, session, rx, guard, id, method, digest, log, out).await
 }
 
 /// The session of one modern request: its version, capabilities and client info from `_meta`,
 /// its principal from the listener.
 fn ephemeral_session(
-    gw: &Gateway,
+    st: &State,
     headers: Option<&HeaderMap>,
     msg: &Message,
     requested: &str,
@@ -613,7 +554,7 @@ fn ephemeral_session(
             .unwrap_or(Value::Null),
         Outbound::Http(StreamBuf::new(
             0,
-            gw.settings().replay_events.min(16) as usize,
+            st.snapshot().settings().replay_events.min(16) as usize,
         )),
     ));
     session.set_principal(principal);
@@ -641,8 +582,8 @@ fn strip_meta(mut msg: Message) -> Message {
 }
 
 /// `server/discover`: the versions and capabilities of the gateway.
-fn discover(gw: &Gateway, id: Value) -> Message {
-    let init = gw.initialize_result(version::LATEST_LEGACY);
+fn discover(st: &State, id: Value) -> Message {
+    let init = crate::proxy::route::initialize_result(&st.snapshot(), version::LATEST_LEGACY);
     let mut capabilities = init.get("capabilities").cloned().unwrap_or(json!({}));
     if let Some(c) = capabilities.as_object_mut() {
         // Modern clients subscribe through subscriptions/listen; there is no logging/setLevel.
@@ -663,11 +604,12 @@ fn discover(gw: &Gateway, id: Value) -> Message {
 
 /// Mark a reply for a modern client: `resultType`, `ttlMs` / `cacheScope` on cacheable results,
 /// and the gateway's `serverInfo` in `_meta`.
-fn decorate(gw: &Gateway, method: &str, mut reply: Message) -> Message {
+fn decorate(st: &State, method: &str, mut reply: Message) -> Message {
     if reply.kind() != Kind::Response {
         return reply;
     }
-    let private = gw.authenticator().is_some() && !gw.policy().is_open();
+    let snap = st.snapshot();
+    let private = snap.auth.is_some() && !snap.policy.is_open();
     if let Some(result) = reply.result_mut().and_then(Value::as_object_mut) {
         result
             .entry("resultType")
@@ -698,7 +640,8 @@ fn decorate(gw: &Gateway, method: &str, mut reply: Message) -> Message {
 /// stream) the guard cancels the call.
 #[allow(clippy::too_many_arguments)]
 async fn round(
-    gw: Arc<Gateway>,
+    st: Arc<State>,
+    rounds: Arc<Rounds>,
     session: Arc<Session>,
     mut rx: mpsc::UnboundedReceiver<Out>,
     mut guard: CancelGuard,
@@ -726,11 +669,11 @@ async fn round(
             guard.armed = m.error_code() == Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY);
             let mut m = m;
             m.set_id(reply_id);
-            let _ = out.send(decorate(&gw, &method, m));
+            let _ = out.send(decorate(&st, &method, m));
             return;
         }
         if m.kind() == Kind::Request {
-            let reply = park(&gw, session, rx, guard, m, &reply_id, &method, digest);
+            let reply = park(&rounds, session, rx, guard, m, &reply_id, &method, digest);
             let _ = out.send(reply);
             return;
         }
@@ -777,7 +720,7 @@ fn event(m: &Message) -> axum::body::Bytes {
 /// that is already waiting (one round gathers what the upstream asked for at once).
 #[allow(clippy::too_many_arguments)]
 fn park(
-    gw: &Arc<Gateway>,
+    rounds: &Rounds,
     session: Arc<Session>,
     mut rx: mpsc::UnboundedReceiver<Out>,
     guard: CancelGuard,
@@ -807,7 +750,7 @@ fn park(
         .collect();
     let token = uuid::Uuid::new_v4().simple().to_string();
     let principal = session.principal().map(|p| p.id.clone());
-    let state = gw.rounds.sign(&json!({
+    let state = rounds.sign(&json!({
         "k": token,
         "p": principal,
         "d": digest,
@@ -815,7 +758,7 @@ fn park(
     }));
     let input_requests: Map<String, Value> = pending.iter().cloned().collect();
     {
-        let mut parked = gw.rounds.parked.lock();
+        let mut parked = rounds.parked.lock();
         let now = Instant::now();
         // Expired calls are cancelled (their guards drop armed); the table stays bounded.
         parked.retain(|_, p| p.expires > now);
@@ -854,7 +797,8 @@ fn park(
 /// A retry carrying `requestState`: verify it, hand the client's answers to the waiting
 /// upstream requests, and follow the call on.
 async fn resume(
-    gw: Arc<Gateway>,
+    st: Arc<State>,
+    rounds: Arc<Rounds>,
     session: Arc<Session>,
     msg: Message,
     state: &str,
@@ -868,7 +812,7 @@ async fn resume(
             &RpcError::invalid_params(format!("Invalid requestState: {why}")),
         ));
     };
-    let payload = match gw.rounds.verify(state) {
+    let payload = match rounds.verify(state) {
         Ok(p) => p,
         Err(why) => return invalid(why),
     };
@@ -884,7 +828,7 @@ async fn resume(
         return invalid("it was issued to another principal");
     }
     let key = payload["k"].as_str().unwrap_or("");
-    let Some(parked) = gw.rounds.parked.lock().remove(key) else {
+    let Some(parked) = rounds.parked.lock().remove(key) else {
         return invalid("the call it continues is gone (answered already, expired, or on another gateway instance)");
     };
     let responses = msg
@@ -903,9 +847,10 @@ async fn resume(
     let mut missing = Vec::new();
     for (key, request) in pending {
         match responses.get(&key) {
-            Some(answer) => {
-                gw.relay_client_reply(&call_session, Message::response(json!(key), answer.clone()))
-            }
+            Some(answer) => crate::proxy::inbound::relay_client_reply(
+                &call_session,
+                Message::response(json!(key), answer.clone()),
+            ),
             None => missing.push((key, request)),
         }
     }
@@ -931,7 +876,7 @@ async fn resume(
         // Re-park with the original receiver; the extra requests ride in front of it.
         let merged = merge(rx2, rx);
         let _ = out.send(park(
-            &gw,
+            &rounds,
             call_session,
             merged,
             guard,
@@ -943,7 +888,19 @@ async fn resume(
         return;
     }
     let log = wanted_log_rank(&msg);
-    round(gw, call_session, rx, guard, id, method, digest, log, out).await
+    round(
+        st,
+        rounds,
+        call_session,
+        rx,
+        guard,
+        id,
+        method,
+        digest,
+        log,
+        out,
+    )
+    .await
 }
 
 /// One receiver that yields everything of `a`, then everything of `b`.
@@ -967,19 +924,15 @@ fn merge(
 
 /// `subscriptions/listen` over HTTP: the acknowledgement, then the notifications asked for,
 /// on one SSE stream until the client closes it.
-fn listen(gw: &Gateway, id: Value, msg: &Message) -> Response {
-    let (ack, rx) = subscribe(gw, id, msg);
+fn listen(st: &State, id: Value, msg: &Message) -> Response {
+    let (ack, rx) = subscribe(st, id, msg);
     let body = Body::from_stream(sse_body(rx, Some(ack)));
     sse_headers(body.into_response())
 }
 
 /// Register a listen stream: its acknowledgement (the notification types Sluice honours of
 /// those asked for), and the receiver of its notifications.
-fn subscribe(
-    gw: &Gateway,
-    id: Value,
-    msg: &Message,
-) -> (Message, mpsc::UnboundedReceiver<Message>) {
+fn subscribe(st: &State, id: Value, msg: &Message) -> (Message, mpsc::UnboundedReceiver<Message>) {
     let filter = msg
         .params()
         .and_then(|p| p.get("notifications"))
@@ -1003,7 +956,7 @@ fn subscribe(
     }
     // Resource updates: for the URIs an upstream serves, Sluice subscribes upstream (once per
     // URI) and relays the updates; URIs nobody serves are left out of the acknowledgement.
-    let catalog = gw.catalog();
+    let catalog = st.snapshot().catalog.clone();
     let mut uris = std::collections::HashSet::new();
     for uri in filter
         .get("resourceSubscriptions")
@@ -1012,7 +965,7 @@ fn subscribe(
         .flatten()
         .filter_map(Value::as_str)
     {
-        if let Some(slot) = crate::router::resource_slot(&catalog, uri) {
+        if let Some(slot) = crate::proxy::route::resource_slot(&catalog, uri) {
             slot.watch_resource(uri);
             uris.insert(uri.to_string());
         }
@@ -1027,7 +980,7 @@ fn subscribe(
         "notifications/subscriptions/acknowledged",
         Some(json!({"notifications": honoured, "_meta": {meta::SUBSCRIPTION_ID: id}})),
     );
-    gw.rounds.listeners.lock().push(Listener {
+    st.rt.listeners.add(Listener {
         id,
         tools,
         prompts,
@@ -1061,7 +1014,13 @@ impl Stdio {
     }
 
     /// Serve one modern message; everything it produces goes to `out`.
-    pub fn handle(&self, gw: &Arc<Gateway>, msg: Message, out: &mpsc::UnboundedSender<Out>) {
+    pub fn handle(
+        &self,
+        st: &Arc<State>,
+        rounds: &Arc<Rounds>,
+        msg: Message,
+        out: &mpsc::UnboundedSender<Out>,
+    ) {
         let send = |m: Message| {
             let _ = out.send(Out::Msg(m));
         };
@@ -1097,19 +1056,19 @@ impl Stdio {
             return send(Message::error(id, &e));
         }
         if method == "server/discover" {
-            return send(decorate(gw, &method, discover(gw, id)));
+            return send(decorate(st, &method, discover(st, id)));
         }
         let key = crate::session::id_key(&id);
         let (msg_out, mut msg_rx) = mpsc::unbounded_channel::<Message>();
         if method == "subscriptions/listen" {
-            let (ack, rx) = subscribe(gw, id, &msg);
+            let (ack, rx) = subscribe(st, id, &msg);
             send(ack);
             msg_rx = rx;
             drop(msg_out);
         } else {
             let principal = Some(Arc::new(Principal::stdio()));
-            let session = ephemeral_session(gw, None, &msg, &requested, principal);
-            tokio::spawn(start(gw.clone(), session, msg, msg_out));
+            let session = ephemeral_session(st, None, &msg, &requested, principal);
+            tokio::spawn(start(st.clone(), rounds.clone(), session, msg, msg_out));
         }
         // Aborting the forwarder drops the receiver, which cancels the round's call.
         let out = out.clone();

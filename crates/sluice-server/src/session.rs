@@ -1,6 +1,9 @@
-//! A client session: what the client said at `initialize`, where messages to it go, its own
-//! upstream connections, its calls in flight, and the upstream requests waiting on its replies.
+//! A client session: what the client said at `initialize` (fixed for its life), where messages
+//! to it go, and what changes while it lives: its calls in flight, the upstream requests waiting
+//! on its replies, its log level and subscriptions, and its HTTP streams. (Its own upstream
+//! connections belong to the slots, keyed by the session id.)
 
+use crate::channel::Out;
 use crate::stream::StreamBuf;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -17,7 +20,7 @@ pub enum Outbound {
     /// Streamable HTTP: the GET stream's buffer (stream 0).
     Http(Arc<StreamBuf>),
     /// stdio: the stdout writer.
-    Stdio(mpsc::UnboundedSender<crate::gateway::Out>),
+    Stdio(mpsc::UnboundedSender<Out>),
 }
 
 /// An upstream request forwarded to the client, waiting for the client's reply.
@@ -50,9 +53,6 @@ pub struct Session {
     pub client_info: Value,
     /// Where unrelated messages go.
     pub outbound: Outbound,
-    /// This session's own upstream connections (HTTP upstreams; stdio with session isolation),
-    /// by upstream slot serial.
-    pub conns: tokio::sync::Mutex<HashMap<u64, Connection>>,
     /// Upstream requests sent to the client, by the id the client saw.
     pub server_requests: Mutex<HashMap<String, PendingServerRequest>>,
     /// Requests Sluice itself sent the client (bridging a 2026-07-28 upstream's input
@@ -102,7 +102,6 @@ impl Session {
             client_capabilities,
             client_info,
             outbound,
-            conns: tokio::sync::Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashMap::new()),
             asked: Mutex::new(HashMap::new()),
             log_level: Mutex::new(None),
@@ -125,7 +124,7 @@ impl Session {
         match &self.outbound {
             Outbound::Http(buf) => buf.push(&msg),
             Outbound::Stdio(tx) => {
-                let _ = tx.send(crate::gateway::Out::Msg(msg));
+                let _ = tx.send(Out::Msg(msg));
             }
         }
     }
@@ -151,6 +150,15 @@ impl Session {
         let Some(v) = value else { return };
         if self.authorization.read().as_deref() != Some(v) {
             *self.authorization.write() = Some(Arc::from(v));
+        }
+    }
+
+    /// Who this session is, for an upstream connection opened for it.
+    pub fn upstream_ref(&self) -> sluice_upstream::SessionRef<'_> {
+        sluice_upstream::SessionRef {
+            id: &self.id,
+            capabilities: &self.client_capabilities,
+            protocol_version: &self.protocol_version,
         }
     }
 

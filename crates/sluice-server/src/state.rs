@@ -1,14 +1,151 @@
-//! What is in force: the [`Snapshot`] built from one `Config` (settings, slots, catalog, hook
-//! chain, access rules, authenticator, audit log), immutable once built and swapped whole, so a
-//! request that loads it once sees one consistent configuration from start to end.
+//! The gateway's state, in two parts. What is in force: the [`Snapshot`] built from one `Config`
+//! (settings, slots, catalog, hook chain, access rules, authenticator, audit log), immutable
+//! once built and swapped whole, so a request that loads it once sees one consistent
+//! configuration from start to end. What is happening: the [`Runtime`] (sessions, the call
+//! table, listen streams, traffic, telemetry, reload statistics, shutdown), which no reload
+//! replaces.
 
-use crate::audit::Audit;
+use crate::audit::{Audit, Exchange};
+use crate::calls::CallTable;
 use crate::catalog::Catalog;
-use crate::upstreams::Slot;
+use crate::listeners::Listeners;
+use crate::session::Session;
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use serde_json::Value;
 use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, Settings};
 use sluice_hooks::Chain;
+use sluice_upstream::{Slot, SlotEnv, Timing};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The whole state: what is in force, and what is happening.
+pub struct State {
+    snapshot: ArcSwap<Snapshot>,
+    /// What is happening.
+    pub rt: Runtime,
+}
+
+impl State {
+    /// A state holding `snapshot`.
+    pub fn new(snapshot: Snapshot, rt: Runtime) -> State {
+        State {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            rt,
+        }
+    }
+
+    /// What is in force now: a request loads it once and passes it down.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Put a new snapshot in force (callers hold `rt.swapping`).
+    pub(crate) fn store(&self, snapshot: Snapshot) {
+        self.snapshot.store(Arc::new(snapshot));
+    }
+
+    /// Is anyone recording exchanges (the audit log, or a live traffic subscriber)?
+    pub fn observed(&self, snap: &Snapshot) -> bool {
+        snap.audit.enabled() || self.rt.traffic.receiver_count() > 0
+    }
+
+    /// Record one exchange: to the audit log and to live traffic subscribers.
+    pub fn record(&self, snap: &Snapshot, session: &Session, exchange: Exchange<'_>) {
+        let watchers = self.rt.traffic.receiver_count() > 0;
+        if !snap.audit.enabled() && !watchers {
+            return;
+        }
+        let event = crate::audit::event(session, &exchange);
+        snap.audit.write(&event);
+        if watchers {
+            let _ = self.rt.traffic.send(Arc::new(event));
+        }
+    }
+}
+
+/// What is happening: the live tables and channels of the running gateway.
+pub struct Runtime {
+    /// Client sessions by id.
+    pub sessions: Sessions,
+    /// Calls in flight upstream.
+    pub calls: CallTable,
+    /// `subscriptions/listen` streams of 2026-07-28 clients.
+    pub listeners: Listeners,
+    /// Live traffic: one event per recorded exchange (the audit line's shape).
+    pub traffic: broadcast::Sender<Arc<Value>>,
+    /// Lists that changed (the notifications to send), for the inbound driver to announce.
+    pub changes: mpsc::UnboundedSender<Vec<&'static str>>,
+    /// The trace exporter (None: tracing is off; `sluice.json` changes need a restart).
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
+    /// Cancelled when the gateway shuts down.
+    pub shutdown: CancellationToken,
+    /// Results of live reloads of the tree (for metrics and the admin page).
+    pub reloads: ReloadStats,
+    /// The address the MCP listener is bound to (the default resource URI names it).
+    pub bound: Mutex<Option<String>>,
+    /// What every slot is given (its event channel, timing, shutdown).
+    pub slot_env: SlotEnv,
+    /// The timing settings slots read (updated by a reload).
+    pub timing: watch::Sender<Timing>,
+    /// Serialises snapshot swaps (load, build, store).
+    pub(crate) swapping: Mutex<()>,
+    /// Serialises reloads.
+    pub(crate) reloading: tokio::sync::Mutex<()>,
+    /// Numbers catalogs (part of cursors).
+    pub(crate) catalog_version: AtomicU64,
+}
+
+/// The registry of live client sessions.
+#[derive(Default)]
+pub struct Sessions(Mutex<HashMap<String, Arc<Session>>>);
+
+impl Sessions {
+    /// Register a new session.
+    pub fn add(&self, session: Arc<Session>) {
+        self.0.lock().insert(session.id.clone(), session);
+    }
+
+    /// Find a live session.
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.0.lock().get(id).cloned()
+    }
+
+    /// Forget a session.
+    pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
+        self.0.lock().remove(id)
+    }
+
+    /// Every live session.
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.0.lock().values().cloned().collect()
+    }
+
+    /// How many sessions are live.
+    pub fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    /// Are there none?
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().is_empty()
+    }
+}
+
+/// How live reloads went.
+#[derive(Debug, Default)]
+pub struct ReloadStats {
+    /// Edits applied.
+    pub ok: AtomicU64,
+    /// Edits refused (the running configuration was kept).
+    pub failed: AtomicU64,
+    /// The errors of the last refused edit (cleared by a good one).
+    pub last_error: Mutex<Option<String>>,
+}
 
 /// Everything a configuration puts in force. A reload or a catalog rebuild makes a new one;
 /// nothing in it changes after it is built.

@@ -1,10 +1,12 @@
 //! The downstream stdio transport: one client on stdin/stdout, one JSON message per line.
 //! Nothing but protocol is written to stdout; the gateway stops when stdin closes.
 
-use crate::gateway::{Gateway, Out};
-use crate::pipeline;
-use crate::router::Outcome;
+use crate::channel::{Out, Outcome};
+use crate::control;
+use crate::modern::Rounds;
+use crate::proxy;
 use crate::session::{Outbound, Session};
+use crate::state::State;
 use serde_json::{json, Value};
 use sluice_core::{version, Kind, Message, RpcError};
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 
 /// Serve one client over the given reader and writer until the reader ends.
-pub async fn serve<R, W>(gw: Arc<Gateway>, input: R, output: W)
+pub async fn serve<R, W>(gw: Arc<State>, rounds: Arc<Rounds>, input: R, output: W)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -40,7 +42,7 @@ where
     // client initialises.
     let modern = crate::modern::Stdio::default();
     let mut lines = BufReader::new(input).lines();
-    let limit = gw.settings().max_body_bytes as usize;
+    let limit = gw.snapshot().settings().max_body_bytes as usize;
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let line = match lines.next_line().await {
@@ -72,7 +74,7 @@ where
             }
         };
         if session.is_none() && modern.wants(&msg) {
-            modern.handle(&gw, msg, &out_tx);
+            modern.handle(&gw, &rounds, msg, &out_tx);
             continue;
         }
         let Some(s) = session.clone() else {
@@ -90,11 +92,10 @@ where
                     ));
                     // The process that started Sluice: the local user, trusted by the OS.
                     s.set_principal(Some(Arc::new(sluice_core::Principal::stdio())));
-                    match pipeline::initialize(&gw, &s, msg, || gw.initialize_result(version)).await
-                    {
+                    match proxy::initialize(&gw, &s, msg, version).await {
                         Ok(reply) => {
                             send_out(&out_tx, reply);
-                            gw.add_session(s.clone());
+                            gw.rt.sessions.add(s.clone());
                             session = Some(s);
                         }
                         // Refused by a hook: still not initialised.
@@ -123,13 +124,13 @@ where
         s.touch();
         match msg.kind() {
             Kind::Notification | Kind::Response | Kind::Error => {
-                pipeline::client_message(&gw, &s, msg).await
+                proxy::client_message(&gw, &s, msg).await
             }
             Kind::Request => {
                 let gw = gw.clone();
                 let out = out_tx.clone();
                 tasks.spawn(async move {
-                    match pipeline::client_request(&gw, &s, msg, &out).await {
+                    match proxy::client_request(&gw, &s, msg, &out).await {
                         Outcome::Reply(r) => {
                             let _ = out.send(Out::Msg(r));
                         }
@@ -144,7 +145,7 @@ where
     tasks.abort_all();
     drop(session);
     drop(out_tx);
-    gw.shutdown().await;
+    control::shutdown(&gw).await;
     // Every sender is gone once the session is dropped; the writer flushes and ends.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
 }

@@ -1,7 +1,7 @@
 //! OpenTelemetry traces: request, hook and upstream-call spans, exported as OTLP/HTTP JSON.
 //!
 //! Off (no endpoint in `sluice.json`'s `telemetry` nor in `OTEL_EXPORTER_OTLP_*`), nothing here
-//! runs on the call path: [`Gateway::telemetry`](crate::Gateway::telemetry) is `None` and no
+//! runs on the call path: the runtime's `telemetry` is `None` and no
 //! span is built. On, a request's spans are plain structs pushed, once the request ends, onto a
 //! bounded queue (2,048; a full queue drops and counts, never blocks a call); one task sends them
 //! in batches (every second, or as soon as 256 wait) to `<endpoint>/v1/traces`.
@@ -16,7 +16,6 @@
 //! its HTTP POST, else a new trace. An unsampled parent (`-00`) is continued and propagated but
 //! nothing is exported.
 
-use crate::gateway::Gateway;
 use serde_json::{json, Value};
 use sluice_config::{TelemetrySettings, Transport, UpstreamSpec};
 use sluice_core::{Kind, Message};
@@ -187,8 +186,11 @@ tokio::task_local! {
 }
 
 /// The `traceparent` header of a client's HTTP request, when tracing is on and it is valid.
-pub fn http_parent(gw: &Gateway, headers: &axum::http::HeaderMap) -> Option<SpanContext> {
-    gw.telemetry()?;
+pub fn http_parent(
+    tel: Option<&Telemetry>,
+    headers: &axum::http::HeaderMap,
+) -> Option<SpanContext> {
+    tel?;
     SpanContext::parse(headers.get("traceparent")?.to_str().ok()?)
 }
 
@@ -655,8 +657,8 @@ pub struct UpstreamSpan {
 
 impl UpstreamSpan {
     /// A child of the request being handled, when tracing is on and a request span is open.
-    pub fn start(gw: &Gateway) -> Option<UpstreamSpan> {
-        let tel = gw.telemetry()?;
+    pub fn start(tel: Option<&Arc<Telemetry>>) -> Option<UpstreamSpan> {
+        let tel = tel?;
         let Ok(Parent::Local(parent)) = PARENT.try_with(|p| *p) else {
             return None;
         };

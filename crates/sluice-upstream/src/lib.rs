@@ -7,14 +7,23 @@
 //! [`Connection::notify`], and replies to the upstream's own requests with [`Connection::send`].
 //! Everything the upstream starts (requests, notifications) and the end of the connection arrive
 //! as [`Event`]s on the channel given at open.
+//!
+//! Above connections, a [`Slot`] supervises one configured upstream: its control connection,
+//! its lists, restarts with backoff, and the per-session connections; it reports to the gateway
+//! with [`SlotEvent`]s.
 
 mod connection;
 mod error;
 mod http;
 pub mod local;
+pub mod slot;
 mod sse;
 mod stdio;
 
 pub use connection::{Connection, Event, ExtraHeaders, Incoming, OpenOptions, StderrTail};
 pub use error::UpstreamError;
 pub use http::header_value;
+pub use slot::{
+    client_info, fetch_lists, Done, SessionRef, Slot, SlotEnv, SlotEvent, SlotState, Status,
+    Timing, UpstreamLists,
+};

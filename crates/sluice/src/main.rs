@@ -15,7 +15,7 @@ use sluice_config::{
     Config, ConfigErrors, HookEventKind, HookKindSpec, HookSpec, OnError, Settings, Transport,
     UpstreamSpec,
 };
-use sluice_server::Gateway;
+use sluice_server::Server;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -278,16 +278,16 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let watch_tree = args.home.is_some();
     let admin = admin_listener(&args, &config.settings).await?;
-    let gw = Gateway::new(config);
+    let gw = Server::new(config);
     if let Some((listener, token)) = admin {
         let opts = sluice_server::admin::AdminOptions {
             token,
             editable: watch_tree,
         };
-        let state = sluice_server::admin::Admin::start(gw.clone(), opts);
-        let gw_stop = gw.clone();
+        let state = sluice_server::admin::Admin::start(gw.state.clone(), opts);
+        let stopping = gw.state.rt.shutdown.clone();
         tokio::spawn(async move {
-            let stop = async move { gw_stop.shutdown_signal().await };
+            let stop = async move { stopping.cancelled().await };
             if let Err(e) = sluice_server::admin::serve(state, listener, stop).await {
                 tracing::error!("the admin listener failed: {e}");
             }
@@ -299,14 +299,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     if args.stdio {
         gw.start().await;
-        sluice_server::stdio::serve(gw, tokio::io::stdin(), tokio::io::stdout()).await;
+        gw.serve_stdio(tokio::io::stdin(), tokio::io::stdout())
+            .await;
         return Ok(());
     }
-    let addr: std::net::SocketAddr = gw
-        .settings()
-        .listen
+    let listen = gw.snapshot().settings().listen.clone();
+    let addr: std::net::SocketAddr = listen
         .parse()
-        .with_context(|| format!("--listen {:?} is not HOST:PORT", gw.settings().listen))?;
+        .with_context(|| format!("--listen {listen:?} is not HOST:PORT"))?;
     if !addr.ip().is_loopback() && gw.authenticator().is_none() {
         bail!(
             "refusing to listen on {addr} without authentication: configure auth/auth.config.json (tokens or OAuth) or listen on a loopback address"
@@ -325,12 +325,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
         ),
         None => tracing::info!("serving MCP at http://{bound}/mcp"),
     }
-    let gw2 = gw.clone();
     let shutdown = async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
     };
-    sluice_server::http::serve(gw2, listener, shutdown).await?;
+    gw.serve_http(listener, shutdown).await?;
     gw.shutdown().await;
     Ok(())
 }

@@ -2,8 +2,8 @@
 //! the audit log) and the management operations, each through `sluice_config::manage`.
 
 use super::Admin;
-use crate::gateway::Face;
-use crate::upstreams::Status;
+use crate::catalog::Route;
+use crate::control::{self, Face};
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
@@ -15,6 +15,7 @@ use sluice_config::manage::{self, ManageError};
 use sluice_config::{HookKindSpec, Transport};
 use sluice_core::Message;
 use sluice_hooks::{Chain, Ctx, RequestOutcome, Trace};
+use sluice_upstream::Status;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,7 +82,7 @@ fn str_field<'a>(m: &'a Map<String, Value>, k: &str) -> Result<&'a str, Fail> {
 /// The home folder management writes to, or 409 when the gateway serves no `--home` tree.
 fn home(admin: &Admin) -> Result<std::path::PathBuf, Fail> {
     if admin.opts.editable {
-        Ok(admin.gw.config().home.clone())
+        Ok(admin.st.snapshot().config.home.clone())
     } else {
         Err(fail(
             StatusCode::CONFLICT,
@@ -94,7 +95,7 @@ fn home(admin: &Admin) -> Result<std::path::PathBuf, Fail> {
 /// within half a second) so the answer means "live".
 async fn done(admin: &Admin, r: Result<Value, ManageError>) -> Response {
     match r {
-        Ok(v) => match admin.gw.apply_tree(Face::Admin).await {
+        Ok(v) => match control::apply_tree(&admin.st, Face::Admin).await {
             Ok(_) => Json(json!({"ok": true, "result": v})).into_response(),
             // Written, but the tree as it now stands on disk cannot be applied (for example an
             // earlier edit turned authentication off on an exposed listener): nothing of it is
@@ -148,10 +149,9 @@ fn status_json(s: &Status) -> (&'static str, Option<String>) {
 }
 
 fn upstream_rows(admin: &Admin, with_stderr: bool) -> Vec<Value> {
-    let catalog = admin.gw.catalog();
-    admin
-        .gw
-        .slots()
+    let catalog = admin.st.snapshot().catalog.clone();
+    catalog
+        .slots
         .iter()
         .map(|slot| {
             let (status, reason) = status_json(&slot.status());
@@ -165,7 +165,7 @@ fn upstream_rows(admin: &Admin, with_stderr: bool) -> Vec<Value> {
                         .tools()
                         .iter()
                         .filter_map(|t| t["name"].as_str())
-                        .filter(|n| catalog.tool(n).is_some_and(|r| r.slot == i))
+                        .filter(|n| catalog.tool(n).is_some_and(|r| r.slot() == Some(i)))
                         .count()
                 })
                 .unwrap_or(0);
@@ -200,20 +200,20 @@ fn upstream_rows(admin: &Admin, with_stderr: bool) -> Vec<Value> {
 }
 
 async fn overview(State(admin): S) -> Response {
-    let gw = &admin.gw;
-    let config = gw.config();
+    let gw = &admin.st;
+    let config = gw.snapshot().config.clone();
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "home": config.home,
         "editable": admin.opts.editable,
-        "sessions": gw.sessions.lock().len(),
-        "tools_listed": gw.catalog().tools().len(),
-        "hooks_active": gw.chain().hooks().len() + gw.chain().controls().len(),
+        "sessions": gw.rt.sessions.len(),
+        "tools_listed": gw.snapshot().catalog.tools().len(),
+        "hooks_active": gw.snapshot().chain.hooks().len() + gw.snapshot().chain.controls().len(),
         "audit_log": {"enabled": config.logs.enabled, "path": config.logs.path},
         "reloads": {
-            "ok": gw.reloads.ok.load(std::sync::atomic::Ordering::Relaxed),
-            "failed": gw.reloads.failed.load(std::sync::atomic::Ordering::Relaxed),
-            "last_error": gw.reloads.last_error.lock().clone(),
+            "ok": gw.rt.reloads.ok.load(std::sync::atomic::Ordering::Relaxed),
+            "failed": gw.rt.reloads.failed.load(std::sync::atomic::Ordering::Relaxed),
+            "last_error": gw.rt.reloads.last_error.lock().clone(),
         },
         "upstreams": upstream_rows(&admin, false),
         "traffic": admin.metrics.summary(),
@@ -222,11 +222,12 @@ async fn overview(State(admin): S) -> Response {
 }
 
 async fn tools(State(admin): S) -> Response {
-    let gw = &admin.gw;
-    let config = gw.config();
-    let catalog = gw.catalog();
+    let gw = &admin.st;
+    let config = gw.snapshot().config.clone();
+    let catalog = gw.snapshot().catalog.clone();
     let mut rows = Vec::new();
-    let listed = |name: &str, slot: usize| catalog.tool(name).is_some_and(|r| r.slot == slot);
+    let listed =
+        |name: &str, slot: usize| catalog.tool(name).is_some_and(|r| r.slot() == Some(slot));
     let drift = sluice_config::drift::load(&config.home);
     for (i, slot) in catalog.slots.iter().enumerate() {
         let spec = &slot.spec;
@@ -310,7 +311,7 @@ async fn tools(State(admin): S) -> Response {
             t["name"]
                 .as_str()
                 .and_then(|n| catalog.tool(n))
-                .is_some_and(|r| r.slot == usize::MAX)
+                .is_some_and(|r| matches!(r, Route::Gateway(_)))
         })
         .map(|t| json!({"name": t["name"], "description": t["description"]}))
         .collect();
@@ -387,9 +388,9 @@ fn hook_row(h: &sluice_config::HookSpec, active: bool, raw: Option<&Value>) -> V
 }
 
 async fn hooks(State(admin): S) -> Response {
-    let gw = &admin.gw;
-    let config = gw.config();
-    let chain = gw.chain();
+    let gw = &admin.st;
+    let config = gw.snapshot().config.clone();
+    let chain = gw.snapshot().chain.clone();
     let raw: Value = std::fs::read_to_string(config.home.join("hooks/hooks.manifest.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -470,7 +471,7 @@ async fn hooks_move(State(admin): S, body: Bytes) -> Response {
 async fn hooks_try(State(admin): S, body: Bytes) -> Response {
     let b = tri!(body_json(&body));
     let id = tri!(str_field(&b, "id"));
-    let config = admin.gw.config();
+    let config = admin.st.snapshot().config.clone();
     let Some(spec) = config.hooks.hooks.iter().find(|h| h.id == id) else {
         return err(StatusCode::NOT_FOUND, format!("no hook has the id {id:?}"));
     };
@@ -483,7 +484,7 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
         .and_then(Value::as_str)
         .unwrap_or("tools/call")
         .to_string();
-    let catalog = admin.gw.catalog();
+    let catalog = admin.st.snapshot().catalog.clone();
     let tool = b
         .get("tool")
         .and_then(Value::as_str)
@@ -500,7 +501,7 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
     let upstream = tool
         .as_deref()
         .and_then(|n| catalog.tool(n))
-        .and_then(|r| catalog.slots.get(r.slot))
+        .and_then(|r| catalog.slots.get(r.slot()?))
         .map(|s| s.spec.id.clone());
     let args = b.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let params = if method == "tools/call" {
@@ -609,7 +610,14 @@ async fn upstreams_set(State(admin): S, body: Bytes) -> Response {
 async fn upstreams_restart(State(admin): S, body: Bytes) -> Response {
     let b = tri!(body_json(&body));
     let id = tri!(str_field(&b, "id"));
-    let slot = admin.gw.slots().iter().find(|s| s.spec.id == id).cloned();
+    let slot = admin
+        .st
+        .snapshot()
+        .slots
+        .clone()
+        .iter()
+        .find(|s| s.spec.id == id)
+        .cloned();
     match slot {
         None => err(
             StatusCode::NOT_FOUND,
@@ -635,8 +643,8 @@ async fn traffic_recent(State(admin): S) -> Response {
 
 /// Live traffic as server-sent events: one `data:` line per exchange, a comment every 15 s.
 async fn traffic_stream(State(admin): S) -> Response {
-    let rx = admin.gw.traffic();
-    let gw = admin.gw.clone();
+    let rx = admin.st.rt.traffic.subscribe();
+    let gw = admin.st.clone();
     let stream = futures_util::stream::unfold((rx, gw), |(mut rx, gw)| async move {
         use tokio::sync::broadcast::error::RecvError;
         let next = tokio::select! {
@@ -644,7 +652,7 @@ async fn traffic_stream(State(admin): S) -> Response {
             _ = tokio::time::sleep(Duration::from_secs(15)) => {
                 return Some((Ok::<Bytes, std::convert::Infallible>(Bytes::from_static(b": keepalive\n\n")), (rx, gw)));
             }
-            _ = gw.shutdown_signal() => return None,
+            _ = gw.rt.shutdown.cancelled() => return None,
         };
         let chunk = match next {
             Ok(ev) => format!("data: {ev}\n\n"),
@@ -712,7 +720,7 @@ async fn logs(State(admin): S, RawQuery(raw): RawQuery) -> Response {
         .and_then(|l| l.parse::<usize>().ok())
         .unwrap_or(200)
         .min(5000);
-    let config = admin.gw.config();
+    let config = admin.st.snapshot().config.clone();
     let path = config.logs.path.clone();
     let text = match tokio::fs::read_to_string(&path).await {
         Ok(t) => t,

@@ -1,10 +1,10 @@
 //! Metrics derived from the live traffic events and the gateway's state: Prometheus text for
 //! `/metrics`, the recent-traffic ring and the per-second series the Overview page draws.
 
-use crate::gateway::Gateway;
-use crate::upstreams::Status;
+use crate::state::State as Gw;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use sluice_upstream::Status;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -102,7 +102,7 @@ impl Metrics {
     /// event is missed).
     pub async fn run(
         self: Arc<Self>,
-        gw: Arc<Gateway>,
+        gw: Arc<Gw>,
         mut rx: tokio::sync::broadcast::Receiver<Arc<Value>>,
     ) {
         use tokio::sync::broadcast::error::RecvError;
@@ -113,7 +113,7 @@ impl Metrics {
                     Err(RecvError::Lagged(n)) => self.store.lock().dropped += n,
                     Err(RecvError::Closed) => return,
                 },
-                _ = gw.shutdown_signal() => return,
+                _ = gw.rt.shutdown.cancelled() => return,
             }
         }
     }
@@ -222,7 +222,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every metric.
-    pub fn render(&self, gw: &Gateway) -> String {
+    pub fn render(&self, gw: &Gw) -> String {
         let mut o = String::new();
         let s = self.store.lock();
         let _ = writeln!(o, "# HELP sluice_build_info The running Sluice version.");
@@ -311,9 +311,9 @@ impl Metrics {
 
         let _ = writeln!(o, "# HELP sluice_sessions_active Client sessions open now.");
         let _ = writeln!(o, "# TYPE sluice_sessions_active gauge");
-        let _ = writeln!(o, "sluice_sessions_active {}", gw.sessions.lock().len());
+        let _ = writeln!(o, "sluice_sessions_active {}", gw.rt.sessions.len());
 
-        let slots = gw.slots();
+        let slots = gw.snapshot().slots.clone();
         let _ = writeln!(
             o,
             "# HELP sluice_upstream_up 1 when the upstream is connected, 0 otherwise (disabled ones are not listed)."
@@ -345,7 +345,11 @@ impl Metrics {
             "# HELP sluice_tools_listed Tools clients see in tools/list now."
         );
         let _ = writeln!(o, "# TYPE sluice_tools_listed gauge");
-        let _ = writeln!(o, "sluice_tools_listed {}", gw.catalog().tools().len());
+        let _ = writeln!(
+            o,
+            "sluice_tools_listed {}",
+            gw.snapshot().catalog.tools().len()
+        );
         let _ = writeln!(
             o,
             "# HELP sluice_reloads_total Live reloads of the configuration tree by result."
@@ -354,12 +358,12 @@ impl Metrics {
         let _ = writeln!(
             o,
             "sluice_reloads_total{{result=\"ok\"}} {}",
-            gw.reloads.ok.load(Ordering::Relaxed)
+            gw.rt.reloads.ok.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             o,
             "sluice_reloads_total{{result=\"failed\"}} {}",
-            gw.reloads.failed.load(Ordering::Relaxed)
+            gw.rt.reloads.failed.load(Ordering::Relaxed)
         );
         o
     }

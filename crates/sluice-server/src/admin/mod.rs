@@ -11,14 +11,13 @@
 //! ```
 //!
 //! Every edit goes through `sluice_config::manage` (the same functions as the CLI: validated on
-//! a staged copy, written atomically) and is then applied with a reload.
+//! a staged copy, written atomically) and is then applied through the one apply path (`control::apply_tree`).
 
 pub mod api;
 pub mod assets;
 pub mod metrics;
 
-use crate::gateway::Gateway;
-use crate::upstreams::Status;
+use crate::state::State as Gw;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -27,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde_json::json;
+use sluice_upstream::Status;
 use std::sync::Arc;
 
 pub use metrics::Metrics;
@@ -44,7 +44,7 @@ pub struct AdminOptions {
 /// The admin listener's shared state.
 pub struct Admin {
     /// The gateway watched and steered.
-    pub gw: Arc<Gateway>,
+    pub st: Arc<Gw>,
     /// Counters fed by the traffic events.
     pub metrics: Arc<Metrics>,
     /// The options.
@@ -53,10 +53,10 @@ pub struct Admin {
 
 impl Admin {
     /// Subscribe to the gateway's traffic now (so nothing is missed) and count it from then on.
-    pub fn start(gw: Arc<Gateway>, opts: AdminOptions) -> Arc<Admin> {
+    pub fn start(st: Arc<Gw>, opts: AdminOptions) -> Arc<Admin> {
         let metrics = Arc::new(Metrics::default());
-        tokio::spawn(metrics.clone().run(gw.clone(), gw.traffic()));
-        Arc::new(Admin { gw, metrics, opts })
+        tokio::spawn(metrics.clone().run(st.clone(), st.rt.traffic.subscribe()));
+        Arc::new(Admin { st, metrics, opts })
     }
 }
 
@@ -134,7 +134,7 @@ async fn healthz() -> Response {
 
 async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
     let mut not_ready = Vec::new();
-    for slot in admin.gw.slots().iter().filter(|s| s.spec.enabled) {
+    for slot in admin.st.snapshot().slots.iter().filter(|s| s.spec.enabled) {
         let (status, reason) = match slot.status() {
             Status::Up => continue,
             Status::Down(r) => ("down", Some(r)),
@@ -143,11 +143,11 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
         };
         not_ready.push(json!({"upstream": slot.spec.id, "status": status, "reason": reason}));
     }
-    let ready = not_ready.is_empty() && !admin.gw.is_shutting_down();
+    let ready = not_ready.is_empty() && !crate::control::is_shutting_down(&admin.st);
     let body = json!({
         "ready": ready,
         "config": "loaded",
-        "last_reload_error": admin.gw.reloads.last_error.lock().clone(),
+        "last_reload_error": admin.st.rt.reloads.last_error.lock().clone(),
         "not_ready": not_ready,
     });
     let status = if ready {
@@ -159,7 +159,7 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
 }
 
 async fn metrics_text(State(admin): State<Arc<Admin>>) -> Response {
-    let text = admin.metrics.render(&admin.gw);
+    let text = admin.metrics.render(&admin.st);
     Response::builder()
         .header(
             header::CONTENT_TYPE,

@@ -1,0 +1,582 @@
+//! Control: putting a configuration in force and keeping it there. Builds the [`State`] from a
+//! `Config`; starts and stops slots; rebuilds the catalog when an upstream's lists change;
+//! reloads by diff; watches the tree; ends and reaps sessions; shuts down. [`apply_tree`] is
+//! the one way an edit of the tree becomes live, whichever face made it.
+
+use crate::audit::Audit;
+use crate::catalog::{Catalog, ListKind};
+use crate::gateway_tools;
+use crate::listeners::Listeners;
+use crate::state::{ReloadStats, Runtime, Sessions, Snapshot, State};
+use parking_lot::Mutex;
+use sluice_auth::{Authenticator, Policy};
+use sluice_config::{Config, ConfigError, ConfigErrors, Settings, Transport, UpstreamSpec};
+use sluice_hooks::Chain;
+use sluice_upstream::{Slot, SlotEnv, SlotEvent, Timing};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The receiving ends of the state's channels, for the inbound driver.
+pub struct Inbound {
+    /// What the slots report.
+    pub slots: mpsc::UnboundedReceiver<SlotEvent>,
+    /// Lists that changed.
+    pub changes: mpsc::UnboundedReceiver<Vec<&'static str>>,
+}
+
+/// Which face made an edit live (for the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// The file watcher (an edit on disk, by hand or by the CLI).
+    Watcher,
+    /// The admin API.
+    Admin,
+    /// The MCP management tools.
+    Management,
+}
+
+/// What a reload changed.
+#[derive(Debug, Default, PartialEq)]
+pub struct ReloadReport {
+    /// Upstreams kept running as they were.
+    pub kept: Vec<String>,
+    /// Upstreams started (new or changed).
+    pub started: Vec<String>,
+    /// Upstreams stopped (removed or changed).
+    pub stopped: Vec<String>,
+    /// The hook chain was rebuilt.
+    pub hooks: bool,
+    /// The audit log was reopened.
+    pub audit: bool,
+    /// Authentication or access rules were rebuilt.
+    pub auth: bool,
+    /// Server settings (`sluice.json`) changed.
+    pub settings: bool,
+}
+
+const ALL_LISTS: [&str; 3] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+];
+
+/// Build the state from a configuration (nothing is started yet).
+pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
+    add_local_upstream(&mut config);
+    let (slot_tx, slot_rx) = mpsc::unbounded_channel();
+    let (changes_tx, changes_rx) = mpsc::unbounded_channel();
+    let (timing, timing_rx) = watch::channel(timing_of(&config.settings));
+    let shutdown = CancellationToken::new();
+    let slot_env = SlotEnv {
+        events: slot_tx,
+        timing: timing_rx,
+        shutdown: shutdown.clone(),
+    };
+    let rt = Runtime {
+        sessions: Sessions::default(),
+        calls: Default::default(),
+        listeners: Listeners::default(),
+        traffic: broadcast::channel(4096).0,
+        changes: changes_tx,
+        telemetry: crate::telemetry::Telemetry::start(&config.settings.telemetry),
+        shutdown,
+        reloads: ReloadStats::default(),
+        bound: Mutex::new(None),
+        slot_env,
+        timing,
+        swapping: Mutex::new(()),
+        reloading: tokio::sync::Mutex::new(()),
+        catalog_version: AtomicU64::new(0),
+    };
+    let slots: Arc<[Arc<Slot>]> = config
+        .expose
+        .upstreams
+        .iter()
+        .map(|s| Arc::new(Slot::new(s.clone(), rt.slot_env.clone())))
+        .collect();
+    let listen = config.settings.listen.clone();
+    let snapshot = Snapshot {
+        funnel_prefix: funnel_prefix_of(&config),
+        chain: Arc::new(build_chain(&config)),
+        audit: Arc::new(build_audit(&config)),
+        auth: Authenticator::new(&config.auth, &listen),
+        policy: Arc::new(Policy::new(&config.auth.rules)),
+        slots,
+        catalog: Arc::new(Catalog::default()),
+        config: Arc::new(config),
+    };
+    let inbound = Inbound {
+        slots: slot_rx,
+        changes: changes_rx,
+    };
+    (Arc::new(State::new(snapshot, rt)), inbound)
+}
+
+/// Start every enabled upstream and wait (at most the connect timeout) until each has made its
+/// first attempt; then build the catalog and start reaping idle sessions.
+pub async fn start(st: &Arc<State>) {
+    let slots = st.snapshot().slots.clone();
+    start_slots(st, &slots).await;
+    // With no upstream coming up, the catalog (meta-tools, down routes) is built here.
+    rebuild_catalog(st, None);
+    tokio::spawn(reap_idle_sessions(st.clone()));
+}
+
+/// Start the given slots' supervisors and wait (bounded) for their first attempts.
+async fn start_slots(st: &State, slots: &[Arc<Slot>]) {
+    let wait = Duration::from_millis(st.snapshot().settings().connect_timeout_ms + 1000);
+    let mut waits = Vec::new();
+    for slot in slots {
+        if !slot.spec.enabled {
+            continue;
+        }
+        let attempted = slot.attempted.notified();
+        waits.push(async move {
+            let _ = tokio::time::timeout(wait, attempted).await;
+        });
+        tokio::spawn(slot.clone().supervise());
+    }
+    futures_util::future::join_all(waits).await;
+}
+
+/// The timing settings slots work with.
+fn timing_of(settings: &Settings) -> Timing {
+    Timing {
+        request_timeout_ms: settings.request_timeout_ms,
+        connect_timeout_ms: settings.connect_timeout_ms,
+        restart_initial_ms: settings.restart_initial_ms,
+        restart_max_ms: settings.restart_max_ms,
+    }
+}
+
+/// Rebuild the catalog from the slots' lists, swap it in, and publish what changed (with
+/// `also`, an upstream's own list_changed, passed on even when the merged lists look the same).
+pub fn rebuild_catalog(st: &State, also: Option<&'static str>) -> Vec<&'static str> {
+    let (old, new) = {
+        let _swap = st.rt.swapping.lock();
+        let now = st.snapshot();
+        let catalog = build_catalog(st, &now.config, &now.slots, now.funnel_prefix.is_some());
+        let next = now.with_catalog(catalog);
+        let new = next.catalog.clone();
+        st.store(next);
+        (now.catalog.clone(), new)
+    };
+    let mut changed = changed_lists(&old, &new);
+    if let Some(said) = also {
+        if !changed.contains(&said) {
+            changed.push(said);
+        }
+    }
+    publish(st, changed.clone());
+    changed
+}
+
+/// Hand changed lists to the inbound driver, which tells sessions and listen streams.
+fn publish(st: &State, changed: Vec<&'static str>) {
+    if !changed.is_empty() {
+        let _ = st.rt.changes.send(changed);
+    }
+}
+
+/// A catalog over `slots`' current lists (and the drift check of curated tools).
+fn build_catalog(st: &State, config: &Config, slots: &Arc<[Arc<Slot>]>, funnel: bool) -> Catalog {
+    let lists: Vec<_> = slots.iter().map(|s| s.state.lock().lists.clone()).collect();
+    let pairs: Vec<_> = slots
+        .iter()
+        .zip(lists.iter())
+        .map(|(s, l)| (&s.spec, l.as_ref()))
+        .collect();
+    let version = st.rt.catalog_version.fetch_add(1, Ordering::Relaxed) + 1;
+    let settings = &config.settings;
+    let mut own = Vec::new();
+    if settings.management_tools {
+        own.extend(gateway_tools::management_tools(&settings.funnel_prefix));
+    }
+    if funnel {
+        own.extend(gateway_tools::funnel_tools(&settings.funnel_prefix));
+    }
+    let (mut catalog, warnings) =
+        Catalog::build(version, &pairs, &config.expose.expose, own, funnel);
+    catalog.slots = slots.clone();
+    crate::drift::check(config, slots, &lists);
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    catalog
+}
+
+/// Which lists differ between two catalogs, as the notifications that say so.
+fn changed_lists(old: &Catalog, new: &Catalog) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    for (kind, method) in [
+        (ListKind::Tools, ALL_LISTS[0]),
+        (ListKind::Prompts, ALL_LISTS[1]),
+        (ListKind::Resources, ALL_LISTS[2]),
+    ] {
+        let a = old.page(kind, None, usize::MAX).ok();
+        let b = new.page(kind, None, usize::MAX).ok();
+        let templates_changed = kind == ListKind::Resources
+            && old.page(ListKind::Templates, None, usize::MAX).ok()
+                != new.page(ListKind::Templates, None, usize::MAX).ok();
+        if a != b || templates_changed {
+            changed.push(method);
+        }
+    }
+    changed
+}
+
+/// The address the MCP listener is bound to (or configured with, before it binds).
+fn listen_address(st: &State) -> String {
+    st.rt
+        .bound
+        .lock()
+        .clone()
+        .unwrap_or_else(|| st.snapshot().settings().listen.clone())
+}
+
+/// The MCP listener is bound to `addr` (the default resource URI, `http://<addr>/mcp`, names
+/// the real port when the configuration said port 0).
+pub fn set_bound_address(st: &State, addr: &str) {
+    *st.rt.bound.lock() = Some(addr.to_string());
+    let _swap = st.rt.swapping.lock();
+    let now = st.snapshot();
+    let auth = Authenticator::new(&now.config.auth, addr);
+    st.store(now.with_auth(auth));
+}
+
+/// Can the running listener take this configuration? One bound to a non-loopback address must
+/// keep authentication on.
+pub fn acceptable(st: &State, new: &Config) -> Result<(), ConfigErrors> {
+    let addr = listen_address(st);
+    let exposed = addr
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| !a.ip().is_loopback());
+    if exposed && !new.auth.enabled && st.snapshot().auth.is_some() {
+        return Err(ConfigErrors(vec![ConfigError::new(
+            &new.home.join("auth").join("auth.config.json"),
+            "enabled",
+            format!(
+                "the MCP listener is bound to the non-loopback address {addr}: authentication cannot be turned off while it runs"
+            ),
+        )]));
+    }
+    Ok(())
+}
+
+/// THE way an edit of the tree becomes live, for every face (the file watcher, which also
+/// carries the CLI's edits; the admin API; the MCP management tools): load and validate the
+/// tree, check that the running listener can take it ([`acceptable`]), apply it by diff, and
+/// count the result in the reload statistics. An edit that fails any step changes nothing that
+/// is running; its errors are logged and returned.
+pub async fn apply_tree(st: &Arc<State>, face: Face) -> Result<ReloadReport, ConfigErrors> {
+    let home = st.snapshot().config.home.clone();
+    let env = |n: &str| std::env::var(n).ok();
+    let loaded = Config::load(&home, &env).and_then(|(config, warnings)| {
+        acceptable(st, &config)?;
+        Ok((config, warnings))
+    });
+    match loaded {
+        Ok((config, warnings)) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            let report = reload(st, config).await;
+            st.rt.reloads.ok.fetch_add(1, Ordering::Relaxed);
+            *st.rt.reloads.last_error.lock() = None;
+            Ok(report)
+        }
+        Err(errors) => {
+            st.rt.reloads.failed.fetch_add(1, Ordering::Relaxed);
+            *st.rt.reloads.last_error.lock() = Some(errors.to_string());
+            tracing::error!(
+                ?face,
+                "the edited configuration cannot be applied; keeping the running one:\n{errors}"
+            );
+            Err(errors)
+        }
+    }
+}
+
+/// Apply a new configuration: rebuild only what changed, and swap it in whole. An upstream
+/// whose spec is the same keeps its slot (its process and its sessions' connections); a changed
+/// one is replaced; a removed one is stopped. Calls in flight finish on the snapshot they
+/// started with. (Faces call [`apply_tree`], which validates first.)
+pub async fn reload(st: &Arc<State>, mut new: Config) -> ReloadReport {
+    let _guard = st.rt.reloading.lock().await;
+    add_local_upstream(&mut new);
+    let now = st.snapshot();
+    let old = now.config.clone();
+    let mut report = ReloadReport::default();
+    keep_restart_only_settings(&mut new.settings, &old.settings);
+    report.settings = new.settings != old.settings;
+    st.rt.timing.send_if_modified(|t| {
+        let next = timing_of(&new.settings);
+        let changed = *t != next;
+        *t = next;
+        changed
+    });
+    let mut next: Vec<Arc<Slot>> = Vec::new();
+    let mut fresh: Vec<Arc<Slot>> = Vec::new();
+    for spec in &new.expose.upstreams {
+        match now.slots.iter().find(|s| s.spec == *spec) {
+            Some(s) => {
+                report.kept.push(spec.id.clone());
+                next.push(s.clone());
+            }
+            None => {
+                report.started.push(spec.id.clone());
+                let s = Arc::new(Slot::new(spec.clone(), st.rt.slot_env.clone()));
+                fresh.push(s.clone());
+                next.push(s);
+            }
+        }
+    }
+    let gone: Vec<Arc<Slot>> = now
+        .slots
+        .iter()
+        .filter(|s| !next.iter().any(|n| Arc::ptr_eq(n, s)))
+        .cloned()
+        .collect();
+    let chain = if new.hooks != old.hooks {
+        report.hooks = true;
+        Arc::new(build_chain(&new))
+    } else {
+        now.chain.clone()
+    };
+    let audit = if new.logs != old.logs {
+        report.audit = true;
+        Arc::new(build_audit(&new))
+    } else {
+        now.audit.clone()
+    };
+    let rules_changed = new.auth.rules != old.auth.rules;
+    let (auth, policy) = if new.auth != old.auth {
+        report.auth = true;
+        (
+            Authenticator::new(&new.auth, &listen_address(st)),
+            Arc::new(Policy::new(&new.auth.rules)),
+        )
+    } else {
+        (now.auth.clone(), now.policy.clone())
+    };
+    let slots: Arc<[Arc<Slot>]> = next.into();
+    let funnel_prefix = funnel_prefix_of(&new);
+    let config = Arc::new(new);
+    // One swap: every part of the new configuration comes into force together.
+    let old_catalog = {
+        let _swap = st.rt.swapping.lock();
+        let catalog = build_catalog(st, &config, &slots, funnel_prefix.is_some());
+        let before = st.snapshot();
+        st.store(Snapshot {
+            config,
+            slots,
+            catalog: Arc::new(catalog),
+            chain,
+            policy,
+            auth,
+            audit,
+            funnel_prefix,
+        });
+        before.catalog.clone()
+    };
+    if report.hooks {
+        let old_chain = now.chain.clone();
+        tokio::spawn(async move { old_chain.shutdown().await });
+    }
+    for s in &gone {
+        report.stopped.push(s.spec.id.clone());
+        // Its supervisor ends, and every session's own connection to it closes.
+        s.stop();
+    }
+    if rules_changed {
+        // What each caller may see changed: every list may look different to someone.
+        publish(st, ALL_LISTS.to_vec());
+    } else {
+        publish(st, changed_lists(&old_catalog, &st.snapshot().catalog));
+    }
+    start_slots(st, &fresh).await;
+    // Started slots rebuild the catalog when they come up; this covers none starting.
+    rebuild_catalog(st, None);
+    tracing::info!(kept = ?report.kept, started = ?report.started, stopped = ?report.stopped, hooks = report.hooks, audit = report.audit, auth = report.auth, "configuration reloaded");
+    report
+}
+
+/// The listener, the admin listener and the exporter keep what they started with; the log
+/// says which edited settings wait for a restart.
+fn keep_restart_only_settings(new: &mut Settings, running: &Settings) {
+    let mut restart_only = Vec::new();
+    if new.listen != running.listen {
+        restart_only.push("listen");
+    }
+    if new.admin != running.admin {
+        restart_only.push("admin");
+    }
+    if new.admin_token != running.admin_token {
+        restart_only.push("admin_token");
+    }
+    if new.telemetry != running.telemetry {
+        restart_only.push("telemetry");
+    }
+    if !restart_only.is_empty() {
+        tracing::warn!(
+            "sluice.json: {} apply at the next restart; every other setting applies now",
+            restart_only.join(", ")
+        );
+    }
+    new.listen = running.listen.clone();
+    new.admin = running.admin.clone();
+    new.admin_token = running.admin_token.clone();
+    new.telemetry = running.telemetry.clone();
+}
+
+/// Watch the tree's files and apply them on change (polling every `every`).
+pub async fn watch(st: Arc<State>, every: Duration) {
+    let home = st.snapshot().config.home.clone();
+    let files = [
+        "sluice.json",
+        "mcp/expose.json",
+        "hooks/hooks.manifest.json",
+        "hooks/hooks.state.json",
+        "logs/log.config.json",
+        "tools/tools.register.json",
+        "auth/auth.config.json",
+    ];
+    let stamp = || -> Vec<Option<(std::time::SystemTime, u64)>> {
+        files
+            .iter()
+            .map(|f| {
+                std::fs::metadata(home.join(f))
+                    .ok()
+                    .and_then(|m| Some((m.modified().ok()?, m.len())))
+            })
+            .collect()
+    };
+    let mut last = stamp();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = st.rt.shutdown.cancelled() => return,
+        }
+        let now = stamp();
+        if now == last {
+            continue;
+        }
+        last = now;
+        let _ = apply_tree(&st, Face::Watcher).await;
+    }
+}
+
+/// End a session: forget it and close its own upstream connections.
+pub async fn end_session(st: &State, id: &str) -> bool {
+    let Some(session) = st.rt.sessions.remove(id) else {
+        return false;
+    };
+    if !session.mark_closed() {
+        return true;
+    }
+    if let crate::session::Outbound::Http(buf) = &session.outbound {
+        buf.finish();
+    }
+    let snap = st.snapshot();
+    for slot in snap.slots.iter() {
+        slot.close_session(id).await;
+    }
+    st.rt.calls.forget_session(&session);
+    tracing::info!(session = %id, "session ended");
+    if !snap.chain.is_empty() {
+        let chain = snap.chain.clone();
+        let sid = id.to_string();
+        tokio::spawn(async move { chain.stop(&sid).await });
+    }
+    true
+}
+
+/// End sessions idle for longer than `session_idle_secs` (none with a call in flight).
+async fn reap_idle_sessions(st: Arc<State>) {
+    loop {
+        let idle = st.snapshot().settings().session_idle_secs;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(30.min(idle.max(1)))) => {}
+            _ = st.rt.shutdown.cancelled() => return,
+        }
+        let stale: Vec<String> = st
+            .rt
+            .sessions
+            .all()
+            .iter()
+            .filter(|s| s.idle_secs() >= idle && s.inflight.lock().is_empty())
+            .map(|s| s.id.clone())
+            .collect();
+        for id in stale {
+            tracing::info!(session = %id, "ending idle session");
+            end_session(&st, &id).await;
+        }
+    }
+}
+
+/// Shut down: supervisors stop, sessions end, connections close, hooks stop, spans flush.
+pub async fn shutdown(st: &State) {
+    st.rt.shutdown.cancel();
+    for s in st.rt.sessions.all() {
+        end_session(st, &s.id).await;
+    }
+    let snap = st.snapshot();
+    let controls: Vec<_> = snap
+        .slots
+        .iter()
+        .filter_map(|s| s.state.lock().control.take())
+        .collect();
+    for c in controls {
+        c.shutdown().await;
+    }
+    snap.chain.shutdown().await;
+    if let Some(t) = &st.rt.telemetry {
+        t.flush(Duration::from_secs(2)).await;
+    }
+}
+
+/// Is the gateway shutting down?
+pub fn is_shutting_down(st: &State) -> bool {
+    st.rt.shutdown.is_cancelled()
+}
+
+/// The first-party register, when the tree has one, is the `local` upstream.
+fn add_local_upstream(config: &mut Config) {
+    if config.register.present {
+        let mut local = UpstreamSpec::stdio("local", "", Vec::new());
+        local.transport = Transport::Local;
+        local.cwd = Some(config.home.clone());
+        local.transparent = config.settings.list_register_tools;
+        local.description = "First-party tools (tools/tools.register.json)".into();
+        config.expose.upstreams.push(local);
+    }
+}
+
+/// The funnel's meta-tool prefix when the funnel is on (`funnel` in sluice.json, else on when
+/// the tree has a register or a `tools/` folder).
+fn funnel_prefix_of(config: &Config) -> Option<String> {
+    config
+        .settings
+        .funnel
+        .unwrap_or(config.register.present || config.home.join("tools").is_dir())
+        .then(|| config.settings.funnel_prefix.clone())
+}
+
+fn build_chain(config: &Config) -> Chain {
+    let (chain, warnings) = Chain::build(&config.hooks.hooks, &config.home);
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    chain
+}
+
+fn build_audit(config: &Config) -> Audit {
+    if config.logs.enabled {
+        Audit::to_file(config.logs.path.clone())
+    } else {
+        Audit::off()
+    }
+}

@@ -1,0 +1,375 @@
+//! One call to one upstream: a fresh id and progress token upstream, the call tracked so what
+//! the upstream sends about it finds its way back, the timeout, the reply under the client's
+//! id; the `input_required` rounds a 2026-07-28 upstream asks a legacy client for; the
+//! `logging/setLevel` fan-out; and the client's cancellation of a call.
+
+use crate::calls::CallRoute;
+use crate::channel::{Outcome, Sink};
+use crate::session::{id_key, InflightCall, Session};
+use crate::state::{Snapshot, State};
+use serde_json::{json, Value};
+use sluice_core::{codes, Message, RpcError};
+use sluice_upstream::{Connection, ExtraHeaders, Slot, Status, UpstreamError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// How many `input_required` rounds Sluice runs for a legacy client before giving up.
+const MAX_INPUT_ROUNDS: usize = 16;
+
+/// Forward a request to one upstream with a fresh id (and a fresh progress token), wait for the
+/// reply, and give it back under the client's id.
+pub async fn call(
+    st: &State,
+    session: &Arc<Session>,
+    slot: &Arc<Slot>,
+    mut msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let client_id = msg.id().cloned().unwrap_or(Value::Null);
+    let method = msg.method().unwrap_or("").to_string();
+    let conn = match slot.connection_for(session.upstream_ref()).await {
+        Ok(c) => c,
+        Err(e) => return Outcome::Reply(Message::error(client_id, &e)),
+    };
+    let up_id = conn.next_id();
+    msg.set_id(json!(up_id));
+    // Gateway-internal metadata never goes upstream.
+    if msg.params().and_then(|p| p.get("_meta")).is_some() {
+        let params = msg.params_mut();
+        if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove(sluice_hooks::builtin::explain::EXPLAIN_REASON_META);
+            if meta.is_empty() {
+                params.remove("_meta");
+            }
+        }
+    }
+    // Tracing: a child span of the request's, its context passed upstream.
+    let span = crate::telemetry::UpstreamSpan::start(st.rt.telemetry.as_ref());
+    let mut headers = ExtraHeaders::default();
+    if let Some(s) = &span {
+        s.propagate(&slot.spec, &mut msg, &mut headers);
+    }
+    if conn.is_modern() {
+        modern_upstream_request(slot, session, &mut msg, &mut headers);
+    }
+    // The client's token goes upstream only when the upstream asks for it.
+    if slot.spec.forward_authorization {
+        if let Some(auth) = session.authorization() {
+            headers.push("authorization", auth.to_string());
+        }
+    }
+    let upstream_tool = span
+        .as_ref()
+        .and_then(|_| msg.param_str("name"))
+        .filter(|_| method == "tools/call")
+        .map(str::to_string);
+    let progress_token = match msg.progress_token().cloned() {
+        Some(t) => {
+            if let Some(meta) = msg
+                .params_mut()
+                .get_mut("_meta")
+                .and_then(Value::as_object_mut)
+            {
+                meta.insert("progressToken".into(), json!(up_id));
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    st.rt.calls.track(
+        conn.serial(),
+        up_id,
+        CallRoute {
+            session: session.clone(),
+            progress_token,
+            sink: sink.clone(),
+        },
+    );
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let key = id_key(&client_id);
+    session.inflight.lock().insert(
+        key.clone(),
+        InflightCall {
+            conn: conn.clone(),
+            upstream_id: up_id,
+            cancelled: cancelled.clone(),
+        },
+    );
+    // Forget the call however this ends (a reply, or the caller dropping the future when its
+    // client went away).
+    struct Untrack<'a> {
+        st: &'a State,
+        session: &'a Session,
+        conn: &'a Connection,
+        up_id: u64,
+        key: String,
+    }
+    impl Drop for Untrack<'_> {
+        fn drop(&mut self) {
+            self.session.inflight.lock().remove(&self.key);
+            self.st.rt.calls.untrack(self.conn.serial(), self.up_id);
+        }
+    }
+    let untrack = Untrack {
+        st,
+        session,
+        conn: &conn,
+        up_id,
+        key,
+    };
+    let result = conn
+        .call_with_headers(up_id, msg, slot.timeout(), &headers)
+        .await;
+    drop(untrack);
+    if let Some(s) = span {
+        s.finish(
+            &slot.spec,
+            &method,
+            up_id,
+            upstream_tool.as_deref(),
+            &result,
+        );
+    }
+    if cancelled.load(Ordering::SeqCst) {
+        return Outcome::Cancelled(client_id);
+    }
+    let reply = match result {
+        Ok(mut reply) => {
+            reply.set_id(client_id);
+            reply
+        }
+        Err(UpstreamError::Timeout(ms)) => Message::error(
+            client_id,
+            &RpcError::new(
+                codes::REQUEST_TIMEOUT,
+                format!("Upstream '{}' did not answer {method} within {ms} ms; the request was cancelled upstream", slot.spec.id),
+            )
+            .with_data(json!({"upstream": slot.spec.id, "timeoutMs": ms})),
+        ),
+        Err(e) => Message::error(
+            client_id,
+            &RpcError::new(
+                codes::UPSTREAM_UNAVAILABLE,
+                format!("Upstream '{}' failed during {method}: {e}", slot.spec.id),
+            )
+            .with_data(json!({"upstream": slot.spec.id})),
+        ),
+    };
+    Outcome::Reply(reply)
+}
+
+/// [`call`], and when a 2026-07-28 upstream answers a legacy client with `input_required`:
+/// ask the client each input request (as the legacy server-to-client request it knows), then
+/// retry the request with the answers and the upstream's `requestState`. A modern client gets
+/// the `input_required` result itself (its retry comes back through here, stateless).
+pub async fn call_with_rounds(
+    st: &State,
+    session: &Arc<Session>,
+    slot: &Arc<Slot>,
+    mut msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let client_id = msg.id().cloned().unwrap_or(Value::Null);
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let outcome = call(st, session, slot, msg.clone(), sink).await;
+        let Outcome::Reply(reply) = &outcome else {
+            return outcome;
+        };
+        let input_required = reply
+            .result()
+            .and_then(|r| r.get("resultType"))
+            .and_then(Value::as_str)
+            == Some("input_required");
+        if !input_required || session.is_modern() {
+            if !slot.is_modern() || input_required {
+                return outcome;
+            }
+            let Outcome::Reply(reply) = outcome else {
+                unreachable!("matched above")
+            };
+            return Outcome::Reply(legacy_shaped(reply, !session.is_modern()));
+        }
+        let result = reply.result().cloned().unwrap_or_default();
+        let responses = match ask_for_input(st, session, sink, &result, &slot.spec.id).await {
+            Ok(r) => r,
+            Err(e) => return Outcome::Reply(Message::error(client_id, &e)),
+        };
+        let params = msg.params_mut();
+        params.insert("inputResponses".into(), Value::Object(responses));
+        match result.get("requestState") {
+            Some(state) => {
+                params.insert("requestState".into(), state.clone());
+            }
+            None => {
+                params.remove("requestState");
+            }
+        }
+    }
+    Outcome::Reply(Message::error(
+        client_id,
+        &RpcError::internal(format!(
+            "Upstream '{}' asked for input more than {MAX_INPUT_ROUNDS} times; the request was abandoned",
+            slot.spec.id
+        )),
+    ))
+}
+
+/// A complete result of a 2026-07-28 upstream, in the shape of a legacy one, so hooks see one
+/// model whichever era the upstream speaks (a modern client gets the marks back from the modern
+/// face's decoration; a legacy client never sees them).
+fn legacy_shaped(mut reply: Message, legacy_client: bool) -> Message {
+    if let Some(r) = reply.result_mut().and_then(Value::as_object_mut) {
+        r.remove("resultType");
+        if legacy_client {
+            r.remove("ttlMs");
+            r.remove("cacheScope");
+        }
+        let empty = r.get_mut("_meta").and_then(Value::as_object_mut).map(|m| {
+            m.remove(sluice_core::version::meta::SERVER_INFO);
+            m.is_empty()
+        });
+        if empty == Some(true) {
+            r.remove("_meta");
+        }
+    }
+    reply
+}
+
+/// Ask a legacy client every input request of an `input_required` result, one by one; the
+/// answers keyed as the requests were.
+async fn ask_for_input(
+    st: &State,
+    session: &Arc<Session>,
+    sink: &Sink,
+    result: &Value,
+    upstream: &str,
+) -> Result<serde_json::Map<String, Value>, RpcError> {
+    let mut responses = serde_json::Map::new();
+    let Some(requests) = result.get("inputRequests").and_then(Value::as_object) else {
+        return Ok(responses);
+    };
+    for (key, request) in requests {
+        let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+        let params = request.get("params").cloned();
+        let answer =
+            super::inbound::ask_client(st, session, sink, method, params, upstream).await?;
+        responses.insert(key.clone(), answer);
+    }
+    Ok(responses)
+}
+
+/// What a request to a 2026-07-28 upstream carries besides the envelope the connection adds:
+/// the calling client's own capabilities, and the `Mcp-Param-*` headers its tool's
+/// `x-mcp-header` parameters call for.
+fn modern_upstream_request(
+    slot: &Slot,
+    session: &Session,
+    msg: &mut Message,
+    headers: &mut ExtraHeaders,
+) {
+    let caps = session.client_capabilities.clone();
+    // A legacy client hears log messages unless it lowered the level (the handshake era's
+    // default); a modern client's own `logLevel` (or none) travels as it sent it.
+    let level = (!session.is_modern()).then(|| {
+        session
+            .log_level
+            .lock()
+            .clone()
+            .unwrap_or_else(|| "debug".into())
+    });
+    let params = msg.params_mut();
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(sluice_core::version::meta::CLIENT_CAPABILITIES.into(), caps);
+        if let Some(level) = level {
+            m.entry(sluice_core::version::meta::LOG_LEVEL)
+                .or_insert_with(|| json!(level));
+        }
+    }
+    if msg.method() != Some("tools/call") {
+        return;
+    }
+    // The upstream's own definition (a `describe` hook may change what clients see).
+    let name = msg.param_str("name").unwrap_or("").to_string();
+    let Some(schema) = slot.state.lock().lists.as_ref().and_then(|l| {
+        l.tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(name.as_str()))
+            .and_then(|t| t.get("inputSchema").cloned())
+    }) else {
+        return;
+    };
+    let args = msg
+        .params()
+        .and_then(|p| p.get("arguments"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut wanted = Vec::new();
+    header_params(&schema, &args, &mut wanted);
+    for (name, value) in wanted {
+        let text = match &value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        headers.push(
+            format!("mcp-param-{name}"),
+            sluice_upstream::header_value(&text),
+        );
+    }
+}
+
+/// The `(header name, value)` pairs a tool's `x-mcp-header` parameters call for, in schema order.
+pub fn header_params(schema: &Value, args: &Value, out: &mut Vec<(String, Value)>) {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (key, prop) in props {
+        let value = args.get(key);
+        if let Some(h) = prop.get("x-mcp-header").and_then(Value::as_str) {
+            if let Some(v) = value.filter(|v| !v.is_null()) {
+                out.push((h.to_string(), v.clone()));
+            }
+        }
+        if let Some(v) = value {
+            header_params(prop, v, out);
+        }
+    }
+}
+
+/// Send `logging/setLevel` to every connected upstream that has the logging capability.
+pub async fn set_level(snap: &Snapshot, session: &Arc<Session>, msg: &Message) {
+    let params = msg.params().cloned();
+    let mut calls = Vec::new();
+    for slot in snap.slots.iter() {
+        let has_logging = slot
+            .capabilities()
+            .is_some_and(|c| c.get("logging").is_some());
+        // A 2026-07-28 upstream takes the level per request (`_meta` logLevel).
+        if slot.status() != Status::Up || !has_logging || slot.is_modern() {
+            continue;
+        }
+        let params = params.clone();
+        calls.push(async move {
+            if let Ok(conn) = slot.connection_for(session.upstream_ref()).await {
+                if let Err(e) = conn.call("logging/setLevel", params, slot.timeout()).await {
+                    tracing::warn!(upstream = %slot.spec.id, "logging/setLevel failed: {e}");
+                }
+            }
+        });
+    }
+    futures_util::future::join_all(calls).await;
+}
+
+/// The client cancelled one of its requests: tell the upstream (with its id) and stop waiting.
+pub fn cancel(st: &State, session: &Session, client_id: &Value, reason: Option<&Value>) {
+    let call = session.inflight.lock().remove(&id_key(client_id));
+    let Some(call) = call else { return };
+    call.cancelled.store(true, Ordering::SeqCst);
+    let mut params = json!({"requestId": call.upstream_id});
+    if let Some(r) = reason {
+        params["reason"] = r.clone();
+    }
+    let _ = call.conn.notify("notifications/cancelled", Some(params));
+    call.conn.forget(call.upstream_id);
+    st.rt.calls.untrack(call.conn.serial(), call.upstream_id);
+}

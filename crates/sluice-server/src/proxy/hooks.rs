@@ -1,0 +1,107 @@
+//! The facts hooks select on (method, tool name, upstream, the tool's definition) and the
+//! response phase for messages toward a client that answer none of its requests (upstream
+//! requests and notifications, the gateway's own notifications).
+
+use crate::audit::Exchange;
+use crate::catalog::Catalog;
+use crate::session::Session;
+use crate::state::{Snapshot, State};
+use sluice_core::Message;
+use sluice_hooks::{Ctx, Refusal, Trace};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The facts hooks select on, for a message from or to a session.
+pub struct Facts {
+    /// The method (or `(reply)` for a client's reply).
+    pub method: String,
+    /// The client-facing tool name (tools/call).
+    pub tool_name: Option<String>,
+    /// The upstream it goes to or comes from.
+    pub upstream: Option<String>,
+    /// The catalog, kept when a hook wants the tool's definition (`validate`).
+    pub catalog: Option<Arc<Catalog>>,
+}
+
+impl Facts {
+    /// Facts of a client request going to `upstream`.
+    pub fn of_request(snap: &Snapshot, msg: &Message, upstream: Option<&str>) -> Facts {
+        let method = msg.method().unwrap_or("").to_string();
+        let tool_name = (method == "tools/call")
+            .then(|| msg.param_str("name").map(str::to_string))
+            .flatten();
+        let catalog = (tool_name.is_some() && snap.chain.wants_tool_definitions())
+            .then(|| snap.catalog.clone());
+        Facts {
+            method,
+            tool_name,
+            upstream: upstream.map(str::to_string),
+            catalog,
+        }
+    }
+
+    /// Facts of a message with only a method (and maybe an upstream).
+    pub fn plain(method: impl Into<String>, upstream: Option<&str>) -> Facts {
+        Facts {
+            method: method.into(),
+            tool_name: None,
+            upstream: upstream.map(str::to_string),
+            catalog: None,
+        }
+    }
+
+    /// The hook context for `session`.
+    pub fn ctx<'a>(&'a self, session: &'a Session) -> Ctx<'a> {
+        Ctx {
+            session_id: &session.id,
+            method: &self.method,
+            tool_name: self.tool_name.as_deref(),
+            upstream: self.upstream.as_deref(),
+            era: session.era(),
+            tool: self
+                .tool_name
+                .as_deref()
+                .and_then(|n| self.catalog.as_ref()?.tool_definition(n)),
+            principal: session.principal(),
+        }
+    }
+}
+
+/// A message toward the client that answers none of its requests: the response hooks. `Err`
+/// = refused (logged and audited; an upstream request is answered with -32031 by the caller).
+pub async fn to_client(
+    st: &State,
+    session: &Session,
+    msg: Message,
+    upstream: Option<&str>,
+) -> Result<Message, Refusal> {
+    let snap = st.snapshot();
+    if snap.chain.is_empty() {
+        return Ok(msg);
+    }
+    let facts = Facts::plain(msg.method().unwrap_or(""), upstream);
+    let cx = facts.ctx(session);
+    let mut trace = Trace::default();
+    let started = Instant::now();
+    let r = snap
+        .chain
+        .response(&cx, msg, None, usize::MAX, &mut trace)
+        .await;
+    if let Err(refusal) = &r {
+        tracing::info!(session = %session.id, method = %facts.method, reason = %refusal.reason, "message to the client refused by a hook");
+        st.record(
+            &snap,
+            session,
+            Exchange {
+                method: &facts.method,
+                tool: None,
+                upstream,
+                started,
+                outcome: "refused",
+                error: Some(refusal.reason.clone()),
+                trace: &trace,
+            },
+        );
+    }
+    r
+}

@@ -1,0 +1,386 @@
+//! The reverse path: everything upstreams start, and every change of the lists, arrives here as
+//! an event and is routed to the right client (or answered here): progress to the call it
+//! belongs to under the client's token, logging and other notifications to the call's stream
+//! or the owning session, sampling / elicitation / roots requests to the client whose call
+//! caused them (their replies come back through [`relay_client_reply`]), resource updates to
+//! subscribers, list changes to every session and listen stream. Every message toward a
+//! client passes the response hooks on the way.
+
+use super::hooks::to_client;
+use crate::channel::{send_msg, Out, Sink};
+use crate::control::{self, Inbound};
+use crate::session::{PendingServerRequest, Session};
+use crate::state::State;
+use serde_json::{json, Value};
+use sluice_core::{codes, Kind, Message, RpcError};
+use sluice_upstream::{Connection, Incoming, Slot, SlotEvent};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Consume the slots' events and the catalog's changes until the gateway shuts down.
+pub async fn run(st: Arc<State>, mut inbound: Inbound) {
+    loop {
+        tokio::select! {
+            ev = inbound.slots.recv() => match ev {
+                Some(ev) => on_slot_event(&st, ev),
+                None => return,
+            },
+            changed = inbound.changes.recv() => match changed {
+                Some(changed) => announce(&st, &changed),
+                None => return,
+            },
+            _ = st.rt.shutdown.cancelled() => return,
+        }
+    }
+}
+
+fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
+    match ev {
+        SlotEvent::Message {
+            slot,
+            conn,
+            owner,
+            incoming,
+            done,
+        } => {
+            // Handled beside (a response hook may take time); the connection's next events
+            // wait for `done`, so its messages keep their order.
+            let st = st.clone();
+            tokio::spawn(async move {
+                let owner = owner.and_then(|id| st.rt.sessions.get(&id));
+                on_message(&st, &slot, &conn, owner, incoming).await;
+                drop(done);
+            });
+        }
+        SlotEvent::Stream {
+            conn,
+            related,
+            paused,
+            retry,
+            done,
+        } => {
+            on_stream(st, &conn, related, paused, retry);
+            drop(done);
+        }
+        SlotEvent::Lists { said, .. } => {
+            control::rebuild_catalog(st, said);
+        }
+    }
+}
+
+/// Tell every session and listen stream that these lists changed.
+fn announce(st: &Arc<State>, changed: &[&'static str]) {
+    if changed.is_empty() {
+        return;
+    }
+    for m in changed {
+        st.rt.listeners.announce(m);
+    }
+    let hooked = !st.snapshot().chain.is_empty();
+    for s in st.rt.sessions.all() {
+        for m in changed {
+            let msg = Message::notification(m, None);
+            if hooked {
+                // Response hooks see gateway notifications too; run them beside.
+                let st = st.clone();
+                let s = s.clone();
+                tokio::spawn(async move {
+                    if let Ok(msg) = to_client(&st, &s, msg, None).await {
+                        s.send_unrelated(msg);
+                    }
+                });
+            } else {
+                s.send_unrelated(msg);
+            }
+        }
+    }
+}
+
+/// An upstream reply stream opened or paused: tell the client's side of that call.
+fn on_stream(st: &State, conn: &Connection, related: u64, paused: bool, retry: Option<Duration>) {
+    if let Some(sink) = st.rt.calls.sink(conn.serial(), related) {
+        let ms = retry.map(|r| r.as_millis() as u64);
+        let _ = sink.send(if paused {
+            Out::Pause(ms)
+        } else {
+            Out::Open(ms)
+        });
+    }
+}
+
+/// Send a message toward a client through the response hooks: on the call's own stream when
+/// there is one (else the session's), false when a hook refused it.
+pub async fn deliver(
+    st: &State,
+    session: &Arc<Session>,
+    sink: Option<&Sink>,
+    msg: Message,
+    upstream: &str,
+) -> bool {
+    let msg = match to_client(st, session, msg, Some(upstream)).await {
+        Ok(m) => m,
+        Err(_) => return false,
+    };
+    match sink {
+        Some(sink) => {
+            if let Err(msg) = send_msg(sink, msg) {
+                session.send_unrelated(msg);
+            }
+        }
+        None => session.send_unrelated(msg),
+    }
+    true
+}
+
+/// The client capability a server-to-client request needs (sampling, elicitation, roots).
+fn client_capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+/// Route a message an upstream started to the right client (or answer it here).
+async fn on_message(
+    st: &State,
+    slot: &Arc<Slot>,
+    conn: &Connection,
+    owner: Option<Arc<Session>>,
+    inc: Incoming,
+) {
+    let Incoming { mut msg, related } = inc;
+    let method = msg.method().unwrap_or("").to_string();
+    let up = slot.spec.id.as_str();
+    // The call this message belongs to: the request whose stream carried it, or for progress
+    // its token (which is the upstream id Sluice gave the call).
+    let route_key = match (related, method.as_str()) {
+        (_, "notifications/progress") => msg
+            .params()
+            .and_then(|p| p.get("progressToken"))
+            .and_then(Value::as_u64)
+            .or(related),
+        (Some(r), _) => Some(r),
+        _ => None,
+    };
+    let route = route_key.and_then(|k| st.rt.calls.route(conn.serial(), k));
+
+    if msg.kind() == Kind::Notification {
+        match method.as_str() {
+            "notifications/progress" => {
+                let Some((session, token, sink)) = route else {
+                    tracing::debug!(upstream = %up, "progress for no known call");
+                    return;
+                };
+                let Some(token) = token else { return };
+                msg.params_mut().insert("progressToken".into(), token);
+                deliver(st, &session, Some(&sink), msg, up).await;
+                return;
+            }
+            "notifications/cancelled" => {
+                // The upstream withdrew a request it sent to a client.
+                let up_id = msg.params().and_then(|p| p.get("requestId")).cloned();
+                for s in st.rt.sessions.all() {
+                    let found = s
+                        .server_requests
+                        .lock()
+                        .iter()
+                        .find(|(_, p)| {
+                            p.conn.serial() == conn.serial()
+                                && Some(&p.upstream_id) == up_id.as_ref()
+                        })
+                        .map(|(k, _)| k.clone());
+                    if let Some(k) = found {
+                        s.server_requests.lock().remove(&k);
+                        msg.params_mut().insert("requestId".into(), json!(k));
+                        deliver(st, &s, None, msg.clone(), up).await;
+                    }
+                }
+                return;
+            }
+            "notifications/resources/updated" => {
+                let uri = msg.param_str("uri").unwrap_or("").to_string();
+                st.rt.listeners.resource_updated(&uri);
+                let targets: Vec<_> = match &owner {
+                    Some(s) => vec![s.clone()],
+                    None => st.rt.sessions.all(),
+                };
+                for s in targets {
+                    let subscribed = s.subscriptions.lock().contains(&uri);
+                    if subscribed {
+                        deliver(st, &s, None, msg.clone(), up).await;
+                    }
+                }
+                return;
+            }
+            _ => {}
+        }
+        // Logging and any other notification: to the call it belongs to, else the owning
+        // session, else (a shared process) the latest call in flight on the connection, else
+        // every session (a shared upstream speaks to all).
+        let route = route.or_else(|| {
+            owner
+                .is_none()
+                .then(|| st.rt.calls.latest_on(conn.serial()))
+                .flatten()
+                .map(|(s, sink)| (s, None, sink))
+        });
+        if let Some((session, _, sink)) = route {
+            deliver(st, &session, Some(&sink), msg, up).await;
+        } else if let Some(s) = owner {
+            deliver(st, &s, None, msg, up).await;
+        } else {
+            for s in st.rt.sessions.all() {
+                deliver(st, &s, None, msg.clone(), up).await;
+            }
+        }
+        return;
+    }
+
+    // A request from the upstream.
+    let up_id = msg.id().cloned().unwrap_or(Value::Null);
+    if method == "ping" {
+        let _ = conn.send(&Message::response(up_id, json!({})));
+        return;
+    }
+    // Which client: the one whose call caused it, else the session owning the connection, else
+    // (a shared process) the client with the most recent call in flight on it.
+    let target = route
+        .as_ref()
+        .map(|(s, _, sink)| (s.clone(), Some(sink.clone())))
+        .or_else(|| owner.clone().map(|s| (s, None)))
+        .or_else(|| {
+            st.rt
+                .calls
+                .latest_on(conn.serial())
+                .map(|(s, sink)| (s, Some(sink)))
+        });
+    let Some((session, sink)) = target else {
+        let err = RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("Sluice has no client session to forward {method} to"),
+        );
+        let _ = conn.send(&Message::error(up_id, &err));
+        return;
+    };
+    if let Some(cap) = client_capability_for(&method) {
+        if !session.has_capability(cap) {
+            let err = RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!(
+                    "The client did not declare the {cap} capability; {method} is not available"
+                ),
+            );
+            let _ = conn.send(&Message::error(up_id, &err));
+            // A modern client's call fails with MissingRequiredClientCapability (-32021); its
+            // round cancels the call upstream.
+            if let (true, Some(sink)) = (session.is_modern(), sink.as_ref()) {
+                let missing = RpcError::new(
+                    codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    format!("Missing required client capability: {cap} (the upstream asked for {method})"),
+                )
+                .with_data(json!({"requiredCapabilities": {cap: {}}}));
+                let _ = send_msg(sink, Message::error(Value::Null, &missing));
+            }
+            return;
+        }
+    }
+    let client_id = session.mint_request_id();
+    session.server_requests.lock().insert(
+        client_id.clone(),
+        PendingServerRequest {
+            conn: conn.clone(),
+            upstream_id: up_id.clone(),
+        },
+    );
+    msg.set_id(json!(client_id.clone()));
+    if !deliver(st, &session, sink.as_ref(), msg, up).await {
+        // A response hook refused the request on its way to the client: the upstream hears why.
+        session.server_requests.lock().remove(&client_id);
+        let err = RpcError::new(codes::RESPONSE_REJECTED, "Response rejected");
+        let _ = conn.send(&Message::error(up_id, &err));
+    }
+}
+
+/// Ask the client something on the gateway's own behalf (a 2026-07-28 upstream's input
+/// request, for a legacy client): the request goes to it like an upstream's would (on the
+/// call's stream, through the response hooks), and its reply comes back here.
+pub async fn ask_client(
+    st: &State,
+    session: &Arc<Session>,
+    sink: &Sink,
+    method: &str,
+    params: Option<Value>,
+    upstream: &str,
+) -> Result<Value, RpcError> {
+    let Some(cap) = client_capability_for(method) else {
+        return Err(RpcError::internal(format!(
+            "Upstream '{upstream}' asked for input with {method}, which clients do not answer"
+        )));
+    };
+    if !session.has_capability(cap) {
+        return Err(RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("Upstream '{upstream}' needs {method}, but the client did not declare the {cap} capability"),
+        ));
+    }
+    let client_id = session.mint_request_id();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    session.asked.lock().insert(client_id.clone(), tx);
+    let msg = Message::request(json!(client_id.clone()), method, params);
+    if !deliver(st, session, Some(sink), msg, upstream).await {
+        session.asked.lock().remove(&client_id);
+        return Err(RpcError::new(codes::RESPONSE_REJECTED, "Response rejected"));
+    }
+    let wait = Duration::from_millis(st.snapshot().settings().request_timeout_ms);
+    let reply = match tokio::time::timeout(wait, rx).await {
+        Ok(Ok(reply)) => reply,
+        _ => {
+            session.asked.lock().remove(&client_id);
+            return Err(RpcError::new(
+                codes::REQUEST_TIMEOUT,
+                format!(
+                    "The client did not answer {method} within {} ms",
+                    wait.as_millis()
+                ),
+            ));
+        }
+    };
+    match (reply.result(), reply.error_obj()) {
+        (Some(r), _) => Ok(r.clone()),
+        (None, Some(e)) => Err(RpcError::new(
+            e.get("code")
+                .and_then(Value::as_i64)
+                .unwrap_or(codes::INTERNAL_ERROR),
+            e.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the client refused")
+                .to_string(),
+        )),
+        _ => Err(RpcError::internal(
+            "the client answered with neither a result nor an error",
+        )),
+    }
+}
+
+/// Relay the client's reply to an upstream request back to the upstream, with the upstream's
+/// own id (or to the gateway's own question, [`ask_client`]).
+pub fn relay_client_reply(session: &Session, mut msg: Message) {
+    let Some(id) = msg.id().and_then(Value::as_str).map(str::to_string) else {
+        tracing::warn!(session = %session.id, "reply with an id Sluice never sent: {}", msg.to_json());
+        return;
+    };
+    if let Some(waiter) = session.asked.lock().remove(&id) {
+        let _ = waiter.send(msg);
+        return;
+    }
+    let Some(pending) = session.server_requests.lock().remove(&id) else {
+        tracing::warn!(session = %session.id, id, "reply to no pending request");
+        return;
+    };
+    msg.set_id(pending.upstream_id);
+    if let Err(e) = pending.conn.send(&msg) {
+        tracing::warn!(session = %session.id, "relaying a reply upstream failed: {e}");
+    }
+}

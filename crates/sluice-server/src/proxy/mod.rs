@@ -1,0 +1,414 @@
+//! THE driver of client messages. A request resolves its target once ([`route::resolve`]) and
+//! then runs its phases in order, all in this file:
+//!
+//! ```text
+//! resolve ─▶ access ─▶ request hooks (head → tail) ─▶ dispatch ─▶ response hooks (tail → head) ─▶ record
+//!                                                      │ local answer · one upstream (forward.rs)
+//!                                                      │ gateway tool (features/) · fan-out
+//! ```
+//!
+//! A request hook that changes what the message targets gets it resolved once more; the
+//! funnel's `run_tool` is a rewrite into the real `tools/call`, which runs every phase again,
+//! nested in the meta-call's. Client notifications and replies run the request hooks and go on
+//! to their upstream. What upstreams start comes back through [`inbound`].
+
+pub mod forward;
+pub mod hooks;
+pub mod inbound;
+pub mod route;
+
+use crate::access;
+use crate::audit::Exchange;
+use crate::channel::{Outcome, Sink};
+use crate::features::{funnel, management};
+use crate::gateway_tools::GatewayTool;
+use crate::session::Session;
+use crate::state::{Snapshot, State};
+use hooks::Facts;
+use route::Target;
+use serde_json::{json, Value};
+use sluice_core::{Kind, Message, RpcError};
+use sluice_hooks::{Phase, RequestOutcome, Trace};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A client request of an initialised session (or a modern client's request): every phase, on
+/// one snapshot.
+pub async fn client_request(
+    st: &Arc<State>,
+    session: &Arc<Session>,
+    msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let snap = st.snapshot();
+    request(st, &snap, session, msg, sink).await
+}
+
+async fn request(
+    st: &Arc<State>,
+    snap: &Snapshot,
+    session: &Arc<Session>,
+    msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let principal = session.principal();
+    let mut target = route::resolve(snap, principal.as_deref(), &msg);
+    // Access: a target the caller may not use is answered like one that does not exist.
+    if !snap.policy.is_open() {
+        if let Err(refused) = access::check(&snap.policy, principal.as_deref(), &msg) {
+            let access::Refused { error, reason } = *refused;
+            let facts = Facts::of_request(snap, &msg, target.upstream_id());
+            tracing::info!(session = %session.id, "{reason}");
+            let none = Trace::default();
+            let now = Instant::now();
+            record(
+                st,
+                snap,
+                session,
+                &facts,
+                now,
+                "refused",
+                Some(reason),
+                &none,
+            );
+            return Outcome::Reply(Message::error(
+                msg.id().cloned().unwrap_or(Value::Null),
+                &error,
+            ));
+        }
+    }
+    let tel = st.rt.telemetry.as_ref();
+    if snap.chain.is_empty() && !st.observed(snap) && tel.is_none() {
+        return dispatch(st, snap, session, target, msg, sink).await;
+    }
+    let started = Instant::now();
+    let facts = Facts::of_request(snap, &msg, target.upstream_id());
+    let cx = facts.ctx(session);
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let span = tel.map(|t| t.start_request(&msg, &session.id, facts.upstream.as_deref()));
+    let mut trace = Trace::default();
+    let request_copy = snap
+        .chain
+        .selects(Phase::Response, &cx, usize::MAX)
+        .then(|| msg.clone());
+    let before = owned_key(&msg);
+    // Request hooks.
+    let (outcome, depth) = snap.chain.request(&cx, msg, &mut trace).await;
+    let mut refused_in = None;
+    let reply = match outcome {
+        RequestOutcome::Forward(m) => {
+            if owned_key(&m) != before {
+                target = route::resolve(snap, principal.as_deref(), &m);
+            }
+            // Dispatch, under the request's span when tracing (its upstream call is a child).
+            let work = dispatch(st, snap, session, target, m, sink);
+            let outcome = match &span {
+                Some(s) => s.scope(work).await,
+                None => work.await,
+            };
+            match outcome {
+                Outcome::Reply(r) => r,
+                Outcome::Cancelled(id) => {
+                    if let Some(s) = span {
+                        s.finish("cancelled", None, &trace);
+                    }
+                    record(
+                        st,
+                        snap,
+                        session,
+                        &facts,
+                        started,
+                        "cancelled",
+                        None,
+                        &trace,
+                    );
+                    return Outcome::Cancelled(id);
+                }
+            }
+        }
+        RequestOutcome::Answer(m) => m,
+        RequestOutcome::Refuse(r) => {
+            refused_in = Some(r.reason.clone());
+            r.to_error(Phase::Request, id.clone())
+        }
+    };
+    // Response hooks (only those the request reached).
+    let reply = match snap
+        .chain
+        .response(&cx, reply, request_copy.as_ref(), depth, &mut trace)
+        .await
+    {
+        Ok(r) => r,
+        Err(r) => {
+            refused_in = Some(r.reason.clone());
+            r.to_error(Phase::Response, id)
+        }
+    };
+    // Record.
+    let outcome = match (&refused_in, reply.kind()) {
+        (Some(_), _) => "refused",
+        (None, Kind::Error) => "error",
+        _ => "ok",
+    };
+    if facts.method == "tools/call" || refused_in.is_some() {
+        let error = reply
+            .error_obj()
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        record(
+            st,
+            snap,
+            session,
+            &facts,
+            started,
+            outcome,
+            refused_in.or(error),
+            &trace,
+        );
+    }
+    if let Some(s) = span {
+        s.finish(outcome, Some(&reply), &trace);
+    }
+    Outcome::Reply(reply)
+}
+
+/// What a request names, owned (to tell whether a hook changed its target).
+fn owned_key(msg: &Message) -> (Option<String>, Option<Value>) {
+    let (method, named) = route::key(msg);
+    (method.map(str::to_string), named.cloned())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    st: &State,
+    snap: &Snapshot,
+    session: &Session,
+    facts: &Facts,
+    started: Instant,
+    outcome: &str,
+    error: Option<String>,
+    trace: &Trace,
+) {
+    st.record(
+        snap,
+        session,
+        Exchange {
+            method: &facts.method,
+            tool: facts.tool_name.as_deref(),
+            upstream: facts.upstream.as_deref(),
+            started,
+            outcome,
+            error,
+            trace,
+        },
+    );
+}
+
+fn reply_of(id: Value, r: Result<Value, RpcError>) -> Outcome {
+    Outcome::Reply(match r {
+        Ok(result) => Message::response(id, result),
+        Err(e) => Message::error(id, &e),
+    })
+}
+
+/// The dispatch phase: do what the target says.
+async fn dispatch(
+    st: &Arc<State>,
+    snap: &Snapshot,
+    session: &Arc<Session>,
+    target: Target,
+    mut msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    match target {
+        Target::Local(r) => reply_of(id, r),
+        Target::Upstream(u) => {
+            if let Some(name) = &u.name {
+                route::rename(&mut msg, name);
+            }
+            let outcome = match &u.subscription {
+                // A 2026-07-28 upstream has no resources/subscribe: Sluice watches the URI on a
+                // listen stream of its own and answers the client itself.
+                Some(sub) if sub.local => {
+                    if sub.on {
+                        u.slot.watch_resource(&sub.uri);
+                    }
+                    Outcome::Reply(Message::response(id, json!({})))
+                }
+                _ if u.rounds => forward::call_with_rounds(st, session, &u.slot, msg, sink).await,
+                _ => forward::call(st, session, &u.slot, msg, sink).await,
+            };
+            if let (Some(sub), Outcome::Reply(r)) = (&u.subscription, &outcome) {
+                if r.kind() == Kind::Response {
+                    let mut subs = session.subscriptions.lock();
+                    if sub.on {
+                        subs.insert(sub.uri.clone());
+                    } else {
+                        subs.remove(&sub.uri);
+                    }
+                }
+            }
+            outcome
+        }
+        Target::Gateway(GatewayTool::Manage(op)) => {
+            let args = msg
+                .params()
+                .and_then(|p| p.get("arguments"))
+                .cloned()
+                .unwrap_or(json!({}));
+            reply_of(id, management::call(st, op, &args).await)
+        }
+        Target::Gateway(tool) => {
+            let principal = session.principal();
+            match funnel::answer(
+                &snap.catalog,
+                &snap.policy,
+                principal.as_deref(),
+                tool,
+                &msg,
+            ) {
+                funnel::Answer::Reply(r) => reply_of(id, r),
+                // The real call: resolved, checked and hooked like a direct one.
+                funnel::Answer::Run(inner) => {
+                    Box::pin(request(st, snap, session, inner, sink)).await
+                }
+            }
+        }
+        Target::SetLevel(level) => {
+            *session.log_level.lock() = Some(level);
+            forward::set_level(snap, session, &msg).await;
+            reply_of(id, Ok(json!({})))
+        }
+    }
+}
+
+/// A client notification or a client's reply to an upstream request: request hooks (a refusal
+/// drops it, logged and audited), then on.
+pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Message) {
+    let snap = st.snapshot();
+    let msg = if snap.chain.is_empty() {
+        msg
+    } else {
+        let method = match msg.kind() {
+            Kind::Notification => msg.method().unwrap_or(""),
+            _ => "(reply)",
+        };
+        let facts = Facts::plain(method, None);
+        let cx = facts.ctx(session);
+        let mut trace = Trace::default();
+        let started = Instant::now();
+        match snap.chain.request(&cx, msg, &mut trace).await.0 {
+            RequestOutcome::Forward(m) => m,
+            RequestOutcome::Answer(_) => {
+                tracing::warn!(session = %session.id, method = %facts.method, "a hook answered a notification or reply; nothing to answer, dropped");
+                return;
+            }
+            RequestOutcome::Refuse(r) => {
+                tracing::info!(session = %session.id, method = %facts.method, reason = %r.reason, "message dropped by a hook");
+                record(
+                    st,
+                    &snap,
+                    session,
+                    &facts,
+                    started,
+                    "refused",
+                    Some(r.reason),
+                    &trace,
+                );
+                return;
+            }
+        }
+    };
+    match msg.kind() {
+        Kind::Notification => notification(st, &snap, session, msg),
+        _ => inbound::relay_client_reply(session, msg),
+    }
+}
+
+/// A notification from a client.
+fn notification(st: &State, snap: &Snapshot, session: &Arc<Session>, msg: Message) {
+    match msg.method().unwrap_or("") {
+        "notifications/initialized" => {}
+        "notifications/cancelled" => {
+            if let Some(id) = msg.params().and_then(|p| p.get("requestId")) {
+                forward::cancel(st, session, id, msg.params().and_then(|p| p.get("reason")));
+            }
+        }
+        "notifications/roots/list_changed" => {
+            // Tell every upstream connection this client's calls go through.
+            for slot in snap.slots.iter() {
+                let conn = if slot.per_session() {
+                    slot.session_connection(&session.id)
+                } else {
+                    slot.control()
+                };
+                if let Some(c) = conn {
+                    let _ = c.notify("notifications/roots/list_changed", None);
+                }
+            }
+        }
+        other => {
+            tracing::debug!(session = %session.id, method = other, "notification not forwarded")
+        }
+    }
+}
+
+/// `initialize`: the SessionStart and Request hooks, then the response hooks on the result.
+/// `Err` carries the error reply (no session is created then).
+pub async fn initialize(
+    st: &Arc<State>,
+    session: &Arc<Session>,
+    msg: Message,
+    version: &str,
+) -> Result<Message, Message> {
+    let snap = st.snapshot();
+    let Some(tel) = st.rt.telemetry.as_ref() else {
+        return initialize_hooks(st, &snap, session, msg, version, &mut Trace::default()).await;
+    };
+    let span = tel.start_request(&msg, &session.id, None);
+    let mut trace = Trace::default();
+    let r = initialize_hooks(st, &snap, session, msg, version, &mut trace).await;
+    match &r {
+        Ok(reply) => span.finish("ok", Some(reply), &trace),
+        Err(reply) => span.finish("refused", Some(reply), &trace),
+    }
+    r
+}
+
+async fn initialize_hooks(
+    st: &State,
+    snap: &Snapshot,
+    session: &Arc<Session>,
+    msg: Message,
+    version: &str,
+    trace: &mut Trace,
+) -> Result<Message, Message> {
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let result = || route::initialize_result(snap, version);
+    if snap.chain.is_empty() {
+        return Ok(Message::response(id, result()));
+    }
+    let facts = Facts::plain("initialize", None);
+    let cx = facts.ctx(session);
+    let started = Instant::now();
+    let request_copy = msg.clone();
+    let (outcome, depth) = snap.chain.request(&cx, msg, trace).await;
+    let (reply, refused) = match outcome {
+        RequestOutcome::Forward(_) => (Message::response(id.clone(), result()), None),
+        RequestOutcome::Answer(m) => (m, None),
+        RequestOutcome::Refuse(r) => (r.to_error(Phase::Request, id.clone()), Some(r.reason)),
+    };
+    let reply = snap
+        .chain
+        .response(&cx, reply, Some(&request_copy), depth, trace)
+        .await
+        .unwrap_or_else(|r| r.to_error(Phase::Response, id));
+    if reply.kind() == Kind::Error {
+        let reason = refused.or_else(|| reply.error_obj().map(|e| e.to_string()));
+        record(st, snap, session, &facts, started, "refused", reason, trace);
+        return Err(reply);
+    }
+    Ok(reply)
+}

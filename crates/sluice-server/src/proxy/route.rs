@@ -1,0 +1,273 @@
+//! Target resolution: what a client request is for, decided once, from the snapshot alone (no
+//! I/O): answered here (ping, lists, a request that names nothing that exists), one upstream
+//! (a tool, prompt, resource or completion), a tool the gateway answers itself, or a fan-out
+//! to every upstream (`logging/setLevel`). Also the gateway's own `initialize` result.
+
+use crate::catalog::{Catalog, ListKind, Route};
+use crate::gateway_tools::GatewayTool;
+use crate::state::Snapshot;
+use serde_json::{json, Value};
+use sluice_core::{codes, Message, Principal, RpcError};
+use sluice_upstream::Slot;
+use std::sync::Arc;
+
+/// What a client request is for.
+#[derive(Debug)]
+pub enum Target {
+    /// The gateway answers it with no upstream.
+    Local(Result<Value, RpcError>),
+    /// One upstream.
+    Upstream(Upstream),
+    /// A tool the gateway answers itself.
+    Gateway(GatewayTool),
+    /// `logging/setLevel` to every upstream with logging (and the session's own level).
+    SetLevel(String),
+}
+
+/// A request for one upstream.
+#[derive(Debug)]
+pub struct Upstream {
+    /// The upstream's slot.
+    pub slot: Arc<Slot>,
+    /// The name the upstream knows the tool or prompt by (the request is renamed on dispatch).
+    pub name: Option<String>,
+    /// Does a 2026-07-28 upstream's `input_required` answer run rounds (all but completions)?
+    pub rounds: bool,
+    /// `resources/subscribe` / `unsubscribe`: the subscription to record when it succeeds.
+    pub subscription: Option<Subscription>,
+}
+
+/// A subscription a request asks for.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    /// The resource URI.
+    pub uri: String,
+    /// Subscribe (true) or unsubscribe.
+    pub on: bool,
+    /// The upstream speaks 2026-07-28 (no resources/subscribe): the gateway watches the URI on
+    /// a listen stream of its own and answers the client itself.
+    pub local: bool,
+}
+
+impl Target {
+    /// The id of the upstream it goes to, for hooks and the audit line.
+    pub fn upstream_id(&self) -> Option<&str> {
+        match self {
+            Target::Upstream(u) => Some(&u.slot.spec.id),
+            _ => None,
+        }
+    }
+}
+
+/// What a request names, for telling whether a hook changed its target.
+pub fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
+    let params = msg.params();
+    let named = params.and_then(|p| {
+        p.get("name")
+            .or_else(|| p.get("uri"))
+            .or_else(|| p.get("ref"))
+    });
+    (msg.method(), named)
+}
+
+/// Resolve a request of an initialised session (or a modern client's request).
+pub fn resolve(snap: &Snapshot, principal: Option<&Principal>, msg: &Message) -> Target {
+    let catalog = &snap.catalog;
+    let method = msg.method().unwrap_or("");
+    let list = |kind: ListKind| {
+        let cursor = msg.param_str("cursor");
+        let page_size = snap.settings().page_size as usize;
+        // Access rules are looked up only for a list (not on every call).
+        if snap.policy.is_open() {
+            return Target::Local(catalog.page_of(kind, cursor, page_size, None));
+        }
+        let filter = |item: &Value| crate::access::visible(&snap.policy, principal, kind, item);
+        Target::Local(catalog.page_of(kind, cursor, page_size, Some(&filter)))
+    };
+    let local = |e: RpcError| Target::Local(Err(e));
+    match method {
+        "ping" => Target::Local(Ok(json!({}))),
+        "initialize" => local(RpcError::invalid_request(
+            "the session is already initialised",
+        )),
+        "tools/list" => list(ListKind::Tools),
+        "prompts/list" => list(ListKind::Prompts),
+        "resources/list" => list(ListKind::Resources),
+        "resources/templates/list" => list(ListKind::Templates),
+        "tools/call" => {
+            let Some(name) = msg.param_str("name") else {
+                return local(RpcError::invalid_params("tools/call needs params.name"));
+            };
+            match catalog.tool(name) {
+                Some(Route::Gateway(tool)) => Target::Gateway(*tool),
+                Some(Route::Upstream { slot, name }) => Target::Upstream(Upstream {
+                    slot: catalog.slots[*slot].clone(),
+                    name: Some(name.clone()),
+                    rounds: true,
+                    subscription: None,
+                }),
+                None => match catalog.down_owner(name) {
+                    Some(slot) => local(catalog.slots[slot].unavailable()),
+                    None => local(RpcError::invalid_params(format!("Unknown tool: {name}"))),
+                },
+            }
+        }
+        "prompts/get" => {
+            let Some(name) = msg.param_str("name") else {
+                return local(RpcError::invalid_params("prompts/get needs params.name"));
+            };
+            match catalog.prompt(name) {
+                Some(r) => Target::Upstream(Upstream {
+                    slot: catalog.slots[r.slot].clone(),
+                    name: Some(r.name.clone()),
+                    rounds: true,
+                    subscription: None,
+                }),
+                None => local(RpcError::invalid_params(format!("Unknown prompt: {name}"))),
+            }
+        }
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            let Some(uri) = msg.param_str("uri") else {
+                return local(RpcError::invalid_params(format!(
+                    "{method} needs params.uri"
+                )));
+            };
+            let Some(slot) = resource_slot(catalog, uri) else {
+                return local(not_found(uri));
+            };
+            let subscription = (method != "resources/read").then(|| Subscription {
+                uri: uri.to_string(),
+                on: method == "resources/subscribe",
+                local: slot.is_modern(),
+            });
+            Target::Upstream(Upstream {
+                slot,
+                name: None,
+                rounds: true,
+                subscription,
+            })
+        }
+        "completion/complete" => {
+            let reference = msg.params().and_then(|p| p.get("ref"));
+            let field = |k: &str| reference.and_then(|r| r.get(k)).and_then(Value::as_str);
+            match field("type") {
+                Some("ref/prompt") => {
+                    let name = field("name").unwrap_or("");
+                    match catalog.prompt(name) {
+                        Some(r) => Target::Upstream(Upstream {
+                            slot: catalog.slots[r.slot].clone(),
+                            name: Some(r.name.clone()),
+                            rounds: false,
+                            subscription: None,
+                        }),
+                        None => local(RpcError::invalid_params(format!("Unknown prompt: {name}"))),
+                    }
+                }
+                Some("ref/resource") => {
+                    let uri = field("uri").unwrap_or("");
+                    match resource_slot(catalog, uri) {
+                        Some(slot) => Target::Upstream(Upstream {
+                            slot,
+                            name: None,
+                            rounds: false,
+                            subscription: None,
+                        }),
+                        None => local(RpcError::invalid_params(format!(
+                            "Resource not found: {uri}"
+                        ))),
+                    }
+                }
+                _ => local(RpcError::invalid_params(
+                    "completion/complete needs params.ref of type ref/prompt or ref/resource",
+                )),
+            }
+        }
+        "logging/setLevel" => match msg.param_str("level") {
+            Some(level) => Target::SetLevel(level.to_string()),
+            None => local(RpcError::invalid_params(
+                "logging/setLevel needs params.level",
+            )),
+        },
+        _ => local(RpcError::method_not_found(method)),
+    }
+}
+
+fn not_found(uri: &str) -> RpcError {
+    RpcError::new(codes::INVALID_PARAMS, format!("Resource not found: {uri}"))
+        .with_data(json!({"uri": uri}))
+}
+
+/// Rename a request for its upstream: the tool's or prompt's name there.
+pub fn rename(msg: &mut Message, name: &str) {
+    let params = msg.params_mut();
+    if let Some(r) = params.get_mut("ref").and_then(Value::as_object_mut) {
+        r.insert("name".into(), json!(name));
+    } else {
+        params.insert("name".into(), json!(name));
+    }
+}
+
+/// The slot serving a resource URI; with a single upstream offering resources, that one.
+pub fn resource_slot(catalog: &Catalog, uri: &str) -> Option<Arc<Slot>> {
+    if let Some(s) = catalog.resource(uri) {
+        return Some(catalog.slots[s].clone());
+    }
+    let with_resources: Vec<&Arc<Slot>> = catalog
+        .slots
+        .iter()
+        .filter(|s| {
+            s.capabilities()
+                .is_some_and(|c| c.get("resources").is_some())
+        })
+        .collect();
+    match with_resources.as_slice() {
+        [one] => Some((*one).clone()),
+        _ => None,
+    }
+}
+
+/// The `initialize` result this gateway answers with. A single transparent upstream that is up
+/// lends its serverInfo, capabilities and instructions (so `--passthrough` is invisible);
+/// otherwise Sluice describes itself.
+pub fn initialize_result(snap: &Snapshot, version: &str) -> Value {
+    if let [slot] = &*snap.slots {
+        if slot.spec.transparent {
+            if let Some(init) = slot.state.lock().init.clone() {
+                let mut r = init;
+                if let Some(o) = r.as_object_mut() {
+                    o.insert("protocolVersion".into(), json!(version));
+                }
+                return r;
+            }
+        }
+    }
+    json!({
+        "protocolVersion": version,
+        "capabilities": {
+            "tools": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "logging": {},
+            "completions": {},
+        },
+        "serverInfo": {"name": "sluice", "title": "Sluice MCP gateway", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": instructions(snap),
+    })
+}
+
+fn instructions(snap: &Snapshot) -> String {
+    let mut parts = vec!["Sluice gateway. Tools are named <upstream>_<tool>.".to_string()];
+    for slot in snap.slots.iter() {
+        if let Some(i) = slot
+            .state
+            .lock()
+            .init
+            .as_ref()
+            .and_then(|i| i.get("instructions"))
+            .and_then(Value::as_str)
+        {
+            parts.push(format!("[{}] {i}", slot.spec.id));
+        }
+    }
+    parts.join("\n")
+}

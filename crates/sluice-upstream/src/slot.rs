@@ -1,0 +1,727 @@
+//! Upstream slots: one per configured upstream. A slot keeps the control connection (shared by
+//! every client for stdio, used for lists by every transport), caches the upstream's lists and
+//! re-reads them when the upstream says they changed, restarts it with backoff when it fails,
+//! and opens (and closes) the per-session connections of upstreams that need one per client
+//! (HTTP, or stdio with `"isolation": "session"`).
+//!
+//! A slot never calls the gateway: what the upstream starts, and every change of the slot's
+//! health or lists, arrives at the gateway as a [`SlotEvent`] on the channel of its
+//! [`SlotEnv`]. A message or stream event carries a [`Done`]; the connection's later events (its
+//! replies among them) wait until the gateway drops it, so a call's progress and requests reach
+//! the client before its reply.
+
+use crate::{Connection, Event, Incoming, OpenOptions, StderrTail};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use sluice_config::{Isolation, Transport, UpstreamSpec};
+use sluice_core::{codes, RpcError};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot, watch, Notify, OnceCell};
+use tokio_util::sync::CancellationToken;
+
+/// What one upstream currently offers (fetched by its control connection).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpstreamLists {
+    /// `tools/list`, every page.
+    pub tools: Vec<Value>,
+    /// `prompts/list`, every page.
+    pub prompts: Vec<Value>,
+    /// `resources/list`, every page.
+    pub resources: Vec<Value>,
+    /// `resources/templates/list`, every page.
+    pub templates: Vec<Value>,
+}
+
+/// The health of an upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Configured with `"enabled": false`.
+    Disabled,
+    /// Starting (first start or a restart).
+    Starting,
+    /// Connected and listed.
+    Up,
+    /// Not connected; the reason.
+    Down(String),
+}
+
+/// The live state of one slot.
+#[derive(Debug, Default)]
+pub struct SlotState {
+    /// Health.
+    pub status: Option<Status>,
+    /// The control connection while up.
+    pub control: Option<Connection>,
+    /// The upstream's lists while up.
+    pub lists: Option<UpstreamLists>,
+    /// The upstream's `initialize` result while up.
+    pub init: Option<Value>,
+    /// How many times it was (re)started after a failure.
+    pub restarts: u64,
+    /// Resource URIs a 2026-07-28 upstream reports updates of (listen streams opened on the
+    /// control connection; opened again after a restart).
+    pub watched: std::collections::HashSet<String>,
+}
+
+/// The timing settings a slot works with (live: a reload of `sluice.json` changes them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    /// Default request timeout (an upstream's `timeout_ms` overrides it).
+    pub request_timeout_ms: u64,
+    /// Connect (and handshake) timeout.
+    pub connect_timeout_ms: u64,
+    /// First restart delay after a failure.
+    pub restart_initial_ms: u64,
+    /// Longest restart delay.
+    pub restart_max_ms: u64,
+}
+
+/// What every slot is given by the gateway that runs it.
+#[derive(Clone)]
+pub struct SlotEnv {
+    /// Where the slot's events go.
+    pub events: mpsc::UnboundedSender<SlotEvent>,
+    /// The timing settings now.
+    pub timing: watch::Receiver<Timing>,
+    /// Cancelled when the gateway shuts down.
+    pub shutdown: CancellationToken,
+}
+
+/// Held while the gateway handles a connection's event; the connection's next events (and the
+/// reply that may follow) wait until it is dropped.
+pub struct Done(Option<oneshot::Sender<()>>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// What a slot tells the gateway.
+pub enum SlotEvent {
+    /// The upstream sent a request or notification on `conn` (list changes are handled by the
+    /// slot itself and arrive as [`SlotEvent::Lists`]).
+    Message {
+        /// The slot.
+        slot: Arc<Slot>,
+        /// The connection it came on.
+        conn: Connection,
+        /// The session whose own connection it is (None: the shared control connection).
+        owner: Option<Arc<str>>,
+        /// The message.
+        incoming: Incoming,
+        /// Drop when handled.
+        done: Done,
+    },
+    /// The reply stream of a call on `conn` opened or paused.
+    Stream {
+        /// The connection.
+        conn: Connection,
+        /// The call (the id this connection minted).
+        related: u64,
+        /// Opened or paused.
+        paused: bool,
+        /// The upstream's retry hint.
+        retry: Option<Duration>,
+        /// Drop when handled.
+        done: Done,
+    },
+    /// The slot's lists or health changed (it came up, went down, or re-listed): the catalog
+    /// is stale. `said` is the upstream's own list_changed notification, to pass on to
+    /// clients even when the merged lists look the same.
+    Lists {
+        /// The slot.
+        slot: Arc<Slot>,
+        /// The upstream's notification, when it said one.
+        said: Option<&'static str>,
+    },
+}
+
+/// Who a per-session connection is for.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionRef<'a> {
+    /// The session id.
+    pub id: &'a str,
+    /// The client's capabilities (sent upstream at `initialize`).
+    pub capabilities: &'a Value,
+    /// The negotiated protocol version.
+    pub protocol_version: &'a str,
+}
+
+impl SessionRef<'_> {
+    fn is_modern(&self) -> bool {
+        sluice_core::version::is_modern(self.protocol_version)
+    }
+}
+
+/// One configured upstream.
+pub struct Slot {
+    /// A number unique to this slot in the process (a reload that keeps the upstream keeps
+    /// the slot).
+    pub serial: u64,
+    stopped: AtomicBool,
+    stop: Notify,
+    /// The configuration.
+    pub spec: UpstreamSpec,
+    /// Live state.
+    pub state: Mutex<SlotState>,
+    /// Signalled after each start attempt (for start-up waiting).
+    pub attempted: Notify,
+    /// The last stderr lines of its processes (stdio), across restarts.
+    pub stderr: StderrTail,
+    env: SlotEnv,
+    /// Per-session connections by session id (opened on first use).
+    sessions: Mutex<HashMap<Arc<str>, Arc<OnceCell<Connection>>>>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("id", &self.spec.id)
+            .field("serial", &self.serial)
+            .finish()
+    }
+}
+
+const PKG_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The `clientInfo` Sluice sends upstream.
+pub fn client_info() -> Value {
+    json!({"name": "sluice", "title": "Sluice MCP gateway", "version": PKG_VERSION})
+}
+
+/// The list_changed notifications an upstream may send, as the static names clients get.
+fn list_changed(method: &str) -> Option<&'static str> {
+    match method {
+        "notifications/tools/list_changed" => Some("notifications/tools/list_changed"),
+        "notifications/prompts/list_changed" => Some("notifications/prompts/list_changed"),
+        "notifications/resources/list_changed" => Some("notifications/resources/list_changed"),
+        _ => None,
+    }
+}
+
+impl Slot {
+    /// A new slot (not started).
+    pub fn new(spec: UpstreamSpec, env: SlotEnv) -> Slot {
+        static SERIAL: AtomicU64 = AtomicU64::new(1);
+        let status = if spec.enabled {
+            Status::Starting
+        } else {
+            Status::Disabled
+        };
+        Slot {
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            stopped: AtomicBool::new(false),
+            stop: Notify::new(),
+            spec,
+            state: Mutex::new(SlotState {
+                status: Some(status),
+                ..SlotState::default()
+            }),
+            attempted: Notify::new(),
+            stderr: StderrTail::default(),
+            env,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Restart the upstream now (the admin page's "restart"): its control connection closes and
+    /// the supervisor starts it again after the usual backoff. False when it is not running.
+    pub async fn restart(&self) -> bool {
+        let control = self.state.lock().control.clone();
+        match control {
+            Some(c) => {
+                c.shutdown().await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Stop this slot (a reload removed or replaced it): its supervisor ends and closes the
+    /// control connection, and every session's own connection to it closes.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.stop.notify_waiters();
+        let conns: Vec<_> = self.sessions.lock().drain().collect();
+        for (_, cell) in conns {
+            if let Some(c) = cell.get().cloned() {
+                tokio::spawn(async move { c.shutdown().await });
+            }
+        }
+    }
+
+    /// Was the slot stopped?
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when the slot is stopped.
+    async fn stopped(&self) {
+        let n = self.stop.notified();
+        if self.is_stopped() {
+            return;
+        }
+        n.await
+    }
+
+    /// Does every client session get its own connection?
+    pub fn per_session(&self) -> bool {
+        match self.spec.transport {
+            Transport::Http | Transport::Sse => true,
+            Transport::Stdio => self.spec.isolation == Isolation::Session,
+            Transport::Local => false,
+        }
+    }
+
+    /// Have the upstream tell about changes to `uri` on the control connection, once per URI:
+    /// a listen stream for a 2026-07-28 upstream, `resources/subscribe` for a legacy one. Its
+    /// `notifications/resources/updated` then reach every session and listen stream subscribed
+    /// to the URI.
+    pub fn watch_resource(&self, uri: &str) {
+        let mut st = self.state.lock();
+        if !st.watched.insert(uri.to_string()) {
+            return;
+        }
+        let Some(c) = st.control.clone() else { return };
+        drop(st);
+        if c.is_modern() {
+            c.listen_resource(uri);
+        } else {
+            let uri = uri.to_string();
+            tokio::spawn(async move {
+                let params = Some(json!({"uri": uri}));
+                if let Err(e) = c
+                    .call("resources/subscribe", params, Duration::from_secs(30))
+                    .await
+                {
+                    tracing::warn!(upstream = %c.label(), "resources/subscribe {uri} failed: {e}");
+                }
+            });
+        }
+    }
+
+    /// Does the upstream speak 2026-07-28 (as found when its control connection opened)?
+    pub fn is_modern(&self) -> bool {
+        self.state
+            .lock()
+            .control
+            .as_ref()
+            .is_some_and(Connection::is_modern)
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.state.lock().status.clone().unwrap_or(Status::Starting)
+    }
+
+    /// The upstream's capabilities while up.
+    pub fn capabilities(&self) -> Option<Value> {
+        self.state
+            .lock()
+            .init
+            .as_ref()
+            .and_then(|i| i.get("capabilities").cloned())
+    }
+
+    /// The control connection while up.
+    pub fn control(&self) -> Option<Connection> {
+        self.state.lock().control.clone()
+    }
+
+    /// The request timeout for this upstream.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(
+            self.spec
+                .timeout_ms
+                .unwrap_or(self.env.timing.borrow().request_timeout_ms),
+        )
+    }
+
+    /// The error for a call this upstream cannot take now (-32000, naming it and why).
+    pub fn unavailable(&self) -> RpcError {
+        let why = match self.status() {
+            Status::Down(r) => r,
+            Status::Starting => "it is starting".into(),
+            Status::Disabled => "it is disabled".into(),
+            Status::Up => "it is not connected".into(),
+        };
+        RpcError::new(
+            codes::UPSTREAM_UNAVAILABLE,
+            format!("Upstream '{}' is unavailable: {why}", self.spec.id),
+        )
+        .with_data(json!({"upstream": self.spec.id}))
+    }
+
+    /// The connection a call from `session` goes through: the shared control connection, or the
+    /// session's own (opened on first use).
+    pub async fn connection_for(
+        self: &Arc<Slot>,
+        session: SessionRef<'_>,
+    ) -> Result<Connection, RpcError> {
+        // A modern client's request is stateless, and a 2026-07-28 upstream has no sessions:
+        // either way the upstream's control connection serves (no upstream session per client).
+        // (A stdio upstream isolated per session keeps a process per legacy client even when it
+        // speaks 2026-07-28: isolation is about its process state.)
+        let modern_http = self.is_modern() && self.spec.transport != Transport::Stdio;
+        if !self.per_session() || session.is_modern() || modern_http {
+            let st = self.state.lock();
+            return match (&st.status, &st.control) {
+                (Some(Status::Up), Some(c)) if !c.is_closed() => Ok(c.clone()),
+                _ => {
+                    drop(st);
+                    Err(self.unavailable())
+                }
+            };
+        }
+        if self.status() == Status::Disabled || self.is_stopped() {
+            return Err(self.unavailable());
+        }
+        // The map lock is short; opening runs under the session's own cell, so one session's
+        // slow connect never holds up another's calls.
+        let cell = {
+            let mut sessions = self.sessions.lock();
+            let cell = sessions
+                .entry(Arc::from(session.id))
+                .or_insert_with(|| Arc::new(OnceCell::new()));
+            if cell.get().is_some_and(Connection::is_closed) {
+                *cell = Arc::new(OnceCell::new());
+            }
+            cell.clone()
+        };
+        cell.get_or_try_init(|| self.open_for(session))
+            .await
+            .cloned()
+    }
+
+    async fn open_for(self: &Arc<Slot>, session: SessionRef<'_>) -> Result<Connection, RpcError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let opts = OpenOptions {
+            client_info: client_info(),
+            capabilities: session.capabilities.clone(),
+            protocol_version: session.protocol_version.to_string(),
+            connect_timeout: Duration::from_millis(self.env.timing.borrow().connect_timeout_ms),
+            label: format!("{}#{}", self.spec.id, short(session.id)),
+            stderr: self.stderr.clone(),
+        };
+        let conn = Connection::open(&self.spec, opts, tx).await.map_err(|e| {
+            RpcError::new(
+                codes::UPSTREAM_UNAVAILABLE,
+                format!("Upstream '{}' is unavailable: {e}", self.spec.id),
+            )
+            .with_data(json!({"upstream": self.spec.id}))
+        })?;
+        tokio::spawn(pump(
+            self.clone(),
+            conn.clone(),
+            Some(Arc::from(session.id)),
+            rx,
+        ));
+        Ok(conn)
+    }
+
+    /// The session's own connection, when it has one open.
+    pub fn session_connection(&self, session_id: &str) -> Option<Connection> {
+        self.sessions
+            .lock()
+            .get(session_id)
+            .and_then(|c| c.get().cloned())
+            .filter(|c| !c.is_closed())
+    }
+
+    /// The session ended: close its own connection.
+    pub async fn close_session(&self, session_id: &str) {
+        let cell = self.sessions.lock().remove(session_id);
+        if let Some(c) = cell.and_then(|c| c.get().cloned()) {
+            c.shutdown().await;
+        }
+    }
+
+    /// Fetch the lists again after the upstream said one changed, and tell the gateway.
+    async fn refresh_lists(self: Arc<Slot>, said: &'static str) {
+        let Some(conn) = self.control() else { return };
+        let caps = conn
+            .init_result()
+            .get("capabilities")
+            .cloned()
+            .unwrap_or(Value::Null);
+        match fetch_lists(&conn, &caps, self.timeout()).await {
+            Ok(lists) => {
+                {
+                    let mut st = self.state.lock();
+                    if st.status == Some(Status::Up) {
+                        st.lists = Some(lists);
+                    }
+                }
+                self.changed(Some(said));
+            }
+            Err(e) => tracing::warn!(upstream = %self.spec.id, "refreshing lists failed: {e}"),
+        }
+    }
+
+    fn changed(self: &Arc<Slot>, said: Option<&'static str>) {
+        let _ = self.env.events.send(SlotEvent::Lists {
+            slot: self.clone(),
+            said,
+        });
+    }
+
+    /// Keep the control connection up: start, list, serve events, and restart with
+    /// exponential backoff after a failure, until the slot is stopped or the gateway shuts
+    /// down.
+    pub async fn supervise(self: Arc<Slot>) {
+        let timing = self.env.timing.borrow().clone();
+        let initial = Duration::from_millis(timing.restart_initial_ms);
+        let max = Duration::from_millis(timing.restart_max_ms);
+        let shutdown = self.env.shutdown.clone();
+        let mut backoff = initial;
+        loop {
+            if shutdown.is_cancelled() || self.is_stopped() {
+                return;
+            }
+            self.state.lock().status = Some(Status::Starting);
+            let started = Instant::now();
+            match self.open_control().await {
+                Ok((conn, lists, pump_task)) => {
+                    tracing::info!(upstream = %self.spec.id, tools = lists.tools.len(), prompts = lists.prompts.len(), resources = lists.resources.len(), "upstream connected");
+                    {
+                        let mut st = self.state.lock();
+                        st.status = Some(Status::Up);
+                        st.init = Some(conn.init_result().clone());
+                        st.lists = Some(lists);
+                        st.control = Some(conn.clone());
+                    }
+                    // A 2026-07-28 upstream tells about list changes on a listen stream.
+                    conn.listen();
+                    let watched: Vec<String> = std::mem::take(&mut self.state.lock().watched)
+                        .into_iter()
+                        .collect();
+                    for uri in watched {
+                        self.watch_resource(&uri);
+                    }
+                    self.changed(None);
+                    self.attempted.notify_waiters();
+                    tokio::select! {
+                        _ = conn.closed() => {}
+                        _ = shutdown.cancelled() => {
+                            conn.shutdown().await;
+                            pump_task.abort();
+                            return;
+                        }
+                        _ = self.stopped() => {
+                            self.state.lock().control = None;
+                            conn.shutdown().await;
+                            pump_task.abort();
+                            return;
+                        }
+                    }
+                    pump_task.abort();
+                    let reason = conn
+                        .close_reason()
+                        .unwrap_or_else(|| "the connection closed".into());
+                    tracing::warn!(upstream = %self.spec.id, "upstream down: {reason}; restarting in {} ms", backoff.as_millis());
+                    {
+                        let mut st = self.state.lock();
+                        st.status = Some(Status::Down(reason));
+                        st.control = None;
+                        st.lists = None;
+                        st.init = None;
+                        st.restarts += 1;
+                    }
+                    conn.shutdown().await;
+                    self.changed(None);
+                    if started.elapsed() > Duration::from_secs(30) {
+                        backoff = initial;
+                    }
+                }
+                Err(reason) => {
+                    tracing::warn!(upstream = %self.spec.id, "upstream failed to start: {reason}; retrying in {} ms", backoff.as_millis());
+                    {
+                        let mut st = self.state.lock();
+                        st.status = Some(Status::Down(reason));
+                        st.restarts += 1;
+                    }
+                    self.changed(None);
+                    self.attempted.notify_waiters();
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.cancelled() => return,
+                _ = self.stopped() => return,
+            }
+            backoff = (backoff * 2).min(max);
+        }
+    }
+
+    /// Open the control connection and read its lists.
+    async fn open_control(
+        self: &Arc<Slot>,
+    ) -> Result<(Connection, UpstreamLists, tokio::task::JoinHandle<()>), String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let caps = if self.per_session() {
+            json!({})
+        } else {
+            json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}})
+        };
+        let opts = OpenOptions {
+            client_info: client_info(),
+            capabilities: caps,
+            protocol_version: sluice_core::version::LATEST_LEGACY.into(),
+            connect_timeout: Duration::from_millis(self.env.timing.borrow().connect_timeout_ms),
+            label: self.spec.id.clone(),
+            stderr: self.stderr.clone(),
+        };
+        let conn = Connection::open(&self.spec, opts, tx)
+            .await
+            .map_err(|e| e.to_string())?;
+        // The pump resolves replies, so it runs before the first call.
+        let pump_task = tokio::spawn(pump(self.clone(), conn.clone(), None, rx));
+        let caps = conn
+            .init_result()
+            .get("capabilities")
+            .cloned()
+            .unwrap_or(Value::Null);
+        match fetch_lists(&conn, &caps, self.timeout()).await {
+            Ok(lists) => Ok((conn, lists, pump_task)),
+            Err(e) => {
+                conn.shutdown().await;
+                pump_task.abort();
+                Err(format!("listing failed: {e}"))
+            }
+        }
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// Hand a connection's events to the gateway until it closes: replies resolve here, behind
+/// every earlier event the gateway is still handling.
+async fn pump(
+    slot: Arc<Slot>,
+    conn: Connection,
+    owner: Option<Arc<str>>,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+) {
+    while let Some(ev) = rx.recv().await {
+        let (tx, handled) = oneshot::channel();
+        let done = Done(Some(tx));
+        let sent = match ev {
+            Event::Message(incoming) => {
+                let method = incoming.msg.method().unwrap_or("");
+                if let Some(said) = list_changed(method) {
+                    // Re-listing calls this same connection, whose replies this pump resolves:
+                    // do it beside, not here.
+                    tokio::spawn(slot.clone().refresh_lists(said));
+                    false
+                } else if method == "notifications/subscriptions/acknowledged" {
+                    // A 2026-07-28 upstream accepted one of Sluice's own listen streams.
+                    tracing::debug!(upstream = %slot.spec.id, "listen stream acknowledged: {}", incoming.msg.to_json());
+                    false
+                } else {
+                    slot.env
+                        .events
+                        .send(SlotEvent::Message {
+                            slot: slot.clone(),
+                            conn: conn.clone(),
+                            owner: owner.clone(),
+                            incoming,
+                            done,
+                        })
+                        .is_ok()
+                }
+            }
+            Event::Reply(msg) => {
+                conn.resolve(msg);
+                false
+            }
+            Event::Stream {
+                related,
+                paused,
+                retry,
+            } => slot
+                .env
+                .events
+                .send(SlotEvent::Stream {
+                    conn: conn.clone(),
+                    related,
+                    paused,
+                    retry,
+                    done,
+                })
+                .is_ok(),
+            Event::Closed(_) => break,
+        };
+        if sent {
+            let _ = handled.await;
+        }
+        conn.event_done();
+    }
+}
+
+/// Fetch every page of one list (bounded to 1000 pages).
+async fn fetch_all(
+    conn: &Connection,
+    method: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+        let reply = conn
+            .call(method, params, timeout)
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        let Some(result) = reply.result() else {
+            return Err(format!(
+                "{method} failed: {}",
+                reply.error_obj().cloned().unwrap_or(Value::Null)
+            ));
+        };
+        if let Some(items) = result.get(key).and_then(Value::as_array) {
+            out.extend(items.iter().cloned());
+        }
+        match result.get("nextCursor").and_then(Value::as_str) {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+            _ => return Ok(out),
+        }
+    }
+    Ok(out)
+}
+
+/// Fetch the lists the upstream's capabilities say it has.
+pub async fn fetch_lists(
+    conn: &Connection,
+    caps: &Value,
+    timeout: Duration,
+) -> Result<UpstreamLists, String> {
+    let mut lists = UpstreamLists::default();
+    if caps.get("tools").is_some() {
+        lists.tools = fetch_all(conn, "tools/list", "tools", timeout).await?;
+    }
+    if caps.get("prompts").is_some() {
+        lists.prompts = fetch_all(conn, "prompts/list", "prompts", timeout).await?;
+    }
+    if caps.get("resources").is_some() {
+        lists.resources = fetch_all(conn, "resources/list", "resources", timeout).await?;
+        // Templates are optional even with the resources capability.
+        lists.templates = fetch_all(
+            conn,
+            "resources/templates/list",
+            "resourceTemplates",
+            timeout,
+        )
+        .await
+        .unwrap_or_default();
+    }
+    Ok(lists)
+}
