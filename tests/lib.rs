@@ -44,9 +44,13 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-/// Wait until something accepts TCP connections on `port` (at most `timeout`).
+/// Wait until something accepts TCP connections on `port` of 127.0.0.1 (at most `timeout`).
 pub fn wait_for_port(port: u16, timeout: Duration) {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_for_addr(SocketAddr::from(([127, 0, 0, 1], port)), timeout);
+}
+
+/// Wait until something accepts TCP connections at `addr` (at most `timeout`).
+pub fn wait_for_addr(addr: SocketAddr, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
@@ -54,7 +58,7 @@ pub fn wait_for_port(port: u16, timeout: Duration) {
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    panic!("nothing listened on 127.0.0.1:{port} within {timeout:?}");
+    panic!("nothing listened on {addr} within {timeout:?}");
 }
 
 /// A child process that is killed (and reaped) when dropped.

@@ -118,7 +118,7 @@ fn home(jwks_url: &str) -> Home {
 }
 
 /// SHA-256 of a token, through the binary (`sluice auth hash`), as a user would make it.
-fn sha256_hex(token: &str) -> String {
+pub(crate) fn sha256_hex(token: &str) -> String {
     let out = std::process::Command::new(bin("sluice"))
         .args(["auth", "hash", token])
         .output()

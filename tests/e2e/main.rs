@@ -3,6 +3,7 @@
 
 mod admin;
 mod aggregation;
+mod apply;
 mod auth;
 mod cli;
 mod conformance;
