@@ -10,6 +10,7 @@
 
 mod connection;
 mod error;
+pub mod framing;
 mod http;
 pub mod local;
 mod sse;
