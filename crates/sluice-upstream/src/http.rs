@@ -2,7 +2,7 @@
 //! or as an SSE stream, `Mcp-Session-Id` and `MCP-Protocol-Version` headers, the GET stream for
 //! unrelated server messages, and DELETE to end the session.
 
-use crate::connection::{ExtraHeaders, Inner};
+use crate::core::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use futures_util::StreamExt;
 use parking_lot::Mutex;

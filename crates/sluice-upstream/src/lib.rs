@@ -9,6 +9,7 @@
 //! as [`Event`]s on the channel given at open.
 
 mod connection;
+mod core;
 mod error;
 pub mod framing;
 mod http;
@@ -16,6 +17,7 @@ pub mod local;
 mod sse;
 mod stdio;
 
-pub use connection::{Connection, Event, ExtraHeaders, Incoming, OpenOptions, StderrTail};
+pub use self::core::{Event, ExtraHeaders, Incoming, StderrTail};
+pub use connection::{Connection, OpenOptions};
 pub use error::UpstreamError;
 pub use http::header_value;

@@ -1,9 +1,9 @@
 //! The stdio transport: a child process speaking one JSON message per line (bounded, see
 //! [`framing`](crate::framing)); stderr goes to the log and to the connection's
-//! [`StderrTail`](crate::connection::StderrTail); shutdown closes stdin, then sends SIGTERM,
+//! [`StderrTail`](crate::StderrTail); shutdown closes stdin, then sends SIGTERM,
 //! then SIGKILL.
 
-use crate::connection::Inner;
+use crate::core::Inner;
 use crate::error::UpstreamError;
 use crate::framing::{self, Line, LineCodec, MAX_MESSAGE_LINE, MAX_STDERR_LINE};
 use futures_util::StreamExt;
