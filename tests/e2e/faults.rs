@@ -1,5 +1,5 @@
-//! Faults: an upstream that crashes or never starts, a hung upstream call, and the stdio
-//! transport's shutdown. Each has an exact answer, and everyone else keeps being served.
+//! Faults: an upstream that crashes or never starts, a hung upstream call, bad bytes on the
+//! stdio transport, and its shutdown. Each has an exact answer, and everyone else keeps being served.
 
 use serde_json::{json, Value};
 use sluice_e2e::mcp::{Client, SseReader};
@@ -217,6 +217,58 @@ fn stdio_mode_speaks_only_protocol_and_stops_its_children_when_stdin_closes() {
                 .is_ok_and(|s| s.contains(") Z "))
     });
     assert!(gone, "upstream process {pid} was stopped");
+}
+
+#[test]
+fn stdio_mode_answers_bytes_that_are_not_utf8_and_over_long_lines_and_goes_on() {
+    let home = Home::new("stdio-bytes");
+    home.write("sluice.json", r#"{"max_body_bytes": 1024}"#);
+    home.expose(&json!({"upstreams": []}));
+    let mut cmd = Command::new(bin("sluice"));
+    cmd.args(["serve", "--stdio", "--no-admin", "--home", &home.arg()]);
+    let mut p = Proc::spawn_piped(cmd);
+    let mut stdin = p.child.stdin.take().unwrap();
+    let mut out = BufReader::new(p.child.stdout.take().unwrap());
+    let ping = |id: u64| {
+        format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+        )
+    };
+
+    // A line that is not UTF-8: a parse error with a null id, and the session goes on.
+    stdin.write_all(b"\xff\xfe\n").unwrap();
+    stdin.write_all(ping(1).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r["error"]["code"], json!(-32700), "{r}");
+    assert_eq!(r["id"], Value::Null);
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+
+    // A line over the body limit: the same -32600 as ever, and the session goes on.
+    stdin.write_all(&[b'x'; 64 * 1024]).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    stdin.write_all(ping(2).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r["error"]["code"], json!(-32600), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 1024 bytes"),
+        "{r}"
+    );
+    assert_eq!(r["id"], Value::Null);
+    let r: Value = serde_json::from_str(&read_line(&mut out)).unwrap();
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+
+    drop(stdin);
+    assert_eq!(
+        wait_with_timeout(&mut p.child, Duration::from_secs(10)),
+        Some(0)
+    );
 }
 
 fn wait_with_timeout(child: &mut std::process::Child, t: Duration) -> Option<i32> {

@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod glob;
+pub mod headers;
 pub mod message;
 pub mod principal;
 pub mod version;

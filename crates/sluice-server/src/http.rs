@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-pub(crate) const SESSION: &str = "mcp-session-id";
-pub(crate) const PROTOCOL: &str = "mcp-protocol-version";
+pub(crate) const SESSION: &str = sluice_core::headers::SESSION_ID;
+pub(crate) const PROTOCOL: &str = sluice_core::headers::PROTOCOL_VERSION;
 pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// What the HTTP face serves from: the gateway's state and the modern era's rounds.
@@ -514,7 +514,7 @@ async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) 
         Err(r) => return r,
     };
     // Resumption: replay the stream the event id names, after that event.
-    if let Some(last) = header_str(&headers, "last-event-id") {
+    if let Some(last) = header_str(&headers, sluice_core::headers::LAST_EVENT_ID) {
         let Some((stream, seq)) = StreamBuf::parse_event_id(last) else {
             return json_error(
                 StatusCode::BAD_REQUEST,

@@ -328,7 +328,10 @@ fn check_headers(
         }
         Some(_) => {}
     }
-    match headers.get("mcp-method").map(|v| v.to_str()) {
+    match headers
+        .get(sluice_core::headers::METHOD)
+        .map(|v| v.to_str())
+    {
         None => return Err(mismatch("the Mcp-Method header is missing".into())),
         Some(Err(_)) => return Err(mismatch("Mcp-Method has invalid characters".into())),
         Some(Ok(v)) if v != method => {
@@ -345,7 +348,7 @@ fn check_headers(
     };
     if let Some(key) = name_key {
         let body = msg.param_str(key).unwrap_or("");
-        let header = match headers.get("mcp-name").map(|v| v.to_str()) {
+        let header = match headers.get(sluice_core::headers::NAME).map(|v| v.to_str()) {
             None => return Err(mismatch("the Mcp-Name header is missing".into())),
             Some(Err(_)) => return Err(mismatch("Mcp-Name has invalid characters".into())),
             Some(Ok(v)) => decode_header_value(v)
@@ -370,9 +373,9 @@ fn check_headers(
                 .cloned()
                 .unwrap_or(Value::Null);
             let mut wanted = Vec::new();
-            crate::proxy::forward::header_params(schema, &args, &mut wanted);
+            sluice_core::headers::header_params(schema, &args, &mut wanted);
             for (header, value) in wanted {
-                let hname = format!("mcp-param-{}", header.to_ascii_lowercase());
+                let hname = sluice_core::headers::param_header(&header);
                 let got = match headers.get(&hname).map(|v| v.to_str()) {
                     None => {
                         return Err(mismatch(format!(

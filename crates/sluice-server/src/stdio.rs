@@ -7,10 +7,12 @@ use crate::modern::Rounds;
 use crate::proxy;
 use crate::session::{Outbound, Session};
 use crate::state::State;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 use sluice_core::{version, Kind, Message, RpcError};
+use sluice_upstream::framing::{Line, LineCodec};
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Serve one client over the given reader and writer until the reader ends.
@@ -41,29 +43,31 @@ where
     // Modern-era requests (no initialize; `_meta` on each) are served beside, until a legacy
     // client initialises.
     let modern = crate::modern::Stdio::default();
-    let mut lines = BufReader::new(input).lines();
     let limit = gw.snapshot().settings().max_body_bytes as usize;
+    // Bounded lines: one over the limit is answered as soon as it passes the limit, and the rest
+    // of it is discarded unread; one that is not UTF-8 fails to parse (-32700) like any bad JSON.
+    let mut lines = sluice_upstream::framing::read_lines(input, LineCodec::new(limit));
     let mut tasks = tokio::task::JoinSet::new();
     loop {
-        let line = match lines.next_line().await {
-            Ok(Some(l)) => l,
-            Ok(None) => break,
-            Err(e) => {
+        let line = match lines.next().await {
+            Some(Ok(Line::Full(l))) => l,
+            Some(Ok(Line::TooLong(_))) => {
+                let err =
+                    RpcError::invalid_request(format!("the message is larger than {limit} bytes"));
+                send_out(&out_tx, Message::error(Value::Null, &err));
+                continue;
+            }
+            None => break,
+            Some(Err(e)) => {
                 tracing::warn!("reading stdin failed: {e}");
                 break;
             }
         };
-        let line = line.trim();
+        let line = line.trim_ascii();
         if line.is_empty() {
             continue;
         }
-        if line.len() > limit {
-            let err =
-                RpcError::invalid_request(format!("the message is larger than {limit} bytes"));
-            send_out(&out_tx, Message::error(Value::Null, &err));
-            continue;
-        }
-        let msg = match Message::parse(line.as_bytes()) {
+        let msg = match Message::parse(line) {
             Ok(m) => m,
             Err(e) => {
                 send_out(

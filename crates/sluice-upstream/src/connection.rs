@@ -1,55 +1,20 @@
-//! The transport-independent half of an upstream session: request ids, pending replies,
-//! dispatch of what the upstream sends, the handshake, and shutdown.
+//! A connection's public face: [`Connection`] (open, the handshake or the 2026-07-28 probe,
+//! calls, notifications, shutdown) over one of the wires, and [`OpenOptions`]. The shared
+//! dispatch state the wires feed lives in [`core`](crate::core).
 
+use crate::core::{Event, ExtraHeaders, Inner, StderrTail};
 use crate::error::UpstreamError;
 use crate::{http, local, sse, stdio};
-use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use sluice_config::{Era, Transport, UpstreamSpec};
 use sluice_core::{version, Kind, Message};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 
 /// The 2026-07-28 revision.
 const MODERN: &str = "2026-07-28";
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, Notify};
-
-/// A message the upstream started (a request to the client, or a notification).
-#[derive(Debug, Clone)]
-pub struct Incoming {
-    /// The message as the upstream sent it.
-    pub msg: Message,
-    /// The id (as minted by this connection) of the request whose response stream carried it,
-    /// when the transport says so (Streamable HTTP).
-    pub related: Option<u64>,
-}
-
-/// What a connection reports on its event channel.
-#[derive(Debug, Clone)]
-pub enum Event {
-    /// The upstream sent a request or notification.
-    Message(Incoming),
-    /// A reply to one of this connection's requests, queued behind events the consumer has not
-    /// finished yet, so that whatever the upstream sent before a reply (progress, logging,
-    /// requests) is handled before the reply resolves its call: the consumer passes it to
-    /// [`Connection::resolve`]. The consumer calls [`Connection::event_done`] after each event.
-    Reply(Message),
-    /// The reply stream of one request changed: the upstream opened it as SSE (`Opened`), or
-    /// closed it before the reply (`Paused`, SSE polling: Sluice resumes it). Carries the
-    /// request id this connection minted and the upstream's `retry` hint.
-    Stream {
-        /// The request whose reply stream it is.
-        related: u64,
-        /// Opened or paused.
-        paused: bool,
-        /// The upstream's reconnection hint.
-        retry: Option<std::time::Duration>,
-    },
-    /// The connection ended; no more events follow.
-    Closed(String),
-}
 
 /// How to open a connection: who the gateway says it is, and what it offers.
 #[derive(Debug, Clone)]
@@ -66,52 +31,6 @@ pub struct OpenOptions {
     pub label: String,
     /// Where a stdio process's stderr lines are kept (besides the log), for the admin page.
     pub stderr: StderrTail,
-}
-
-/// The last lines a stdio upstream wrote to stderr (bounded; shared, cheap to clone).
-#[derive(Debug, Clone, Default)]
-pub struct StderrTail(Arc<Mutex<std::collections::VecDeque<String>>>);
-
-impl StderrTail {
-    /// Lines kept.
-    pub const CAPACITY: usize = 200;
-
-    /// Keep one line (the oldest goes past [`StderrTail::CAPACITY`]).
-    pub fn push(&self, line: String) {
-        let mut q = self.0.lock();
-        if q.len() >= Self::CAPACITY {
-            q.pop_front();
-        }
-        q.push_back(line);
-    }
-
-    /// The lines kept, oldest first.
-    pub fn lines(&self) -> Vec<String> {
-        self.0.lock().iter().cloned().collect()
-    }
-}
-
-/// Extra HTTP headers for one request, sent beside the upstream's configured `headers` (and
-/// replacing one of the same name) on the POST that carries it: a W3C `traceparent`, or a
-/// credential forwarded for an upstream that opts in. HTTP and legacy SSE upstreams send them;
-/// stdio and local upstreams have no headers and ignore them. Names and values are checked when
-/// sent: an invalid one is skipped (logged), never a failed call.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExtraHeaders(pub Vec<(String, String)>);
-
-impl ExtraHeaders {
-    /// No extra headers.
-    pub const NONE: ExtraHeaders = ExtraHeaders(Vec::new());
-
-    /// Add one header.
-    pub fn push(&mut self, name: impl Into<String>, value: impl Into<String>) {
-        self.0.push((name.into(), value.into()));
-    }
-
-    /// Are there none?
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 pub(crate) enum Wire {
@@ -140,117 +59,13 @@ impl Wire {
     }
 }
 
-pub(crate) struct Inner {
-    pub label: String,
-    serial: u64,
-    next_id: AtomicU64,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
-    events: mpsc::UnboundedSender<Event>,
-    closed: AtomicBool,
-    ordered: AtomicBool,
-    queued: std::sync::atomic::AtomicUsize,
-    closed_reason: Mutex<Option<String>>,
-    closed_notify: Notify,
-    pub wire: std::sync::OnceLock<Wire>,
-    pub stderr: StderrTail,
-    /// Set when the upstream speaks 2026-07-28: the `_meta` every request carries (version,
-    /// default client capabilities, client info).
-    modern: std::sync::OnceLock<Map<String, Value>>,
-}
-
-impl Inner {
-    /// Route one message from the upstream: replies to their waiter, the rest to the events.
-    pub(crate) fn dispatch(&self, msg: Message, related: Option<u64>) {
-        match msg.kind() {
-            Kind::Response | Kind::Error => {
-                // A reply waits behind events not yet handled (so what the upstream sent before
-                // it reaches the client first); with none queued it resolves at once.
-                if self.ordered.load(Ordering::Acquire) && self.queued.load(Ordering::Acquire) > 0 {
-                    self.queue(Event::Reply(msg));
-                } else {
-                    self.resolve(msg);
-                }
-            }
-            Kind::Request | Kind::Notification => {
-                self.queue(Event::Message(Incoming { msg, related }));
-            }
-        }
-    }
-
-    /// Put an event on the channel, counted until the consumer says it is done.
-    fn queue(&self, ev: Event) {
-        self.queued.fetch_add(1, Ordering::AcqRel);
-        if let Err(e) = self.events.send(ev) {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
-            if let Event::Reply(msg) = e.0 {
-                self.resolve(msg);
-            }
-        }
-    }
-
-    /// Report a change of a reply stream (see [`Event::Stream`]).
-    pub(crate) fn stream_event(&self, related: u64, paused: bool, retry: Option<Duration>) {
-        self.queue(Event::Stream {
-            related,
-            paused,
-            retry,
-        });
-    }
-
-    /// Hand a reply to the call waiting for it.
-    pub(crate) fn resolve(&self, msg: Message) {
-        {
-            {
-                let Some(id) = msg.id().and_then(Value::as_u64) else {
-                    tracing::warn!(upstream = %self.label, "reply with an id this gateway never sent: {}", msg.to_json());
-                    return;
-                };
-                let waiter = self.pending.lock().remove(&id);
-                match waiter {
-                    Some(tx) => {
-                        let _ = tx.send(msg);
-                    }
-                    None => tracing::debug!(upstream = %self.label, id, "late reply dropped"),
-                }
-            }
-        }
-    }
-
-    /// Mark the connection closed, fail every waiter, and report once.
-    pub(crate) fn close(&self, reason: String) {
-        if self.closed.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        tracing::info!(upstream = %self.label, "connection closed: {reason}");
-        *self.closed_reason.lock() = Some(reason.clone());
-        self.pending.lock().clear();
-        self.closed_notify.notify_waiters();
-        let _ = self.events.send(Event::Closed(reason));
-    }
-
-    /// Is a reply to `id` still awaited?
-    pub(crate) fn is_pending(&self, id: u64) -> bool {
-        self.pending.lock().contains_key(&id)
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-    }
-
-    fn closed_error(&self) -> UpstreamError {
-        UpstreamError::Closed(
-            self.closed_reason
-                .lock()
-                .clone()
-                .unwrap_or_else(|| "closed".into()),
-        )
-    }
-}
-
 /// One live MCP session with an upstream. Cheap to clone.
 #[derive(Clone)]
 pub struct Connection {
     inner: Arc<Inner>,
+    /// The wire, set once it is started (shared with the clones; kept apart from [`Inner`],
+    /// which the wires hold).
+    wire: Arc<OnceLock<Wire>>,
     init: Arc<Value>,
 }
 
@@ -269,33 +84,20 @@ impl Connection {
         opts: OpenOptions,
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<Connection, UpstreamError> {
-        static SERIAL: AtomicU64 = AtomicU64::new(1);
-        let inner = Arc::new(Inner {
-            label: opts.label.clone(),
-            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
-            next_id: AtomicU64::new(1),
-            pending: Mutex::new(HashMap::new()),
-            events,
-            closed: AtomicBool::new(false),
-            ordered: AtomicBool::new(false),
-            queued: std::sync::atomic::AtomicUsize::new(0),
-            closed_reason: Mutex::new(None),
-            closed_notify: Notify::new(),
-            wire: std::sync::OnceLock::new(),
-            stderr: opts.stderr.clone(),
-            modern: std::sync::OnceLock::new(),
-        });
+        let inner = Arc::new(Inner::new(opts.label.clone(), events, opts.stderr.clone()));
+        let wire: Arc<OnceLock<Wire>> = Arc::default();
         let deadline = opts.connect_timeout;
         let result = tokio::time::timeout(deadline, async {
-            let wire = match spec.transport {
+            let started = match spec.transport {
                 Transport::Stdio => Wire::Stdio(stdio::StdioWire::start(spec, &inner)?),
                 Transport::Http => Wire::Http(http::HttpWire::new(spec)?),
                 Transport::Sse => Wire::Sse(sse::SseWire::connect(spec, &inner).await?),
                 Transport::Local => Wire::Local(local::LocalWire::start(spec, &inner)),
             };
-            let _ = inner.wire.set(wire);
+            let _ = wire.set(started);
             let conn = Connection {
                 inner: inner.clone(),
+                wire: wire.clone(),
                 init: Arc::new(Value::Null),
             };
             let probe = match (spec.era, spec.transport) {
@@ -328,13 +130,13 @@ impl Connection {
                 }
                 _ => return Err(UpstreamError::Protocol("initialize: empty reply".into())),
             };
-            if let Some(Wire::Http(w)) = inner.wire.get() {
+            if let Some(Wire::Http(w)) = wire.get() {
                 if let Some(v) = result.get("protocolVersion").and_then(Value::as_str) {
                     w.set_protocol_version(v);
                 }
             }
             conn.notify("notifications/initialized", None)?;
-            if let Some(Wire::Http(w)) = inner.wire.get() {
+            if let Some(Wire::Http(w)) = wire.get() {
                 w.open_get_stream(&inner);
             }
             Ok::<Value, UpstreamError>(result)
@@ -346,12 +148,13 @@ impl Connection {
                 inner.ordered.store(true, Ordering::Release);
                 Ok(Connection {
                     inner,
+                    wire,
                     init: Arc::new(init),
                 })
             }
             Ok(Err(e)) => {
                 inner.close(e.to_string());
-                Connection::shutdown_wire(&inner).await;
+                Connection::shutdown_wire(&wire).await;
                 Err(e)
             }
             Err(_) => {
@@ -360,7 +163,7 @@ impl Connection {
                     "start-up took longer than {} ms",
                     deadline.as_millis()
                 ));
-                Connection::shutdown_wire(&inner).await;
+                Connection::shutdown_wire(&wire).await;
                 Err(e)
             }
         }
@@ -388,7 +191,7 @@ impl Connection {
             opts.capabilities.clone(),
         );
         envelope.insert(version::meta::CLIENT_INFO.into(), opts.client_info.clone());
-        if let Some(Wire::Http(w)) = self.inner.wire.get() {
+        if let Some(Wire::Http(w)) = self.wire.get() {
             w.set_modern(true, MODERN);
         }
         let probe = tokio::time::timeout(
@@ -410,7 +213,7 @@ impl Connection {
             .and_then(Value::as_array)
             .is_some_and(|v| v.iter().any(|x| x == MODERN));
         if !speaks {
-            if let Some(Wire::Http(w)) = self.inner.wire.get() {
+            if let Some(Wire::Http(w)) = self.wire.get() {
                 w.set_modern(false, MODERN);
             }
             tracing::debug!(upstream = %self.inner.label, "server/discover failed: the handshake era");
@@ -596,12 +399,12 @@ impl Connection {
                     m.entry(k.clone()).or_insert_with(|| v.clone());
                 }
             }
-            return match self.inner.wire.get() {
+            return match self.wire.get() {
                 Some(w) => w.send(&self.inner, &msg, extra),
                 None => Err(UpstreamError::Closed("not started".into())),
             };
         }
-        match self.inner.wire.get() {
+        match self.wire.get() {
             Some(w) => w.send(&self.inner, msg, extra),
             None => Err(UpstreamError::Closed("not started".into())),
         }
@@ -610,7 +413,7 @@ impl Connection {
     /// End the session: close stdin and stop the process (stdio), or DELETE the session (HTTP).
     pub async fn shutdown(&self) {
         self.inner.close("shut down by the gateway".into());
-        Connection::shutdown_wire(&self.inner).await;
+        Connection::shutdown_wire(&self.wire).await;
     }
 
     /// Wait until the connection ends.
@@ -624,8 +427,8 @@ impl Connection {
         }
     }
 
-    async fn shutdown_wire(inner: &Arc<Inner>) {
-        match inner.wire.get() {
+    async fn shutdown_wire(wire: &OnceLock<Wire>) {
+        match wire.get() {
             Some(Wire::Stdio(w)) => w.shutdown().await,
             Some(Wire::Http(w)) => w.shutdown().await,
             Some(Wire::Sse(w)) => w.shutdown(),

@@ -2,7 +2,7 @@
 //! or as an SSE stream, `Mcp-Session-Id` and `MCP-Protocol-Version` headers, the GET stream for
 //! unrelated server messages, and DELETE to end the session.
 
-use crate::connection::{ExtraHeaders, Inner};
+use crate::core::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
@@ -10,13 +10,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::StatusCode;
 use serde_json::Value;
 use sluice_config::UpstreamSpec;
-use sluice_core::{Kind, Message};
+use sluice_core::{headers, Kind, Message};
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
-
-const SESSION: &str = "mcp-session-id";
-const VERSION: &str = "mcp-protocol-version";
 
 /// One HTTP client for every upstream connection: connection pooling and keep-alive across
 /// sessions.
@@ -158,10 +155,10 @@ impl Core {
         }
         let st = self.state.lock();
         if let Some(s) = &st.session {
-            rb = rb.header(SESSION, s.clone());
+            rb = rb.header(headers::SESSION_ID, s.clone());
         }
         if let Some(v) = &st.version {
-            rb = rb.header(VERSION, v.clone());
+            rb = rb.header(headers::PROTOCOL_VERSION, v.clone());
         }
         rb
     }
@@ -195,14 +192,14 @@ impl HttpWire {
             .header(CONTENT_TYPE, "application/json")
             .body(msg.to_json());
         if modern {
-            rb = rb.header("mcp-method", msg.method().unwrap_or(""));
+            rb = rb.header(headers::METHOD, msg.method().unwrap_or(""));
             let name = match msg.method() {
                 Some("tools/call") | Some("prompts/get") => msg.param_str("name"),
                 Some("resources/read") => msg.param_str("uri"),
                 _ => None,
             };
             if let Some(n) = name {
-                rb = rb.header("mcp-name", header_value(n));
+                rb = rb.header(headers::NAME, header_value(n));
             }
         }
         let rb = with_extra(rb, extra);
@@ -294,7 +291,7 @@ async fn post(
         .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?;
     let status = resp.status();
     if is_init && status.is_success() {
-        if let Some(s) = resp.headers().get(SESSION) {
+        if let Some(s) = resp.headers().get(headers::SESSION_ID) {
             core.state.lock().session = Some(s.clone());
         }
     }
@@ -328,7 +325,7 @@ async fn post(
                 let rb = core
                     .request(reqwest::Method::GET)
                     .header(ACCEPT, "text/event-stream");
-                match rb.header("last-event-id", &event_id).send().await {
+                match rb.header(headers::LAST_EVENT_ID, &event_id).send().await {
                     Ok(r) if r.status().is_success() => {
                         let next = read_sse(r, inner, request_id).await;
                         end = SseEnd {

@@ -13,14 +13,17 @@
 //! with [`SlotEvent`]s.
 
 mod connection;
+mod core;
 mod error;
+pub mod framing;
 mod http;
 pub mod local;
 pub mod slot;
 mod sse;
 mod stdio;
 
-pub use connection::{Connection, Event, ExtraHeaders, Incoming, OpenOptions, StderrTail};
+pub use self::core::{Event, ExtraHeaders, Incoming, StderrTail};
+pub use connection::{Connection, OpenOptions};
 pub use error::UpstreamError;
 pub use http::header_value;
 pub use slot::{

@@ -4,7 +4,7 @@
 //! shell tools run as child processes in their own process group, with the arguments in
 //! `SLUICE_TOOL_ARGS` and `TOOLFUNNEL_TOOL_ARGS`; reference tools run nothing.
 
-use crate::connection::Inner;
+use crate::core::Inner;
 use serde_json::{json, Value};
 use sluice_config::tools::{self, Invoke, Mode, RegisterTool};
 use sluice_config::UpstreamSpec;

@@ -1,7 +1,7 @@
 //! The legacy HTTP+SSE transport (2024-11-05): a GET event stream that first names the endpoint
 //! to POST messages to, then carries every message from the server.
 
-use crate::connection::{ExtraHeaders, Inner};
+use crate::core::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use crate::http::{header_map, shared_client, with_extra};
 use futures_util::StreamExt;

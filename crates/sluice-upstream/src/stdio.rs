@@ -1,15 +1,18 @@
-//! The stdio transport: a child process speaking one JSON message per line; stderr goes to the
-//! log and to the connection's [`StderrTail`](crate::connection::StderrTail); shutdown closes
-//! stdin, then sends SIGTERM, then SIGKILL.
+//! The stdio transport: a child process speaking one JSON message per line (bounded, see
+//! [`framing`](crate::framing)); stderr goes to the log and to the connection's
+//! [`StderrTail`](crate::StderrTail); shutdown closes stdin, then sends SIGTERM,
+//! then SIGKILL.
 
-use crate::connection::Inner;
+use crate::core::Inner;
 use crate::error::UpstreamError;
+use crate::framing::{self, Line, LineCodec, MAX_MESSAGE_LINE, MAX_STDERR_LINE};
+use futures_util::StreamExt;
 use sluice_config::UpstreamSpec;
 use sluice_core::Message;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -59,26 +62,33 @@ impl StdioWire {
         // Reader: every stdout line is one message.
         let r_inner = inner.clone();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
+            let codec = LineCodec::new(MAX_MESSAGE_LINE).keep_head(LOG_HEAD);
+            let mut lines = framing::read_lines(stdout, codec);
             loop {
-                match lines.next_line().await {
-                    Ok(Some(line)) => {
-                        let line = line.trim();
+                match lines.next().await {
+                    Some(Ok(Line::Full(line))) => {
+                        let line = line.trim_ascii();
                         if line.is_empty() {
                             continue;
                         }
-                        match Message::parse(line.as_bytes()) {
+                        // Not UTF-8 is a parse error like any other: logged, and reading goes on.
+                        match Message::parse(line) {
                             Ok(msg) => r_inner.dispatch(msg, None),
                             Err(e) => {
-                                tracing::warn!(upstream = %r_inner.label, "ignored a stdout line that is not a JSON-RPC message ({}): {}", e.error.message, truncate(line, 200))
+                                tracing::warn!(upstream = %r_inner.label, "ignored a stdout line that is not a JSON-RPC message ({}): {}", e.error.message, head(line))
                             }
                         }
                     }
-                    Ok(None) => {
+                    Some(Ok(Line::TooLong(start))) => {
+                        // Skipped unread, and reading goes on with the next line. Were it a
+                        // reply, its call times out as any unanswered call does.
+                        tracing::warn!(upstream = %r_inner.label, "ignored a stdout line longer than {MAX_MESSAGE_LINE} bytes: {}…", head(&start))
+                    }
+                    None => {
                         r_inner.close("the process closed its stdout (exited)".into());
                         break;
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         r_inner.close(format!("reading the process output failed: {e}"));
                         break;
                     }
@@ -86,12 +96,18 @@ impl StdioWire {
             }
         });
 
-        // stderr → log.
+        // stderr → log. A line that is not UTF-8 is kept with U+FFFD in its place; one longer
+        // than MAX_STDERR_LINE is cut there.
         let label = inner.label.clone();
         let tail = inner.stderr.clone();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            let codec = LineCodec::new(MAX_STDERR_LINE).keep_head(MAX_STDERR_LINE);
+            let mut lines = framing::read_lines(stderr, codec);
+            while let Some(Ok(line)) = lines.next().await {
+                let line = match line {
+                    Line::Full(l) => String::from_utf8_lossy(&l).into_owned(),
+                    Line::TooLong(start) => format!("{}…", String::from_utf8_lossy(&start)),
+                };
                 tracing::info!(target: "sluice::upstream::stderr", upstream = %label, "{line}");
                 tail.push(line);
             }
@@ -141,9 +157,81 @@ impl StdioWire {
     }
 }
 
-fn truncate(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
+/// Characters of an ignored stdout line that go to the log.
+const LOG_HEAD: usize = 200;
+
+/// The first [`LOG_HEAD`] characters of a line, for the log (U+FFFD for bytes that are not
+/// UTF-8).
+fn head(line: &[u8]) -> String {
+    // A character is at most 4 bytes: this many bytes hold LOG_HEAD characters.
+    let bytes = &line[..line.len().min(LOG_HEAD * 4)];
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .take(LOG_HEAD)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Connection, OpenOptions, StderrTail};
+    use serde_json::json;
+    use sluice_config::{Era, UpstreamSpec};
+    use std::time::Duration;
+
+    /// A child that answers `initialize` and one `ping`, writing before its first reply a line
+    /// that is not UTF-8 and one over the stdout limit, and on stderr a line that is not UTF-8
+    /// and one over the stderr limit.
+    const CHILD: &str = r#"read -r init
+printf '\377\376\n'
+head -c 17000000 /dev/zero | tr '\0' x; echo
+printf 'bad \377 stderr\n' >&2
+head -c 20000 /dev/zero | tr '\0' e >&2; echo >&2
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"t","version":"1"}}}'
+read -r initialized
+read -r ping
+echo '{"jsonrpc":"2.0","id":2,"result":{}}'
+cat >/dev/null
+"#;
+
+    #[tokio::test]
+    async fn bad_lines_are_skipped_and_the_replies_after_them_arrive() {
+        let mut spec = UpstreamSpec::stdio("t", "sh", vec!["-c".into(), CHILD.into()]);
+        spec.era = Era::Legacy;
+        let stderr = StderrTail::default();
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let opts = OpenOptions {
+            client_info: json!({"name": "test", "version": "0"}),
+            capabilities: json!({}),
+            protocol_version: "2025-06-18".into(),
+            connect_timeout: Duration::from_secs(20),
+            label: "t".into(),
+            stderr: stderr.clone(),
+        };
+        let conn = Connection::open(&spec, opts, tx).await.expect("opens");
+        let reply = conn
+            .call("ping", None, Duration::from_secs(10))
+            .await
+            .expect("ping answered");
+        assert_eq!(reply.result(), Some(&json!({})));
+        assert!(!conn.is_closed());
+
+        let want_cut = format!("{}…", "e".repeat(super::MAX_STDERR_LINE));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let lines = stderr.lines();
+            if lines.iter().any(|l| l == "bad \u{fffd} stderr") && lines.contains(&want_cut) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "stderr tail: {:?}",
+                lines
+                    .iter()
+                    .map(|l| &l[..l.len().min(40)])
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        conn.shutdown().await;
     }
 }

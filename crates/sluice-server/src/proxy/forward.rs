@@ -8,7 +8,7 @@ use crate::channel::{Outcome, Sink};
 use crate::session::{id_key, InflightCall, Session};
 use crate::state::{Snapshot, State};
 use serde_json::{json, Value};
-use sluice_core::{codes, Message, RpcError};
+use sluice_core::{codes, headers, Message, RpcError};
 use sluice_upstream::{Connection, ExtraHeaders, Slot, Status, UpstreamError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -265,7 +265,7 @@ fn modern_upstream_request(
     slot: &Slot,
     session: &Session,
     msg: &mut Message,
-    headers: &mut ExtraHeaders,
+    extra: &mut ExtraHeaders,
 ) {
     let caps = session.client_capabilities.clone();
     // A legacy client hears log messages unless it lowered the level (the handshake era's
@@ -305,34 +305,16 @@ fn modern_upstream_request(
         .cloned()
         .unwrap_or(Value::Null);
     let mut wanted = Vec::new();
-    header_params(&schema, &args, &mut wanted);
+    headers::header_params(&schema, &args, &mut wanted);
     for (name, value) in wanted {
         let text = match &value {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        headers.push(
-            format!("mcp-param-{name}"),
+        extra.push(
+            headers::param_header(&name),
             sluice_upstream::header_value(&text),
         );
-    }
-}
-
-/// The `(header name, value)` pairs a tool's `x-mcp-header` parameters call for, in schema order.
-pub fn header_params(schema: &Value, args: &Value, out: &mut Vec<(String, Value)>) {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    for (key, prop) in props {
-        let value = args.get(key);
-        if let Some(h) = prop.get("x-mcp-header").and_then(Value::as_str) {
-            if let Some(v) = value.filter(|v| !v.is_null()) {
-                out.push((h.to_string(), v.clone()));
-            }
-        }
-        if let Some(v) = value {
-            header_params(prop, v, out);
-        }
     }
 }
 
