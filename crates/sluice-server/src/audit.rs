@@ -138,7 +138,7 @@ pub fn event(session: &Session, x: &Exchange<'_>) -> Value {
     json!({
         "time": rfc3339(now),
         "session": session.id,
-        "client": session.client_info.get("name").cloned().unwrap_or(Value::Null),
+        "client": session.init.client_info.get("name").cloned().unwrap_or(Value::Null),
         "principal": session.principal().map(|p| json!(p.id)).unwrap_or(Value::Null),
         "method": x.method,
         "tool": x.tool,

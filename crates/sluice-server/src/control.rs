@@ -477,8 +477,8 @@ pub async fn end_session(st: &State, id: &str) -> bool {
     if !session.mark_closed() {
         return true;
     }
-    if let crate::session::Outbound::Http(buf) = &session.outbound {
-        buf.finish();
+    if let Some(http) = session.http() {
+        http.get.finish();
     }
     let snap = st.snapshot();
     for slot in snap.slots.iter() {
@@ -507,7 +507,7 @@ async fn reap_idle_sessions(st: Arc<State>) {
             .sessions
             .all()
             .iter()
-            .filter(|s| s.idle_secs() >= idle && s.inflight.lock().is_empty())
+            .filter(|s| s.idle_secs() >= idle && s.routes.inflight.lock().is_empty())
             .map(|s| s.id.clone())
             .collect();
         for id in stale {

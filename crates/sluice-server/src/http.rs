@@ -7,7 +7,7 @@ use crate::channel::Out;
 use crate::control;
 use crate::modern::Rounds;
 use crate::proxy;
-use crate::session::{Outbound, Session};
+use crate::session::{HttpStreams, Init, Outbound, Session};
 use crate::state::State;
 use crate::stream::StreamBuf;
 use axum::body::{Body, Bytes};
@@ -360,10 +360,8 @@ async fn initialize(
     let buf = StreamBuf::new(0, gw.snapshot().settings().replay_events as usize);
     let session = Arc::new(Session::new(
         id.clone(),
-        version.to_string(),
-        params.get("capabilities").cloned().unwrap_or(json!({})),
-        params.get("clientInfo").cloned().unwrap_or(Value::Null),
-        Outbound::Http(buf),
+        Init::of_initialize(&params, version),
+        Outbound::Http(HttpStreams::new(buf)),
     ));
     session.set_principal(principal);
     session.set_authorization(header_str(headers, "authorization"));
@@ -463,13 +461,16 @@ fn sse_response(
     first: Out,
     mut rx: mpsc::UnboundedReceiver<Out>,
 ) -> Response {
-    let buf = session.new_stream(gw.snapshot().settings().replay_events as usize);
+    let Some(http) = session.http() else {
+        unreachable!("an HTTP request's session has HTTP streams")
+    };
+    let buf = http.new_stream(gw.snapshot().settings().replay_events as usize);
     if let Out::Open(Some(ms)) | Out::Pause(Some(ms)) = first {
         buf.set_retry(ms);
     }
     // The client's reader exists before anything is pushed, so a pause that comes first (SSE
     // polling) still ends this stream rather than only later readers.
-    let prime = session.protocol_version.as_str() >= "2025-11-25";
+    let prime = session.init.protocol_version.as_str() >= "2025-11-25";
     let body = Body::from_stream(buf.reader(0, prime, KEEPALIVE, None));
     let pump = buf.clone();
     tokio::spawn(async move {
@@ -513,6 +514,9 @@ async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) 
         Ok(s) => s,
         Err(r) => return r,
     };
+    let Some(http) = session.http() else {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    };
     // Resumption: replay the stream the event id names, after that event.
     if let Some(last) = header_str(&headers, sluice_core::headers::LAST_EVENT_ID) {
         let Some((stream, seq)) = StreamBuf::parse_event_id(last) else {
@@ -522,7 +526,7 @@ async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) 
                 None,
             );
         };
-        let Some(buf) = session.streams.lock().get(&stream).cloned() else {
+        let Some(buf) = http.streams.lock().get(&stream).cloned() else {
             return json_error(
                 StatusCode::NOT_FOUND,
                 RpcError::invalid_request(format!(
@@ -538,20 +542,19 @@ async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) 
             Body::from_stream(buf.reader(seq, false, KEEPALIVE, None)).into_response(),
         );
     }
-    let after = session.get_delivered.load(Ordering::SeqCst);
-    let buf = session.streams.lock().get(&0).cloned();
-    match buf {
-        Some(buf) => attach_get(&session, buf, after, false),
-        None => StatusCode::METHOD_NOT_ALLOWED.into_response(),
-    }
+    let after = http.get_delivered.load(Ordering::SeqCst);
+    attach_get(&session, http.get.clone(), after, false)
 }
 
 /// Attach the (single) GET stream; a second one at the same time is 409.
 fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover: bool) -> Response {
     static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let gen = GENERATION.fetch_add(1, Ordering::Relaxed);
+    let Some(http) = session.http() else {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    };
     let mut refused = false;
-    session.get_owner.send_if_modified(|owner| {
+    http.get_owner.send_if_modified(|owner| {
         if *owner != 0 && !takeover {
             refused = true;
             return false;
@@ -571,7 +574,8 @@ fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover:
     impl Drop for Detach {
         fn drop(&mut self) {
             let gen = self.1;
-            self.0.get_owner.send_if_modified(|owner| {
+            let Some(http) = self.0.http() else { return };
+            http.get_owner.send_if_modified(|owner| {
                 if *owner == gen {
                     *owner = 0;
                     true
@@ -582,12 +586,12 @@ fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover:
         }
     }
     let guard = Detach(session.clone(), gen);
-    let mut owner = session.get_owner.subscribe();
+    let mut owner = http.get_owner.subscribe();
     let replaced = async move {
         let _ = owner.wait_for(|o| *o != gen).await;
     };
     use futures_util::StreamExt;
-    let progress = Some(session.get_delivered.clone());
+    let progress = Some(http.get_delivered.clone());
     let stream = buf
         .reader(after, false, KEEPALIVE, progress)
         .take_until(replaced)

@@ -26,6 +26,8 @@ pub mod state;
 pub mod stdio;
 pub mod stream;
 pub mod telemetry;
+#[cfg(test)]
+mod testing;
 
 use parking_lot::Mutex;
 use sluice_auth::Authenticator;

@@ -11,7 +11,7 @@ use crate::channel::Out;
 use crate::http::{header_str, is_reply, json_error, json_reply, sse_headers, KEEPALIVE, PROTOCOL};
 use crate::listeners::Listener;
 use crate::proxy;
-use crate::session::{Outbound, Session};
+use crate::session::{HttpStreams, Init, Outbound, Session};
 use crate::state::State;
 use crate::stream::StreamBuf;
 use axum::body::Body;
@@ -546,19 +546,22 @@ fn ephemeral_session(
     principal: Option<Arc<Principal>>,
 ) -> Arc<Session> {
     let m = meta_of(msg);
-    let session = Arc::new(Session::new(
-        format!("modern-{}", uuid::Uuid::new_v4().simple()),
-        requested.to_string(),
-        m.and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
+    let init = Init {
+        protocol_version: requested.to_string(),
+        capabilities: m
+            .and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
             .cloned()
             .unwrap_or(json!({})),
-        m.and_then(|m| m.get(meta::CLIENT_INFO))
+        client_info: m
+            .and_then(|m| m.get(meta::CLIENT_INFO))
             .cloned()
             .unwrap_or(Value::Null),
-        Outbound::Http(StreamBuf::new(
-            0,
-            st.snapshot().settings().replay_events.min(16) as usize,
-        )),
+    };
+    let buf = StreamBuf::new(0, st.snapshot().settings().replay_events.min(16) as usize);
+    let session = Arc::new(Session::new(
+        format!("modern-{}", uuid::Uuid::new_v4().simple()),
+        init,
+        Outbound::Http(HttpStreams::new(buf)),
     ));
     session.set_principal(principal);
     session.set_authorization(headers.and_then(|h| header_str(h, "authorization")));

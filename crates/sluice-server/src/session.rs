@@ -1,7 +1,15 @@
-//! A client session: what the client said at `initialize` (fixed for its life), where messages
-//! to it go, and what changes while it lives: its calls in flight, the upstream requests waiting
-//! on its replies, its log level and subscriptions, and its HTTP streams. (Its own upstream
-//! connections belong to the slots, keyed by the session id.)
+//! A client session, in four parts with one job each:
+//!
+//! - [`Init`]: what the client said at `initialize` (version, capabilities, client info), fixed
+//!   for the session's life — what a sealed session id can carry;
+//! - [`Live`]: what changes while it lives and belongs to the session wherever it is served
+//!   (log level, subscriptions, last activity, its end) — what a shared store would hold;
+//! - [`Routes`]: this process's routing tables for it (calls in flight, upstream requests
+//!   waiting on its replies, the gateway's own questions);
+//! - [`Outbound`]: where messages to it go (the HTTP streams, or stdout).
+//!
+//! Its credentials (principal, `Authorization`) are refreshed by every request. Its own upstream
+//! connections belong to the slots, keyed by the session id.
 
 use crate::channel::Out;
 use crate::stream::StreamBuf;
@@ -15,12 +23,41 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// Where messages to the client that belong to no request go.
-pub enum Outbound {
-    /// Streamable HTTP: the GET stream's buffer (stream 0).
-    Http(Arc<StreamBuf>),
-    /// stdio: the stdout writer.
-    Stdio(mpsc::UnboundedSender<Out>),
+/// What the client said at `initialize`: fixed for the session's life.
+#[derive(Debug, Clone)]
+pub struct Init {
+    /// The negotiated protocol version.
+    pub protocol_version: String,
+    /// `capabilities` from the client's `initialize`.
+    pub capabilities: Value,
+    /// `clientInfo` from the client's `initialize`.
+    pub client_info: Value,
+}
+
+impl Init {
+    /// What an `initialize` request's params say, at the negotiated `version`.
+    pub fn of_initialize(params: &Value, version: &str) -> Init {
+        Init {
+            protocol_version: version.to_string(),
+            capabilities: params
+                .get("capabilities")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({})),
+            client_info: params.get("clientInfo").cloned().unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// What changes while a session lives.
+#[derive(Debug)]
+pub struct Live {
+    /// The level a legacy client asked for with `logging/setLevel` (sent as `_meta` `logLevel`
+    /// to 2026-07-28 upstreams, which have no setLevel).
+    pub log_level: Mutex<Option<String>>,
+    /// Resource URIs the client subscribed to.
+    pub subscriptions: Mutex<HashSet<String>>,
+    last_seen: Mutex<Instant>,
+    closed: AtomicBool,
 }
 
 /// An upstream request forwarded to the client, waiting for the client's reply.
@@ -41,91 +78,127 @@ pub struct InflightCall {
     pub cancelled: Arc<AtomicBool>,
 }
 
-/// One client session.
-pub struct Session {
-    /// The session id (the `Mcp-Session-Id` on HTTP).
-    pub id: String,
-    /// The negotiated protocol version.
-    pub protocol_version: String,
-    /// `capabilities` from the client's `initialize`.
-    pub client_capabilities: Value,
-    /// `clientInfo` from the client's `initialize`.
-    pub client_info: Value,
-    /// Where unrelated messages go.
-    pub outbound: Outbound,
+/// This process's routing tables for one session.
+#[derive(Default)]
+pub struct Routes {
+    /// Client requests in flight, by the client's id (as JSON text).
+    pub inflight: Mutex<HashMap<String, InflightCall>>,
     /// Upstream requests sent to the client, by the id the client saw.
     pub server_requests: Mutex<HashMap<String, PendingServerRequest>>,
     /// Requests Sluice itself sent the client (bridging a 2026-07-28 upstream's input
     /// requests), by the id the client saw: where its reply goes.
     pub asked: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Message>>>,
-    /// The level a legacy client asked for with `logging/setLevel` (sent as `_meta` `logLevel`
-    /// to 2026-07-28 upstreams, which have no setLevel).
-    pub log_level: Mutex<Option<String>>,
-    /// Client requests in flight, by the client's id (as JSON text).
-    pub inflight: Mutex<HashMap<String, InflightCall>>,
-    /// SSE streams of this session by number (0 = the GET stream), for `Last-Event-ID`.
+    next_request: AtomicU64,
+}
+
+/// The SSE streams of a Streamable HTTP session.
+pub struct HttpStreams {
+    /// The GET stream's buffer (stream 0): messages that belong to no request.
+    pub get: Arc<StreamBuf>,
+    /// Streams by number (0 = the GET stream), for `Last-Event-ID`.
     pub streams: Mutex<HashMap<u64, Arc<StreamBuf>>>,
-    /// Resource URIs the client subscribed to.
-    pub subscriptions: Mutex<HashSet<String>>,
     /// Which GET stream is attached: 0 = none, else its generation. A resumption
     /// (`Last-Event-ID`) takes over from an attached stream, which then ends.
     pub get_owner: tokio::sync::watch::Sender<u64>,
     /// Last sequence delivered on the GET stream (a new GET starts after it).
     pub get_delivered: Arc<AtomicU64>,
+    next_stream: AtomicU64,
+}
+
+impl HttpStreams {
+    /// The streams of a session whose GET stream buffers `get`.
+    pub fn new(get: Arc<StreamBuf>) -> HttpStreams {
+        HttpStreams {
+            streams: Mutex::new(HashMap::from([(0, get.clone())])),
+            get,
+            get_owner: tokio::sync::watch::channel(0).0,
+            get_delivered: Arc::new(AtomicU64::new(0)),
+            next_stream: AtomicU64::new(1),
+        }
+    }
+
+    /// A new POST stream (registered for resumption; the oldest finished ones are dropped).
+    pub fn new_stream(&self, cap: usize) -> Arc<StreamBuf> {
+        let n = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let buf = StreamBuf::new(n, cap);
+        let mut streams = self.streams.lock();
+        if streams.len() > 64 {
+            let mut done: Vec<u64> = streams
+                .iter()
+                .filter(|(k, b)| **k != 0 && b.is_done())
+                .map(|(k, _)| *k)
+                .collect();
+            done.sort_unstable();
+            for k in done.iter().take(done.len().saturating_sub(16)) {
+                streams.remove(k);
+            }
+        }
+        streams.insert(n, buf.clone());
+        buf
+    }
+}
+
+/// Where messages to the client that belong to no request go.
+pub enum Outbound {
+    /// Streamable HTTP: the session's SSE streams.
+    Http(HttpStreams),
+    /// stdio: the stdout writer.
+    Stdio(mpsc::UnboundedSender<Out>),
+}
+
+/// One client session.
+pub struct Session {
+    /// The session id (the `Mcp-Session-Id` on HTTP).
+    pub id: String,
+    /// What the client said at `initialize`.
+    pub init: Init,
+    /// What changes while it lives.
+    pub live: Live,
+    /// This process's routing tables for it.
+    pub routes: Routes,
+    /// Where unrelated messages go.
+    pub outbound: Outbound,
     /// Who the client authenticated as (HTTP with authentication on); refreshed by every
     /// request, whose credentials must name the same principal.
     principal: parking_lot::RwLock<Option<Arc<Principal>>>,
     /// The client's latest `Authorization` header, for upstreams with `forward_authorization`.
     authorization: parking_lot::RwLock<Option<Arc<str>>>,
-    next_stream: AtomicU64,
-    next_request: AtomicU64,
-    last_seen: Mutex<Instant>,
-    closed: AtomicBool,
 }
 
 impl Session {
     /// A new session.
-    pub fn new(
-        id: String,
-        protocol_version: String,
-        client_capabilities: Value,
-        client_info: Value,
-        outbound: Outbound,
-    ) -> Session {
-        let mut streams = HashMap::new();
-        if let Outbound::Http(b) = &outbound {
-            streams.insert(0, b.clone());
-        }
+    pub fn new(id: String, init: Init, outbound: Outbound) -> Session {
         Session {
             id,
-            protocol_version,
-            client_capabilities,
-            client_info,
+            init,
+            live: Live {
+                log_level: Mutex::new(None),
+                subscriptions: Mutex::new(HashSet::new()),
+                last_seen: Mutex::new(Instant::now()),
+                closed: AtomicBool::new(false),
+            },
+            routes: Routes::default(),
             outbound,
-            server_requests: Mutex::new(HashMap::new()),
-            asked: Mutex::new(HashMap::new()),
-            log_level: Mutex::new(None),
-            inflight: Mutex::new(HashMap::new()),
-            streams: Mutex::new(streams),
-            subscriptions: Mutex::new(HashSet::new()),
-            get_owner: tokio::sync::watch::channel(0).0,
-            get_delivered: Arc::new(AtomicU64::new(0)),
             principal: parking_lot::RwLock::new(None),
             authorization: parking_lot::RwLock::new(None),
-            next_stream: AtomicU64::new(1),
-            next_request: AtomicU64::new(1),
-            last_seen: Mutex::new(Instant::now()),
-            closed: AtomicBool::new(false),
         }
     }
 
     /// Send a message that belongs to no request (GET stream, or stdout).
     pub fn send_unrelated(&self, msg: Message) {
         match &self.outbound {
-            Outbound::Http(buf) => buf.push(&msg),
+            Outbound::Http(h) => h.get.push(&msg),
             Outbound::Stdio(tx) => {
                 let _ = tx.send(Out::Msg(msg));
             }
+        }
+    }
+
+    /// The HTTP streams, for a Streamable HTTP session.
+    pub fn http(&self) -> Option<&HttpStreams> {
+        match &self.outbound {
+            Outbound::Http(h) => Some(h),
+            Outbound::Stdio(_) => None,
         }
     }
 
@@ -157,15 +230,15 @@ impl Session {
     pub fn upstream_ref(&self) -> sluice_upstream::SessionRef<'_> {
         sluice_upstream::SessionRef {
             id: &self.id,
-            capabilities: &self.client_capabilities,
-            protocol_version: &self.protocol_version,
+            capabilities: &self.init.capabilities,
+            protocol_version: &self.init.protocol_version,
         }
     }
 
     /// Does this session serve a modern-era (2026-07-28) client? Such a session lives for one
     /// request (HTTP) and has no handshake behind it.
     pub fn is_modern(&self) -> bool {
-        sluice_core::version::is_modern(&self.protocol_version)
+        sluice_core::version::is_modern(&self.init.protocol_version)
     }
 
     /// `"modern"` or `"legacy"`: the era hooks see.
@@ -179,57 +252,36 @@ impl Session {
 
     /// Does the client support `cap` (a key of its capabilities)?
     pub fn has_capability(&self, cap: &str) -> bool {
-        self.client_capabilities
+        self.init
+            .capabilities
             .get(cap)
             .is_some_and(|v| !v.is_null())
     }
 
     /// A fresh id for a request the gateway sends to this client.
     pub fn mint_request_id(&self) -> String {
-        format!(
-            "sluice-{}",
-            self.next_request.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
-    /// A new POST stream (registered for resumption; the oldest finished ones are dropped).
-    pub fn new_stream(&self, cap: usize) -> Arc<StreamBuf> {
-        let n = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let buf = StreamBuf::new(n, cap);
-        let mut streams = self.streams.lock();
-        if streams.len() > 64 {
-            let mut done: Vec<u64> = streams
-                .iter()
-                .filter(|(k, b)| **k != 0 && b.is_done())
-                .map(|(k, _)| *k)
-                .collect();
-            done.sort_unstable();
-            for k in done.iter().take(done.len().saturating_sub(16)) {
-                streams.remove(k);
-            }
-        }
-        streams.insert(n, buf.clone());
-        buf
+        let n = self.routes.next_request.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("sluice-{n}")
     }
 
     /// Record activity (for the idle timeout).
     pub fn touch(&self) {
-        *self.last_seen.lock() = Instant::now();
+        *self.live.last_seen.lock() = Instant::now();
     }
 
     /// Seconds since the last activity.
     pub fn idle_secs(&self) -> u64 {
-        self.last_seen.lock().elapsed().as_secs()
+        self.live.last_seen.lock().elapsed().as_secs()
     }
 
     /// Mark closed; returns false if it already was.
     pub fn mark_closed(&self) -> bool {
-        !self.closed.swap(true, Ordering::SeqCst)
+        !self.live.closed.swap(true, Ordering::SeqCst)
     }
 
     /// Has the session ended?
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+        self.live.closed.load(Ordering::SeqCst)
     }
 }
 

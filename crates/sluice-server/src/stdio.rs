@@ -5,7 +5,7 @@ use crate::channel::{Out, Outcome};
 use crate::control;
 use crate::modern::Rounds;
 use crate::proxy;
-use crate::session::{Outbound, Session};
+use crate::session::{Init, Outbound, Session};
 use crate::state::State;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
@@ -89,9 +89,7 @@ where
                         version::negotiate(params.get("protocolVersion").and_then(Value::as_str));
                     let s = Arc::new(Session::new(
                         "stdio".into(),
-                        version.into(),
-                        params.get("capabilities").cloned().unwrap_or(json!({})),
-                        params.get("clientInfo").cloned().unwrap_or(Value::Null),
+                        Init::of_initialize(&params, version),
                         Outbound::Stdio(out_tx.clone()),
                     ));
                     // The process that started Sluice: the local user, trusted by the OS.

@@ -87,7 +87,7 @@ pub async fn call(
     );
     let cancelled = Arc::new(AtomicBool::new(false));
     let key = id_key(&client_id);
-    session.inflight.lock().insert(
+    session.routes.inflight.lock().insert(
         key.clone(),
         InflightCall {
             conn: conn.clone(),
@@ -106,7 +106,7 @@ pub async fn call(
     }
     impl Drop for Untrack<'_> {
         fn drop(&mut self) {
-            self.session.inflight.lock().remove(&self.key);
+            self.session.routes.inflight.lock().remove(&self.key);
             self.st.rt.calls.untrack(self.conn.serial(), self.up_id);
         }
     }
@@ -267,11 +267,12 @@ fn modern_upstream_request(
     msg: &mut Message,
     extra: &mut ExtraHeaders,
 ) {
-    let caps = session.client_capabilities.clone();
+    let caps = session.init.capabilities.clone();
     // A legacy client hears log messages unless it lowered the level (the handshake era's
     // default); a modern client's own `logLevel` (or none) travels as it sent it.
     let level = (!session.is_modern()).then(|| {
         session
+            .live
             .log_level
             .lock()
             .clone()
@@ -344,7 +345,7 @@ pub async fn set_level(snap: &Snapshot, session: &Arc<Session>, msg: &Message) {
 
 /// The client cancelled one of its requests: tell the upstream (with its id) and stop waiting.
 pub fn cancel(st: &State, session: &Session, client_id: &Value, reason: Option<&Value>) {
-    let call = session.inflight.lock().remove(&id_key(client_id));
+    let call = session.routes.inflight.lock().remove(&id_key(client_id));
     let Some(call) = call else { return };
     call.cancelled.store(true, Ordering::SeqCst);
     let mut params = json!({"requestId": call.upstream_id});

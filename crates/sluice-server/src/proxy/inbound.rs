@@ -183,6 +183,7 @@ async fn on_message(
                 let up_id = msg.params().and_then(|p| p.get("requestId")).cloned();
                 for s in st.rt.sessions.all() {
                     let found = s
+                        .routes
                         .server_requests
                         .lock()
                         .iter()
@@ -192,7 +193,7 @@ async fn on_message(
                         })
                         .map(|(k, _)| k.clone());
                     if let Some(k) = found {
-                        s.server_requests.lock().remove(&k);
+                        s.routes.server_requests.lock().remove(&k);
                         msg.params_mut().insert("requestId".into(), json!(k));
                         deliver(st, &s, None, msg.clone(), up).await;
                     }
@@ -207,7 +208,7 @@ async fn on_message(
                     None => st.rt.sessions.all(),
                 };
                 for s in targets {
-                    let subscribed = s.subscriptions.lock().contains(&uri);
+                    let subscribed = s.live.subscriptions.lock().contains(&uri);
                     if subscribed {
                         deliver(st, &s, None, msg.clone(), up).await;
                     }
@@ -287,7 +288,7 @@ async fn on_message(
         }
     }
     let client_id = session.mint_request_id();
-    session.server_requests.lock().insert(
+    session.routes.server_requests.lock().insert(
         client_id.clone(),
         PendingServerRequest {
             conn: conn.clone(),
@@ -297,7 +298,7 @@ async fn on_message(
     msg.set_id(json!(client_id.clone()));
     if !deliver(st, &session, sink.as_ref(), msg, up).await {
         // A response hook refused the request on its way to the client: the upstream hears why.
-        session.server_requests.lock().remove(&client_id);
+        session.routes.server_requests.lock().remove(&client_id);
         let err = RpcError::new(codes::RESPONSE_REJECTED, "Response rejected");
         let _ = conn.send(&Message::error(up_id, &err));
     }
@@ -327,17 +328,17 @@ pub async fn ask_client(
     }
     let client_id = session.mint_request_id();
     let (tx, rx) = tokio::sync::oneshot::channel();
-    session.asked.lock().insert(client_id.clone(), tx);
+    session.routes.asked.lock().insert(client_id.clone(), tx);
     let msg = Message::request(json!(client_id.clone()), method, params);
     if !deliver(st, session, Some(sink), msg, upstream).await {
-        session.asked.lock().remove(&client_id);
+        session.routes.asked.lock().remove(&client_id);
         return Err(RpcError::new(codes::RESPONSE_REJECTED, "Response rejected"));
     }
     let wait = Duration::from_millis(st.snapshot().settings().request_timeout_ms);
     let reply = match tokio::time::timeout(wait, rx).await {
         Ok(Ok(reply)) => reply,
         _ => {
-            session.asked.lock().remove(&client_id);
+            session.routes.asked.lock().remove(&client_id);
             return Err(RpcError::new(
                 codes::REQUEST_TIMEOUT,
                 format!(
@@ -371,11 +372,11 @@ pub fn relay_client_reply(session: &Session, mut msg: Message) {
         tracing::warn!(session = %session.id, "reply with an id Sluice never sent: {}", msg.to_json());
         return;
     };
-    if let Some(waiter) = session.asked.lock().remove(&id) {
+    if let Some(waiter) = session.routes.asked.lock().remove(&id) {
         let _ = waiter.send(msg);
         return;
     }
-    let Some(pending) = session.server_requests.lock().remove(&id) else {
+    let Some(pending) = session.routes.server_requests.lock().remove(&id) else {
         tracing::warn!(session = %session.id, id, "reply to no pending request");
         return;
     };

@@ -20,6 +20,8 @@ pub mod route;
 use crate::access;
 use crate::audit::Exchange;
 use crate::channel::{Outcome, Sink};
+#[cfg(test)]
+use crate::control;
 use crate::features::{funnel, management};
 use crate::gateway_tools::GatewayTool;
 use crate::session::Session;
@@ -242,7 +244,7 @@ async fn dispatch(
             };
             if let (Some(sub), Outcome::Reply(r)) = (&u.subscription, &outcome) {
                 if r.kind() == Kind::Response {
-                    let mut subs = session.subscriptions.lock();
+                    let mut subs = session.live.subscriptions.lock();
                     if sub.on {
                         subs.insert(sub.uri.clone());
                     } else {
@@ -277,7 +279,7 @@ async fn dispatch(
             }
         }
         Target::SetLevel(level) => {
-            *session.log_level.lock() = Some(level);
+            *session.live.log_level.lock() = Some(level);
             forward::set_level(snap, session, &msg).await;
             reply_of(id, Ok(json!({})))
         }
@@ -411,4 +413,155 @@ async fn initialize_hooks(
         return Err(reply);
     }
     Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use serde_json::json;
+
+    fn deny(tools: &[&str]) -> (&'static str, Value) {
+        (
+            "hooks/hooks.manifest.json",
+            json!({"version": 1, "hooks": [
+                {"id": "deny", "type": "builtin", "builtin": "deny", "enabled": true, "options": {"tools": tools}}
+            ]}),
+        )
+    }
+
+    fn state(files: &[(&str, Value)]) -> Arc<State> {
+        testing::state(
+            files,
+            &[("fx", testing::tools(&["echo", "add"]), json!({"tools": {}}))],
+        )
+    }
+
+    async fn call(st: &Arc<State>, name: &str, args: Value) -> Message {
+        let (session, _out) = testing::session();
+        let (sink, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let msg = Message::request(
+            json!(7),
+            "tools/call",
+            Some(json!({"name": name, "arguments": args})),
+        );
+        client_request(st, &session, msg, &sink).await.into_reply()
+    }
+
+    fn error(m: &Message) -> (i64, String) {
+        let e = m.error_obj().expect("an error reply");
+        (
+            e["code"].as_i64().unwrap(),
+            e["message"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// The fixture's slot is up with no connection: a call that reaches dispatch answers this.
+    const DISPATCHED: (i64, &str) = (-32000, "Upstream 'fx' is unavailable: it is not connected");
+
+    #[tokio::test]
+    async fn request_hooks_run_before_dispatch_and_a_refusal_never_reaches_the_upstream() {
+        let st = state(&[testing::expose(&["fx"]), deny(&["fx_add"])]);
+        let refused = call(&st, "fx_add", json!({})).await;
+        assert_eq!(refused.id(), Some(&json!(7)));
+        assert_eq!(error(&refused).0, -32030);
+        let passed = call(&st, "fx_echo", json!({})).await;
+        assert_eq!(error(&passed), (DISPATCHED.0, DISPATCHED.1.to_string()));
+    }
+
+    #[tokio::test]
+    async fn every_exchange_is_recorded_once_with_its_tool_upstream_and_outcome() {
+        let st = state(&[testing::expose(&["fx"]), deny(&["fx_add"])]);
+        let mut traffic = st.rt.traffic.subscribe();
+        call(&st, "fx_add", json!({})).await;
+        call(&st, "fx_echo", json!({})).await;
+        let a = traffic.recv().await.unwrap();
+        let b = traffic.recv().await.unwrap();
+        assert_eq!(
+            (&a["tool"], &a["upstream"], &a["outcome"]),
+            (&json!("fx_add"), &json!("fx"), &json!("refused"))
+        );
+        assert_eq!(a["hooks"][0]["decision"], json!("refuse"));
+        assert_eq!(
+            (&b["tool"], &b["outcome"], &b["error"]),
+            (&json!("fx_echo"), &json!("error"), &json!(DISPATCHED.1))
+        );
+        assert!(traffic.try_recv().is_err(), "recorded once each");
+    }
+
+    #[tokio::test]
+    async fn a_target_the_access_rules_forbid_is_answered_like_an_unknown_one() {
+        let rules = json!({"enabled": false, "rules": [{"effect": "deny", "tools": ["fx_add"]}]});
+        let st = state(&[testing::expose(&["fx"]), ("auth/auth.config.json", rules)]);
+        let mut traffic = st.rt.traffic.subscribe();
+        let reply = call(&st, "fx_add", json!({})).await;
+        assert_eq!(error(&reply), (-32602, "Unknown tool: fx_add".to_string()));
+        let ev = traffic.recv().await.unwrap();
+        assert_eq!(ev["outcome"], json!("refused"));
+        assert_eq!(
+            ev["error"],
+            json!("access rules: an unauthenticated caller may not use the tool fx_add")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_funnel_run_tool_is_a_rewrite_that_runs_every_phase_under_the_real_name() {
+        let st = state(&[
+            testing::expose(&["fx"]),
+            deny(&["fx_add"]),
+            ("sluice.json", json!({"funnel": true})),
+        ]);
+        // The real call is refused by the hook that matches the real name...
+        let refused = call(
+            &st,
+            "sluice_run_tool",
+            json!({"name": "fx_add", "args": {}}),
+        )
+        .await;
+        assert_eq!(refused.id(), Some(&json!(7)));
+        assert_eq!(error(&refused).0, -32030);
+        // ...and another reaches its upstream, resolved once more.
+        let passed = call(
+            &st,
+            "sluice_run_tool",
+            json!({"name": "fx_echo", "args": {"x": 1}}),
+        )
+        .await;
+        assert_eq!(error(&passed), (DISPATCHED.0, DISPATCHED.1.to_string()));
+        let unknown = call(&st, "sluice_run_tool", json!({"name": "nope"})).await;
+        assert_eq!(error(&unknown), (-32602, "Unknown tool: nope".to_string()));
+    }
+
+    #[tokio::test]
+    async fn the_funnel_lists_briefs_answered_by_the_gateway() {
+        let st = state(&[
+            testing::expose(&["fx"]),
+            ("sluice.json", json!({"funnel": true})),
+        ]);
+        let reply = call(&st, "sluice_list_tools", json!({})).await;
+        let briefs = &reply.result().expect("a result")["structuredContent"]["tools"];
+        assert_eq!(
+            briefs,
+            &json!([
+                {"name": "fx_echo", "summary": "echo does it", "category": "fx", "source": "fx"},
+                {"name": "fx_add", "summary": "add does it", "category": "fx", "source": "fx"},
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_runs_on_the_snapshot_it_loaded_even_when_a_reload_swaps_it() {
+        let st = state(&[testing::expose(&["fx"])]);
+        let before = st.snapshot();
+        control::rebuild_catalog(&st, None);
+        let after = st.snapshot();
+        assert!(
+            !Arc::ptr_eq(&before, &after),
+            "a rebuild swaps the snapshot whole"
+        );
+        assert!(Arc::ptr_eq(&before.chain, &after.chain));
+        assert_ne!(before.catalog.version, after.catalog.version);
+        // The old snapshot stays whole for whoever holds it.
+        assert!(before.catalog.tool("fx_echo").is_some());
+    }
 }

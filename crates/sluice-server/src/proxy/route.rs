@@ -271,3 +271,187 @@ fn instructions(snap: &Snapshot) -> String {
     }
     parts.join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use serde_json::json;
+    use sluice_upstream::UpstreamLists;
+
+    fn req(method: &str, params: Value) -> Message {
+        Message::request(json!(1), method, Some(params))
+    }
+
+    fn snap_of(files: &[(&str, Value)]) -> Arc<Snapshot> {
+        let st = testing::state(
+            files,
+            &[
+                ("fx", testing::tools(&["echo", "add"]), json!({"tools": {}})),
+                (
+                    "docs",
+                    UpstreamLists {
+                        prompts: vec![json!({"name": "greet"})],
+                        resources: vec![json!({"uri": "doc://a"})],
+                        ..Default::default()
+                    },
+                    json!({"prompts": {}, "resources": {}}),
+                ),
+            ],
+        );
+        st.snapshot()
+    }
+
+    fn error_of(t: Target) -> RpcError {
+        match t {
+            Target::Local(Err(e)) => e,
+            other => panic!("expected a local error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tool_resolves_once_to_its_upstream_and_its_name_there() {
+        let snap = snap_of(&[testing::expose(&["fx", "docs", "gone"])]);
+        match resolve(&snap, None, &req("tools/call", json!({"name": "fx_add"}))) {
+            Target::Upstream(u) => {
+                assert_eq!(u.slot.spec.id, "fx");
+                assert_eq!(u.name.as_deref(), Some("add"));
+                assert!(u.rounds);
+                assert!(u.subscription.is_none());
+            }
+            other => panic!("expected an upstream, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_and_down_tools_are_answered_locally_with_their_exact_errors() {
+        let snap = snap_of(&[testing::expose(&["fx", "docs", "gone"])]);
+        let e = error_of(resolve(
+            &snap,
+            None,
+            &req("tools/call", json!({"name": "nope"})),
+        ));
+        assert_eq!((e.code, e.message.as_str()), (-32602, "Unknown tool: nope"));
+        // A tool of an upstream that is down names the upstream and why.
+        let e = error_of(resolve(
+            &snap,
+            None,
+            &req("tools/call", json!({"name": "gone_x"})),
+        ));
+        assert_eq!(e.code, -32000);
+        assert_eq!(e.message, "Upstream 'gone' is unavailable: it crashed");
+        let e = error_of(resolve(&snap, None, &req("tools/call", json!({}))));
+        assert_eq!(e.message, "tools/call needs params.name");
+    }
+
+    #[test]
+    fn gateway_tools_resolve_to_what_they_do() {
+        let snap = snap_of(&[
+            testing::expose(&["fx"]),
+            (
+                "sluice.json",
+                json!({"funnel": true, "management_tools": true}),
+            ),
+        ]);
+        let t = |name: &str| resolve(&snap, None, &req("tools/call", json!({"name": name})));
+        assert!(matches!(
+            t("sluice_run_tool"),
+            Target::Gateway(GatewayTool::RunTool)
+        ));
+        assert!(matches!(
+            t("sluice_list_tools"),
+            Target::Gateway(GatewayTool::ListTools)
+        ));
+        assert!(matches!(
+            t("sluice_hook_set"),
+            Target::Gateway(GatewayTool::Manage(crate::gateway_tools::ManageOp::HookSet))
+        ));
+    }
+
+    #[test]
+    fn prompts_resources_and_completions_go_to_their_upstream() {
+        let snap = snap_of(&[testing::expose(&["fx", "docs"])]);
+        let upstream = |t: Target| match t {
+            Target::Upstream(u) => u,
+            other => panic!("expected an upstream, got {other:?}"),
+        };
+        let u = upstream(resolve(
+            &snap,
+            None,
+            &req("prompts/get", json!({"name": "docs_greet"})),
+        ));
+        assert_eq!(
+            (u.slot.spec.id.as_str(), u.name.as_deref()),
+            ("docs", Some("greet"))
+        );
+        let u = upstream(resolve(
+            &snap,
+            None,
+            &req("resources/subscribe", json!({"uri": "doc://a"})),
+        ));
+        let sub = u.subscription.expect("a subscription");
+        assert_eq!(
+            (sub.uri.as_str(), sub.on, sub.local),
+            ("doc://a", true, false)
+        );
+        // A URI nobody lists goes to the one upstream with resources.
+        let u = upstream(resolve(
+            &snap,
+            None,
+            &req("resources/read", json!({"uri": "doc://other"})),
+        ));
+        assert_eq!(u.slot.spec.id, "docs");
+        let c = req(
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "docs_greet"}}),
+        );
+        let u = upstream(resolve(&snap, None, &c));
+        assert_eq!(u.name.as_deref(), Some("greet"));
+        assert!(!u.rounds);
+        let mut renamed = c.clone();
+        rename(&mut renamed, "greet");
+        assert_eq!(renamed.params().unwrap()["ref"]["name"], json!("greet"));
+    }
+
+    #[test]
+    fn lists_pings_and_unknown_methods_are_local() {
+        let snap = snap_of(&[
+            testing::expose(&["fx", "docs"]),
+            ("sluice.json", json!({"page_size": 1})),
+        ]);
+        match resolve(&snap, None, &req("tools/list", json!({}))) {
+            Target::Local(Ok(page)) => {
+                assert_eq!(page["tools"][0]["name"], json!("fx_echo"));
+                assert!(page["nextCursor"].is_string());
+            }
+            other => panic!("expected a page, got {other:?}"),
+        }
+        assert!(
+            matches!(resolve(&snap, None, &req("ping", json!({}))), Target::Local(Ok(v)) if v == json!({}))
+        );
+        assert_eq!(
+            error_of(resolve(&snap, None, &req("nope/nope", json!({})))).code,
+            -32601
+        );
+        assert!(matches!(
+            resolve(&snap, None, &req("logging/setLevel", json!({"level": "info"}))),
+            Target::SetLevel(l) if l == "info"
+        ));
+    }
+
+    #[test]
+    fn lists_leave_out_what_the_caller_may_not_use() {
+        let rules = json!({"enabled": false, "rules": [{"effect": "deny", "tools": ["fx_add"]}]});
+        let snap = snap_of(&[testing::expose(&["fx"]), ("auth/auth.config.json", rules)]);
+        let Target::Local(Ok(page)) = resolve(&snap, None, &req("tools/list", json!({}))) else {
+            panic!("expected a page")
+        };
+        let names: Vec<&str> = page["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["fx_echo"]);
+    }
+}
