@@ -8,7 +8,9 @@
 //! response hook sees what the agent will see (seed 002). What they changed is counted in
 //! [`Trace::controls`].
 
-use crate::builtin::{Control, Deny, Describe, Explain, RateLimit, Rewrite, Validate};
+use crate::builtin::{
+    Control, Deny, Describe, Explain, Mask, Pii, RateLimit, Rewrite, SizeCap, Validate,
+};
 use crate::command::CommandHook;
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
@@ -16,7 +18,7 @@ use crate::http::HttpHook;
 use crate::process::ProcessHook;
 use regex::Regex;
 use serde_json::{Map, Value};
-use sluice_config::{HookEventKind, HookKindSpec, HookSpec, OnError};
+use sluice_config::{BuiltinOptions, HookEventKind, HookKindSpec, HookSpec, OnError, OptionError};
 use sluice_core::{Message, Principal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -209,20 +211,19 @@ impl Hook {
     }
 }
 
-/// Build a builtin's kind from its name and options (`timeout`: the hook's, which bounds the
+/// Build a builtin's kind from its options (`timeout`: the hook's, which bounds the
 /// rate-limit builtin's Redis calls).
-fn builtin_kind(name: &str, options: &Value, timeout: Duration) -> Result<Kind, String> {
-    if let Some(c) = Control::build(name, options)? {
-        return Ok(Kind::Control(c));
-    }
-    Ok(match name {
-        "explain" => Kind::Explain(Explain),
-        "deny" => Kind::Deny(Deny::from_options(options)?),
-        "rewrite" => Kind::Rewrite(Rewrite::from_options(options)?),
-        "validate" => Kind::Validate(Validate::from_options(options)?),
-        "describe" => Kind::Describe(Describe::from_options(options)?),
-        "rate-limit" => Kind::RateLimit(RateLimit::from_options(options, timeout)?),
-        _ => return Err("is not available".into()),
+fn builtin_kind(options: &BuiltinOptions, timeout: Duration) -> Result<Kind, OptionError> {
+    Ok(match options {
+        BuiltinOptions::Explain => Kind::Explain(Explain),
+        BuiltinOptions::Deny(o) => Kind::Deny(Deny::from_options(o)?),
+        BuiltinOptions::Rewrite(o) => Kind::Rewrite(Rewrite::from_options(o)?),
+        BuiltinOptions::Validate => Kind::Validate(Validate::default()),
+        BuiltinOptions::Describe(o) => Kind::Describe(Describe::from_options(o)?),
+        BuiltinOptions::RateLimit(o) => Kind::RateLimit(RateLimit::from_options(o, timeout)?),
+        BuiltinOptions::Mask(o) => Kind::Control(Control::Mask(Mask::from_options(o)?)),
+        BuiltinOptions::Pii(o) => Kind::Control(Control::Pii(Pii::from_options(o)?)),
+        BuiltinOptions::SizeCap(o) => Kind::Control(Control::SizeCap(SizeCap::from_options(o)?)),
     })
 }
 
@@ -258,16 +259,13 @@ impl Chain {
                 },
             };
             let kind = match &s.kind {
-                HookKindSpec::Builtin { name, options } => {
-                    match builtin_kind(name, options, s.timeout) {
-                        Ok(k) => k,
-                        Err(e) => {
-                            warnings
-                                .push(format!("hook {:?}: builtin {name:?}: {e}; skipped", s.id));
-                            continue;
-                        }
+                HookKindSpec::Builtin { name, options } => match builtin_kind(options, s.timeout) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        warnings.push(format!("hook {:?}: builtin {name:?}: {e}; skipped", s.id));
+                        continue;
                     }
-                }
+                },
                 HookKindSpec::Command { command, .. } => Kind::Command(CommandHook::new(
                     command.clone(),
                     cwd.to_path_buf(),
@@ -626,7 +624,7 @@ mod tests {
             methods: methods.iter().map(|m| m.to_string()).collect(),
             kind: HookKindSpec::Builtin {
                 name: name.into(),
-                options,
+                options: crate::builtin::parsed(name, options),
             },
             timeout: Duration::from_secs(1),
             on_error: OnError::Refuse,
@@ -647,7 +645,7 @@ mod tests {
         }
     }
 
-    /// What the configuration accepts, the chain builds (the two parse the options apart).
+    /// What the configuration accepts, the chain builds.
     #[test]
     fn every_option_the_configuration_accepts_builds() {
         use serde_json::json;
@@ -847,7 +845,13 @@ mod tests {
                 json!({"rules": [{"set": {"r": 1}}]}),
                 &["*"],
             ),
-            builtin("bad", "rewrite", json!({}), &["*"]),
+            HookSpec {
+                kind: HookKindSpec::Builtin {
+                    name: "rewrite".into(),
+                    options: BuiltinOptions::Rewrite(Default::default()),
+                },
+                ..builtin("bad", "explain", Value::Null, &["*"])
+            },
         ];
         let (chain, warnings) = Chain::build(&specs, Path::new("/"));
         assert_eq!(

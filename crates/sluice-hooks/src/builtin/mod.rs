@@ -31,6 +31,10 @@ pub use validate::Validate;
 use crate::decision::Refusal;
 use regex::Regex;
 use serde_json::{json, Map, Value};
+use sluice_config::builtin::is_regex_pattern;
+#[cfg(test)]
+use sluice_config::BuiltinOptions;
+use sluice_config::OptionError;
 use sluice_core::Message;
 
 /// A tool-name pattern: a regex matched against the whole name, or a glob (`*` is the only
@@ -48,9 +52,7 @@ impl ToolPattern {
 
     /// A glob when `pattern` has no regex metacharacter other than `*` (`fx_*`), else a regex.
     pub fn glob_or_regex(pattern: &str) -> Result<ToolPattern, String> {
-        if pattern.contains([
-            '\\', '^', '$', '.', '+', '?', '(', ')', '[', ']', '{', '}', '|',
-        ]) {
+        if is_regex_pattern(pattern) {
             ToolPattern::regex(pattern)
         } else {
             let re = pattern
@@ -69,36 +71,33 @@ impl ToolPattern {
 }
 
 /// `"…" is not a valid regex: <the parser's last line>`.
-pub fn regex_error(pattern: &str, e: &regex::Error) -> String {
-    let text = e.to_string();
-    let last = text.lines().last().unwrap_or("").trim();
-    let last = last.strip_prefix("error: ").unwrap_or(last);
-    format!("{pattern:?} is not a valid regex: {last}")
-}
+pub use sluice_config::builtin::regex_error;
 
-/// The string list `options.<key>` (absent = empty).
-pub(crate) fn strings(options: &Value, key: &str) -> Result<Vec<String>, String> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("options.{key}[{i}]: must be a string"))
-            })
-            .collect(),
-        Some(_) => Err(format!("options.{key}: must be an array of strings")),
-    }
-}
-
-/// Regexes (full match) from `options.<key>`.
-pub(crate) fn tool_patterns(options: &Value, key: &str) -> Result<Vec<ToolPattern>, String> {
-    strings(options, key)?
+/// Regexes (full match) from the string list at `field` (`options.tools`).
+pub(crate) fn tool_patterns(
+    field: &str,
+    patterns: &[String],
+) -> Result<Vec<ToolPattern>, OptionError> {
+    patterns
         .iter()
         .enumerate()
-        .map(|(i, p)| ToolPattern::regex(p).map_err(|e| format!("options.{key}[{i}]: {e}")))
+        .map(|(i, p)| {
+            ToolPattern::regex(p).map_err(|e| OptionError::new(format!("{field}[{i}]"), e))
+        })
+        .collect()
+}
+
+/// The JSON paths at `field` (`options.paths`).
+pub(crate) fn json_paths(
+    field: &str,
+    paths: &[String],
+) -> Result<Vec<path::JsonPath>, OptionError> {
+    paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            path::JsonPath::parse(p).map_err(|e| OptionError::new(format!("{field}[{i}]"), e))
+        })
         .collect()
 }
 
@@ -114,17 +113,6 @@ pub enum Control {
 }
 
 impl Control {
-    /// The control named `name` built from its options; `Ok(None)` when `name` is not a
-    /// control.
-    pub fn build(name: &str, options: &Value) -> Result<Option<Control>, String> {
-        Ok(Some(match name {
-            "mask" => Control::Mask(Mask::from_options(options)?),
-            "pii" => Control::Pii(Pii::from_options(options)?),
-            "size-cap" => Control::SizeCap(SizeCap::from_options(options)?),
-            _ => return Ok(None),
-        }))
-    }
-
     /// The builtin's name (the key of its counts in the trace).
     pub fn name(&self) -> &'static str {
         match self {
@@ -200,6 +188,21 @@ impl Control {
     }
 }
 
+/// The options of the builtin `name`, parsed as the configuration parses them (for tests).
+#[cfg(test)]
+pub(crate) fn parsed(name: &str, options: Value) -> BuiltinOptions {
+    match BuiltinOptions::parse(name, &options) {
+        Some(Ok(o)) => o,
+        other => panic!("{name} {options}: {other:?}"),
+    }
+}
+
+/// Does the configuration refuse these options of the builtin `name`? (For tests.)
+#[cfg(test)]
+pub(crate) fn rejected(name: &str, options: Value) -> bool {
+    matches!(BuiltinOptions::parse(name, &options), Some(Err(_)))
+}
+
 fn add_count(m: &mut Map<String, Value>, key: &str, n: u64) {
     if n == 0 {
         return;
@@ -232,16 +235,21 @@ mod tests {
         );
     }
 
+    fn control(name: &str, o: Value) -> Control {
+        match parsed(name, o) {
+            BuiltinOptions::Mask(o) => Control::Mask(Mask::from_options(&o).unwrap()),
+            BuiltinOptions::Pii(o) => Control::Pii(Pii::from_options(&o).unwrap()),
+            BuiltinOptions::SizeCap(o) => Control::SizeCap(SizeCap::from_options(&o).unwrap()),
+            other => panic!("{other:?} is not a control"),
+        }
+    }
+
     #[test]
     fn controls_count_what_they_change() {
         let mut counts = Map::new();
-        let mask = Control::build("mask", &json!({"keys": ["token"]}))
-            .unwrap()
-            .unwrap();
-        let pii = Control::build("pii", &json!({})).unwrap().unwrap();
-        let cap = Control::build("size-cap", &json!({"max_bytes": 10}))
-            .unwrap()
-            .unwrap();
+        let mask = control("mask", json!({"keys": ["token"]}));
+        let pii = control("pii", json!({}));
+        let cap = control("size-cap", json!({"max_bytes": 10}));
         let mut msg = Message::response(
             json!(1),
             json!({"content": [{"type": "text", "text": "{\"token\":\"abc\",\"mail\":\"a@b.io\"}"}],
@@ -253,6 +261,5 @@ mod tests {
         assert_eq!(counts["mask"], json!(2));
         assert_eq!(counts["pii"], json!({"EMAIL": 2}));
         assert_eq!(counts["size-cap"]["blocks"], json!(2));
-        assert!(Control::build("deny", &json!({})).unwrap().is_none());
     }
 }
