@@ -2,6 +2,8 @@
 //! `description`, the schemas of its parameters (merged key by key) — and hides parameters
 //! (removed from `properties` and `required`; pair it with `rewrite` to fill them in).
 
+use crate::decision::Decision;
+use crate::event::HookEvent;
 use serde_json::{Map, Value};
 use sluice_config::builtin::DescribeOptions;
 use sluice_config::OptionError;
@@ -50,6 +52,15 @@ impl Describe {
             })
             .collect();
         Ok(Describe { tools })
+    }
+
+    /// Decide on a `tools/list` reply: modify it when an override applies.
+    pub fn decide(&self, ev: &HookEvent) -> Decision {
+        let mut msg = ev.message.clone();
+        match msg.result_mut().map(|r| self.apply(r)) {
+            Some(true) => Decision::Modify(msg),
+            _ => Decision::Pass,
+        }
     }
 
     /// Apply to one tool definition; returns whether it changed.

@@ -28,14 +28,138 @@ pub use rewrite::Rewrite;
 pub use size_cap::SizeCap;
 pub use validate::Validate;
 
-use crate::decision::Refusal;
+use crate::decision::{Decision, HookFailure, Refusal};
+use crate::event::{HookEvent, Phase};
 use regex::Regex;
 use serde_json::{json, Map, Value};
 use sluice_config::builtin::is_regex_pattern;
-#[cfg(test)]
-use sluice_config::BuiltinOptions;
-use sluice_config::OptionError;
+use sluice_config::{BuiltinOptions, OptionError};
 use sluice_core::Message;
+use std::time::Duration;
+
+/// A builtin, built from its options. Each says which phases it runs in and which messages it
+/// sees, so the chain holds no builtin's policy.
+#[derive(Debug)]
+pub enum Builtin {
+    /// [`explain`].
+    Explain(Explain),
+    /// [`deny`].
+    Deny(Deny),
+    /// [`rewrite`].
+    Rewrite(Rewrite),
+    /// [`validate`].
+    Validate(Validate),
+    /// [`describe`].
+    Describe(Describe),
+    /// [`rate_limit`] (its `methods`, default `tools/call`).
+    RateLimit(RateLimit),
+    /// A response control: run in the chain's controls stage, never as an onion hook.
+    Control(Control),
+}
+
+/// The phases a builtin runs in, whatever the hook's event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phases {
+    /// The request phase.
+    pub request: bool,
+    /// The response phase.
+    pub response: bool,
+}
+
+/// Which messages a builtin sees (in a phase it runs in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// The hook's `methods` and `matcher` decide.
+    Hook,
+    /// The builtin decides the method; the hook's `matcher` narrows the tools.
+    Method(bool),
+    /// The builtin decides alone; the `matcher` does not apply.
+    Fixed(bool),
+}
+
+impl Builtin {
+    /// Build from its options (`timeout`: the hook's, which bounds the rate-limit builtin's
+    /// Redis calls).
+    pub fn build(options: &BuiltinOptions, timeout: Duration) -> Result<Builtin, OptionError> {
+        Ok(match options {
+            BuiltinOptions::Explain => Builtin::Explain(Explain),
+            BuiltinOptions::Deny(o) => Builtin::Deny(Deny::from_options(o)?),
+            BuiltinOptions::Rewrite(o) => Builtin::Rewrite(Rewrite::from_options(o)?),
+            BuiltinOptions::Validate => Builtin::Validate(Validate::default()),
+            BuiltinOptions::Describe(o) => Builtin::Describe(Describe::from_options(o)?),
+            BuiltinOptions::RateLimit(o) => {
+                Builtin::RateLimit(RateLimit::from_options(o, timeout)?)
+            }
+            BuiltinOptions::Mask(o) => Builtin::Control(Control::Mask(Mask::from_options(o)?)),
+            BuiltinOptions::Pii(o) => Builtin::Control(Control::Pii(Pii::from_options(o)?)),
+            BuiltinOptions::SizeCap(o) => {
+                Builtin::Control(Control::SizeCap(SizeCap::from_options(o)?))
+            }
+        })
+    }
+
+    /// The phases it runs in.
+    pub fn phases(&self) -> Phases {
+        let (request, response) = match self {
+            Builtin::Explain(_) => (true, true),
+            Builtin::Deny(_)
+            | Builtin::Rewrite(_)
+            | Builtin::Validate(_)
+            | Builtin::RateLimit(_) => (true, false),
+            Builtin::Describe(_) | Builtin::Control(_) => (false, true),
+        };
+        Phases { request, response }
+    }
+
+    /// Which messages of `phase` with this `method` it sees.
+    pub fn selects(&self, phase: Phase, method: &str) -> Selection {
+        match self {
+            Builtin::Explain(_) => Selection::Fixed(Explain::selects(phase, method)),
+            // The tools/list reply (it has no tool name for a matcher).
+            Builtin::Describe(_) => {
+                Selection::Fixed(phase == Phase::Response && method == "tools/list")
+            }
+            // The request of tools/call; the matcher narrows the tools.
+            Builtin::Deny(_) | Builtin::Rewrite(_) | Builtin::Validate(_) => {
+                Selection::Method(phase == Phase::Request && method == "tools/call")
+            }
+            Builtin::RateLimit(_) | Builtin::Control(_) => Selection::Hook,
+        }
+    }
+
+    /// The response control it is, if it is one.
+    pub fn control(&self) -> Option<&Control> {
+        match self {
+            Builtin::Control(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Does it need the tool's definition (`validate` checks arguments against it)?
+    pub fn wants_tool_definition(&self) -> bool {
+        matches!(self, Builtin::Validate(_))
+    }
+
+    /// Decide on an event. `tool` is the tool's definition when known; `explain_reason` receives
+    /// the reason the explain builtin records.
+    pub async fn decide(
+        &self,
+        ev: &HookEvent,
+        tool: Option<&Value>,
+        explain_reason: &mut Option<String>,
+    ) -> Result<Decision, HookFailure> {
+        match self {
+            Builtin::Explain(e) => Ok(e.decide(ev, explain_reason)),
+            Builtin::Deny(d) => Ok(d.decide(ev)),
+            Builtin::Rewrite(r) => Ok(r.decide(ev)),
+            Builtin::Validate(v) => Ok(v.decide(ev, tool)),
+            Builtin::Describe(d) => Ok(d.decide(ev)),
+            Builtin::RateLimit(r) => r.decide(ev).await,
+            // Run in the controls stage, never as an onion hook.
+            Builtin::Control(_) => Ok(Decision::Pass),
+        }
+    }
+}
 
 /// A tool-name pattern: a regex matched against the whole name, or a glob (`*` is the only
 /// wildcard) when the text has no regex metacharacter but `*`.
@@ -236,12 +360,65 @@ mod tests {
     }
 
     fn control(name: &str, o: Value) -> Control {
-        match parsed(name, o) {
-            BuiltinOptions::Mask(o) => Control::Mask(Mask::from_options(&o).unwrap()),
-            BuiltinOptions::Pii(o) => Control::Pii(Pii::from_options(&o).unwrap()),
-            BuiltinOptions::SizeCap(o) => Control::SizeCap(SizeCap::from_options(&o).unwrap()),
+        match Builtin::build(&parsed(name, o), Duration::from_secs(1)).unwrap() {
+            Builtin::Control(c) => c,
             other => panic!("{other:?} is not a control"),
         }
+    }
+
+    #[test]
+    fn each_builtin_places_itself() {
+        let b = |name: &str, o: Value| {
+            Builtin::build(&parsed(name, o), Duration::from_secs(1)).unwrap()
+        };
+        let both = Phases {
+            request: true,
+            response: true,
+        };
+        let request = Phases {
+            request: true,
+            response: false,
+        };
+        let response = Phases {
+            request: false,
+            response: true,
+        };
+        let explain = b("explain", Value::Null);
+        assert_eq!(explain.phases(), both);
+        assert_eq!(
+            explain.selects(Phase::Request, "tools/call"),
+            Selection::Fixed(true)
+        );
+        assert_eq!(
+            explain.selects(Phase::Response, "tools/list"),
+            Selection::Fixed(true)
+        );
+        assert_eq!(
+            explain.selects(Phase::Request, "tools/list"),
+            Selection::Fixed(false)
+        );
+        let deny = b("deny", json!({"tools": ["x"]}));
+        assert_eq!(deny.phases(), request);
+        assert_eq!(
+            deny.selects(Phase::Request, "tools/call"),
+            Selection::Method(true)
+        );
+        assert_eq!(
+            deny.selects(Phase::Request, "prompts/get"),
+            Selection::Method(false)
+        );
+        let describe = b("describe", json!({"tools": {}}));
+        assert_eq!(describe.phases(), response);
+        assert_eq!(
+            describe.selects(Phase::Response, "tools/list"),
+            Selection::Fixed(true)
+        );
+        let mask = b("mask", json!({"keys": ["k"]}));
+        assert!(mask.control().is_some() && deny.control().is_none());
+        assert_eq!(mask.phases(), response);
+        assert_eq!(mask.selects(Phase::Response, "tools/call"), Selection::Hook);
+        assert!(b("validate", Value::Null).wants_tool_definition());
+        assert!(!deny.wants_tool_definition());
     }
 
     #[test]
