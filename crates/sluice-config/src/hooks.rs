@@ -2,6 +2,7 @@
 //! plus Sluice's additions: the `Request` / `Response` events, `methods`, `on_error`, and the
 //! `process`, `http` and `builtin` kinds.
 
+use crate::builtin::{BuiltinOptions, BUILTINS};
 use crate::error::ConfigError;
 use crate::fields::{entry, read_json, read_object, Fields};
 use serde_json::{Map, Value};
@@ -105,8 +106,8 @@ pub enum HookKindSpec {
     Builtin {
         /// Which builtin (`explain`, …).
         name: String,
-        /// Its settings.
-        options: Value,
+        /// Its settings, parsed.
+        options: BuiltinOptions,
     },
 }
 
@@ -142,459 +143,9 @@ pub struct HooksFile {
     pub hooks: Vec<HookSpec>,
 }
 
-/// The builtins this release knows.
-pub const BUILTINS: &[&str] = &[
-    "explain",
-    "deny",
-    "rewrite",
-    "validate",
-    "describe",
-    "mask",
-    "pii",
-    "size-cap",
-    "rate-limit",
-];
-
 /// The builtins that select `tools/call` unless `methods` says otherwise, whatever the event:
 /// the response controls (they run before every other response hook) and `rate-limit`.
 const TOOLS_CALL_BY_DEFAULT: &[&str] = &["mask", "pii", "size-cap", "rate-limit"];
-
-/// The kinds the `pii` builtin knows.
-const PII_KINDS: &[&str] = &[
-    "EMAIL",
-    "PHONE",
-    "CARD",
-    "IBAN",
-    "SSN",
-    "IP",
-    "JWT",
-    "PRIVATE_KEY",
-    "SECRET",
-];
-
-/// Checks builtin options, pushing one error per problem with its file and field path.
-struct Opts<'a> {
-    file: &'a Path,
-    errors: &'a mut Vec<ConfigError>,
-}
-
-/// `"…" is not a valid regex: <the parser's last line>` (as the hooks crate words it).
-fn regex_problem(pattern: &str, full: bool) -> Option<String> {
-    let compiled = if full {
-        regex::Regex::new(&format!("^(?:{pattern})$"))
-    } else {
-        regex::Regex::new(pattern)
-    };
-    let e = compiled.err()?.to_string();
-    let last = e.lines().last().unwrap_or("").trim();
-    let last = last.strip_prefix("error: ").unwrap_or(last);
-    Some(format!("{pattern:?} is not a valid regex: {last}"))
-}
-
-impl Opts<'_> {
-    fn err(&mut self, field: &str, msg: impl Into<String>) {
-        self.errors.push(ConfigError::new(self.file, field, msg));
-    }
-
-    /// The object at `at` (`None` when absent; an error when not an object).
-    fn object<'v>(&mut self, v: Option<&'v Value>, at: &str) -> Option<&'v Map<String, Value>> {
-        match v {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(m)) => Some(m),
-            Some(_) => {
-                self.err(at, "must be an object");
-                None
-            }
-        }
-    }
-
-    fn known(&mut self, obj: &Map<String, Value>, at: &str, keys: &[&str]) {
-        for k in obj.keys() {
-            if !keys.contains(&k.as_str()) {
-                let known = if keys.is_empty() {
-                    "none".to_string()
-                } else {
-                    keys.join(", ")
-                };
-                self.err(
-                    &format!("{at}.{k}"),
-                    format!("unknown option (known: {known})"),
-                );
-            }
-        }
-    }
-
-    fn string(&mut self, obj: &Map<String, Value>, at: &str, key: &str) -> Option<String> {
-        match obj.get(key) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => {
-                self.err(&format!("{at}.{key}"), "must be a string");
-                None
-            }
-        }
-    }
-
-    /// `(field path, string)` for each item of the string list `key`.
-    fn strings(&mut self, obj: &Map<String, Value>, at: &str, key: &str) -> Vec<(String, String)> {
-        let field = format!("{at}.{key}");
-        match obj.get(key) {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => {
-                let mut out = Vec::new();
-                for (i, v) in items.iter().enumerate() {
-                    match v {
-                        Value::String(s) => out.push((format!("{field}[{i}]"), s.clone())),
-                        _ => self.err(&format!("{field}[{i}]"), "must be a string"),
-                    }
-                }
-                out
-            }
-            Some(_) => {
-                self.err(&field, "must be an array of strings");
-                Vec::new()
-            }
-        }
-    }
-
-    fn regex(&mut self, field: &str, pattern: &str, full: bool) {
-        if let Some(p) = regex_problem(pattern, full) {
-            self.err(field, p);
-        }
-    }
-
-    /// A JSON pointer (`/a/b`) or a dotted path (`a.b`) without empty segments.
-    fn path(&mut self, field: &str, path: &str) {
-        if path.is_empty() {
-            self.err(field, "must not be empty");
-        } else if !path.starts_with('/') && path.split('.').any(str::is_empty) {
-            self.err(
-                field,
-                format!("{path:?} has an empty segment (write a JSON pointer such as \"/a/b\" for keys with dots)"),
-            );
-        }
-    }
-
-    fn positive(&mut self, v: &Value, field: &str) -> Option<u64> {
-        let n = v.as_u64().filter(|n| *n > 0);
-        if n.is_none() {
-            self.err(field, "must be a positive integer");
-        }
-        n
-    }
-
-    /// A rate-limit limit `{"rate", "per", "burst"?}` at `at`.
-    fn limit(&mut self, v: &Value, at: &str) {
-        let Some(l) = self.object(Some(v), at) else {
-            return;
-        };
-        self.known(l, at, &["rate", "per", "burst"]);
-        match l.get("rate") {
-            None | Some(Value::Null) => self.err(&format!("{at}.rate"), "is required"),
-            Some(r) if r.as_f64().is_some_and(|r| r > 0.0) => {}
-            Some(_) => self.err(&format!("{at}.rate"), "must be a positive number"),
-        }
-        match l.get("per") {
-            None | Some(Value::Null) => {
-                self.err(&format!("{at}.per"), "is required (second, minute or hour)")
-            }
-            Some(Value::String(p)) if ["second", "minute", "hour"].contains(&p.as_str()) => {}
-            Some(Value::String(p)) => self.err(
-                &format!("{at}.per"),
-                format!("unknown unit {p:?} (second, minute or hour)"),
-            ),
-            Some(_) => self.err(&format!("{at}.per"), "must be a string"),
-        }
-        if let Some(b) = l.get("burst").filter(|b| !b.is_null()) {
-            self.positive(b, &format!("{at}.burst"));
-        }
-    }
-
-    /// `set` / `default` of a rewrite rule: an object of paths.
-    fn assignments(&mut self, rule: &Map<String, Value>, at: &str, key: &str) -> usize {
-        let field = format!("{at}.{key}");
-        match self.object(rule.get(key), &field) {
-            Some(m) => {
-                for k in m.keys() {
-                    self.path(&format!("{field}.{k}"), k);
-                }
-                m.len()
-            }
-            None => 0,
-        }
-    }
-}
-
-/// Check a builtin's `options` (`at` is `hooks[i].options`).
-fn check_builtin_options(name: &str, options: Option<&Value>, o: &mut Opts, at: &str) {
-    let empty = Map::new();
-    let opts = match options {
-        None | Some(Value::Null) => &empty,
-        Some(Value::Object(m)) => m,
-        Some(_) => {
-            o.err(at, "must be an object");
-            return;
-        }
-    };
-    match name {
-        "explain" | "validate" => o.known(opts, at, &[]),
-        "deny" => {
-            o.known(opts, at, &["tools", "arguments", "reason"]);
-            let tools = o.strings(opts, at, "tools");
-            for (field, t) in &tools {
-                o.regex(field, t, true);
-            }
-            o.string(opts, at, "reason");
-            let mut rules = 0;
-            match opts.get("arguments") {
-                None | Some(Value::Null) => {}
-                Some(Value::Array(items)) => {
-                    rules = items.len();
-                    for (i, r) in items.iter().enumerate() {
-                        let rat = format!("{at}.arguments[{i}]");
-                        let Some(r) = o.object(Some(r), &rat) else {
-                            continue;
-                        };
-                        o.known(r, &rat, &["path", "pattern", "tool", "reason"]);
-                        match o.string(r, &rat, "pattern") {
-                            Some(p) => o.regex(&format!("{rat}.pattern"), &p, false),
-                            None if r.get("pattern").is_none_or(Value::is_null) => {
-                                o.err(&format!("{rat}.pattern"), "is required")
-                            }
-                            None => {}
-                        }
-                        if let Some(p) = o.string(r, &rat, "path") {
-                            o.path(&format!("{rat}.path"), &p);
-                        }
-                        if let Some(t) = o.string(r, &rat, "tool") {
-                            o.regex(&format!("{rat}.tool"), &t, true);
-                        }
-                        o.string(r, &rat, "reason");
-                    }
-                }
-                Some(_) => o.err(&format!("{at}.arguments"), "must be an array"),
-            }
-            let listed = |k: &str| {
-                opts.get(k)
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| !a.is_empty())
-            };
-            if !listed("tools") && !listed("arguments") && tools.is_empty() && rules == 0 {
-                o.err(at, "deny needs `tools` or `arguments`");
-            }
-        }
-        "rewrite" => {
-            o.known(opts, at, &["rules"]);
-            let field = format!("{at}.rules");
-            match opts.get("rules") {
-                Some(Value::Array(items)) if !items.is_empty() => {
-                    for (i, r) in items.iter().enumerate() {
-                        let rat = format!("{field}[{i}]");
-                        let Some(r) = o.object(Some(r), &rat) else {
-                            continue;
-                        };
-                        o.known(r, &rat, &["tool", "set", "default", "remove"]);
-                        if let Some(t) = o.string(r, &rat, "tool") {
-                            o.regex(&format!("{rat}.tool"), &t, true);
-                        }
-                        let mut n = o.assignments(r, &rat, "set");
-                        n += o.assignments(r, &rat, "default");
-                        let removes = o.strings(r, &rat, "remove");
-                        for (f, p) in &removes {
-                            o.path(f, p);
-                        }
-                        if n + removes.len() == 0 {
-                            o.err(&rat, "needs `set`, `default` or `remove`");
-                        }
-                    }
-                }
-                Some(Value::Array(_)) => o.err(&field, "must not be empty"),
-                None | Some(Value::Null) => o.err(&field, "is required (an array of rules)"),
-                Some(_) => o.err(&field, "must be an array of rules"),
-            }
-        }
-        "describe" => {
-            o.known(opts, at, &["tools"]);
-            let field = format!("{at}.tools");
-            match o.object(opts.get("tools"), &field) {
-                Some(tools) => {
-                    for (name, t) in tools {
-                        let tat = format!("{field}.{name}");
-                        let Some(t) = o.object(Some(t), &tat) else {
-                            continue;
-                        };
-                        o.known(t, &tat, &["title", "description", "properties", "hide"]);
-                        o.string(t, &tat, "title");
-                        o.string(t, &tat, "description");
-                        let pat = format!("{tat}.properties");
-                        if let Some(props) = o.object(t.get("properties"), &pat) {
-                            for (k, v) in props {
-                                o.object(Some(v), &format!("{pat}.{k}"));
-                            }
-                        }
-                        o.strings(t, &tat, "hide");
-                    }
-                }
-                None if opts.get("tools").is_none_or(Value::is_null) => {
-                    o.err(&field, "is required (an object of tool names)")
-                }
-                None => {}
-            }
-        }
-        "mask" => {
-            o.known(opts, at, &["paths", "keys", "replacement"]);
-            let paths = o.strings(opts, at, "paths");
-            for (f, p) in &paths {
-                o.path(f, p);
-            }
-            let keys = o.strings(opts, at, "keys");
-            o.string(opts, at, "replacement");
-            if paths.is_empty() && keys.is_empty() {
-                let listed = |k: &str| {
-                    opts.get(k)
-                        .and_then(Value::as_array)
-                        .is_some_and(|a| !a.is_empty())
-                };
-                if !listed("paths") && !listed("keys") {
-                    o.err(at, "mask needs `paths` or `keys`");
-                }
-            }
-        }
-        "pii" => {
-            o.known(opts, at, &["kinds", "allow_tools"]);
-            for (f, k) in o.strings(opts, at, "kinds") {
-                if !PII_KINDS.iter().any(|known| known.eq_ignore_ascii_case(&k)) {
-                    o.err(
-                        &f,
-                        format!("unknown kind {k:?} (known: {})", PII_KINDS.join(", ")),
-                    );
-                }
-            }
-            for (f, t) in o.strings(opts, at, "allow_tools") {
-                o.regex(&f, &t, true);
-            }
-        }
-        "size-cap" => {
-            o.known(opts, at, &["max_bytes", "mode", "per_tool"]);
-            let max = opts
-                .get("max_bytes")
-                .filter(|v| !v.is_null())
-                .map(|v| o.positive(v, &format!("{at}.max_bytes")));
-            match o.string(opts, at, "mode").as_deref() {
-                None | Some("truncate") | Some("refuse") => {}
-                Some(other) => o.err(
-                    &format!("{at}.mode"),
-                    format!("unknown mode {other:?} (truncate or refuse)"),
-                ),
-            }
-            let field = format!("{at}.per_tool");
-            let per_tool = o.object(opts.get("per_tool"), &field);
-            if let Some(m) = per_tool {
-                for (k, v) in m {
-                    let kf = format!("{field}.{k}");
-                    let regexish = k.contains([
-                        '\\', '^', '$', '.', '+', '?', '(', ')', '[', ']', '{', '}', '|',
-                    ]);
-                    if regexish {
-                        o.regex(&kf, k, true);
-                    }
-                    o.positive(v, &kf);
-                }
-            }
-            if max.is_none() && per_tool.is_none_or(Map::is_empty) {
-                o.err(at, "size-cap needs `max_bytes` or `per_tool`");
-            }
-        }
-        "rate-limit" => {
-            o.known(
-                opts,
-                at,
-                &["global", "per_principal", "per_tool", "redis", "key_prefix"],
-            );
-            let present = |k: &str| opts.get(k).is_some_and(|v| !v.is_null());
-            for key in ["global", "per_principal"] {
-                if let Some(v) = opts.get(key).filter(|v| !v.is_null()) {
-                    o.limit(v, &format!("{at}.{key}"));
-                }
-            }
-            let field = format!("{at}.per_tool");
-            if let Some(m) = o.object(opts.get("per_tool"), &field) {
-                for (k, v) in m {
-                    let kf = format!("{field}.{k}");
-                    if k.contains([
-                        '\\', '^', '$', '.', '+', '?', '(', ')', '[', ']', '{', '}', '|',
-                    ]) {
-                        o.regex(&kf, k, true);
-                    }
-                    o.limit(v, &kf);
-                }
-            }
-            let empty_per_tool = opts
-                .get("per_tool")
-                .and_then(Value::as_object)
-                .is_some_and(Map::is_empty);
-            if !present("global")
-                && !present("per_principal")
-                && (!present("per_tool") || empty_per_tool)
-            {
-                o.err(
-                    at,
-                    "rate-limit needs `global`, `per_principal` or `per_tool`",
-                );
-            }
-            if let Some(url) = o.string(opts, at, "redis") {
-                if let Some(problem) = redis_url_problem(&url) {
-                    o.err(&format!("{at}.redis"), problem);
-                }
-            }
-            if o.string(opts, at, "key_prefix")
-                .is_some_and(|p| p.is_empty())
-            {
-                o.err(&format!("{at}.key_prefix"), "must not be empty");
-            }
-        }
-        _ => {}
-    }
-}
-
-/// What is wrong with a rate-limit `redis` URL (`redis://[user[:password]@]host[:port][/db]`),
-/// credentials left out of the message.
-fn redis_url_problem(url: &str) -> Option<String> {
-    let Some(rest) = url.strip_prefix("redis://") else {
-        return Some(format!("{url:?} is not a redis:// URL"));
-    };
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
-    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let shown = match authority.rsplit_once('@') {
-        Some((_, h)) => format!("redis://***@{h}"),
-        None => format!("redis://{authority}"),
-    };
-    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
-        match v6.split_once(']') {
-            Some((h, "")) => (h, None),
-            Some((h, p)) => (h, Some(p.strip_prefix(':').unwrap_or(p))),
-            None => ("", None),
-        }
-    } else {
-        match host_port.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (host_port, None),
-        }
-    };
-    if host.is_empty() {
-        return Some(format!("{shown:?} names no host"));
-    }
-    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
-        return Some(format!("{shown:?} has an invalid port"));
-    }
-    if !path.is_empty() && path.parse::<u32>().is_err() {
-        return Some(format!(
-            "the database {path:?} is not a number (redis://host:port/0)"
-        ));
-    }
-    None
-}
 
 fn inside(base: &Path, rel: &str) -> bool {
     let p = Path::new(rel);
@@ -738,26 +289,28 @@ pub(crate) fn load(
             }
             "builtin" => {
                 let name = f.required_string("builtin");
-                if !name.is_empty() && !BUILTINS.contains(&name.as_str()) {
-                    f.err(
-                        "builtin",
-                        format!("unknown builtin {name:?} (known: {})", BUILTINS.join(", ")),
-                    );
+                let options = obj.get("options").unwrap_or(&Value::Null);
+                match BuiltinOptions::parse(&name, options) {
+                    Some(Ok(options)) => Some(HookKindSpec::Builtin { name, options }),
+                    Some(Err(problems)) => {
+                        for p in problems {
+                            f.err(&p.field, p.message);
+                        }
+                        None
+                    }
+                    None => {
+                        if !name.is_empty() {
+                            f.err(
+                                "builtin",
+                                format!(
+                                    "unknown builtin {name:?} (known: {})",
+                                    BUILTINS.join(", ")
+                                ),
+                            );
+                        }
+                        None
+                    }
                 }
-                let at = f.field_path("options");
-                check_builtin_options(
-                    &name,
-                    obj.get("options"),
-                    &mut Opts {
-                        file: &file,
-                        errors: f.errors,
-                    },
-                    &at,
-                );
-                Some(HookKindSpec::Builtin {
-                    name,
-                    options: obj.get("options").cloned().unwrap_or(Value::Null),
-                })
             }
             other => {
                 f.err(
@@ -865,6 +418,7 @@ fn order_warnings(file: &Path, hooks: &[HookSpec], warnings: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builtin::redis_url_problem;
     use serde_json::json;
 
     /// Load a manifest with these hooks; returns the hooks, the errors and the warnings (as

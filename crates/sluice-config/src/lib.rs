@@ -6,6 +6,7 @@
 //! (one problem, with file and field).
 
 mod auth;
+pub mod builtin;
 pub mod drift;
 mod error;
 mod expose;
@@ -20,9 +21,10 @@ pub mod tools;
 pub use auth::{
     AccessRule, AuthConfig, Effect, JwksSource, OAuth, StaticToken, DEFAULT_ALGORITHMS,
 };
+pub use builtin::{BuiltinOptions, OptionError, BUILTINS};
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
-pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError, BUILTINS};
+pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError};
 pub use logs::LogConfig;
 pub use settings::{Settings, TelemetrySettings};
 

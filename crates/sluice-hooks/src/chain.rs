@@ -8,7 +8,7 @@
 //! response hook sees what the agent will see (seed 002). What they changed is counted in
 //! [`Trace::controls`].
 
-use crate::builtin::{Control, Deny, Describe, Explain, RateLimit, Rewrite, Validate};
+use crate::builtin::{Builtin, Selection};
 use crate::command::CommandHook;
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
@@ -24,20 +24,8 @@ use std::time::{Duration, Instant};
 
 /// How a hook runs.
 pub enum Kind {
-    /// The explain builtin.
-    Explain(Explain),
-    /// The deny builtin.
-    Deny(Deny),
-    /// The rewrite builtin.
-    Rewrite(Rewrite),
-    /// The validate builtin.
-    Validate(Validate),
-    /// The describe builtin.
-    Describe(Describe),
-    /// The rate-limit builtin (request phase; its `methods`, default `tools/call`).
-    RateLimit(RateLimit),
-    /// A response control (mask, pii, size-cap): run in the controls stage.
-    Control(Control),
+    /// Rust, in process (it chooses its own phases and messages).
+    Builtin(Builtin),
     /// A process per event.
     Command(CommandHook),
     /// One long-lived child.
@@ -140,21 +128,17 @@ impl Hook {
         if !phase_ok {
             return false;
         }
-        match self.kind {
-            Kind::Explain(_) => return Explain::selects(phase, ctx.method),
-            // Fixed: the tools/list reply (it has no tool name for a matcher).
-            Kind::Describe(_) => return phase == Phase::Response && ctx.method == "tools/list",
-            // Fixed to the request of tools/call; the matcher narrows the tools.
-            Kind::Deny(_) | Kind::Rewrite(_) | Kind::Validate(_) => {
-                if phase != Phase::Request || ctx.method != "tools/call" {
-                    return false;
-                }
-            }
-            _ => {
-                if !self.methods.iter().any(|g| glob_match(g, ctx.method)) {
-                    return false;
-                }
-            }
+        let selection = match &self.kind {
+            Kind::Builtin(b) => b.selects(phase, ctx.method),
+            _ => Selection::Hook,
+        };
+        let method_ok = match selection {
+            Selection::Fixed(fixed) => return fixed,
+            Selection::Method(ok) => ok,
+            Selection::Hook => self.methods.iter().any(|g| glob_match(g, ctx.method)),
+        };
+        if !method_ok {
+            return false;
         }
         match &self.matcher {
             Matcher::Always => true,
@@ -165,10 +149,25 @@ impl Hook {
 
     /// Is it Rust, in process?
     fn is_builtin(&self) -> bool {
-        !matches!(
-            self.kind,
-            Kind::Command(_) | Kind::Process(_) | Kind::Http(_)
-        )
+        matches!(self.kind, Kind::Builtin(_))
+    }
+
+    /// What it did, for the trace (its time runs from `started` to now).
+    fn record(
+        &self,
+        phase: Phase,
+        started: Instant,
+        decision: &'static str,
+        reason: Option<String>,
+    ) -> HookRecord {
+        HookRecord {
+            id: self.id.clone(),
+            phase,
+            decision,
+            reason,
+            micros: started.elapsed().as_micros() as u64,
+            started,
+        }
     }
 
     async fn decide(
@@ -179,20 +178,7 @@ impl Hook {
     ) -> Result<Decision, HookFailure> {
         let run = async {
             match &self.kind {
-                Kind::Explain(e) => Ok(e.decide(ev, trace)),
-                Kind::Deny(d) => Ok(d.decide(ev)),
-                Kind::Rewrite(r) => Ok(r.decide(ev)),
-                Kind::Validate(v) => Ok(v.decide(ev, ctx.tool)),
-                Kind::RateLimit(r) => r.decide(ev).await,
-                Kind::Describe(d) => {
-                    let mut msg = ev.message.clone();
-                    match msg.result_mut().map(|r| d.apply(r)) {
-                        Some(true) => Ok(Decision::Modify(msg)),
-                        _ => Ok(Decision::Pass),
-                    }
-                }
-                // Run in the controls stage, never as an onion hook.
-                Kind::Control(_) => Ok(Decision::Pass),
+                Kind::Builtin(b) => b.decide(ev, ctx.tool, &mut trace.explain_reason).await,
                 Kind::Command(c) => c.decide(ev).await,
                 Kind::Process(p) => p.decide(ev).await,
                 Kind::Http(h) => h.decide(ev).await,
@@ -207,23 +193,6 @@ impl Hook {
             ))),
         }
     }
-}
-
-/// Build a builtin's kind from its name and options (`timeout`: the hook's, which bounds the
-/// rate-limit builtin's Redis calls).
-fn builtin_kind(name: &str, options: &Value, timeout: Duration) -> Result<Kind, String> {
-    if let Some(c) = Control::build(name, options)? {
-        return Ok(Kind::Control(c));
-    }
-    Ok(match name {
-        "explain" => Kind::Explain(Explain),
-        "deny" => Kind::Deny(Deny::from_options(options)?),
-        "rewrite" => Kind::Rewrite(Rewrite::from_options(options)?),
-        "validate" => Kind::Validate(Validate::from_options(options)?),
-        "describe" => Kind::Describe(Describe::from_options(options)?),
-        "rate-limit" => Kind::RateLimit(RateLimit::from_options(options, timeout)?),
-        _ => return Err("is not available".into()),
-    })
 }
 
 /// The enabled hooks, in order, and the response controls.
@@ -258,16 +227,14 @@ impl Chain {
                 },
             };
             let kind = match &s.kind {
-                HookKindSpec::Builtin { name, options } => {
-                    match builtin_kind(name, options, s.timeout) {
-                        Ok(k) => k,
-                        Err(e) => {
-                            warnings
-                                .push(format!("hook {:?}: builtin {name:?}: {e}; skipped", s.id));
-                            continue;
-                        }
+                HookKindSpec::Builtin { name, options } => match Builtin::build(options, s.timeout)
+                {
+                    Ok(b) => Kind::Builtin(b),
+                    Err(e) => {
+                        warnings.push(format!("hook {:?}: builtin {name:?}: {e}; skipped", s.id));
+                        continue;
                     }
-                }
+                },
                 HookKindSpec::Command { command, .. } => Kind::Command(CommandHook::new(
                     command.clone(),
                     cwd.to_path_buf(),
@@ -294,15 +261,11 @@ impl Chain {
                 }
             };
             // Builtins choose their own phases.
-            let (request, response) = match kind {
-                Kind::Explain(_) => (true, true),
-                Kind::Deny(_) | Kind::Rewrite(_) | Kind::Validate(_) | Kind::RateLimit(_) => {
-                    (true, false)
-                }
-                Kind::Describe(_) | Kind::Control(_) => (false, true),
+            let (request, response) = match &kind {
+                Kind::Builtin(b) => (b.phases().request, b.phases().response),
                 _ => (request, response),
             };
-            let stage = if matches!(kind, Kind::Control(_)) {
+            let stage = if matches!(&kind, Kind::Builtin(b) if b.control().is_some()) {
                 &mut controls
             } else {
                 &mut hooks
@@ -348,7 +311,7 @@ impl Chain {
     pub fn wants_tool_definitions(&self) -> bool {
         self.hooks
             .iter()
-            .any(|h| matches!(h.kind, Kind::Validate(_)))
+            .any(|h| matches!(&h.kind, Kind::Builtin(b) if b.wants_tool_definition()))
     }
 
     /// Does any of the first `depth` hooks (or, in the response phase, a response control)
@@ -369,7 +332,10 @@ impl Chain {
         trace: &mut Trace,
     ) -> Result<(), Refusal> {
         for hook in &self.controls {
-            let Kind::Control(control) = &hook.kind else {
+            let Some(control) = (match &hook.kind {
+                Kind::Builtin(b) => b.control(),
+                _ => None,
+            }) else {
                 continue;
             };
             if !hook.selects(Phase::Response, ctx) {
@@ -377,20 +343,14 @@ impl Chain {
             }
             let started = Instant::now();
             let result = control.apply(ctx.tool_name, msg, &mut trace.controls);
-            let micros = started.elapsed().as_micros() as u64;
             let (decision, reason) = match &result {
                 Ok(true) => ("modify", None),
                 Ok(false) => ("pass", None),
                 Err(r) => ("refuse", Some(r.reason.clone())),
             };
-            trace.records.push(HookRecord {
-                id: hook.id.clone(),
-                phase: Phase::Response,
-                decision,
-                reason,
-                micros,
-                started,
-            });
+            trace
+                .records
+                .push(hook.record(Phase::Response, started, decision, reason));
             if let Err(r) = result {
                 tracing::info!(hook = %hook.id, method = ctx.method, session = ctx.session_id, reason = %r.reason, "response refused by a control");
                 return Err(r);
@@ -449,16 +409,10 @@ impl Chain {
             let ev = self.event(Phase::Request, hook, ctx, msg, None);
             let result = hook.decide(&ev, ctx, trace).await;
             msg = ev.message;
-            let micros = started.elapsed().as_micros() as u64;
             let mut record = |decision: &'static str, reason: Option<String>| {
-                trace.records.push(HookRecord {
-                    id: hook.id.clone(),
-                    phase: Phase::Request,
-                    decision,
-                    reason,
-                    micros,
-                    started,
-                });
+                trace
+                    .records
+                    .push(hook.record(Phase::Request, started, decision, reason));
             };
             match result {
                 Ok(Decision::Pass) => record("pass", None),
@@ -477,13 +431,13 @@ impl Chain {
                     return (RequestOutcome::Answer(m), i + 1);
                 }
                 Ok(Decision::Refuse(r)) => {
-                    tracing::info!(hook = %hook.id, method = ctx.method, session = ctx.session_id, reason = %r.reason, "request refused by hook");
                     record("refuse", Some(r.reason.clone()));
+                    tracing::info!(hook = %hook.id, method = ctx.method, session = ctx.session_id, reason = %r.reason, "request refused by hook");
                     return (RequestOutcome::Refuse(r), i + 1);
                 }
                 Err(HookFailure(why)) => {
-                    tracing::warn!(hook = %hook.id, method = ctx.method, "hook failed: {why}");
                     record("error", Some(why.clone()));
+                    tracing::warn!(hook = %hook.id, method = ctx.method, "hook failed: {why}");
                     if hook.on_error == OnError::Refuse {
                         return (
                             RequestOutcome::Refuse(Refusal {
@@ -521,16 +475,10 @@ impl Chain {
             let ev = self.event(Phase::Response, hook, ctx, msg, request.cloned());
             let result = hook.decide(&ev, ctx, trace).await;
             msg = ev.message;
-            let micros = started.elapsed().as_micros() as u64;
             let mut record = |decision: &'static str, reason: Option<String>| {
-                trace.records.push(HookRecord {
-                    id: hook.id.clone(),
-                    phase: Phase::Response,
-                    decision,
-                    reason,
-                    micros,
-                    started,
-                });
+                trace
+                    .records
+                    .push(hook.record(Phase::Response, started, decision, reason));
             };
             match result {
                 Ok(Decision::Pass) => record("pass", None),
@@ -542,13 +490,13 @@ impl Chain {
                     msg = m;
                 }
                 Ok(Decision::Refuse(r)) => {
-                    tracing::info!(hook = %hook.id, method = ctx.method, session = ctx.session_id, reason = %r.reason, "response refused by hook");
                     record("refuse", Some(r.reason.clone()));
+                    tracing::info!(hook = %hook.id, method = ctx.method, session = ctx.session_id, reason = %r.reason, "response refused by hook");
                     return Err(r);
                 }
                 Err(HookFailure(why)) => {
-                    tracing::warn!(hook = %hook.id, method = ctx.method, "hook failed: {why}");
                     record("error", Some(why.clone()));
+                    tracing::warn!(hook = %hook.id, method = ctx.method, "hook failed: {why}");
                     if hook.on_error == OnError::Refuse {
                         return Err(Refusal {
                             reason: format!("hook {} failed: {why}", hook.id),
@@ -626,7 +574,7 @@ mod tests {
             methods: methods.iter().map(|m| m.to_string()).collect(),
             kind: HookKindSpec::Builtin {
                 name: name.into(),
-                options,
+                options: crate::builtin::parsed(name, options),
             },
             timeout: Duration::from_secs(1),
             on_error: OnError::Refuse,
@@ -647,7 +595,7 @@ mod tests {
         }
     }
 
-    /// What the configuration accepts, the chain builds (the two parse the options apart).
+    /// What the configuration accepts, the chain builds.
     #[test]
     fn every_option_the_configuration_accepts_builds() {
         use serde_json::json;
@@ -847,7 +795,13 @@ mod tests {
                 json!({"rules": [{"set": {"r": 1}}]}),
                 &["*"],
             ),
-            builtin("bad", "rewrite", json!({}), &["*"]),
+            HookSpec {
+                kind: HookKindSpec::Builtin {
+                    name: "rewrite".into(),
+                    options: sluice_config::BuiltinOptions::Rewrite(Default::default()),
+                },
+                ..builtin("bad", "explain", Value::Null, &["*"])
+            },
         ];
         let (chain, warnings) = Chain::build(&specs, Path::new("/"));
         assert_eq!(

@@ -33,7 +33,7 @@
 
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
-use crate::http::{native_decision, truncate_chars};
+use crate::wire::{fmt_duration, native_decision, truncate_chars};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use parking_lot::Mutex;
@@ -322,7 +322,7 @@ fn read_json_protocol(
             (Value::Object(_), Phase::Request, Some("tools/call")) => {
                 let mut msg = ev.message.clone();
                 msg.params_mut().insert("arguments".into(), input.clone());
-                return Ok(crate::http::replace(ev, msg));
+                return Ok(crate::wire::replace(ev, msg));
             }
             _ => tracing::warn!(
                 command = %short(command),
@@ -382,18 +382,6 @@ fn describe_signal(status: &ExitStatus) -> String {
             Err(_) => format!("signal {s}"),
         },
         None => format!("status {status}"),
-    }
-}
-
-/// A duration as a person writes it: `5s`, `1.5s`, `250ms`.
-pub(crate) fn fmt_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if d.subsec_millis() == 0 {
-        format!("{}s", ms / 1000)
-    } else if ms >= 1000 {
-        format!("{}s", d.as_secs_f64())
-    } else {
-        format!("{ms}ms")
     }
 }
 
@@ -566,12 +554,5 @@ mod tests {
         for out in [&b"hello"[..], b"", b"  \n", b"[1,2]", b"\"deny\""] {
             assert_eq!(read_json_protocol("t", &ev, out).unwrap(), Decision::Pass);
         }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(fmt_duration(Duration::from_secs(5)), "5s");
-        assert_eq!(fmt_duration(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(fmt_duration(Duration::from_millis(250)), "250ms");
     }
 }

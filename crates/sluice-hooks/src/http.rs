@@ -25,10 +25,10 @@
 //! is a non-2xx answer).
 
 use crate::decision::{Decision, HookFailure, Refusal};
-use crate::event::{HookEvent, Phase};
+use crate::event::HookEvent;
+use crate::wire::{fmt_duration, native_decision, truncate_chars};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
-use serde_json::{Map, Value};
-use sluice_core::Message;
+use serde_json::Value;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -133,10 +133,7 @@ impl HttpHook {
         let (status, buf) = tokio::time::timeout(self.timeout, exchange)
             .await
             .map_err(|_| {
-                HookFailure(format!(
-                    "timed out after {}",
-                    crate::command::fmt_duration(self.timeout)
-                ))
+                HookFailure(format!("timed out after {}", fmt_duration(self.timeout)))
             })??;
 
         if !status.is_success() {
@@ -197,188 +194,9 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// At most `n` characters of `s`.
-pub(crate) fn truncate_chars(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
-
-/// Seed 002's answer shape, shared by the http, process and command kinds: `{"request": obj}`
-/// and `{"response": obj}`, read as the module docs' table says. `None` when the answer has
-/// neither key in a form that means something in this phase.
-pub(crate) fn native_decision(
-    ev: &HookEvent,
-    answer: &Map<String, Value>,
-) -> Result<Option<Decision>, HookFailure> {
-    match ev.phase {
-        Phase::Request => {
-            match answer.get("response") {
-                None | Some(Value::Null) => {}
-                Some(Value::Object(o)) => {
-                    return Ok(Some(Decision::Answer(to_message(ev, o, "response")?)));
-                }
-                Some(_) => {
-                    return Err(HookFailure(
-                        "unreadable answer: `response` is not an object".into(),
-                    ))
-                }
-            }
-            match answer.get("request") {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::Object(o)) => Ok(Some(replace(ev, to_message(ev, o, "request")?))),
-                Some(_) => Err(HookFailure(
-                    "unreadable answer: `request` is not an object".into(),
-                )),
-            }
-        }
-        Phase::Response => match answer.get("response") {
-            None => Ok(None),
-            Some(Value::Object(o)) => Ok(Some(replace(ev, to_message(ev, o, "response")?))),
-            Some(_) => Ok(Some(Decision::Refuse(Refusal {
-                reason: "the response hook returned a non-object response".into(),
-                for_agent: false,
-                error: None,
-            }))),
-        },
-    }
-}
-
-/// Modify, or pass when the replacement is the message itself.
-pub(crate) fn replace(ev: &HookEvent, msg: Message) -> Decision {
-    if msg == ev.message {
-        Decision::Pass
-    } else {
-        Decision::Modify(msg)
-    }
-}
-
-/// A hook's replacement object as a message: `jsonrpc` and the original `id` are filled in when
-/// left out; anything that is still not a JSON-RPC message is unreadable.
-pub(crate) fn to_message(
-    ev: &HookEvent,
-    obj: &Map<String, Value>,
-    what: &str,
-) -> Result<Message, HookFailure> {
-    let mut obj = obj.clone();
-    if !obj.contains_key("jsonrpc") {
-        obj.insert("jsonrpc".into(), Value::from("2.0"));
-    }
-    if !obj.contains_key("id") {
-        if let Some(id) = ev.message.id() {
-            obj.insert("id".into(), id.clone());
-        }
-    }
-    Message::from_value(Value::Object(obj)).map_err(|e| {
-        HookFailure(format!(
-            "unreadable {what} from the hook: not a JSON-RPC message ({})",
-            e.error.message
-        ))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-    use std::path::PathBuf;
-
-    fn ev(phase: Phase, message: Value) -> HookEvent {
-        HookEvent {
-            phase,
-            event_name: "Request",
-            method: "tools/call".into(),
-            session_id: "s1".into(),
-            tool_name: Some("t".into()),
-            upstream: None,
-            message: Message::from_value(message).unwrap(),
-            request: None,
-            era: "legacy",
-            cwd: PathBuf::from("/"),
-            principal: None,
-        }
-    }
-
-    fn obj(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
-
-    #[test]
-    fn native_request_phase() {
-        let e = ev(
-            Phase::Request,
-            json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t"}}),
-        );
-        assert_eq!(
-            native_decision(&e, &obj(json!({"other": 1}))).unwrap(),
-            None
-        );
-        assert_eq!(
-            native_decision(&e, &obj(json!({"request": null}))).unwrap(),
-            None
-        );
-        // An unchanged message passes.
-        assert_eq!(
-            native_decision(&e, &obj(json!({"request": e.message.to_value()}))).unwrap(),
-            Some(Decision::Pass)
-        );
-        // Missing jsonrpc and id are filled in.
-        let d = native_decision(
-            &e,
-            &obj(json!({"request": {"method":"tools/call","params":{"name":"u"}}})),
-        )
-        .unwrap();
-        let Some(Decision::Modify(m)) = d else {
-            panic!("{d:?}")
-        };
-        assert_eq!(
-            m.to_value(),
-            json!({"method":"tools/call","params":{"name":"u"},"jsonrpc":"2.0","id":4})
-        );
-        let d = native_decision(&e, &obj(json!({"response": {"result": {}}}))).unwrap();
-        assert_eq!(
-            d,
-            Some(Decision::Answer(
-                Message::from_value(json!({"result":{},"jsonrpc":"2.0","id":4})).unwrap()
-            ))
-        );
-        assert!(native_decision(&e, &obj(json!({"request": {"foo": 1}})))
-            .unwrap_err()
-            .0
-            .contains("unreadable request"));
-        assert!(native_decision(&e, &obj(json!({"request": 3}))).is_err());
-        assert!(native_decision(&e, &obj(json!({"response": "x"}))).is_err());
-    }
-
-    #[test]
-    fn native_response_phase() {
-        let e = ev(
-            Phase::Response,
-            json!({"jsonrpc":"2.0","id":4,"result":{"content":[]}}),
-        );
-        assert_eq!(
-            native_decision(&e, &obj(json!({"request": {"x": 1}}))).unwrap(),
-            None
-        );
-        let d = native_decision(
-            &e,
-            &obj(json!({"response": {"jsonrpc":"2.0","id":4,"result":{"a":1}}})),
-        )
-        .unwrap();
-        assert!(matches!(d, Some(Decision::Modify(_))));
-        for bad in [json!(null), json!("x"), json!([1])] {
-            assert_eq!(
-                native_decision(&e, &obj(json!({ "response": bad }))).unwrap(),
-                Some(Decision::Refuse(Refusal {
-                    reason: "the response hook returned a non-object response".into(),
-                    for_agent: false,
-                    error: None,
-                }))
-            );
-        }
-    }
-
     #[test]
     fn reasons() {
         let s = reqwest::StatusCode::INTERNAL_SERVER_ERROR;

@@ -13,6 +13,7 @@ pub mod decision;
 pub mod event;
 pub mod http;
 pub mod process;
+mod wire;
 
 pub use chain::{Chain, Ctx, HookRecord, RequestOutcome, Trace};
 pub use decision::{Decision, HookFailure, Refusal};

@@ -38,7 +38,7 @@
 
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
-use crate::http::{native_decision, replace, to_message};
+use crate::wire::{native_decision, replace, to_message, truncate_chars};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use parking_lot::Mutex;
@@ -167,7 +167,7 @@ impl ProcessHook {
                 Acquired::WaitUntil(t) => {
                     return Err(HookFailure(format!(
                         "the process hook is restarting (next start in {})",
-                        crate::command::fmt_duration(t.saturating_duration_since(Instant::now()))
+                        crate::wire::fmt_duration(t.saturating_duration_since(Instant::now()))
                     )))
                 }
             };
@@ -202,7 +202,7 @@ impl ProcessHook {
         match tokio::time::timeout_at(deadline, rx).await {
             Err(_) => Err(HookFailure(format!(
                 "timed out after {}",
-                crate::command::fmt_duration(inner.timeout)
+                crate::wire::fmt_duration(inner.timeout)
             ))),
             Ok(Err(_)) => Err(HookFailure(
                 "the process hook exited before answering".into(),
@@ -350,7 +350,7 @@ impl Inner {
             hook = %this.id,
             "the process hook {how}; {} in {}",
             if eager { "restarting" } else { "restarting on the next event, at the earliest" },
-            crate::command::fmt_duration(delay)
+            crate::wire::fmt_duration(delay)
         );
         if eager {
             let weak = Arc::downgrade(this);
@@ -419,12 +419,12 @@ async fn read_answers(
         let answer = match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(o)) => o,
             _ => {
-                tracing::warn!(hook = %id, line = %crate::http::truncate_chars(text, 300), "ignored a process hook stdout line that is not a JSON object");
+                tracing::warn!(hook = %id, line = %truncate_chars(text, 300), "ignored a process hook stdout line that is not a JSON object");
                 continue;
             }
         };
         let Some(n) = answer.get("id").and_then(Value::as_u64) else {
-            tracing::warn!(hook = %id, line = %crate::http::truncate_chars(text, 300), "ignored a process hook answer without a numeric id");
+            tracing::warn!(hook = %id, line = %truncate_chars(text, 300), "ignored a process hook answer without a numeric id");
             continue;
         };
         let waiter = live.pending.lock().as_mut().and_then(|p| p.remove(&n));

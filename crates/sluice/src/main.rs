@@ -220,7 +220,7 @@ fn default_config() -> Result<Config> {
         methods: vec!["*".into()],
         kind: HookKindSpec::Builtin {
             name: "explain".into(),
-            options: serde_json::Value::Null,
+            options: sluice_config::BuiltinOptions::Explain,
         },
         timeout: std::time::Duration::from_secs(1),
         on_error: OnError::Refuse,

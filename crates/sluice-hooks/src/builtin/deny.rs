@@ -9,6 +9,8 @@ use crate::decision::{Decision, Refusal};
 use crate::event::HookEvent;
 use regex::Regex;
 use serde_json::Value;
+use sluice_config::builtin::DenyOptions;
+use sluice_config::OptionError;
 
 /// One argument rule.
 #[derive(Debug, Clone)]
@@ -25,14 +27,6 @@ pub struct Deny {
     tools: Vec<ToolPattern>,
     arguments: Vec<ArgRule>,
     reason: Option<String>,
-}
-
-fn opt_string(o: &Value, key: &str, at: &str) -> Result<Option<String>, String> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(format!("{at}.{key}: must be a string")),
-    }
 }
 
 /// Does `pattern` occur in `v` (strings; numbers and booleans as their JSON text; every string
@@ -54,45 +48,43 @@ impl Deny {
     /// Build from the hook's `options`: `tools` (name regexes, full match), `arguments`
     /// (`[{"path"?, "pattern", "tool"?, "reason"?}]`), `reason` (what the agent is told;
     /// a default names the tool or the argument).
-    pub fn from_options(options: &Value) -> Result<Deny, String> {
-        let tools = tool_patterns(options, "tools")?;
+    pub fn from_options(options: &DenyOptions) -> Result<Deny, OptionError> {
+        let tools = tool_patterns("options.tools", &options.tools)?;
         let mut arguments = Vec::new();
-        match options.get("arguments") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(rules)) => {
-                for (i, r) in rules.iter().enumerate() {
-                    let at = format!("options.arguments[{i}]");
-                    if !r.is_object() {
-                        return Err(format!("{at}: must be an object"));
-                    }
-                    let pattern = opt_string(r, "pattern", &at)?
-                        .ok_or_else(|| format!("{at}.pattern: is required"))?;
-                    let pattern = Regex::new(&pattern).map_err(|e| {
-                        format!("{at}.pattern: {}", super::regex_error(&pattern, &e))
-                    })?;
-                    let path = opt_string(r, "path", &at)?
-                        .map(|p| JsonPath::parse(&p).map_err(|e| format!("{at}.path: {e}")))
-                        .transpose()?;
-                    let tool = opt_string(r, "tool", &at)?
-                        .map(|t| ToolPattern::regex(&t).map_err(|e| format!("{at}.tool: {e}")))
-                        .transpose()?;
-                    arguments.push(ArgRule {
-                        path,
-                        pattern,
-                        tool,
-                        reason: opt_string(r, "reason", &at)?,
-                    });
-                }
-            }
-            Some(_) => return Err("options.arguments: must be an array".into()),
+        for (i, r) in options.arguments.iter().enumerate() {
+            let at = |key: &str| format!("options.arguments[{i}].{key}");
+            let Some(pattern) = &r.pattern else {
+                return Err(OptionError::new(at("pattern"), "is required"));
+            };
+            let pattern = Regex::new(pattern)
+                .map_err(|e| OptionError::new(at("pattern"), super::regex_error(pattern, &e)))?;
+            let path = r
+                .path
+                .as_deref()
+                .map(|p| JsonPath::parse(p).map_err(|e| OptionError::new(at("path"), e)))
+                .transpose()?;
+            let tool = r
+                .tool
+                .as_deref()
+                .map(|t| ToolPattern::regex(t).map_err(|e| OptionError::new(at("tool"), e)))
+                .transpose()?;
+            arguments.push(ArgRule {
+                path,
+                pattern,
+                tool,
+                reason: r.reason.clone(),
+            });
         }
         if tools.is_empty() && arguments.is_empty() {
-            return Err("options: deny needs `tools` or `arguments`".into());
+            return Err(OptionError::new(
+                "options",
+                "deny needs `tools` or `arguments`",
+            ));
         }
         Ok(Deny {
             tools,
             arguments,
-            reason: opt_string(options, "reason", "options")?,
+            reason: options.reason.clone(),
         })
     }
 
@@ -145,6 +137,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::event::Phase;
     use serde_json::json;
+    use sluice_config::BuiltinOptions;
     use sluice_core::Message;
 
     pub(crate) fn call(tool: &str, args: Value) -> HookEvent {
@@ -167,6 +160,13 @@ pub(crate) mod tests {
         }
     }
 
+    fn deny(options: Value) -> Deny {
+        let BuiltinOptions::Deny(o) = crate::builtin::parsed("deny", options) else {
+            unreachable!("deny options")
+        };
+        Deny::from_options(&o).unwrap()
+    }
+
     fn reason(d: Decision) -> String {
         match d {
             Decision::Refuse(r) => {
@@ -179,15 +179,14 @@ pub(crate) mod tests {
 
     #[test]
     fn denies_tools_and_argument_patterns() {
-        let d = Deny::from_options(&json!({
+        let d = deny(json!({
             "tools": ["crm\\.order\\.cancel", "fx_cr.*"],
             "arguments": [
                 {"path": "command", "pattern": "rm\\s+-rf"},
                 {"pattern": "(?i)drop\\s+table", "reason": "No schema changes."},
                 {"tool": "fx_add", "path": "/a", "pattern": "^13$"}
             ]
-        }))
-        .unwrap();
+        }));
         assert_eq!(
             reason(d.decide(&call("crm.order.cancel", json!({})))),
             "Tool \"crm.order.cancel\" is not allowed through this gateway."
@@ -225,12 +224,22 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn options_are_checked() {
-        assert!(Deny::from_options(&json!({})).is_err());
+    fn options_the_configuration_did_not_check_are_refused() {
+        use sluice_config::builtin::ArgumentRule;
+        assert!(Deny::from_options(&DenyOptions::default()).is_err());
+        let rule = |pattern: Option<&str>| DenyOptions {
+            arguments: vec![ArgumentRule {
+                pattern: pattern.map(str::to_string),
+                ..ArgumentRule::default()
+            }],
+            ..DenyOptions::default()
+        };
         assert_eq!(
-            Deny::from_options(&json!({"arguments": [{"pattern": "(("}]})).unwrap_err(),
+            Deny::from_options(&rule(Some("((")))
+                .unwrap_err()
+                .to_string(),
             "options.arguments[0].pattern: \"((\" is not a valid regex: unclosed group"
         );
-        assert!(Deny::from_options(&json!({"arguments": [{"path": "a"}]})).is_err());
+        assert!(Deny::from_options(&rule(None)).is_err());
     }
 }

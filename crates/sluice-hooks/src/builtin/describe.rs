@@ -2,7 +2,11 @@
 //! `description`, the schemas of its parameters (merged key by key) — and hides parameters
 //! (removed from `properties` and `required`; pair it with `rewrite` to fill them in).
 
+use crate::decision::Decision;
+use crate::event::HookEvent;
 use serde_json::{Map, Value};
+use sluice_config::builtin::DescribeOptions;
+use sluice_config::OptionError;
 use std::collections::HashMap;
 
 /// The overrides for one tool.
@@ -23,46 +27,40 @@ pub struct Describe {
 impl Describe {
     /// Build from the hook's `options`: `tools` (`{"<client-facing name>": {"title"?,
     /// "description"?, "properties"?: {"<param>": {…}}, "hide"?: ["<param>", …]}}`).
-    pub fn from_options(options: &Value) -> Result<Describe, String> {
-        let Some(Value::Object(tools)) = options.get("tools") else {
-            return Err("options.tools: is required (an object of tool names)".into());
+    pub fn from_options(options: &DescribeOptions) -> Result<Describe, OptionError> {
+        let Some(tools) = &options.tools else {
+            return Err(OptionError::new(
+                "options.tools",
+                "is required (an object of tool names)",
+            ));
         };
-        let mut out = HashMap::new();
-        for (name, o) in tools {
-            let at = format!("options.tools.{name}");
-            let Some(o) = o.as_object() else {
-                return Err(format!("{at}: must be an object"));
-            };
-            let text = |key: &str| -> Result<Option<String>, String> {
-                match o.get(key) {
-                    None | Some(Value::Null) => Ok(None),
-                    Some(Value::String(s)) => Ok(Some(s.clone())),
-                    Some(_) => Err(format!("{at}.{key}: must be a string")),
-                }
-            };
-            let properties = match o.get("properties") {
-                None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(p)) => {
-                    if let Some((k, _)) = p.iter().find(|(_, v)| !v.is_object()) {
-                        return Err(format!("{at}.properties.{k}: must be an object"));
-                    }
-                    p.clone()
-                }
-                Some(_) => return Err(format!("{at}.properties: must be an object")),
-            };
-            let hide = super::strings(&Value::Object(o.clone()), "hide")
-                .map_err(|e| e.replacen("options", &at, 1))?;
-            out.insert(
-                name.clone(),
-                ToolOverride {
-                    title: text("title")?,
-                    description: text("description")?,
+        let tools = tools
+            .iter()
+            .map(|(name, o)| {
+                let properties = o
+                    .properties
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::Object(v.clone())))
+                    .collect();
+                let o = ToolOverride {
+                    title: o.title.clone(),
+                    description: o.description.clone(),
                     properties,
-                    hide,
-                },
-            );
+                    hide: o.hide.clone(),
+                };
+                (name.clone(), o)
+            })
+            .collect();
+        Ok(Describe { tools })
+    }
+
+    /// Decide on a `tools/list` reply: modify it when an override applies.
+    pub fn decide(&self, ev: &HookEvent) -> Decision {
+        let mut msg = ev.message.clone();
+        match msg.result_mut().map(|r| self.apply(r)) {
+            Some(true) => Decision::Modify(msg),
+            _ => Decision::Pass,
         }
-        Ok(Describe { tools: out })
     }
 
     /// Apply to one tool definition; returns whether it changed.
@@ -142,15 +140,20 @@ mod tests {
 
     #[test]
     fn overrides_and_hides() {
-        let d = Describe::from_options(&json!({"tools": {
-            "crm.order.status": {
-                "title": "Order status",
-                "description": "Looks up an order.",
-                "properties": {"order": {"description": "The order number, e.g. A-1", "pattern": "^A-"}},
-                "hide": ["region"]
-            }
-        }}))
-        .unwrap();
+        let sluice_config::BuiltinOptions::Describe(o) = crate::builtin::parsed(
+            "describe",
+            json!({"tools": {
+                "crm.order.status": {
+                    "title": "Order status",
+                    "description": "Looks up an order.",
+                    "properties": {"order": {"description": "The order number, e.g. A-1", "pattern": "^A-"}},
+                    "hide": ["region"]
+                }
+            }}),
+        ) else {
+            unreachable!("describe options")
+        };
+        let d = Describe::from_options(&o).unwrap();
         let mut result = json!({"tools": [
             {"name": "crm.order.status", "description": "echo", "inputSchema": {
                 "type": "object",
@@ -171,10 +174,13 @@ mod tests {
                 {"name": "other", "description": "unchanged"}
             ]})
         );
-        assert!(Describe::from_options(&json!({})).is_err());
-        assert!(Describe::from_options(&json!({"tools": {"x": {"hide": "a"}}})).is_err());
-        assert!(
-            Describe::from_options(&json!({"tools": {"x": {"properties": {"a": 1}}}})).is_err()
-        );
+        use crate::builtin::rejected;
+        assert!(rejected("describe", json!({})));
+        assert!(rejected("describe", json!({"tools": {"x": {"hide": "a"}}})));
+        assert!(rejected(
+            "describe",
+            json!({"tools": {"x": {"properties": {"a": 1}}}})
+        ));
+        assert!(Describe::from_options(&DescribeOptions::default()).is_err());
     }
 }

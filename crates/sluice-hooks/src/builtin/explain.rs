@@ -2,7 +2,6 @@
 //! on `tools/call` the reason is recorded, stripped, and the call forwarded; a call without a
 //! reason is refused with a message the agent can act on.
 
-use crate::chain::Trace;
 use crate::decision::{Decision, Refusal};
 use crate::event::{HookEvent, Phase};
 use serde_json::{json, Value};
@@ -59,8 +58,8 @@ impl Explain {
         )
     }
 
-    /// Decide.
-    pub fn decide(&self, ev: &HookEvent, trace: &mut Trace) -> Decision {
+    /// Decide; a `tools/call` reason is also put in `reason` (the trace's `explain_reason`).
+    pub fn decide(&self, ev: &HookEvent, reason_out: &mut Option<String>) -> Decision {
         match (ev.phase, ev.method.as_str()) {
             (Phase::Response, "tools/list") => {
                 let mut msg = ev.message.clone();
@@ -95,7 +94,7 @@ impl Explain {
                     reason = %reason,
                     "explain"
                 );
-                trace.explain_reason = Some(reason.clone());
+                *reason_out = Some(reason.clone());
                 let mut msg = ev.message.clone();
                 let params = msg.params_mut();
                 if let Some(args) = params.get_mut("arguments").and_then(Value::as_object_mut) {

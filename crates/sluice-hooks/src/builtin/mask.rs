@@ -5,6 +5,8 @@
 
 use super::path::JsonPath;
 use serde_json::{Map, Value};
+use sluice_config::builtin::MaskOptions;
+use sluice_config::OptionError;
 
 /// The mask control.
 #[derive(Debug, Clone)]
@@ -19,23 +21,13 @@ impl Mask {
     /// Build from the hook's `options`: `paths` (JSON pointers or dotted paths into the
     /// structured content / the JSON text), `keys` (names matched anywhere, case-insensitively),
     /// `replacement` (default `"***"`).
-    pub fn from_options(options: &Value) -> Result<Mask, String> {
-        let paths = super::strings(options, "paths")?
-            .iter()
-            .map(|p| JsonPath::parse(p).map_err(|e| format!("options.paths: {e}")))
-            .collect::<Result<Vec<_>, _>>()?;
-        let keys: Vec<String> = super::strings(options, "keys")?
-            .iter()
-            .map(|k| k.to_lowercase())
-            .collect();
+    pub fn from_options(options: &MaskOptions) -> Result<Mask, OptionError> {
+        let paths = super::json_paths("options.paths", &options.paths)?;
+        let keys: Vec<String> = options.keys.iter().map(|k| k.to_lowercase()).collect();
         if paths.is_empty() && keys.is_empty() {
-            return Err("options: mask needs `paths` or `keys`".into());
+            return Err(OptionError::new("options", "mask needs `paths` or `keys`"));
         }
-        let replacement = match options.get("replacement") {
-            None | Some(Value::Null) => Value::String("***".into()),
-            Some(Value::String(s)) => Value::String(s.clone()),
-            Some(_) => return Err("options.replacement: must be a string".into()),
-        };
+        let replacement = Value::String(options.replacement.as_deref().unwrap_or("***").into());
         Ok(Mask {
             paths,
             keys,
@@ -152,12 +144,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn mask(options: Value) -> Mask {
+        let sluice_config::BuiltinOptions::Mask(o) = crate::builtin::parsed("mask", options) else {
+            unreachable!("mask options")
+        };
+        Mask::from_options(&o).unwrap()
+    }
+
     #[test]
     fn masks_paths_and_keys_in_structured_and_json_text() {
-        let m = Mask::from_options(
-            &json!({"paths": ["/account/number", "cards.*.cvv"], "keys": ["Password"]}),
-        )
-        .unwrap();
+        let m = mask(json!({"paths": ["/account/number", "cards.*.cvv"], "keys": ["Password"]}));
         let data = json!({"account": {"number": "123", "owner": "ann"}, "cards": [{"cvv": 1}, {"cvv": 2}], "auth": {"password": "x"}});
         let mut result = json!({
             "content": [
@@ -181,10 +177,18 @@ mod tests {
 
     #[test]
     fn pretty_json_stays_pretty_and_options_are_checked() {
-        let m = Mask::from_options(&json!({"keys": ["ssn"], "replacement": "[hidden]"})).unwrap();
+        let m = mask(json!({"keys": ["ssn"], "replacement": "[hidden]"}));
         let (out, n) = m.mask_text("{\n  \"ssn\": \"1\"\n}").unwrap();
         assert_eq!((out.as_str(), n), ("{\n  \"ssn\": \"[hidden]\"\n}", 1));
-        assert!(Mask::from_options(&json!({})).is_err());
-        assert!(Mask::from_options(&json!({"paths": ["a..b"]})).is_err());
+        assert!(crate::builtin::rejected("mask", json!({})));
+        assert!(crate::builtin::rejected("mask", json!({"paths": ["a..b"]})));
+        let unchecked = MaskOptions {
+            paths: vec!["a..b".into()],
+            ..MaskOptions::default()
+        };
+        assert_eq!(
+            Mask::from_options(&unchecked).unwrap_err().field,
+            "options.paths[0]"
+        );
     }
 }

@@ -28,10 +28,138 @@ pub use rewrite::Rewrite;
 pub use size_cap::SizeCap;
 pub use validate::Validate;
 
-use crate::decision::Refusal;
+use crate::decision::{Decision, HookFailure, Refusal};
+use crate::event::{HookEvent, Phase};
 use regex::Regex;
 use serde_json::{json, Map, Value};
+use sluice_config::builtin::is_regex_pattern;
+use sluice_config::{BuiltinOptions, OptionError};
 use sluice_core::Message;
+use std::time::Duration;
+
+/// A builtin, built from its options. Each says which phases it runs in and which messages it
+/// sees, so the chain holds no builtin's policy.
+#[derive(Debug)]
+pub enum Builtin {
+    /// [`explain`].
+    Explain(Explain),
+    /// [`deny`].
+    Deny(Deny),
+    /// [`rewrite`].
+    Rewrite(Rewrite),
+    /// [`validate`].
+    Validate(Validate),
+    /// [`describe`].
+    Describe(Describe),
+    /// [`rate_limit`] (its `methods`, default `tools/call`).
+    RateLimit(RateLimit),
+    /// A response control: run in the chain's controls stage, never as an onion hook.
+    Control(Control),
+}
+
+/// The phases a builtin runs in, whatever the hook's event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phases {
+    /// The request phase.
+    pub request: bool,
+    /// The response phase.
+    pub response: bool,
+}
+
+/// Which messages a builtin sees (in a phase it runs in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// The hook's `methods` and `matcher` decide.
+    Hook,
+    /// The builtin decides the method; the hook's `matcher` narrows the tools.
+    Method(bool),
+    /// The builtin decides alone; the `matcher` does not apply.
+    Fixed(bool),
+}
+
+impl Builtin {
+    /// Build from its options (`timeout`: the hook's, which bounds the rate-limit builtin's
+    /// Redis calls).
+    pub fn build(options: &BuiltinOptions, timeout: Duration) -> Result<Builtin, OptionError> {
+        Ok(match options {
+            BuiltinOptions::Explain => Builtin::Explain(Explain),
+            BuiltinOptions::Deny(o) => Builtin::Deny(Deny::from_options(o)?),
+            BuiltinOptions::Rewrite(o) => Builtin::Rewrite(Rewrite::from_options(o)?),
+            BuiltinOptions::Validate => Builtin::Validate(Validate::default()),
+            BuiltinOptions::Describe(o) => Builtin::Describe(Describe::from_options(o)?),
+            BuiltinOptions::RateLimit(o) => {
+                Builtin::RateLimit(RateLimit::from_options(o, timeout)?)
+            }
+            BuiltinOptions::Mask(o) => Builtin::Control(Control::Mask(Mask::from_options(o)?)),
+            BuiltinOptions::Pii(o) => Builtin::Control(Control::Pii(Pii::from_options(o)?)),
+            BuiltinOptions::SizeCap(o) => {
+                Builtin::Control(Control::SizeCap(SizeCap::from_options(o)?))
+            }
+        })
+    }
+
+    /// The phases it runs in.
+    pub fn phases(&self) -> Phases {
+        let (request, response) = match self {
+            Builtin::Explain(_) => (true, true),
+            Builtin::Deny(_)
+            | Builtin::Rewrite(_)
+            | Builtin::Validate(_)
+            | Builtin::RateLimit(_) => (true, false),
+            Builtin::Describe(_) | Builtin::Control(_) => (false, true),
+        };
+        Phases { request, response }
+    }
+
+    /// Which messages of `phase` with this `method` it sees.
+    pub fn selects(&self, phase: Phase, method: &str) -> Selection {
+        match self {
+            Builtin::Explain(_) => Selection::Fixed(Explain::selects(phase, method)),
+            // The tools/list reply (it has no tool name for a matcher).
+            Builtin::Describe(_) => {
+                Selection::Fixed(phase == Phase::Response && method == "tools/list")
+            }
+            // The request of tools/call; the matcher narrows the tools.
+            Builtin::Deny(_) | Builtin::Rewrite(_) | Builtin::Validate(_) => {
+                Selection::Method(phase == Phase::Request && method == "tools/call")
+            }
+            Builtin::RateLimit(_) | Builtin::Control(_) => Selection::Hook,
+        }
+    }
+
+    /// The response control it is, if it is one.
+    pub fn control(&self) -> Option<&Control> {
+        match self {
+            Builtin::Control(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Does it need the tool's definition (`validate` checks arguments against it)?
+    pub fn wants_tool_definition(&self) -> bool {
+        matches!(self, Builtin::Validate(_))
+    }
+
+    /// Decide on an event. `tool` is the tool's definition when known; `explain_reason` receives
+    /// the reason the explain builtin records.
+    pub async fn decide(
+        &self,
+        ev: &HookEvent,
+        tool: Option<&Value>,
+        explain_reason: &mut Option<String>,
+    ) -> Result<Decision, HookFailure> {
+        match self {
+            Builtin::Explain(e) => Ok(e.decide(ev, explain_reason)),
+            Builtin::Deny(d) => Ok(d.decide(ev)),
+            Builtin::Rewrite(r) => Ok(r.decide(ev)),
+            Builtin::Validate(v) => Ok(v.decide(ev, tool)),
+            Builtin::Describe(d) => Ok(d.decide(ev)),
+            Builtin::RateLimit(r) => r.decide(ev).await,
+            // Run in the controls stage, never as an onion hook.
+            Builtin::Control(_) => Ok(Decision::Pass),
+        }
+    }
+}
 
 /// A tool-name pattern: a regex matched against the whole name, or a glob (`*` is the only
 /// wildcard) when the text has no regex metacharacter but `*`.
@@ -48,9 +176,7 @@ impl ToolPattern {
 
     /// A glob when `pattern` has no regex metacharacter other than `*` (`fx_*`), else a regex.
     pub fn glob_or_regex(pattern: &str) -> Result<ToolPattern, String> {
-        if pattern.contains([
-            '\\', '^', '$', '.', '+', '?', '(', ')', '[', ']', '{', '}', '|',
-        ]) {
+        if is_regex_pattern(pattern) {
             ToolPattern::regex(pattern)
         } else {
             let re = pattern
@@ -69,36 +195,33 @@ impl ToolPattern {
 }
 
 /// `"…" is not a valid regex: <the parser's last line>`.
-pub fn regex_error(pattern: &str, e: &regex::Error) -> String {
-    let text = e.to_string();
-    let last = text.lines().last().unwrap_or("").trim();
-    let last = last.strip_prefix("error: ").unwrap_or(last);
-    format!("{pattern:?} is not a valid regex: {last}")
-}
+pub use sluice_config::builtin::regex_error;
 
-/// The string list `options.<key>` (absent = empty).
-pub(crate) fn strings(options: &Value, key: &str) -> Result<Vec<String>, String> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("options.{key}[{i}]: must be a string"))
-            })
-            .collect(),
-        Some(_) => Err(format!("options.{key}: must be an array of strings")),
-    }
-}
-
-/// Regexes (full match) from `options.<key>`.
-pub(crate) fn tool_patterns(options: &Value, key: &str) -> Result<Vec<ToolPattern>, String> {
-    strings(options, key)?
+/// Regexes (full match) from the string list at `field` (`options.tools`).
+pub(crate) fn tool_patterns(
+    field: &str,
+    patterns: &[String],
+) -> Result<Vec<ToolPattern>, OptionError> {
+    patterns
         .iter()
         .enumerate()
-        .map(|(i, p)| ToolPattern::regex(p).map_err(|e| format!("options.{key}[{i}]: {e}")))
+        .map(|(i, p)| {
+            ToolPattern::regex(p).map_err(|e| OptionError::new(format!("{field}[{i}]"), e))
+        })
+        .collect()
+}
+
+/// The JSON paths at `field` (`options.paths`).
+pub(crate) fn json_paths(
+    field: &str,
+    paths: &[String],
+) -> Result<Vec<path::JsonPath>, OptionError> {
+    paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            path::JsonPath::parse(p).map_err(|e| OptionError::new(format!("{field}[{i}]"), e))
+        })
         .collect()
 }
 
@@ -114,17 +237,6 @@ pub enum Control {
 }
 
 impl Control {
-    /// The control named `name` built from its options; `Ok(None)` when `name` is not a
-    /// control.
-    pub fn build(name: &str, options: &Value) -> Result<Option<Control>, String> {
-        Ok(Some(match name {
-            "mask" => Control::Mask(Mask::from_options(options)?),
-            "pii" => Control::Pii(Pii::from_options(options)?),
-            "size-cap" => Control::SizeCap(SizeCap::from_options(options)?),
-            _ => return Ok(None),
-        }))
-    }
-
     /// The builtin's name (the key of its counts in the trace).
     pub fn name(&self) -> &'static str {
         match self {
@@ -200,6 +312,21 @@ impl Control {
     }
 }
 
+/// The options of the builtin `name`, parsed as the configuration parses them (for tests).
+#[cfg(test)]
+pub(crate) fn parsed(name: &str, options: Value) -> BuiltinOptions {
+    match BuiltinOptions::parse(name, &options) {
+        Some(Ok(o)) => o,
+        other => panic!("{name} {options}: {other:?}"),
+    }
+}
+
+/// Does the configuration refuse these options of the builtin `name`? (For tests.)
+#[cfg(test)]
+pub(crate) fn rejected(name: &str, options: Value) -> bool {
+    matches!(BuiltinOptions::parse(name, &options), Some(Err(_)))
+}
+
 fn add_count(m: &mut Map<String, Value>, key: &str, n: u64) {
     if n == 0 {
         return;
@@ -232,16 +359,74 @@ mod tests {
         );
     }
 
+    fn control(name: &str, o: Value) -> Control {
+        match Builtin::build(&parsed(name, o), Duration::from_secs(1)).unwrap() {
+            Builtin::Control(c) => c,
+            other => panic!("{other:?} is not a control"),
+        }
+    }
+
+    #[test]
+    fn each_builtin_places_itself() {
+        let b = |name: &str, o: Value| {
+            Builtin::build(&parsed(name, o), Duration::from_secs(1)).unwrap()
+        };
+        let both = Phases {
+            request: true,
+            response: true,
+        };
+        let request = Phases {
+            request: true,
+            response: false,
+        };
+        let response = Phases {
+            request: false,
+            response: true,
+        };
+        let explain = b("explain", Value::Null);
+        assert_eq!(explain.phases(), both);
+        assert_eq!(
+            explain.selects(Phase::Request, "tools/call"),
+            Selection::Fixed(true)
+        );
+        assert_eq!(
+            explain.selects(Phase::Response, "tools/list"),
+            Selection::Fixed(true)
+        );
+        assert_eq!(
+            explain.selects(Phase::Request, "tools/list"),
+            Selection::Fixed(false)
+        );
+        let deny = b("deny", json!({"tools": ["x"]}));
+        assert_eq!(deny.phases(), request);
+        assert_eq!(
+            deny.selects(Phase::Request, "tools/call"),
+            Selection::Method(true)
+        );
+        assert_eq!(
+            deny.selects(Phase::Request, "prompts/get"),
+            Selection::Method(false)
+        );
+        let describe = b("describe", json!({"tools": {}}));
+        assert_eq!(describe.phases(), response);
+        assert_eq!(
+            describe.selects(Phase::Response, "tools/list"),
+            Selection::Fixed(true)
+        );
+        let mask = b("mask", json!({"keys": ["k"]}));
+        assert!(mask.control().is_some() && deny.control().is_none());
+        assert_eq!(mask.phases(), response);
+        assert_eq!(mask.selects(Phase::Response, "tools/call"), Selection::Hook);
+        assert!(b("validate", Value::Null).wants_tool_definition());
+        assert!(!deny.wants_tool_definition());
+    }
+
     #[test]
     fn controls_count_what_they_change() {
         let mut counts = Map::new();
-        let mask = Control::build("mask", &json!({"keys": ["token"]}))
-            .unwrap()
-            .unwrap();
-        let pii = Control::build("pii", &json!({})).unwrap().unwrap();
-        let cap = Control::build("size-cap", &json!({"max_bytes": 10}))
-            .unwrap()
-            .unwrap();
+        let mask = control("mask", json!({"keys": ["token"]}));
+        let pii = control("pii", json!({}));
+        let cap = control("size-cap", json!({"max_bytes": 10}));
         let mut msg = Message::response(
             json!(1),
             json!({"content": [{"type": "text", "text": "{\"token\":\"abc\",\"mail\":\"a@b.io\"}"}],
@@ -253,6 +438,5 @@ mod tests {
         assert_eq!(counts["mask"], json!(2));
         assert_eq!(counts["pii"], json!({"EMAIL": 2}));
         assert_eq!(counts["size-cap"]["blocks"], json!(2));
-        assert!(Control::build("deny", &json!({})).unwrap().is_none());
     }
 }

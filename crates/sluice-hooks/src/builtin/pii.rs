@@ -7,6 +7,8 @@
 
 use regex::{Captures, Regex};
 use serde_json::{Map, Value};
+use sluice_config::builtin::PiiOptions;
+use sluice_config::OptionError;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::LazyLock;
@@ -518,22 +520,25 @@ pub struct Pii {
 impl Pii {
     /// Build from the hook's `options`: `kinds` (a subset of the kind names; default all) and
     /// `allow_tools` (tool-name regexes, full match, whose results are left alone).
-    pub fn from_options(options: &Value) -> Result<Pii, String> {
+    pub fn from_options(options: &PiiOptions) -> Result<Pii, OptionError> {
         let mut kinds = Vec::new();
-        for (i, k) in super::strings(options, "kinds")?.iter().enumerate() {
+        for (i, k) in options.kinds.iter().enumerate() {
             match PiiKind::parse(k) {
                 Some(kind) => kinds.push(kind),
                 None => {
-                    return Err(format!(
-                        "options.kinds[{i}]: unknown kind {k:?} (known: {})",
-                        PiiKind::ALL.map(PiiKind::name).join(", ")
+                    return Err(OptionError::new(
+                        format!("options.kinds[{i}]"),
+                        format!(
+                            "unknown kind {k:?} (known: {})",
+                            sluice_config::builtin::PII_KINDS.join(", ")
+                        ),
                     ))
                 }
             }
         }
         Ok(Pii {
             scanner: Scanner::new(&kinds),
-            allow_tools: super::tool_patterns(options, "allow_tools")?,
+            allow_tools: super::tool_patterns("options.allow_tools", &options.allow_tools)?,
         })
     }
 
@@ -616,6 +621,17 @@ mod tests {
         let (out, c) = all(s);
         assert_eq!(out, s, "{c:?}");
         assert!(c.is_empty(), "{s}: {c:?}");
+    }
+
+    /// The configuration checks `kinds` against its own list (in the order users read it): it
+    /// must name these kinds.
+    #[test]
+    fn the_configuration_knows_every_kind() {
+        let mut ours = PiiKind::ALL.map(PiiKind::name);
+        let mut config = sluice_config::builtin::PII_KINDS.to_vec();
+        ours.sort_unstable();
+        config.sort_unstable();
+        assert_eq!(ours.as_slice(), config);
     }
 
     #[test]

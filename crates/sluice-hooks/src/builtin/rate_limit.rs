@@ -13,7 +13,9 @@ use super::ToolPattern;
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::HookEvent;
 use parking_lot::Mutex;
-use serde_json::{json, Map, Value};
+use serde_json::json;
+use sluice_config::builtin::{LimitOptions, RateLimitOptions};
+use sluice_config::OptionError;
 use sluice_core::{codes, Kind, RpcError};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -27,42 +29,7 @@ pub const DEFAULT_KEY_PREFIX: &str = "sluice:rl:";
 pub const ANONYMOUS: &str = "anonymous";
 
 /// The unit of a rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Per {
-    /// Per second.
-    Second,
-    /// Per minute.
-    Minute,
-    /// Per hour.
-    Hour,
-}
-
-impl Per {
-    fn parse(s: &str) -> Option<Per> {
-        Some(match s {
-            "second" => Per::Second,
-            "minute" => Per::Minute,
-            "hour" => Per::Hour,
-            _ => return None,
-        })
-    }
-
-    fn millis(self) -> f64 {
-        match self {
-            Per::Second => 1_000.0,
-            Per::Minute => 60_000.0,
-            Per::Hour => 3_600_000.0,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Per::Second => "second",
-            Per::Minute => "minute",
-            Per::Hour => "hour",
-        }
-    }
-}
+pub use sluice_config::builtin::Per;
 
 /// One limit: `rate` tokens per `per`, at most `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,43 +46,31 @@ impl Limit {
         Limit { rate, per, burst }
     }
 
-    /// Parse `{"rate", "per", "burst"?}` at `at` (`options.global`, …).
-    fn parse(v: &Value, at: &str) -> Result<Limit, String> {
-        let Some(o) = v.as_object() else {
-            return Err(format!("{at}: must be an object"));
+    /// From its options at `at` (`options.global`, …).
+    fn from_options(o: &LimitOptions, at: &str) -> Result<Limit, OptionError> {
+        let rate = match o.rate {
+            None => return Err(OptionError::new(format!("{at}.rate"), "is required")),
+            Some(r) if r > 0.0 && r.is_finite() => r,
+            Some(_) => {
+                return Err(OptionError::new(
+                    format!("{at}.rate"),
+                    "must be a positive number",
+                ))
+            }
         };
-        if let Some(k) = o
-            .keys()
-            .find(|k| !["rate", "per", "burst"].contains(&k.as_str()))
-        {
-            return Err(format!(
-                "{at}.{k}: unknown option (known: rate, per, burst)"
+        let Some(per) = o.per else {
+            return Err(OptionError::new(
+                format!("{at}.per"),
+                "is required (second, minute or hour)",
+            ));
+        };
+        if o.burst == Some(0) {
+            return Err(OptionError::new(
+                format!("{at}.burst"),
+                "must be a positive integer",
             ));
         }
-        let rate = match o.get("rate") {
-            None | Some(Value::Null) => return Err(format!("{at}.rate: is required")),
-            Some(r) => r
-                .as_f64()
-                .filter(|r| *r > 0.0 && r.is_finite())
-                .ok_or_else(|| format!("{at}.rate: must be a positive number"))?,
-        };
-        let per = match o.get("per") {
-            None | Some(Value::Null) => {
-                return Err(format!("{at}.per: is required (second, minute or hour)"))
-            }
-            Some(Value::String(s)) => Per::parse(s)
-                .ok_or_else(|| format!("{at}.per: unknown unit {s:?} (second, minute or hour)"))?,
-            Some(_) => return Err(format!("{at}.per: must be a string")),
-        };
-        let burst = match o.get("burst") {
-            None | Some(Value::Null) => None,
-            Some(b) => Some(
-                b.as_u64()
-                    .filter(|b| *b > 0)
-                    .ok_or_else(|| format!("{at}.burst: must be a positive integer"))?,
-            ),
-        };
-        Ok(Limit::new(rate, per, burst))
+        Ok(Limit::new(rate, per, o.burst))
     }
 
     /// Milliseconds for one token to come back.
@@ -439,55 +394,41 @@ impl RateLimit {
     /// Build from the hook's `options`: `global`, `per_principal` (limits), `per_tool`
     /// (`{"<tool pattern>": limit}`), `redis` (`redis://…`), `key_prefix`. `timeout` bounds
     /// every Redis call (the hook's timeout).
-    pub fn from_options(options: &Value, timeout: Duration) -> Result<RateLimit, String> {
-        let empty = Map::new();
-        let o = match options {
-            Value::Null => &empty,
-            Value::Object(m) => m,
-            _ => return Err("options: must be an object".into()),
+    pub fn from_options(
+        options: &RateLimitOptions,
+        timeout: Duration,
+    ) -> Result<RateLimit, OptionError> {
+        let limit = |o: &Option<LimitOptions>, at: &str| {
+            o.as_ref().map(|l| Limit::from_options(l, at)).transpose()
         };
-        const KNOWN: &[&str] = &["global", "per_principal", "per_tool", "redis", "key_prefix"];
-        if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(format!(
-                "options.{k}: unknown option (known: {})",
-                KNOWN.join(", ")
-            ));
-        }
-        let limit = |key: &str| -> Result<Option<Limit>, String> {
-            match o.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(v) => Limit::parse(v, &format!("options.{key}")).map(Some),
-            }
-        };
-        let global = limit("global")?;
-        let per_principal = limit("per_principal")?;
+        let global = limit(&options.global, "options.global")?;
+        let per_principal = limit(&options.per_principal, "options.per_principal")?;
         let mut per_tool = Vec::new();
-        match o.get("per_tool") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(m)) => {
-                for (pattern, v) in m {
-                    let at = format!("options.per_tool.{pattern}");
-                    let p =
-                        ToolPattern::glob_or_regex(pattern).map_err(|e| format!("{at}: {e}"))?;
-                    per_tool.push((p, Limit::parse(v, &at)?));
-                }
-            }
-            Some(_) => return Err("options.per_tool: must be an object".into()),
+        for (pattern, l) in options.per_tool.iter().flatten() {
+            let at = format!("options.per_tool.{pattern}");
+            let p =
+                ToolPattern::glob_or_regex(pattern).map_err(|e| OptionError::new(at.clone(), e))?;
+            per_tool.push((p, Limit::from_options(l, &at)?));
         }
         if global.is_none() && per_principal.is_none() && per_tool.is_empty() {
-            return Err("options: rate-limit needs `global`, `per_principal` or `per_tool`".into());
+            return Err(OptionError::new(
+                "options",
+                "rate-limit needs `global`, `per_principal` or `per_tool`",
+            ));
         }
-        let key_prefix = match o.get("key_prefix") {
-            None | Some(Value::Null) => DEFAULT_KEY_PREFIX.to_string(),
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            Some(Value::String(_)) => return Err("options.key_prefix: must not be empty".into()),
-            Some(_) => return Err("options.key_prefix: must be a string".into()),
+        let key_prefix = match options.key_prefix.as_deref() {
+            None => DEFAULT_KEY_PREFIX.to_string(),
+            Some("") => return Err(OptionError::new("options.key_prefix", "must not be empty")),
+            Some(p) => p.to_string(),
         };
-        let store = match o.get("redis") {
-            None | Some(Value::Null) => Store::Memory(shared_memory(&key_prefix)),
-            Some(Value::String(url)) => {
+        let store = match &options.redis {
+            None => Store::Memory(shared_memory(&key_prefix)),
+            Some(url) => {
                 if !url.starts_with("redis://") {
-                    return Err(format!("options.redis: {url:?} is not a redis:// URL"));
+                    return Err(OptionError::new(
+                        "options.redis",
+                        format!("{url:?} is not a redis:// URL"),
+                    ));
                 }
                 let client = redis::Client::open(url.as_str()).map_err(|e| {
                     format!(
@@ -503,7 +444,6 @@ impl RateLimit {
                     timeout,
                 }))
             }
-            Some(_) => return Err("options.redis: must be a string".into()),
         };
         Ok(RateLimit {
             global,
@@ -601,6 +541,7 @@ mod tests {
     use super::*;
     use crate::builtin::deny::tests::call;
     use serde_json::json;
+    use serde_json::{Map, Value};
     use sluice_core::Principal;
 
     fn want(scope: Scope, key: &str, limit: Limit) -> Want {
@@ -759,7 +700,12 @@ mod tests {
     }
 
     fn limiter(options: Value) -> RateLimit {
-        RateLimit::from_options(&options, Duration::from_secs(1)).unwrap()
+        let sluice_config::BuiltinOptions::RateLimit(o) =
+            crate::builtin::parsed("rate-limit", options)
+        else {
+            unreachable!("rate-limit options")
+        };
+        RateLimit::from_options(&o, Duration::from_secs(1)).unwrap()
     }
 
     #[test]
@@ -903,7 +849,11 @@ mod tests {
 
     #[test]
     fn options_are_checked() {
-        let err = |v: Value| RateLimit::from_options(&v, Duration::from_secs(1)).unwrap_err();
+        // The one problem the configuration finds.
+        let err = |v: Value| match sluice_config::BuiltinOptions::parse("rate-limit", &v) {
+            Some(Err(e)) if e.len() == 1 => e[0].to_string(),
+            other => panic!("{v}: {other:?}"),
+        };
         assert_eq!(
             err(json!({})),
             "options: rate-limit needs `global`, `per_principal` or `per_tool`"
@@ -939,6 +889,21 @@ mod tests {
         assert_eq!(
             err(json!({"global": {"rate": 1, "per": "second"}, "key_prefix": ""})),
             "options.key_prefix: must not be empty"
+        );
+        // And what the builtin refuses when it is built from options no one checked.
+        let unchecked = RateLimitOptions {
+            global: Some(LimitOptions {
+                rate: Some(1.0),
+                per: None,
+                burst: None,
+            }),
+            ..RateLimitOptions::default()
+        };
+        assert_eq!(
+            RateLimit::from_options(&unchecked, Duration::from_secs(1))
+                .unwrap_err()
+                .to_string(),
+            "options.global.per: is required (second, minute or hour)"
         );
         assert_eq!(
             without_credentials("redis://u:secret@h:1/0"),

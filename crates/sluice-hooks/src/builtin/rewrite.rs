@@ -10,6 +10,8 @@ use super::ToolPattern;
 use crate::decision::Decision;
 use crate::event::HookEvent;
 use serde_json::{Map, Value};
+use sluice_config::builtin::RewriteOptions;
+use sluice_config::OptionError;
 
 #[derive(Debug, Clone)]
 struct Rule {
@@ -25,58 +27,49 @@ pub struct Rewrite {
     rules: Vec<Rule>,
 }
 
-fn assignments(rule: &Value, key: &str, at: &str) -> Result<Vec<(JsonPath, Value)>, String> {
-    match rule.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Object(m)) => m
-            .iter()
-            .map(|(k, v)| {
-                JsonPath::parse(k)
-                    .map(|p| (p, v.clone()))
-                    .map_err(|e| format!("{at}.{key}.{k}: {e}"))
-            })
-            .collect(),
-        Some(_) => Err(format!("{at}.{key}: must be an object")),
-    }
+fn assignments(pairs: &[(String, Value)], at: &str) -> Result<Vec<(JsonPath, Value)>, OptionError> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            JsonPath::parse(k)
+                .map(|p| (p, v.clone()))
+                .map_err(|e| OptionError::new(format!("{at}.{k}"), e))
+        })
+        .collect()
 }
 
 impl Rewrite {
     /// Build from the hook's `options`: `rules` (`[{"tool"?, "set"?, "default"?, "remove"?}]`).
-    pub fn from_options(options: &Value) -> Result<Rewrite, String> {
-        let Some(Value::Array(items)) = options.get("rules") else {
-            return Err("options.rules: is required (an array of rules)".into());
+    pub fn from_options(options: &RewriteOptions) -> Result<Rewrite, OptionError> {
+        let Some(items) = &options.rules else {
+            return Err(OptionError::new(
+                "options.rules",
+                "is required (an array of rules)",
+            ));
         };
         let mut rules = Vec::new();
         for (i, r) in items.iter().enumerate() {
             let at = format!("options.rules[{i}]");
-            if !r.is_object() {
-                return Err(format!("{at}: must be an object"));
-            }
-            let tool = match r.get("tool") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(t)) => {
-                    Some(ToolPattern::regex(t).map_err(|e| format!("{at}.tool: {e}"))?)
-                }
-                Some(_) => return Err(format!("{at}.tool: must be a string")),
-            };
-            let remove = super::strings(r, "remove")
-                .map_err(|e| e.replacen("options", &at, 1))?
-                .iter()
-                .map(|p| JsonPath::parse(p).map_err(|e| format!("{at}.remove: {e}")))
-                .collect::<Result<Vec<_>, _>>()?;
+            let tool = r
+                .tool
+                .as_deref()
+                .map(|t| {
+                    ToolPattern::regex(t).map_err(|e| OptionError::new(format!("{at}.tool"), e))
+                })
+                .transpose()?;
             let rule = Rule {
                 tool,
-                set: assignments(r, "set", &at)?,
-                default: assignments(r, "default", &at)?,
-                remove,
+                set: assignments(&r.set, &format!("{at}.set"))?,
+                default: assignments(&r.default, &format!("{at}.default"))?,
+                remove: super::json_paths(&format!("{at}.remove"), &r.remove)?,
             };
             if rule.set.is_empty() && rule.default.is_empty() && rule.remove.is_empty() {
-                return Err(format!("{at}: needs `set`, `default` or `remove`"));
+                return Err(OptionError::new(at, "needs `set`, `default` or `remove`"));
             }
             rules.push(rule);
         }
         if rules.is_empty() {
-            return Err("options.rules: must not be empty".into());
+            return Err(OptionError::new("options.rules", "must not be empty"));
         }
         Ok(Rewrite { rules })
     }
@@ -126,6 +119,14 @@ mod tests {
     use crate::builtin::deny::tests::call;
     use serde_json::json;
 
+    fn rewrite(options: Value) -> Rewrite {
+        let sluice_config::BuiltinOptions::Rewrite(o) = crate::builtin::parsed("rewrite", options)
+        else {
+            unreachable!("rewrite options")
+        };
+        Rewrite::from_options(&o).unwrap()
+    }
+
     fn args_after(r: &Rewrite, tool: &str, args: Value) -> Option<Value> {
         match r.decide(&call(tool, args)) {
             Decision::Modify(m) => Some(m.params().unwrap()["arguments"].clone()),
@@ -136,10 +137,9 @@ mod tests {
 
     #[test]
     fn seed_002_region_in_one_rule() {
-        let r = Rewrite::from_options(&json!({"rules": [
+        let r = rewrite(json!({"rules": [
             {"tool": "crm\\.order\\.status", "set": {"region": "eu-central"}}
-        ]}))
-        .unwrap();
+        ]}));
         assert_eq!(
             args_after(
                 &r,
@@ -162,11 +162,10 @@ mod tests {
 
     #[test]
     fn set_default_remove_with_paths() {
-        let r = Rewrite::from_options(&json!({"rules": [
+        let r = rewrite(json!({"rules": [
             {"default": {"limit": 10, "/opts/safe": true}, "remove": ["debug", "opts.trace"]},
             {"tool": "fx_.*", "set": {"opts.by": "sluice"}}
-        ]}))
-        .unwrap();
+        ]}));
         assert_eq!(
             args_after(
                 &r,
@@ -175,8 +174,10 @@ mod tests {
             ),
             Some(json!({"limit": 3, "opts": {"safe": true, "by": "sluice"}}))
         );
-        assert!(Rewrite::from_options(&json!({"rules": []})).is_err());
-        assert!(Rewrite::from_options(&json!({"rules": [{"tool": "x"}]})).is_err());
-        assert!(Rewrite::from_options(&json!({"rules": [{"set": []}]})).is_err());
+        use crate::builtin::rejected;
+        assert!(rejected("rewrite", json!({"rules": []})));
+        assert!(rejected("rewrite", json!({"rules": [{"tool": "x"}]})));
+        assert!(rejected("rewrite", json!({"rules": [{"set": []}]})));
+        assert!(Rewrite::from_options(&RewriteOptions::default()).is_err());
     }
 }

@@ -9,15 +9,12 @@
 use super::ToolPattern;
 use crate::decision::Refusal;
 use serde_json::{json, Map, Value};
+use sluice_config::builtin::SizeCapOptions;
+use sluice_config::OptionError;
 
-/// What to do with a result over the cap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Cut text blocks and drop blocks past the cap.
-    Truncate,
-    /// Refuse the reply (-32031).
-    Refuse,
-}
+/// What to do with a result over the cap: cut text blocks and drop blocks past the cap, or
+/// refuse the reply (-32031).
+pub use sluice_config::builtin::SizeCapMode as Mode;
 
 /// The size-cap control.
 #[derive(Debug, Clone)]
@@ -82,42 +79,34 @@ pub fn dropped_notice(blocks: u64, bytes: u64) -> String {
 impl SizeCap {
     /// Build from the hook's `options`: `max_bytes`, `mode` (`truncate` | `refuse`), `per_tool`
     /// (`{"tool glob or regex": max_bytes}`, first match in file order wins).
-    pub fn from_options(options: &Value) -> Result<SizeCap, String> {
-        let max_bytes = match options.get("max_bytes") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(
-                v.as_u64()
-                    .filter(|n| *n > 0)
-                    .ok_or("options.max_bytes: must be a positive integer")?,
-            ),
-        };
-        let mode = match options.get("mode").and_then(Value::as_str) {
-            None | Some("truncate") => Mode::Truncate,
-            Some("refuse") => Mode::Refuse,
-            Some(other) => {
-                return Err(format!(
-                    "options.mode: unknown mode {other:?} (truncate or refuse)"
-                ))
+    pub fn from_options(options: &SizeCapOptions) -> Result<SizeCap, OptionError> {
+        let positive = |field: String, n: u64| {
+            if n == 0 {
+                Err(OptionError::new(field, "must be a positive integer"))
+            } else {
+                Ok(n)
             }
         };
+        let max_bytes = options
+            .max_bytes
+            .map(|n| positive("options.max_bytes".into(), n))
+            .transpose()?;
         let mut per_tool = Vec::new();
-        if let Some(m) = options.get("per_tool").and_then(Value::as_object) {
-            for (k, v) in m {
-                let pattern = ToolPattern::glob_or_regex(k)
-                    .map_err(|e| format!("options.per_tool.{k}: {e}"))?;
-                let n = v
-                    .as_u64()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("options.per_tool.{k}: must be a positive integer"))?;
-                per_tool.push((pattern, n));
-            }
+        for (k, n) in &options.per_tool {
+            let field = format!("options.per_tool.{k}");
+            let pattern =
+                ToolPattern::glob_or_regex(k).map_err(|e| OptionError::new(field.clone(), e))?;
+            per_tool.push((pattern, positive(field, *n)?));
         }
         if max_bytes.is_none() && per_tool.is_empty() {
-            return Err("options: size-cap needs `max_bytes` or `per_tool`".into());
+            return Err(OptionError::new(
+                "options",
+                "size-cap needs `max_bytes` or `per_tool`",
+            ));
         }
         Ok(SizeCap {
             max_bytes,
-            mode,
+            mode: options.mode,
             per_tool,
         })
     }
@@ -229,7 +218,11 @@ mod tests {
     use super::*;
 
     fn cap(options: Value) -> SizeCap {
-        SizeCap::from_options(&options).unwrap()
+        let sluice_config::BuiltinOptions::SizeCap(o) = crate::builtin::parsed("size-cap", options)
+        else {
+            unreachable!("size-cap options")
+        };
+        SizeCap::from_options(&o).unwrap()
     }
 
     #[test]
@@ -295,8 +288,17 @@ mod tests {
         assert_eq!(c.apply(Some("big_one"), &mut r), Ok(None));
         assert_eq!(c.cap_for(Some("huge.x")), Some(1000));
         assert_eq!(c.cap_for(Some("bigone")), Some(3));
-        assert!(SizeCap::from_options(&json!({"mode": "refuse"})).is_err());
-        assert!(SizeCap::from_options(&json!({"max_bytes": 0})).is_err());
-        assert!(SizeCap::from_options(&json!({"max_bytes": 1, "mode": "snip"})).is_err());
+        use crate::builtin::rejected;
+        assert!(rejected("size-cap", json!({"mode": "refuse"})));
+        assert!(rejected("size-cap", json!({"max_bytes": 0})));
+        assert!(rejected(
+            "size-cap",
+            json!({"max_bytes": 1, "mode": "snip"})
+        ));
+        let zero = SizeCapOptions {
+            max_bytes: Some(0),
+            ..SizeCapOptions::default()
+        };
+        assert!(SizeCap::from_options(&zero).is_err());
     }
 }

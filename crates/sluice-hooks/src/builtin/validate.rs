@@ -44,18 +44,6 @@ fn violation(e: &jsonschema::ValidationError<'_>) -> Value {
 }
 
 impl Validate {
-    /// Build from the hook's `options` (it has none; tool selection is the hook's `matcher`).
-    pub fn from_options(options: &Value) -> Result<Validate, String> {
-        match options {
-            Value::Null => Ok(Validate::default()),
-            Value::Object(m) => match m.keys().next() {
-                None => Ok(Validate::default()),
-                Some(k) => Err(format!("options.{k}: unknown option (validate has none)")),
-            },
-            _ => Err("options: must be an object".into()),
-        }
-    }
-
     fn validator(&self, tool: &str, schema: &Value) -> Option<Arc<jsonschema::Validator>> {
         if let Some((cached, v)) = self.cache.lock().get(tool) {
             if cached == schema {
@@ -131,7 +119,7 @@ mod tests {
 
     #[test]
     fn lists_every_violation() {
-        let v = Validate::from_options(&Value::Null).unwrap();
+        let v = Validate::default();
         let tool = add_tool();
         let d = v.decide(
             &call("fx_add", json!({"a": "x", "mode": "slow", "c": 1})),
@@ -192,6 +180,6 @@ mod tests {
             v.decide(&call("r", json!({"a": 1})), Some(&remote)),
             Decision::Pass
         );
-        assert!(Validate::from_options(&json!({"x": 1})).is_err());
+        assert!(crate::builtin::rejected("validate", json!({"x": 1})));
     }
 }
