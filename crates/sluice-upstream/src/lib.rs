@@ -17,6 +17,7 @@ mod core;
 mod error;
 pub mod framing;
 mod http;
+mod lists;
 pub mod local;
 pub mod slot;
 mod sse;
@@ -26,7 +27,7 @@ pub use self::core::{Event, ExtraHeaders, Incoming, StderrTail};
 pub use connection::{Connection, OpenOptions};
 pub use error::UpstreamError;
 pub use http::header_value;
+pub use lists::{fetch_lists, UpstreamLists};
 pub use slot::{
-    client_info, fetch_lists, Done, SessionRef, Slot, SlotEnv, SlotEvent, SlotState, Status,
-    Timing, UpstreamLists,
+    client_info, Done, SessionRef, Slot, SlotEnv, SlotEvent, SlotState, Status, Timing,
 };

@@ -1,0 +1,79 @@
+//! An upstream's lists: what it offers (tools, prompts, resources, resource templates), read
+//! page by page over a connection as its capabilities announce them.
+
+use crate::Connection;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// What one upstream currently offers (fetched by its control connection).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpstreamLists {
+    /// `tools/list`, every page.
+    pub tools: Vec<Value>,
+    /// `prompts/list`, every page.
+    pub prompts: Vec<Value>,
+    /// `resources/list`, every page.
+    pub resources: Vec<Value>,
+    /// `resources/templates/list`, every page.
+    pub templates: Vec<Value>,
+}
+
+/// Fetch every page of one list (bounded to 1000 pages).
+async fn fetch_all(
+    conn: &Connection,
+    method: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+        let reply = conn
+            .call(method, params, timeout)
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        let Some(result) = reply.result() else {
+            return Err(format!(
+                "{method} failed: {}",
+                reply.error_obj().cloned().unwrap_or(Value::Null)
+            ));
+        };
+        if let Some(items) = result.get(key).and_then(Value::as_array) {
+            out.extend(items.iter().cloned());
+        }
+        match result.get("nextCursor").and_then(Value::as_str) {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+            _ => return Ok(out),
+        }
+    }
+    Ok(out)
+}
+
+/// Fetch the lists the upstream's capabilities say it has.
+pub async fn fetch_lists(
+    conn: &Connection,
+    caps: &Value,
+    timeout: Duration,
+) -> Result<UpstreamLists, String> {
+    let mut lists = UpstreamLists::default();
+    if caps.get("tools").is_some() {
+        lists.tools = fetch_all(conn, "tools/list", "tools", timeout).await?;
+    }
+    if caps.get("prompts").is_some() {
+        lists.prompts = fetch_all(conn, "prompts/list", "prompts", timeout).await?;
+    }
+    if caps.get("resources").is_some() {
+        lists.resources = fetch_all(conn, "resources/list", "resources", timeout).await?;
+        // Templates are optional even with the resources capability.
+        lists.templates = fetch_all(
+            conn,
+            "resources/templates/list",
+            "resourceTemplates",
+            timeout,
+        )
+        .await
+        .unwrap_or_default();
+    }
+    Ok(lists)
+}
