@@ -3,7 +3,6 @@
 //! reloads by diff; watches the tree; ends and reaps sessions; shuts down. [`apply_tree`] is
 //! the one way an edit of the tree becomes live, whichever face made it.
 
-use crate::audit::Audit;
 use crate::catalog::{Catalog, ListKind};
 use crate::gateway_tools;
 use crate::listeners::Listeners;
@@ -12,6 +11,7 @@ use parking_lot::Mutex;
 use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, ConfigError, ConfigErrors, Settings, Transport, UpstreamSpec};
 use sluice_hooks::Chain;
+use sluice_telemetry::Audit;
 use sluice_upstream::{Slot, SlotEnv, SlotEvent, Timing};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,7 +81,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         listeners: Listeners::default(),
         traffic: broadcast::channel(4096).0,
         changes: changes_tx,
-        telemetry: crate::telemetry::Telemetry::start(&config.settings.telemetry),
+        telemetry: sluice_telemetry::Telemetry::start(&config.settings.telemetry),
         shutdown,
         reloads: ReloadStats::default(),
         bound: Mutex::new(None),

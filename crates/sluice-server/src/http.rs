@@ -158,8 +158,8 @@ async fn mcp(
     };
     match method {
         Method::POST => {
-            let parent = crate::telemetry::http_parent(gw.rt.telemetry.as_deref(), &headers);
-            crate::telemetry::with_http_parent(parent, post(&face, headers, body, principal)).await
+            let parent = sluice_telemetry::http_parent(gw.rt.telemetry.as_deref(), &headers);
+            sluice_telemetry::with_http_parent(parent, post(&face, headers, body, principal)).await
         }
         Method::GET => get(gw, headers, principal).await,
         Method::DELETE => delete(gw, headers, principal).await,

@@ -9,7 +9,6 @@
 
 pub mod access;
 pub mod admin;
-pub mod audit;
 pub mod calls;
 pub mod catalog;
 pub mod channel;
@@ -25,7 +24,6 @@ pub mod session;
 pub mod state;
 pub mod stdio;
 pub mod stream;
-pub mod telemetry;
 #[cfg(test)]
 mod testing;
 

@@ -5,17 +5,16 @@
 //! table, listen streams, traffic, telemetry, reload statistics, shutdown), which no reload
 //! replaces.
 
-use crate::audit::{Audit, Exchange};
 use crate::calls::CallTable;
 use crate::catalog::Catalog;
 use crate::listeners::Listeners;
 use crate::session::Session;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
-use serde_json::Value;
 use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, Settings};
 use sluice_hooks::Chain;
+use sluice_telemetry::{Audit, Call, Caller, Exchange, Telemetry};
 use sluice_upstream::{Slot, SlotEnv, Timing};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -55,15 +54,21 @@ impl State {
     }
 
     /// Record one exchange: to the audit log and to live traffic subscribers.
-    pub fn record(&self, snap: &Snapshot, session: &Session, exchange: Exchange<'_>) {
+    pub fn record(&self, snap: &Snapshot, session: &Session, call: Call<'_>) {
         let watchers = self.rt.traffic.receiver_count() > 0;
         if !snap.audit.enabled() && !watchers {
             return;
         }
-        let event = crate::audit::event(session, &exchange);
-        snap.audit.write(&event);
+        let principal = session.principal();
+        let caller = Caller {
+            session: &session.id,
+            client: session.init.client_info.get("name"),
+            principal: principal.as_ref().map(|p| p.id.as_str()),
+        };
+        let exchange = Exchange::new(caller, call);
+        snap.audit.write(&exchange);
         if watchers {
-            let _ = self.rt.traffic.send(Arc::new(event));
+            let _ = self.rt.traffic.send(Arc::new(exchange));
         }
     }
 }
@@ -76,12 +81,12 @@ pub struct Runtime {
     pub calls: CallTable,
     /// `subscriptions/listen` streams of 2026-07-28 clients.
     pub listeners: Listeners,
-    /// Live traffic: one event per recorded exchange (the audit line's shape).
-    pub traffic: broadcast::Sender<Arc<Value>>,
+    /// Live traffic: every recorded exchange (serialized, the audit line's shape).
+    pub traffic: broadcast::Sender<Arc<Exchange>>,
     /// Lists that changed (the notifications to send), for the inbound driver to announce.
     pub changes: mpsc::UnboundedSender<Vec<&'static str>>,
     /// The trace exporter (None: tracing is off; `sluice.json` changes need a restart).
-    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
+    pub telemetry: Option<Arc<Telemetry>>,
     /// Cancelled when the gateway shuts down.
     pub shutdown: CancellationToken,
     /// Results of live reloads of the tree (for metrics and the admin page).

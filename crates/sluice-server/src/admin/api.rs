@@ -636,7 +636,7 @@ async fn traffic_recent(State(admin): S) -> Response {
         .metrics
         .recent()
         .iter()
-        .map(|e| (**e).clone())
+        .map(|e| e.to_value())
         .collect();
     Json(json!({"events": events})).into_response()
 }
@@ -655,7 +655,7 @@ async fn traffic_stream(State(admin): S) -> Response {
             _ = gw.rt.shutdown.cancelled() => return None,
         };
         let chunk = match next {
-            Ok(ev) => format!("data: {ev}\n\n"),
+            Ok(ev) => format!("data: {}\n\n", ev.to_line()),
             Err(RecvError::Lagged(n)) => format!("event: lagged\ndata: {n}\n\n"),
             Err(RecvError::Closed) => return None,
         };

@@ -29,7 +29,7 @@ use serde_json::json;
 use sluice_upstream::Status;
 use std::sync::Arc;
 
-pub use metrics::Metrics;
+pub use sluice_telemetry::Metrics;
 
 /// How the admin listener runs.
 #[derive(Debug, Clone)]
@@ -55,7 +55,12 @@ impl Admin {
     /// Subscribe to the gateway's traffic now (so nothing is missed) and count it from then on.
     pub fn start(st: Arc<Gw>, opts: AdminOptions) -> Arc<Admin> {
         let metrics = Arc::new(Metrics::default());
-        tokio::spawn(metrics.clone().run(st.clone(), st.rt.traffic.subscribe()));
+        let shutdown = st.rt.shutdown.clone();
+        tokio::spawn(
+            metrics
+                .clone()
+                .run(st.rt.traffic.subscribe(), shutdown.cancelled_owned()),
+        );
         Arc::new(Admin { st, metrics, opts })
     }
 }
@@ -159,7 +164,7 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
 }
 
 async fn metrics_text(State(admin): State<Arc<Admin>>) -> Response {
-    let text = admin.metrics.render(&admin.st);
+    let text = admin.metrics.render(&metrics::gauges(&admin.st));
     Response::builder()
         .header(
             header::CONTENT_TYPE,

@@ -9,6 +9,7 @@ use crate::session::{id_key, InflightCall, Session};
 use crate::state::{Snapshot, State};
 use serde_json::{json, Value};
 use sluice_core::{codes, headers, Message, RpcError};
+use sluice_telemetry::UpstreamSpan;
 use sluice_upstream::{Connection, ExtraHeaders, Slot, Status, UpstreamError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -44,10 +45,13 @@ pub async fn call(
         }
     }
     // Tracing: a child span of the request's, its context passed upstream.
-    let span = crate::telemetry::UpstreamSpan::start(st.rt.telemetry.as_ref());
+    let span = UpstreamSpan::start(st.rt.telemetry.as_ref());
     let mut headers = ExtraHeaders::default();
-    if let Some(s) = &span {
-        s.propagate(&slot.spec, &mut msg, &mut headers);
+    if let Some(traceparent) = span
+        .as_ref()
+        .and_then(|s| s.propagate(&slot.spec, &mut msg))
+    {
+        headers.push("traceparent", traceparent);
     }
     if conn.is_modern() {
         modern_upstream_request(slot, session, &mut msg, &mut headers);
@@ -127,7 +131,7 @@ pub async fn call(
             &method,
             up_id,
             upstream_tool.as_deref(),
-            &result,
+            result.as_ref().map_err(|e| e as &dyn std::fmt::Display),
         );
     }
     if cancelled.load(Ordering::SeqCst) {

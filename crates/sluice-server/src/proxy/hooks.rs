@@ -2,12 +2,12 @@
 //! response phase for messages toward a client that answer none of its requests (upstream
 //! requests and notifications, the gateway's own notifications).
 
-use crate::audit::Exchange;
 use crate::catalog::Catalog;
 use crate::session::Session;
 use crate::state::{Snapshot, State};
 use sluice_core::Message;
 use sluice_hooks::{Ctx, Refusal, Trace};
+use sluice_telemetry::Call;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -92,7 +92,7 @@ pub async fn to_client(
         st.record(
             &snap,
             session,
-            Exchange {
+            Call {
                 method: &facts.method,
                 tool: None,
                 upstream,

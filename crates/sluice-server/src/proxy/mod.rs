@@ -18,7 +18,6 @@ pub mod inbound;
 pub mod route;
 
 use crate::access;
-use crate::audit::Exchange;
 use crate::channel::{Outcome, Sink};
 #[cfg(test)]
 use crate::control;
@@ -31,6 +30,7 @@ use route::Target;
 use serde_json::{json, Value};
 use sluice_core::{Kind, Message, RpcError};
 use sluice_hooks::{Phase, RequestOutcome, Trace};
+use sluice_telemetry::Call;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -195,7 +195,7 @@ fn record(
     st.record(
         snap,
         session,
-        Exchange {
+        Call {
             method: &facts.method,
             tool: facts.tool_name.as_deref(),
             upstream: facts.upstream.as_deref(),
@@ -478,13 +478,13 @@ mod tests {
         let a = traffic.recv().await.unwrap();
         let b = traffic.recv().await.unwrap();
         assert_eq!(
-            (&a["tool"], &a["upstream"], &a["outcome"]),
-            (&json!("fx_add"), &json!("fx"), &json!("refused"))
+            (a.tool.as_deref(), a.upstream.as_deref(), a.outcome.as_str()),
+            (Some("fx_add"), Some("fx"), "refused")
         );
-        assert_eq!(a["hooks"][0]["decision"], json!("refuse"));
+        assert_eq!(a.hooks[0].decision, "refuse");
         assert_eq!(
-            (&b["tool"], &b["outcome"], &b["error"]),
-            (&json!("fx_echo"), &json!("error"), &json!(DISPATCHED.1))
+            (b.tool.as_deref(), b.outcome.as_str(), b.error.as_deref()),
+            (Some("fx_echo"), "error", Some(DISPATCHED.1))
         );
         assert!(traffic.try_recv().is_err(), "recorded once each");
     }
@@ -497,10 +497,10 @@ mod tests {
         let reply = call(&st, "fx_add", json!({})).await;
         assert_eq!(error(&reply), (-32602, "Unknown tool: fx_add".to_string()));
         let ev = traffic.recv().await.unwrap();
-        assert_eq!(ev["outcome"], json!("refused"));
+        assert_eq!(ev.outcome, "refused");
         assert_eq!(
-            ev["error"],
-            json!("access rules: an unauthenticated caller may not use the tool fx_add")
+            ev.error.as_deref(),
+            Some("access rules: an unauthenticated caller may not use the tool fx_add")
         );
     }
 

@@ -1,0 +1,228 @@
+//! The typed record of one exchange (a tool call, a refusal): what the audit line carries, what
+//! the live traffic view shows and what the metrics count.
+//!
+//! It serializes to the audit line's JSON, field for field in this order (`time`, `session`,
+//! `client`, `principal`, `method`, `tool`, `upstream`, `duration_ms`, `outcome`, `error`,
+//! `explain_reason`, `controls`, `hooks`); the e2e tests and the admin page read that shape.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sluice_hooks::Trace;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// One recorded exchange.
+#[derive(Debug, Clone, Serialize)]
+pub struct Exchange {
+    /// When it was recorded (`YYYY-MM-DDTHH:MM:SS.mmmZ`).
+    pub time: String,
+    /// The client session's id.
+    pub session: String,
+    /// The client's `clientInfo.name`, as it sent it.
+    pub client: Option<Value>,
+    /// The authenticated principal's id.
+    pub principal: Option<String>,
+    /// The method.
+    pub method: String,
+    /// The client-facing tool name (tools/call).
+    pub tool: Option<String>,
+    /// The upstream it went to.
+    pub upstream: Option<String>,
+    /// From the request's arrival to the recording, in milliseconds.
+    pub duration_ms: f64,
+    /// `ok`, `error`, `refused` or `cancelled`.
+    pub outcome: String,
+    /// The error or refusal reason.
+    pub error: Option<String>,
+    /// The reason the explain hook recorded.
+    pub explain_reason: Option<String>,
+    /// What the response controls changed, by builtin.
+    pub controls: Map<String, Value>,
+    /// Each hook's decision, in the order they ran.
+    pub hooks: Vec<HookLine>,
+}
+
+/// One hook's decision in an [`Exchange`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HookLine {
+    /// The hook id.
+    pub id: String,
+    /// `request` or `response`.
+    pub phase: &'static str,
+    /// `pass`, `modify`, `answer`, `refuse` or `error`.
+    pub decision: &'static str,
+    /// The refusal reason, or the failure.
+    pub reason: Option<String>,
+    /// How long it took, µs.
+    pub us: u64,
+}
+
+/// Who made the exchange: the session's facts, as plain values.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// The session id.
+    pub session: &'a str,
+    /// The client's `clientInfo.name`.
+    pub client: Option<&'a Value>,
+    /// The authenticated principal's id.
+    pub principal: Option<&'a str>,
+}
+
+/// What happened, as the request driver knows it when the exchange ends.
+#[derive(Debug)]
+pub struct Call<'a> {
+    /// The method.
+    pub method: &'a str,
+    /// The client-facing tool name (tools/call).
+    pub tool: Option<&'a str>,
+    /// The upstream it went to.
+    pub upstream: Option<&'a str>,
+    /// When it started.
+    pub started: Instant,
+    /// `ok`, `error`, `refused` or `cancelled`.
+    pub outcome: &'a str,
+    /// The error or refusal reason.
+    pub error: Option<String>,
+    /// What the hooks decided.
+    pub trace: &'a Trace,
+}
+
+impl Exchange {
+    /// The record of `call`, made by `caller`, ending now.
+    pub fn new(caller: Caller<'_>, call: Call<'_>) -> Exchange {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let hooks = call
+            .trace
+            .records
+            .iter()
+            .map(|r| HookLine {
+                id: r.id.clone(),
+                phase: r.phase.as_str(),
+                decision: r.decision,
+                reason: r.reason.clone(),
+                us: r.micros,
+            })
+            .collect();
+        Exchange {
+            time: rfc3339(now),
+            session: caller.session.to_string(),
+            client: caller.client.cloned(),
+            principal: caller.principal.map(str::to_string),
+            method: call.method.to_string(),
+            tool: call.tool.map(str::to_string),
+            upstream: call.upstream.map(str::to_string),
+            duration_ms: call.started.elapsed().as_secs_f64() * 1000.0,
+            outcome: call.outcome.to_string(),
+            error: call.error,
+            explain_reason: call.trace.explain_reason.clone(),
+            controls: call.trace.controls.clone(),
+            hooks,
+        }
+    }
+
+    /// The audit line (compact JSON, no newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// As a JSON value (the admin API's traffic views).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a Unix time in milliseconds.
+pub fn rfc3339(ms: u128) -> String {
+    let secs = (ms / 1000) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use sluice_hooks::{HookRecord, Phase};
+
+    #[test]
+    fn formats_utc_times() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_796_000_000_123), "2026-11-30T00:53:20.123Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    /// The line is byte for byte what the server wrote with `json!` before the record was typed.
+    #[test]
+    fn the_audit_line_keeps_its_shape() {
+        let mut trace = Trace {
+            explain_reason: Some("because".into()),
+            ..Trace::default()
+        };
+        trace.controls.insert("mask".into(), json!(2));
+        trace.records.push(HookRecord {
+            id: "no-add".into(),
+            phase: Phase::Request,
+            decision: "refuse",
+            reason: Some("no \"adding\"".into()),
+            micros: 12,
+            started: Instant::now(),
+        });
+        let client = json!("cli");
+        let x = Exchange::new(
+            Caller {
+                session: "s1",
+                client: Some(&client),
+                principal: None,
+            },
+            Call {
+                method: "tools/call",
+                tool: Some("fx_add"),
+                upstream: None,
+                started: Instant::now(),
+                outcome: "refused",
+                error: Some("no".into()),
+                trace: &trace,
+            },
+        );
+        let hooks: Vec<Value> = trace
+            .records
+            .iter()
+            .map(|r| json!({"id": r.id, "phase": r.phase.as_str(), "decision": r.decision, "reason": r.reason, "us": r.micros}))
+            .collect();
+        let before = json!({
+            "time": x.time,
+            "session": "s1",
+            "client": client,
+            "principal": Value::Null,
+            "method": "tools/call",
+            "tool": Some("fx_add"),
+            "upstream": None::<&str>,
+            "duration_ms": x.duration_ms,
+            "outcome": "refused",
+            "error": Some("no"),
+            "explain_reason": trace.explain_reason,
+            "controls": trace.controls,
+            "hooks": hooks,
+        });
+        assert_eq!(x.to_line(), before.to_string());
+        assert_eq!(x.to_value(), before);
+    }
+}
