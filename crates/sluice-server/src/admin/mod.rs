@@ -16,6 +16,7 @@
 pub mod api;
 pub mod assets;
 pub mod metrics;
+pub mod traffic;
 
 use crate::state::State as Gw;
 use axum::body::Body;
@@ -115,6 +116,7 @@ pub fn router(admin: Arc<Admin>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .merge(api::routes())
+        .merge(traffic::routes())
         .layer(axum::middleware::from_fn_with_state(
             admin.clone(),
             require_token,
