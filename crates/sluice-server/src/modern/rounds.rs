@@ -41,11 +41,25 @@ pub struct Rounds {
     parked: Mutex<HashMap<String, Parked>>,
 }
 
-/// A call waiting for the client's answers to its input requests.
-struct Parked {
+/// A call in flight upstream: the session it runs on, the channel it emits on, and the guard
+/// that cancels it.
+struct Call {
     session: Arc<Session>,
     rx: mpsc::UnboundedReceiver<Out>,
     guard: CancelGuard,
+}
+
+/// What identifies the client's request across its rounds: its id (every round's reply takes
+/// it), its method, and its [`state::digest`].
+struct Request {
+    id: Value,
+    method: String,
+    digest: String,
+}
+
+/// A call waiting for the client's answers to its input requests.
+struct Parked {
+    call: Call,
     /// Input request key → the id Sluice gave the upstream's request, and the request itself.
     pending: Vec<(String, Value)>,
     expires: Instant,
@@ -115,49 +129,46 @@ pub async fn start(
         work: work.abort_handle(),
         armed: true,
     };
-    round(st, rounds, session, rx, guard, id, method, digest, log, out).await
+    let call = Call { session, rx, guard };
+    let request = Request { id, method, digest };
+    round(st, rounds, call, request, log, out).await
 }
 
 /// Follow a call until its reply or its first request for input, emitting its notifications
 /// on `out`. A request the upstream sends the client ends the round with an `input_required`
 /// result and parks the call. When the receiver of `out` goes away (the client closed the
 /// stream) the guard cancels the call.
-#[allow(clippy::too_many_arguments)]
 async fn round(
     st: Arc<State>,
     rounds: Arc<Rounds>,
-    session: Arc<Session>,
-    mut rx: mpsc::UnboundedReceiver<Out>,
-    mut guard: CancelGuard,
-    reply_id: Value,
-    method: String,
-    digest: String,
+    mut call: Call,
+    request: Request,
     log: Option<u8>,
     out: mpsc::UnboundedSender<Message>,
 ) {
     loop {
         let item = tokio::select! {
-            i = rx.recv() => i,
+            i = call.rx.recv() => i,
             () = out.closed() => return,
         };
         let Some(item) = item else {
-            guard.armed = false;
+            call.guard.armed = false;
             let err = RpcError::internal("the call ended without a reply");
-            let _ = out.send(Message::error(reply_id, &err));
+            let _ = out.send(Message::error(request.id, &err));
             return;
         };
         let Out::Msg(m) = item else { continue };
         if is_reply(&m) {
             // The call needs a capability the client lacks: it fails, and stops upstream
             // (the guard stays armed).
-            guard.armed = m.error_code() == Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY);
+            call.guard.armed = m.error_code() == Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY);
             let mut m = m;
-            m.set_id(reply_id);
-            let _ = out.send(decorate(&st, &method, m));
+            m.set_id(request.id);
+            let _ = out.send(decorate(&st, &request.method, m));
             return;
         }
         if m.kind() == Kind::Request {
-            let reply = park(&rounds, session, rx, guard, m, &reply_id, &method, digest);
+            let reply = park(&rounds, call, m, request);
             let _ = out.send(reply);
             return;
         }
@@ -176,19 +187,9 @@ async fn round(
 
 /// Park a call that needs the client's input; answer `input_required` with every input request
 /// that is already waiting (one round gathers what the upstream asked for at once).
-#[allow(clippy::too_many_arguments)]
-fn park(
-    rounds: &Rounds,
-    session: Arc<Session>,
-    mut rx: mpsc::UnboundedReceiver<Out>,
-    guard: CancelGuard,
-    first: Message,
-    reply_id: &Value,
-    method: &str,
-    digest: String,
-) -> Message {
+fn park(rounds: &Rounds, mut call: Call, first: Message, request: Request) -> Message {
     let mut requests = vec![first];
-    while let Ok(Out::Msg(m)) = rx.try_recv() {
+    while let Ok(Out::Msg(m)) = call.rx.try_recv() {
         if m.kind() == Kind::Request {
             requests.push(m);
         }
@@ -207,11 +208,11 @@ fn park(
         })
         .collect();
     let token = uuid::Uuid::new_v4().simple().to_string();
-    let principal = session.principal().map(|p| p.id.clone());
+    let principal = call.session.principal().map(|p| p.id.clone());
     let state = rounds.signer.sign(&Claims {
         token: token.clone(),
         principal,
-        digest,
+        digest: request.digest,
         expires: state::unix_now() + STATE_TTL.as_secs(),
     });
     let input_requests: Map<String, Value> = pending.iter().cloned().collect();
@@ -232,17 +233,18 @@ fn park(
         parked.insert(
             token,
             Parked {
-                session,
-                rx,
-                guard,
+                call,
                 pending,
                 expires: now + STATE_TTL,
             },
         );
     }
-    tracing::debug!(method, "modern call waits for the client's input");
+    tracing::debug!(
+        method = request.method,
+        "modern call waits for the client's input"
+    );
     Message::response(
-        reply_id.clone(),
+        request.id,
         json!({
             "resultType": "input_required",
             "inputRequests": input_requests,
@@ -291,17 +293,13 @@ async fn resume(
         .cloned()
         .unwrap_or_default();
     let Parked {
-        session: call_session,
-        rx,
-        guard,
-        pending,
-        ..
+        mut call, pending, ..
     } = parked;
     let mut missing = Vec::new();
     for (key, request) in pending {
         match responses.get(&key) {
             Some(answer) => crate::proxy::inbound::relay_client_reply(
-                &call_session,
+                &call.session,
                 Message::response(json!(key), answer.clone()),
             ),
             None => missing.push((key, request)),
@@ -327,33 +325,12 @@ async fn resume(
         }
         drop(tx);
         // Re-park with the original receiver; the extra requests ride in front of it.
-        let merged = merge(rx2, rx);
-        let _ = out.send(park(
-            &rounds,
-            call_session,
-            merged,
-            guard,
-            first,
-            &id,
-            &method,
-            digest,
-        ));
+        call.rx = merge(rx2, call.rx);
+        let _ = out.send(park(&rounds, call, first, Request { id, method, digest }));
         return;
     }
     let log = wanted_log_rank(&msg);
-    round(
-        st,
-        rounds,
-        call_session,
-        rx,
-        guard,
-        id,
-        method,
-        digest,
-        log,
-        out,
-    )
-    .await
+    round(st, rounds, call, Request { id, method, digest }, log, out).await
 }
 
 /// One receiver that yields everything of `a`, then everything of `b`.
