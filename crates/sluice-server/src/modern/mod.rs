@@ -318,9 +318,126 @@ fn decorate(st: &State, method: &str, mut reply: Message) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing;
 
     fn request(method: &str, params: Value) -> Message {
         Message::request(json!(1), method, Some(params))
+    }
+
+    /// Headers as (lowercase name, value) pairs.
+    struct Headers(Vec<(&'static str, &'static str)>);
+
+    impl HeaderSource for Headers {
+        fn header(&self, name: &str) -> Option<Option<&str>> {
+            self.0
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| Some(*v))
+        }
+    }
+
+    /// A modern request with its envelope naming `version`.
+    fn modern(method: &str, version: &str, mut params: Value) -> Message {
+        params["_meta"] = json!({
+            meta::PROTOCOL_VERSION: version,
+            meta::CLIENT_CAPABILITIES: {},
+        });
+        request(method, params)
+    }
+
+    fn gateway() -> Arc<State> {
+        let mut lists = testing::tools(&["echo"]);
+        lists.tools[0]["inputSchema"] = json!({
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}
+        });
+        testing::state(
+            &[testing::expose(&["fx"])],
+            &[("fx", lists, json!({"tools": {}}))],
+        )
+    }
+
+    fn refused(r: Result<Admitted, Refusal>) -> (i64, bool) {
+        match r {
+            Err(refusal) => (refusal.error.code, refusal.unknown_method),
+            Ok(_) => panic!("admitted"),
+        }
+    }
+
+    #[test]
+    fn admit_checks_envelope_version_and_method_in_that_order() {
+        let st = gateway();
+        let v = "2026-07-28";
+        let no_envelope = request("tools/list", json!({}));
+        assert_eq!(
+            refused(admit(&st, &no_envelope, None)),
+            (codes::INVALID_PARAMS, false)
+        );
+        let old = modern("nope/nope", "2025-11-25", json!({}));
+        assert_eq!(
+            refused(admit(&st, &old, None)),
+            (codes::UNSUPPORTED_PROTOCOL_VERSION, false)
+        );
+        let unknown = modern("ping", v, json!({}));
+        assert_eq!(
+            refused(admit(&st, &unknown, None)),
+            (codes::METHOD_NOT_FOUND, true)
+        );
+        assert!(matches!(
+            admit(&st, &modern("subscriptions/listen", v, json!({})), None),
+            Ok(Admitted::Listen)
+        ));
+        match admit(
+            &st,
+            &modern("tools/call", v, json!({"name": "fx_echo"})),
+            None,
+        ) {
+            Ok(Admitted::Call { requested }) => assert_eq!(requested, v),
+            _ => panic!("a call"),
+        }
+        let Ok(Admitted::Discover(reply)) =
+            admit(&st, &modern("server/discover", v, json!({})), None)
+        else {
+            panic!("discover is answered");
+        };
+        let result = reply.result().expect("a result");
+        assert_eq!(result["resultType"], json!("complete"));
+        assert_eq!(result["cacheScope"], json!("public"));
+        assert_eq!(result["supportedVersions"], json!(version::ALL_VERSIONS));
+        assert_eq!(result["_meta"][meta::SERVER_INFO]["name"], json!("sluice"));
+        assert!(result["capabilities"].get("logging").is_none());
+    }
+
+    #[test]
+    fn on_http_the_header_rules_come_before_the_version_and_use_the_catalogs_schema() {
+        let st = gateway();
+        // No headers at all: the mismatch is found before the unsupported version.
+        let old = modern("tools/list", "2025-11-25", json!({}));
+        let none = Headers(vec![]);
+        assert_eq!(
+            refused(admit(&st, &old, Some(&none))),
+            (codes::HEADER_MISMATCH, false)
+        );
+        let v = "2026-07-28";
+        let call = modern(
+            "tools/call",
+            v,
+            json!({"name": "fx_echo", "arguments": {"region": "eu"}}),
+        );
+        let mut h = vec![
+            ("mcp-protocol-version", v),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "fx_echo"),
+        ];
+        assert_eq!(
+            refused(admit(&st, &call, Some(&Headers(h.clone())))),
+            (codes::HEADER_MISMATCH, false)
+        );
+        h.push(("mcp-param-region", "eu"));
+        assert!(matches!(
+            admit(&st, &call, Some(&Headers(h))),
+            Ok(Admitted::Call { .. })
+        ));
     }
 
     #[test]
@@ -338,6 +455,29 @@ mod tests {
             let e = envelope(&request("tools/list", params)).unwrap_err();
             assert_eq!(e.code, codes::INVALID_PARAMS);
         }
+    }
+
+    #[test]
+    fn http_requests_for_the_modern_side() {
+        let v = meta::PROTOCOL_VERSION;
+        let list = request("tools/list", json!({"_meta": {v: "2026-07-28"}}));
+        assert!(detect(&Headers(vec![]), &list));
+        // A session makes it legacy, whatever the body says.
+        assert!(!detect(&Headers(vec![("mcp-session-id", "s1")]), &list));
+        let bare = request("tools/list", json!({}));
+        assert!(!detect(&Headers(vec![]), &bare));
+        let modern_header = Headers(vec![("mcp-protocol-version", "2026-07-28")]);
+        assert!(detect(&modern_header, &bare));
+        assert!(detect(
+            &Headers(vec![]),
+            &request("server/discover", json!({}))
+        ));
+        // initialize is legacy unless dressed as a modern request.
+        let init = request("initialize", json!({"protocolVersion": "2025-11-25"}));
+        assert!(!detect(&Headers(vec![]), &init));
+        assert!(detect(&modern_header, &init));
+        let init = request("initialize", json!({"_meta": {v: "2026-07-28"}}));
+        assert!(detect(&Headers(vec![]), &init));
     }
 
     #[test]
