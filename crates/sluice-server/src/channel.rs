@@ -2,7 +2,7 @@
 //! channel ([`Out`]), where it goes ([`Sink`]), and what became of a request ([`Outcome`]).
 
 use serde_json::Value;
-use sluice_core::{codes, Message, RpcError};
+use sluice_core::{codes, Kind, Message, RpcError};
 use tokio::sync::mpsc;
 
 /// What travels toward a client on a request's own channel.
@@ -26,6 +26,11 @@ pub fn send_msg(sink: &Sink, msg: Message) -> Result<(), Message> {
         Out::Msg(m) => m,
         _ => unreachable!("sent a message"),
     })
+}
+
+/// Is this message the end of a request (its result or its error)?
+pub fn is_reply(m: &Message) -> bool {
+    matches!(m.kind(), Kind::Response | Kind::Error)
 }
 
 /// What became of a client request.

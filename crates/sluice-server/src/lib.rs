@@ -16,16 +16,16 @@ pub mod control;
 pub mod drift;
 pub mod features;
 pub mod gateway_tools;
-pub mod http;
+mod http_parts;
 pub mod listeners;
 pub mod modern;
 pub mod proxy;
 pub mod session;
 pub mod state;
-pub mod stdio;
 pub mod stream;
 #[cfg(test)]
 mod testing;
+pub mod transport;
 
 use parking_lot::Mutex;
 use sluice_auth::Authenticator;
@@ -38,7 +38,7 @@ use std::time::Duration;
 pub struct Server {
     /// What is in force and what is happening.
     pub state: Arc<State>,
-    rounds: Arc<modern::Rounds>,
+    rounds: Arc<modern::rounds::Rounds>,
     inbound: Mutex<Option<control::Inbound>>,
 }
 
@@ -48,7 +48,7 @@ impl Server {
         let (state, inbound) = control::build(config);
         Arc::new(Server {
             state,
-            rounds: Arc::new(modern::Rounds::default()),
+            rounds: Arc::new(modern::rounds::Rounds::default()),
             inbound: Mutex::new(Some(inbound)),
         })
     }
@@ -88,11 +88,11 @@ impl Server {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let face = Arc::new(http::Face {
+        let face = Arc::new(transport::http::Face {
             st: self.state.clone(),
             rounds: self.rounds.clone(),
         });
-        http::serve(face, listener, shutdown).await
+        transport::http::serve(face, listener, shutdown).await
     }
 
     /// Serve one client on `input`/`output` until the input ends (then shut down).
@@ -101,7 +101,7 @@ impl Server {
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
         W: tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        stdio::serve(self.state.clone(), self.rounds.clone(), input, output).await;
+        transport::stdio::serve(self.state.clone(), self.rounds.clone(), input, output).await;
     }
 
     /// Shut down: supervisors stop, sessions end, connections close.

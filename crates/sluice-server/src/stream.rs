@@ -1,6 +1,12 @@
-//! Replayable SSE streams: every message sent to a client over SSE is kept (bounded) in a
+//! SSE toward clients: the one frame encoder ([`Frame`], [`keep_alive`]) both eras write with;
+//! replayable streams, where every message sent to a client over SSE is kept (bounded) in a
 //! [`StreamBuf`] under an event id `<stream>-<seq>`, so a client that lost the connection can
-//! resume with `Last-Event-ID` and get only what it missed on that stream.
+//! resume with `Last-Event-ID` and get only what it missed on that stream; and [`live`], the
+//! unreplayable stream of a 2026-07-28 response (no ids, nothing kept).
+//!
+//! Hand-written rather than `axum::response::sse`: the replay buffer keeps events already
+//! framed, and the frames must come out byte for byte as clients and the conformance suite see
+//! them today (`event:`, `id:`, `retry:`, `data:`, in that order).
 
 use bytes::Bytes;
 use futures_util::Stream;
@@ -10,7 +16,102 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
+
+/// One SSE event: each field present is written on its own line in the order `event`, `id`,
+/// `retry`, `data` (one `data:` line per line of the data), then the blank line that ends it.
+#[derive(Default)]
+pub struct Frame<'a> {
+    /// The event type.
+    pub event: Option<&'a str>,
+    /// The event id (`Last-Event-ID` on reconnection).
+    pub id: Option<&'a str>,
+    /// The reconnection hint, ms.
+    pub retry: Option<u64>,
+    /// The payload.
+    pub data: Option<&'a str>,
+}
+
+impl Frame<'_> {
+    /// A message event (`event: message`), with this id when it has one.
+    pub fn message<'a>(id: Option<&'a str>, json: &'a str) -> Frame<'a> {
+        Frame {
+            event: Some("message"),
+            id,
+            retry: None,
+            data: Some(json),
+        }
+    }
+
+    /// Append the frame to `out`.
+    pub fn write(&self, out: &mut String) {
+        if let Some(e) = self.event {
+            out.push_str("event: ");
+            out.push_str(e);
+            out.push('\n');
+        }
+        if let Some(id) = self.id {
+            out.push_str("id: ");
+            out.push_str(id);
+            out.push('\n');
+        }
+        if let Some(ms) = self.retry {
+            out.push_str("retry: ");
+            out.push_str(&ms.to_string());
+            out.push('\n');
+        }
+        if let Some(data) = self.data {
+            for line in data.split('\n') {
+                out.push_str("data: ");
+                out.push_str(line.strip_suffix('\r').unwrap_or(line));
+                out.push('\n');
+            }
+        }
+        out.push('\n');
+    }
+
+    /// The frame as bytes.
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = String::new();
+        self.write(&mut out);
+        Bytes::from(out)
+    }
+}
+
+/// A comment frame (ignored by clients).
+pub fn comment(text: &'static str) -> Bytes {
+    Bytes::from(format!(": {text}\n\n"))
+}
+
+/// The comment sent on a silent stream so that proxies keep it open.
+pub fn keep_alive() -> Bytes {
+    Bytes::from_static(b": keep-alive\n\n")
+}
+
+/// An SSE body of messages, not kept for replay: `first`, then each message `rx` yields (with a
+/// keep-alive comment after each silent `keepalive`), ending when the sender is dropped. When
+/// the client closes the stream the body is dropped, and with it the receiver: the sender sees
+/// that (`closed()`), which is how a closed stream cancels a 2026-07-28 call.
+pub fn live(
+    rx: mpsc::UnboundedReceiver<Message>,
+    first: Option<Message>,
+    keepalive: Duration,
+) -> impl Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
+    let tick = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
+    let frame = |m: &Message| Frame::message(None, &m.to_json()).to_bytes();
+    futures_util::stream::unfold(
+        (rx, first, tick),
+        move |(mut rx, mut first, mut tick)| async move {
+            if let Some(m) = first.take() {
+                return Some((Ok(frame(&m)), (rx, None, tick)));
+            }
+            tokio::select! {
+                m = rx.recv() => m.map(|m| (Ok(frame(&m)), (rx, None, tick))),
+                _ = tick.tick() => Some((Ok(keep_alive()), (rx, None, tick))),
+            }
+        },
+    )
+}
 
 struct BufInner {
     events: VecDeque<(u64, Arc<str>)>,
@@ -125,13 +226,8 @@ impl StreamBuf {
                 let mut out = String::new();
                 for (seq, data) in g.events.iter() {
                     if *seq > *pos {
-                        out.push_str("event: message\nid: ");
-                        out.push_str(&self.id.to_string());
-                        out.push('-');
-                        out.push_str(&seq.to_string());
-                        out.push_str("\ndata: ");
-                        out.push_str(data);
-                        out.push_str("\n\n");
+                        let id = format!("{}-{seq}", self.id);
+                        Frame::message(Some(&id), data).write(&mut out);
                         *pos = *seq;
                     }
                 }
@@ -148,16 +244,20 @@ impl StreamBuf {
                 if g.epoch != epoch {
                     // Paused: tell the client when to come back, then close.
                     *pos = u64::MAX;
-                    return Some(Bytes::from(match g.retry {
-                        Some(ms) => format!("retry: {ms}\n\n"),
-                        None => String::from(": paused\n\n"),
-                    }));
+                    return Some(match g.retry {
+                        Some(ms) => Frame {
+                            retry: Some(ms),
+                            ..Frame::default()
+                        }
+                        .to_bytes(),
+                        None => comment("paused"),
+                    });
                 }
             }
             tokio::select! {
                 _ = notified => {}
                 _ = tokio::time::sleep(keepalive) => {
-                    return Some(Bytes::from_static(b": keep-alive\n\n"));
+                    return Some(keep_alive());
                 }
             }
         }
@@ -182,12 +282,14 @@ impl StreamBuf {
                     return None;
                 }
                 if prime {
-                    let retry = buf.inner.lock().retry;
-                    let frame = match retry {
-                        Some(ms) => format!("id: {}-{}\nretry: {ms}\ndata: \n\n", buf.id, pos),
-                        None => format!("id: {}-{}\ndata: \n\n", buf.id, pos),
+                    let id = format!("{}-{pos}", buf.id);
+                    let frame = Frame {
+                        id: Some(&id),
+                        retry: buf.inner.lock().retry,
+                        data: Some(""),
+                        ..Frame::default()
                     };
-                    return Some((Ok(Bytes::from(frame)), (buf, pos, false)));
+                    return Some((Ok(frame.to_bytes()), (buf, pos, false)));
                 }
                 let frame = buf
                     .next_frame(&mut pos, epoch, keepalive, &progress)
@@ -221,5 +323,57 @@ mod tests {
         );
         assert_eq!(StreamBuf::parse_event_id("3-2"), Some((3, 2)));
         assert_eq!(StreamBuf::parse_event_id("junk"), None);
+    }
+
+    #[tokio::test]
+    async fn primes_with_the_retry_hint_and_ends_a_paused_reader_with_it() {
+        let b = StreamBuf::new(2, 10);
+        b.set_retry(500);
+        let reader = b.reader(0, true, Duration::from_secs(10), None);
+        b.pause(None);
+        let body: Vec<_> = reader
+            .map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap())
+            .collect()
+            .await;
+        assert_eq!(body, ["id: 2-0\nretry: 500\ndata: \n\n", "retry: 500\n\n"]);
+    }
+
+    #[test]
+    fn frames_every_line_of_the_data_and_the_fields_in_order() {
+        let f = Frame {
+            event: Some("message"),
+            id: Some("1-2"),
+            retry: Some(10),
+            data: Some("a\nb\r\nc"),
+        };
+        assert_eq!(
+            f.to_bytes(),
+            "event: message\nid: 1-2\nretry: 10\ndata: a\ndata: b\ndata: c\n\n"
+        );
+        assert_eq!(
+            Frame::message(None, "{}").to_bytes(),
+            "event: message\ndata: {}\n\n"
+        );
+        assert_eq!(comment("paused"), ": paused\n\n");
+        assert_eq!(keep_alive(), ": keep-alive\n\n");
+    }
+
+    #[tokio::test]
+    async fn a_live_body_sends_first_then_what_arrives_and_ends_with_the_sender() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(Message::notification("b", None)).unwrap();
+        drop(tx);
+        let body: Vec<_> = live(
+            rx,
+            Some(Message::notification("a", None)),
+            Duration::from_secs(10),
+        )
+        .map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap())
+        .collect()
+        .await;
+        assert_eq!(
+            body.concat(),
+            "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"b\"}\n\n"
+        );
     }
 }

@@ -3,9 +3,12 @@
 //! related messages; the GET stream; `Last-Event-ID` resumption; and the exact HTTP errors for
 //! bad input (400, 403, 404, 405, 406, 413, 415).
 
-use crate::channel::Out;
+use crate::channel::{is_reply, Out};
 use crate::control;
-use crate::modern::Rounds;
+use crate::http_parts::{
+    header_str, json_error, json_reply, sse_headers, KEEPALIVE, PROTOCOL, SESSION,
+};
+use crate::modern::rounds::Rounds;
 use crate::proxy;
 use crate::session::{HttpStreams, Init, Outbound, Session};
 use crate::state::State;
@@ -21,12 +24,7 @@ use sluice_auth::{Authenticator, Denial};
 use sluice_core::{version, Kind, Message, Principal, RpcError};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
-
-pub(crate) const SESSION: &str = sluice_core::headers::SESSION_ID;
-pub(crate) const PROTOCOL: &str = sluice_core::headers::PROTOCOL_VERSION;
-pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// What the HTTP face serves from: the gateway's state and the modern era's rounds.
 pub struct Face {
@@ -61,23 +59,6 @@ pub async fn serve(
     axum::serve(listener, router(face))
         .with_graceful_shutdown(shutdown)
         .await
-}
-
-pub(crate) fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>) -> Response {
-    let body = error.to_response(id).to_string();
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response()
-}
-
-pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// Is this `Origin` allowed? Absent (non-browser clients), loopback, or configured.
@@ -318,7 +299,7 @@ async fn post(
         Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };
     if crate::modern::detect(&headers, &msg) {
-        return crate::modern::post(gw.clone(), face.rounds.clone(), &headers, msg, principal)
+        return super::http_modern::post(gw.clone(), face.rounds.clone(), &headers, msg, principal)
             .await;
     }
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
@@ -424,32 +405,6 @@ async fn request(gw: Arc<State>, session: Arc<Session>, msg: Message) -> Respons
         }
         None => StatusCode::ACCEPTED.into_response(),
     }
-}
-
-pub(crate) fn is_reply(m: &Message) -> bool {
-    matches!(m.kind(), Kind::Response | Kind::Error)
-}
-
-pub(crate) fn json_reply(reply: Message) -> Response {
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        reply.to_json(),
-    )
-        .into_response()
-}
-
-pub(crate) fn sse_headers(mut r: Response) -> Response {
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
 }
 
 /// Answer with an SSE stream: the first item, then everything until the reply. An upstream

@@ -3,7 +3,7 @@
 
 use crate::channel::{Out, Outcome};
 use crate::control;
-use crate::modern::Rounds;
+use crate::modern::rounds::Rounds;
 use crate::proxy;
 use crate::session::{Init, Outbound, Session};
 use crate::state::State;
@@ -42,7 +42,7 @@ where
     let mut session: Option<Arc<Session>> = None;
     // Modern-era requests (no initialize; `_meta` on each) are served beside, until a legacy
     // client initialises.
-    let modern = crate::modern::Stdio::default();
+    let modern = super::stdio_modern::Stdio::default();
     let limit = gw.snapshot().settings().max_body_bytes as usize;
     // Bounded lines: one over the limit is answered as soon as it passes the limit, and the rest
     // of it is discarded unread; one that is not UTF-8 fails to parse (-32700) like any bad JSON.

@@ -1,0 +1,59 @@
+//! The pieces both HTTP faces (legacy and 2026-07-28) build responses from: the MCP header
+//! names, JSON replies and JSON-RPC errors with their status, SSE response headers, and reading
+//! a header as text.
+
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use sluice_core::{Message, RpcError};
+use std::time::Duration;
+
+/// `Mcp-Session-Id`.
+pub(crate) const SESSION: &str = sluice_core::headers::SESSION_ID;
+/// `MCP-Protocol-Version`.
+pub(crate) const PROTOCOL: &str = sluice_core::headers::PROTOCOL_VERSION;
+/// How long an SSE response stays silent before a keep-alive comment.
+pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// A JSON-RPC error as the whole response, with this status.
+pub(crate) fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>) -> Response {
+    let body = error.to_response(id).to_string();
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// A header's value, when it is present and visible ASCII.
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A message as a 200 JSON response.
+pub(crate) fn json_reply(reply: Message) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        reply.to_json(),
+    )
+        .into_response()
+}
+
+/// Mark a response as an SSE stream (`text/event-stream`, not cached).
+pub(crate) fn sse_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}

@@ -1,0 +1,516 @@
+//! The 2026-07-28 era toward clients, without a transport: requests that carry their protocol
+//! version and capabilities in `_meta` and need no session. This module detects the era,
+//! admits a request ([`admit`]: its envelope, its mirrored headers (-32020), its version
+//! (-32022) and its method), answers `server/discover`, and marks results for modern clients
+//! (`resultType`, `ttlMs` / `cacheScope`). Its parts: [`headers`] (the `Mcp-*` rules), [`state`]
+//! (the signed `requestState`), [`rounds`] (a call's rounds: run, park for the client's input,
+//! resume), [`listen`] (`subscriptions/listen`). The faces that carry it are
+//! `transport::http_modern` and `transport::stdio_modern`.
+
+pub mod headers;
+pub mod listen;
+pub mod rounds;
+pub mod state;
+
+pub use headers::HeaderSource;
+
+use crate::session::{HttpStreams, Init, Outbound, Session};
+use crate::state::State;
+use crate::stream::StreamBuf;
+use serde_json::{json, Map, Value};
+use sluice_core::version::{self, meta};
+use sluice_core::{codes, Kind, Message, Principal, RpcError};
+use std::sync::Arc;
+
+/// The methods a modern client may call (anything else: -32601, HTTP 404).
+const METHODS: &[&str] = &[
+    "server/discover",
+    "subscriptions/listen",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+];
+
+/// Results clients may cache (`ttlMs`, `cacheScope`).
+const CACHEABLE: &[&str] = &[
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// Does this HTTP request speak the modern era? It carries no session, is not `initialize`, and
+/// its `_meta` (or `MCP-Protocol-Version` header) names a modern version, or it is
+/// `server/discover`.
+pub fn detect(headers: &dyn HeaderSource, msg: &Message) -> bool {
+    if headers.header(sluice_core::headers::SESSION_ID).is_some() {
+        return false;
+    }
+    let modern_header = headers
+        .header_str(sluice_core::headers::PROTOCOL_VERSION)
+        .is_some_and(version::is_modern);
+    if msg.method() == Some("initialize") {
+        // A legacy handshake, unless it comes dressed as a modern request (then: 404).
+        return modern_header
+            || meta_str(msg, meta::PROTOCOL_VERSION).is_some_and(version::is_modern);
+    }
+    meta_str(msg, meta::PROTOCOL_VERSION).is_some()
+        || msg.method() == Some("server/discover")
+        || modern_header
+}
+
+/// Is this stdio message for the modern side: a request naming a version in `_meta` (or
+/// `server/discover`), or the cancellation of one?
+pub fn detect_line(msg: &Message) -> bool {
+    match msg.kind() {
+        Kind::Request => {
+            meta_str(msg, meta::PROTOCOL_VERSION).is_some()
+                || msg.method() == Some("server/discover")
+        }
+        Kind::Notification => msg.method() == Some("notifications/cancelled"),
+        _ => false,
+    }
+}
+
+/// What an admitted request is.
+pub enum Admitted {
+    /// `server/discover`, answered: send this.
+    Discover(Message),
+    /// `subscriptions/listen`: open the stream ([`listen::subscribe`]).
+    Listen,
+    /// Any other method: run it ([`rounds::start`]) on a session of this version
+    /// ([`ephemeral_session`]).
+    Call {
+        /// The version the request's `_meta` names.
+        requested: String,
+    },
+}
+
+/// Why a request was turned away before it ran.
+pub struct Refusal {
+    /// The error to answer with.
+    pub error: RpcError,
+    /// The method is not one a modern client may call (HTTP answers 404, else 400).
+    pub unknown_method: bool,
+}
+
+/// Admit a modern request (the caller checked it is a request): its envelope (-32602), then,
+/// when the transport has headers, the header rules (-32020), its version (-32022) and its
+/// method (-32601). One check for both faces.
+pub fn admit(
+    st: &State,
+    msg: &Message,
+    headers: Option<&dyn HeaderSource>,
+) -> Result<Admitted, Refusal> {
+    let refuse = |error: RpcError| Refusal {
+        error,
+        unknown_method: false,
+    };
+    let requested = envelope(msg).map_err(refuse)?;
+    let method = msg.method().unwrap_or("");
+    if let Some(headers) = headers {
+        let catalog = st.snapshot().catalog.clone();
+        let schema = (method == "tools/call")
+            .then(|| catalog.tool_definition(msg.param_str("name").unwrap_or("")))
+            .flatten()
+            .and_then(|t| t.get("inputSchema"));
+        headers::check(headers, msg, &requested, schema).map_err(refuse)?;
+    }
+    if !version::is_modern(&requested) {
+        return Err(refuse(
+            RpcError::new(
+                codes::UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+            )
+            .with_data(json!({"supported": version::ALL_VERSIONS, "requested": requested})),
+        ));
+    }
+    if !METHODS.contains(&method) {
+        return Err(Refusal {
+            error: RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            ),
+            unknown_method: true,
+        });
+    }
+    Ok(match method {
+        "server/discover" => {
+            let id = msg.id().cloned().unwrap_or(Value::Null);
+            Admitted::Discover(decorate(st, method, discover(st, id)))
+        }
+        "subscriptions/listen" => Admitted::Listen,
+        _ => Admitted::Call { requested },
+    })
+}
+
+/// The request envelope every modern request must carry: `params._meta` with the protocol
+/// version and the client's capabilities (-32602 otherwise). Returns the version.
+fn envelope(msg: &Message) -> Result<String, RpcError> {
+    let Some(m) = meta_of(msg) else {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid params: params._meta is required ({} and {})",
+            meta::PROTOCOL_VERSION,
+            meta::CLIENT_CAPABILITIES
+        )));
+    };
+    let Some(v) = m.get(meta::PROTOCOL_VERSION).and_then(Value::as_str) else {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid params: _meta is missing {}",
+            meta::PROTOCOL_VERSION
+        )));
+    };
+    if !m
+        .get(meta::CLIENT_CAPABILITIES)
+        .is_some_and(Value::is_object)
+    {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid params: _meta is missing {}",
+            meta::CLIENT_CAPABILITIES
+        )));
+    }
+    Ok(v.to_string())
+}
+
+/// The log level a request opts in to (`_meta` `logLevel`), as a rank: no level, no log
+/// messages (the 2026-07-28 rule).
+fn log_rank(level: &str) -> Option<u8> {
+    [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ]
+    .iter()
+    .position(|l| *l == level)
+    .map(|p| p as u8)
+}
+
+fn wanted_log_rank(msg: &Message) -> Option<u8> {
+    meta_str(msg, meta::LOG_LEVEL).and_then(log_rank)
+}
+
+fn meta_of(msg: &Message) -> Option<&Map<String, Value>> {
+    msg.params()?.get("_meta")?.as_object()
+}
+
+fn meta_str<'a>(msg: &'a Message, key: &str) -> Option<&'a str> {
+    meta_of(msg)?.get(key)?.as_str()
+}
+
+/// The session of one modern request: its version, capabilities and client info from `_meta`,
+/// its principal and credentials from the transport.
+pub fn ephemeral_session(
+    st: &State,
+    authorization: Option<&str>,
+    msg: &Message,
+    requested: &str,
+    principal: Option<Arc<Principal>>,
+) -> Arc<Session> {
+    let m = meta_of(msg);
+    let init = Init {
+        protocol_version: requested.to_string(),
+        capabilities: m
+            .and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
+            .cloned()
+            .unwrap_or(json!({})),
+        client_info: m
+            .and_then(|m| m.get(meta::CLIENT_INFO))
+            .cloned()
+            .unwrap_or(Value::Null),
+    };
+    let buf = StreamBuf::new(0, st.snapshot().settings().replay_events.min(16) as usize);
+    let session = Arc::new(Session::new(
+        format!("modern-{}", uuid::Uuid::new_v4().simple()),
+        init,
+        Outbound::Http(HttpStreams::new(buf)),
+    ));
+    session.set_principal(principal);
+    session.set_authorization(authorization);
+    session
+}
+
+/// The request as hooks and upstreams see it: without the modern `_meta` keys (they are the
+/// transport's; the era is a field of the hook event), so one hook serves both eras.
+fn strip_meta(mut msg: Message) -> Message {
+    let params = msg.params_mut();
+    if let Some(m) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        for k in [
+            meta::PROTOCOL_VERSION,
+            meta::CLIENT_INFO,
+            meta::CLIENT_CAPABILITIES,
+        ] {
+            m.remove(k);
+        }
+        if m.is_empty() {
+            params.remove("_meta");
+        }
+    }
+    msg
+}
+
+/// `server/discover`: the versions and capabilities of the gateway.
+fn discover(st: &State, id: Value) -> Message {
+    let init = crate::proxy::route::initialize_result(&st.snapshot(), version::LATEST_LEGACY);
+    let mut capabilities = init.get("capabilities").cloned().unwrap_or(json!({}));
+    if let Some(c) = capabilities.as_object_mut() {
+        // Modern clients subscribe through subscriptions/listen; there is no logging/setLevel.
+        if let Some(r) = c.get_mut("resources").and_then(Value::as_object_mut) {
+            r.remove("subscribe");
+        }
+        c.remove("logging");
+    }
+    let mut result = json!({
+        "supportedVersions": version::ALL_VERSIONS,
+        "capabilities": capabilities,
+    });
+    if let Some(i) = init.get("instructions") {
+        result["instructions"] = i.clone();
+    }
+    Message::response(id, result)
+}
+
+/// The gateway's `serverInfo`, as modern results carry it in `_meta`.
+fn server_info() -> Value {
+    json!({"name": "sluice", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// Mark a reply for a modern client: `resultType`, `ttlMs` / `cacheScope` on cacheable results,
+/// and the gateway's `serverInfo` in `_meta`.
+fn decorate(st: &State, method: &str, mut reply: Message) -> Message {
+    if reply.kind() != Kind::Response {
+        return reply;
+    }
+    let snap = st.snapshot();
+    let private = snap.auth.is_some() && !snap.policy.is_open();
+    if let Some(result) = reply.result_mut().and_then(Value::as_object_mut) {
+        result
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
+        if CACHEABLE.contains(&method) {
+            result.entry("ttlMs").or_insert_with(|| json!(0));
+            let scope = if private || method == "resources/read" {
+                "private"
+            } else {
+                "public"
+            };
+            result.entry("cacheScope").or_insert_with(|| json!(scope));
+        }
+        let m = result.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(m) = m.as_object_mut() {
+            m.insert(meta::SERVER_INFO.into(), server_info());
+        }
+    }
+    reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    fn request(method: &str, params: Value) -> Message {
+        Message::request(json!(1), method, Some(params))
+    }
+
+    /// Headers as (lowercase name, value) pairs.
+    struct Headers(Vec<(&'static str, &'static str)>);
+
+    impl HeaderSource for Headers {
+        fn header(&self, name: &str) -> Option<Option<&str>> {
+            self.0
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| Some(*v))
+        }
+    }
+
+    /// A modern request with its envelope naming `version`.
+    fn modern(method: &str, version: &str, mut params: Value) -> Message {
+        params["_meta"] = json!({
+            meta::PROTOCOL_VERSION: version,
+            meta::CLIENT_CAPABILITIES: {},
+        });
+        request(method, params)
+    }
+
+    fn gateway() -> Arc<State> {
+        let mut lists = testing::tools(&["echo"]);
+        lists.tools[0]["inputSchema"] = json!({
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}
+        });
+        testing::state(
+            &[testing::expose(&["fx"])],
+            &[("fx", lists, json!({"tools": {}}))],
+        )
+    }
+
+    fn refused(r: Result<Admitted, Refusal>) -> (i64, bool) {
+        match r {
+            Err(refusal) => (refusal.error.code, refusal.unknown_method),
+            Ok(_) => panic!("admitted"),
+        }
+    }
+
+    #[test]
+    fn admit_checks_envelope_version_and_method_in_that_order() {
+        let st = gateway();
+        let v = "2026-07-28";
+        let no_envelope = request("tools/list", json!({}));
+        assert_eq!(
+            refused(admit(&st, &no_envelope, None)),
+            (codes::INVALID_PARAMS, false)
+        );
+        let old = modern("nope/nope", "2025-11-25", json!({}));
+        assert_eq!(
+            refused(admit(&st, &old, None)),
+            (codes::UNSUPPORTED_PROTOCOL_VERSION, false)
+        );
+        let unknown = modern("ping", v, json!({}));
+        assert_eq!(
+            refused(admit(&st, &unknown, None)),
+            (codes::METHOD_NOT_FOUND, true)
+        );
+        assert!(matches!(
+            admit(&st, &modern("subscriptions/listen", v, json!({})), None),
+            Ok(Admitted::Listen)
+        ));
+        match admit(
+            &st,
+            &modern("tools/call", v, json!({"name": "fx_echo"})),
+            None,
+        ) {
+            Ok(Admitted::Call { requested }) => assert_eq!(requested, v),
+            _ => panic!("a call"),
+        }
+        let Ok(Admitted::Discover(reply)) =
+            admit(&st, &modern("server/discover", v, json!({})), None)
+        else {
+            panic!("discover is answered");
+        };
+        let result = reply.result().expect("a result");
+        assert_eq!(result["resultType"], json!("complete"));
+        assert_eq!(result["cacheScope"], json!("public"));
+        assert_eq!(result["supportedVersions"], json!(version::ALL_VERSIONS));
+        assert_eq!(result["_meta"][meta::SERVER_INFO]["name"], json!("sluice"));
+        assert!(result["capabilities"].get("logging").is_none());
+    }
+
+    #[test]
+    fn on_http_the_header_rules_come_before_the_version_and_use_the_catalogs_schema() {
+        let st = gateway();
+        // No headers at all: the mismatch is found before the unsupported version.
+        let old = modern("tools/list", "2025-11-25", json!({}));
+        let none = Headers(vec![]);
+        assert_eq!(
+            refused(admit(&st, &old, Some(&none))),
+            (codes::HEADER_MISMATCH, false)
+        );
+        let v = "2026-07-28";
+        let call = modern(
+            "tools/call",
+            v,
+            json!({"name": "fx_echo", "arguments": {"region": "eu"}}),
+        );
+        let mut h = vec![
+            ("mcp-protocol-version", v),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "fx_echo"),
+        ];
+        assert_eq!(
+            refused(admit(&st, &call, Some(&Headers(h.clone())))),
+            (codes::HEADER_MISMATCH, false)
+        );
+        h.push(("mcp-param-region", "eu"));
+        assert!(matches!(
+            admit(&st, &call, Some(&Headers(h))),
+            Ok(Admitted::Call { .. })
+        ));
+    }
+
+    #[test]
+    fn the_envelope_needs_the_version_and_object_capabilities() {
+        let v = meta::PROTOCOL_VERSION;
+        let c = meta::CLIENT_CAPABILITIES;
+        let ok = request("tools/list", json!({"_meta": {v: "2026-07-28", c: {}}}));
+        assert_eq!(envelope(&ok).unwrap(), "2026-07-28");
+        for params in [
+            json!({}),
+            json!({"_meta": {c: {}}}),
+            json!({"_meta": {v: "2026-07-28"}}),
+            json!({"_meta": {v: "2026-07-28", c: true}}),
+        ] {
+            let e = envelope(&request("tools/list", params)).unwrap_err();
+            assert_eq!(e.code, codes::INVALID_PARAMS);
+        }
+    }
+
+    #[test]
+    fn http_requests_for_the_modern_side() {
+        let v = meta::PROTOCOL_VERSION;
+        let list = request("tools/list", json!({"_meta": {v: "2026-07-28"}}));
+        assert!(detect(&Headers(vec![]), &list));
+        // A session makes it legacy, whatever the body says.
+        assert!(!detect(&Headers(vec![("mcp-session-id", "s1")]), &list));
+        let bare = request("tools/list", json!({}));
+        assert!(!detect(&Headers(vec![]), &bare));
+        let modern_header = Headers(vec![("mcp-protocol-version", "2026-07-28")]);
+        assert!(detect(&modern_header, &bare));
+        assert!(detect(
+            &Headers(vec![]),
+            &request("server/discover", json!({}))
+        ));
+        // initialize is legacy unless dressed as a modern request.
+        let init = request("initialize", json!({"protocolVersion": "2025-11-25"}));
+        assert!(!detect(&Headers(vec![]), &init));
+        assert!(detect(&modern_header, &init));
+        let init = request("initialize", json!({"_meta": {v: "2026-07-28"}}));
+        assert!(detect(&Headers(vec![]), &init));
+    }
+
+    #[test]
+    fn stdio_lines_for_the_modern_side() {
+        let v = meta::PROTOCOL_VERSION;
+        assert!(detect_line(&request(
+            "tools/list",
+            json!({"_meta": {v: "x"}})
+        )));
+        assert!(detect_line(&request("server/discover", json!({}))));
+        assert!(!detect_line(&request("tools/list", json!({}))));
+        assert!(detect_line(&Message::notification(
+            "notifications/cancelled",
+            None
+        )));
+        assert!(!detect_line(&Message::notification(
+            "notifications/initialized",
+            None
+        )));
+    }
+
+    #[test]
+    fn log_levels_rank_in_syslog_order_and_meta_keys_of_the_era_are_stripped() {
+        assert_eq!(log_rank("debug"), Some(0));
+        assert!(log_rank("error") > log_rank("warning"));
+        assert_eq!(log_rank("loud"), None);
+        let v = meta::PROTOCOL_VERSION;
+        let m = strip_meta(request(
+            "tools/list",
+            json!({"_meta": {v: "2026-07-28", "progressToken": 3}}),
+        ));
+        assert_eq!(m.params().unwrap()["_meta"], json!({"progressToken": 3}));
+        let m = strip_meta(request("tools/list", json!({"_meta": {v: "2026-07-28"}})));
+        assert!(m.params().unwrap().get("_meta").is_none());
+    }
+}

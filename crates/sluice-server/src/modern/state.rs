@@ -1,0 +1,261 @@
+//! The `requestState` Sluice hands a 2026-07-28 client with an `input_required` result, and
+//! checks when the retry brings it back: signed, so that only this gateway process can issue one.
+//!
+//! Wire format (at most 2,048 characters):
+//!
+//! ```text
+//! sluice1.<body>.<tag>
+//! body = base64url(JSON payload), no padding
+//! tag  = base64url(HMAC-SHA256(key, body)), no padding; the key is random per process
+//! payload = {"k": "<parked call token>", "p": "<principal id>" | null,
+//!            "d": "<request digest>", "e": <expiry, Unix seconds>}
+//! ```
+//!
+//! A state is accepted when its tag verifies, `e` is not past, `d` is the [`digest`] of the
+//! retry (same method, same params but for `_meta`, `inputResponses` and `requestState`), and `p`
+//! is the retrying principal. Any other `requestState` (not starting `sluice1.`) belongs to a
+//! 2026-07-28 upstream and goes to it untouched.
+//!
+//! Why not a JWT (HS256)? The format is smaller and needs no header; expiry is one comparison.
+
+use base64::Engine;
+use ring::hmac;
+use serde_json::{json, Map, Value};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How Sluice's own `requestState` values begin.
+pub const PREFIX: &str = "sluice1.";
+
+/// The longest `requestState` Sluice reads.
+const MAX_LEN: usize = 2048;
+
+const NOT_OURS: &str = "it is not a Sluice request state";
+
+/// What a state says: the parked call it continues and who may continue it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claims {
+    /// The key of the parked call.
+    pub token: String,
+    /// The principal the state was issued to.
+    pub principal: Option<String>,
+    /// The [`digest`] of the request.
+    pub digest: String,
+    /// When it expires, Unix seconds.
+    pub expires: u64,
+}
+
+/// Signs and checks request states with a key of its own.
+pub struct Signer {
+    key: hmac::Key,
+}
+
+impl Default for Signer {
+    /// A signer with a fresh random key.
+    fn default() -> Signer {
+        let rng = ring::rand::SystemRandom::new();
+        Signer {
+            key: hmac::Key::generate(hmac::HMAC_SHA256, &rng).expect("the system RNG works"),
+        }
+    }
+}
+
+impl Signer {
+    /// The state carrying these claims.
+    pub fn sign(&self, c: &Claims) -> String {
+        let payload = json!({
+            "k": c.token,
+            "p": c.principal,
+            "d": c.digest,
+            "e": c.expires,
+        });
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let body = b64.encode(payload.to_string());
+        let tag = hmac::sign(&self.key, body.as_bytes());
+        format!("{PREFIX}{body}.{}", b64.encode(tag.as_ref()))
+    }
+
+    /// The payload of a state this signer issued, or why not.
+    fn verify(&self, state: &str) -> Result<Value, &'static str> {
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        if state.len() > MAX_LEN {
+            return Err("it is too long");
+        }
+        let state = state.strip_prefix(PREFIX).ok_or(NOT_OURS)?;
+        let (body, tag) = state.split_once('.').ok_or(NOT_OURS)?;
+        let tag = b64.decode(tag).map_err(|_| NOT_OURS)?;
+        hmac::verify(&self.key, body.as_bytes(), &tag).map_err(|_| {
+            "its signature does not verify (it was changed, or another gateway instance issued it)"
+        })?;
+        let bytes = b64.decode(body).map_err(|_| NOT_OURS)?;
+        serde_json::from_slice(&bytes).map_err(|_| NOT_OURS)
+    }
+
+    /// The parked call's token, when `state` is one this signer issued, not expired at `now`
+    /// (Unix seconds), for the request with this digest and this principal; else why not.
+    pub fn open(
+        &self,
+        state: &str,
+        digest: &str,
+        principal: Option<&str>,
+        now: u64,
+    ) -> Result<String, &'static str> {
+        let payload = self.verify(state)?;
+        if payload["e"].as_u64().unwrap_or(0) < now {
+            return Err("it has expired");
+        }
+        if payload["d"] != json!(digest) {
+            return Err("it belongs to another request (method or params differ)");
+        }
+        if payload["p"] != json!(principal) {
+            return Err("it was issued to another principal");
+        }
+        Ok(payload["k"].as_str().unwrap_or("").to_string())
+    }
+}
+
+/// Now, Unix seconds.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A digest of what identifies a request across its rounds: its method and its params without
+/// `_meta`, `inputResponses` and `requestState`, keys sorted (hex SHA-256). It only has to be
+/// stable inside one process.
+pub fn digest(method: &str, params: Option<&Map<String, Value>>) -> String {
+    fn canonical(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for k in keys {
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    canonical(&m[k], out);
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                for i in a {
+                    canonical(i, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut text = String::from(method);
+    if let Some(p) = params {
+        let mut p = p.clone();
+        for k in ["_meta", "inputResponses", "requestState"] {
+            p.remove(k);
+        }
+        canonical(&Value::Object(p), &mut text);
+    }
+    let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(expires: u64) -> Claims {
+        Claims {
+            token: "t1".into(),
+            principal: Some("alice".into()),
+            digest: "d1".into(),
+            expires,
+        }
+    }
+
+    #[test]
+    fn a_state_opens_for_its_request_and_principal_before_it_expires() {
+        let s = Signer::default();
+        let state = s.sign(&claims(100));
+        assert!(state.starts_with(PREFIX));
+        assert_eq!(s.open(&state, "d1", Some("alice"), 100), Ok("t1".into()));
+        assert_eq!(
+            s.open(&state, "d1", Some("alice"), 101),
+            Err("it has expired")
+        );
+        assert_eq!(
+            s.open(&state, "d2", Some("alice"), 0),
+            Err("it belongs to another request (method or params differ)")
+        );
+        assert_eq!(
+            s.open(&state, "d1", Some("bob"), 0),
+            Err("it was issued to another principal")
+        );
+        assert_eq!(
+            s.open(&state, "d1", None, 0),
+            Err("it was issued to another principal")
+        );
+    }
+
+    #[test]
+    fn a_changed_or_foreign_state_does_not_verify() {
+        let s = Signer::default();
+        let state = s.sign(&claims(100));
+        let bad_sig =
+            "its signature does not verify (it was changed, or another gateway instance issued it)";
+        // Another process (another key) issued it.
+        assert_eq!(
+            Signer::default().open(&state, "d1", Some("alice"), 0),
+            Err(bad_sig)
+        );
+        // The payload was changed (a later expiry), the tag kept.
+        let (_, tag) = state.rsplit_once('.').unwrap();
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let forged = b64.encode(json!({"k":"t1","p":"alice","d":"d1","e":u64::MAX}).to_string());
+        assert_eq!(
+            s.open(&format!("{PREFIX}{forged}.{tag}"), "d1", Some("alice"), 0),
+            Err(bad_sig)
+        );
+        // A signed payload that is not JSON is not ours either.
+        let body = b64.encode("not json");
+        let tag = b64.encode(hmac::sign(&s.key, body.as_bytes()).as_ref());
+        assert_eq!(
+            s.open(&format!("{PREFIX}{body}.{tag}"), "d1", None, 0),
+            Err(NOT_OURS)
+        );
+    }
+
+    #[test]
+    fn a_state_that_is_not_ours_or_too_long_is_refused_before_any_check() {
+        let s = Signer::default();
+        let state = s.sign(&claims(100));
+        assert_eq!(s.open(&state[1..], "d1", Some("alice"), 0), Err(NOT_OURS));
+        assert_eq!(s.open("sluice1.nodot", "d1", None, 0), Err(NOT_OURS));
+        assert_eq!(s.open("sluice1.a.!!", "d1", None, 0), Err(NOT_OURS));
+        let long = format!("{state}{}", "x".repeat(MAX_LEN));
+        assert_eq!(s.open(&long, "d1", Some("alice"), 0), Err("it is too long"));
+    }
+
+    #[test]
+    fn the_digest_ignores_key_order_and_the_round_keys() {
+        let a = json!({"name": "t", "arguments": {"x": 1, "y": [1, {"b": 2, "a": 1}]}});
+        let b = json!({
+            "requestState": "sluice1.x.y",
+            "arguments": {"y": [1, {"a": 1, "b": 2}], "x": 1},
+            "_meta": {"k": "v"},
+            "inputResponses": {"r": {}},
+            "name": "t",
+        });
+        let d = |v: &Value| digest("tools/call", v.as_object());
+        assert_eq!(d(&a), d(&b));
+        assert_eq!(d(&a).len(), 64);
+        assert_ne!(d(&a), digest("prompts/get", a.as_object()));
+        assert_ne!(d(&a), d(&json!({"name": "t", "arguments": {"x": 2}})));
+        // Array order matters.
+        let c = json!({"name": "t", "arguments": {"x": 1, "y": [{"a": 1, "b": 2}, 1]}});
+        assert_ne!(d(&a), d(&c));
+        assert_eq!(digest("m", None), digest("m", None));
+    }
+}

@@ -1,0 +1,7 @@
+//! The faces toward clients: the transports, each era on each. They parse, authenticate and
+//! frame; what a message means is decided below them (`modern`, `proxy`).
+
+pub mod http;
+pub mod http_modern;
+pub mod stdio;
+pub mod stdio_modern;

@@ -1,0 +1,83 @@
+//! The 2026-07-28 era on stdio: requests carry `_meta` and need no `initialize`; each is
+//! admitted (`modern::admit`, without the header rules: stdio has no headers), runs on its own
+//! session and writes its messages to stdout; `notifications/cancelled` cancels one (and ends a
+//! `subscriptions/listen` stream).
+
+use crate::channel::Out;
+use crate::modern::rounds::{start, Rounds};
+use crate::modern::{self, listen, Admitted};
+use crate::state::State;
+use parking_lot::Mutex;
+use serde_json::Value;
+use sluice_core::{Kind, Message, Principal};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The modern requests running on one stdio connection, by request id.
+#[derive(Default)]
+pub struct Stdio {
+    running: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
+}
+
+impl Stdio {
+    /// Is this message for the modern side: a request naming a modern version in `_meta` (or
+    /// `server/discover`), or the cancellation of one?
+    pub fn wants(&self, msg: &Message) -> bool {
+        modern::detect_line(msg)
+    }
+
+    /// Serve one modern message; everything it produces goes to `out`.
+    pub fn handle(
+        &self,
+        st: &Arc<State>,
+        rounds: &Arc<Rounds>,
+        msg: Message,
+        out: &mpsc::UnboundedSender<Out>,
+    ) {
+        let send = |m: Message| {
+            let _ = out.send(Out::Msg(m));
+        };
+        if msg.kind() == Kind::Notification {
+            let key = msg
+                .params()
+                .and_then(|p| p.get("requestId"))
+                .map(crate::session::id_key);
+            if let Some(task) = key.and_then(|k| self.running.lock().remove(&k)) {
+                task.abort();
+            }
+            return;
+        }
+        let id = msg.id().cloned().unwrap_or(Value::Null);
+        let key = crate::session::id_key(&id);
+        let (msg_out, mut msg_rx) = mpsc::unbounded_channel::<Message>();
+        match modern::admit(st, &msg, None) {
+            Err(refusal) => return send(Message::error(id, &refusal.error)),
+            Ok(Admitted::Discover(reply)) => return send(reply),
+            Ok(Admitted::Listen) => {
+                let (ack, rx) = listen::subscribe(st, id, &msg);
+                send(ack);
+                msg_rx = rx;
+                drop(msg_out);
+            }
+            Ok(Admitted::Call { requested }) => {
+                let principal = Some(Arc::new(Principal::stdio()));
+                let session = modern::ephemeral_session(st, None, &msg, &requested, principal);
+                tokio::spawn(start(st.clone(), rounds.clone(), session, msg, msg_out));
+            }
+        }
+        // Aborting the forwarder drops the receiver, which cancels the round's call.
+        let out = out.clone();
+        let running = self.running.clone();
+        let done_key = key.clone();
+        let forward = tokio::spawn(async move {
+            while let Some(m) = msg_rx.recv().await {
+                if out.send(Out::Msg(m)).is_err() {
+                    break;
+                }
+            }
+            running.lock().remove(&done_key);
+        });
+        self.running.lock().insert(key, forward.abort_handle());
+    }
+}
