@@ -6,7 +6,7 @@
 use crate::catalog::{Catalog, ListKind};
 use crate::gateway_tools;
 use crate::listeners::Listeners;
-use crate::state::{ReloadStats, Runtime, Sessions, Snapshot, State};
+use crate::state::{Changed, ReloadStats, Runtime, Sessions, Snapshot, State};
 use parking_lot::Mutex;
 use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, ConfigError, ConfigErrors, Settings, Transport, UpstreamSpec};
@@ -24,7 +24,7 @@ pub struct Inbound {
     /// What the slots report.
     pub slots: mpsc::UnboundedReceiver<SlotEvent>,
     /// Lists that changed.
-    pub changes: mpsc::UnboundedReceiver<Vec<&'static str>>,
+    pub changes: mpsc::UnboundedReceiver<Changed>,
 }
 
 /// Which face made an edit live (for the log).
@@ -170,14 +170,14 @@ pub fn rebuild_catalog(st: &State, also: Option<&'static str>) -> Vec<&'static s
             changed.push(said);
         }
     }
-    publish(st, changed.clone());
+    publish(st, new.version, changed.clone());
     changed
 }
 
 /// Hand changed lists to the inbound driver, which tells sessions and listen streams.
-fn publish(st: &State, changed: Vec<&'static str>) {
-    if !changed.is_empty() {
-        let _ = st.rt.changes.send(changed);
+fn publish(st: &State, version: u64, lists: Vec<&'static str>) {
+    if !lists.is_empty() {
+        let _ = st.rt.changes.send(Changed { version, lists });
     }
 }
 
@@ -391,11 +391,12 @@ pub async fn reload(st: &Arc<State>, mut new: Config) -> ReloadReport {
         // Its supervisor ends, and every session's own connection to it closes.
         s.stop();
     }
+    let catalog = st.snapshot().catalog.clone();
     if rules_changed {
         // What each caller may see changed: every list may look different to someone.
-        publish(st, ALL_LISTS.to_vec());
+        publish(st, catalog.version, ALL_LISTS.to_vec());
     } else {
-        publish(st, changed_lists(&old_catalog, &st.snapshot().catalog));
+        publish(st, catalog.version, changed_lists(&old_catalog, &catalog));
     }
     start_slots(st, &fresh).await;
     // Started slots rebuild the catalog when they come up; this covers none starting.

@@ -56,6 +56,9 @@ pub struct Live {
     pub log_level: Mutex<Option<String>>,
     /// Resource URIs the client subscribed to.
     pub subscriptions: Mutex<HashSet<String>>,
+    /// The catalog version the client has seen (it began on it, or was told of it): list
+    /// changes up to it are not announced again.
+    pub catalog_seen: AtomicU64,
     last_seen: Mutex<Instant>,
     closed: AtomicBool,
 }
@@ -174,6 +177,7 @@ impl Session {
             live: Live {
                 log_level: Mutex::new(None),
                 subscriptions: Mutex::new(HashSet::new()),
+                catalog_seen: AtomicU64::new(0),
                 last_seen: Mutex::new(Instant::now()),
                 closed: AtomicBool::new(false),
             },

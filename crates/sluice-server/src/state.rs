@@ -84,7 +84,7 @@ pub struct Runtime {
     /// Live traffic: every recorded exchange (serialized, the audit line's shape).
     pub traffic: broadcast::Sender<Arc<Exchange>>,
     /// Lists that changed (the notifications to send), for the inbound driver to announce.
-    pub changes: mpsc::UnboundedSender<Vec<&'static str>>,
+    pub changes: mpsc::UnboundedSender<Changed>,
     /// The trace exporter (None: tracing is off; `sluice.json` changes need a restart).
     pub telemetry: Option<Arc<Telemetry>>,
     /// Cancelled when the gateway shuts down.
@@ -103,6 +103,16 @@ pub struct Runtime {
     pub(crate) reloading: tokio::sync::Mutex<()>,
     /// Numbers catalogs (part of cursors).
     pub(crate) catalog_version: AtomicU64,
+}
+
+/// Lists that changed: the notifications that say so, and the catalog version that changed them
+/// (a session that began on that catalog or a later one has nothing to hear).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changed {
+    /// The catalog version the change produced.
+    pub version: u64,
+    /// `notifications/…/list_changed`, one per list.
+    pub lists: Vec<&'static str>,
 }
 
 /// The registry of live client sessions.

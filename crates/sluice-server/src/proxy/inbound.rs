@@ -10,10 +10,11 @@ use super::hooks::to_client;
 use crate::channel::{send_msg, Out, Sink};
 use crate::control::{self, Inbound};
 use crate::session::{PendingServerRequest, Session};
-use crate::state::State;
+use crate::state::{Changed, State};
 use serde_json::{json, Value};
 use sluice_core::{codes, Kind, Message, RpcError};
 use sluice_upstream::{Connection, Incoming, Slot, SlotEvent};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,17 +69,25 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
     }
 }
 
-/// Tell every session and listen stream that these lists changed.
-fn announce(st: &Arc<State>, changed: &[&'static str]) {
-    if changed.is_empty() {
+/// Tell every session and listen stream that these lists changed (not a session that began on
+/// the changed catalog or a later one: it listed what is there now).
+fn announce(st: &Arc<State>, changed: &Changed) {
+    if changed.lists.is_empty() {
         return;
     }
-    for m in changed {
+    for m in &changed.lists {
         st.rt.listeners.announce(m);
     }
     let hooked = !st.snapshot().chain.is_empty();
     for s in st.rt.sessions.all() {
-        for m in changed {
+        if s.live
+            .catalog_seen
+            .fetch_max(changed.version, Ordering::AcqRel)
+            >= changed.version
+        {
+            continue;
+        }
+        for m in &changed.lists {
             let msg = Message::notification(m, None);
             if hooked {
                 // Response hooks see gateway notifications too; run them beside.
@@ -383,5 +392,49 @@ pub fn relay_client_reply(session: &Session, mut msg: Message) {
     msg.set_id(pending.upstream_id);
     if let Err(e) = pending.conn.send(&msg) {
         tracing::warn!(session = %session.id, "relaying a reply upstream failed: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    #[tokio::test]
+    async fn a_change_is_announced_once_and_never_to_a_session_that_began_after_it() {
+        let st = testing::state(&[testing::expose(&["fx"])], &[]);
+        let (session, mut out) = testing::session();
+        session.live.catalog_seen.store(5, Ordering::Release);
+        st.rt.sessions.add(session.clone());
+        let tools = vec!["notifications/tools/list_changed"];
+        // A change the session's own catalog already holds: nothing to say.
+        announce(
+            &st,
+            &Changed {
+                version: 5,
+                lists: tools.clone(),
+            },
+        );
+        assert!(out.try_recv().is_err());
+        // A later one: said once, even if published twice.
+        announce(
+            &st,
+            &Changed {
+                version: 6,
+                lists: tools.clone(),
+            },
+        );
+        announce(
+            &st,
+            &Changed {
+                version: 6,
+                lists: tools,
+            },
+        );
+        match out.try_recv() {
+            Ok(Out::Msg(m)) => assert_eq!(m.method(), Some("notifications/tools/list_changed")),
+            other => panic!("expected the notification, got {other:?}"),
+        }
+        assert!(out.try_recv().is_err());
     }
 }

@@ -366,6 +366,11 @@ pub async fn initialize(
     version: &str,
 ) -> Result<Message, Message> {
     let snap = st.snapshot();
+    // The session begins on this catalog: changes up to it are nothing to announce.
+    session
+        .live
+        .catalog_seen
+        .store(snap.catalog.version, std::sync::atomic::Ordering::Release);
     let Some(tel) = st.rt.telemetry.as_ref() else {
         return initialize_hooks(st, &snap, session, msg, version, &mut Trace::default()).await;
     };
