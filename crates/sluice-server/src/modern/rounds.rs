@@ -118,7 +118,8 @@ pub async fn start(
         let st = st.clone();
         let session = session.clone();
         tokio::spawn(async move {
-            let outcome = proxy::client_request(&st, &session, msg, &tx).await;
+            let snap = st.snapshot();
+            let outcome = proxy::client_request(&st, &snap, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         })
     };

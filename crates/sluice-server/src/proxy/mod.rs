@@ -35,15 +35,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// A client request of an initialised session (or a modern client's request): every phase, on
-/// one snapshot.
+/// the one snapshot the transport loaded for it.
 pub async fn client_request(
     st: &Arc<State>,
+    snap: &Snapshot,
     session: &Arc<Session>,
     msg: Message,
     sink: &Sink,
 ) -> Outcome {
-    let snap = st.snapshot();
-    request(st, &snap, session, msg, sink).await
+    request(st, snap, session, msg, sink).await
 }
 
 async fn request(
@@ -450,7 +450,9 @@ mod tests {
             "tools/call",
             Some(json!({"name": name, "arguments": args})),
         );
-        client_request(st, &session, msg, &sink).await.into_reply()
+        client_request(st, &st.snapshot(), &session, msg, &sink)
+            .await
+            .into_reply()
     }
 
     fn error(m: &Message) -> (i64, String) {

@@ -11,7 +11,7 @@ use crate::http_parts::{
 use crate::modern::rounds::Rounds;
 use crate::proxy;
 use crate::session::{HttpStreams, Init, Outbound, Session};
-use crate::state::State;
+use crate::state::{Snapshot, State};
 use crate::stream::StreamBuf;
 use axum::body::{Body, Bytes};
 use axum::extract::State as AxState;
@@ -62,12 +62,11 @@ pub async fn serve(
 }
 
 /// Is this `Origin` allowed? Absent (non-browser clients), loopback, or configured.
-fn origin_allowed(st: &State, headers: &HeaderMap) -> bool {
+fn origin_allowed(snap: &Snapshot, headers: &HeaderMap) -> bool {
     let Some(origin) = header_str(headers, "origin") else {
         return true;
     };
-    if st
-        .snapshot()
+    if snap
         .settings()
         .allowed_origins
         .iter()
@@ -116,15 +115,16 @@ async fn mcp(
     body: Body,
 ) -> Response {
     let gw = &face.st;
-    if !origin_allowed(gw, &headers) {
+    // What is in force, loaded once for the whole request.
+    let snap = gw.snapshot();
+    if !origin_allowed(&snap, &headers) {
         return json_error(
             StatusCode::FORBIDDEN,
             RpcError::invalid_request("Origin not allowed"),
             None,
         );
     }
-    let auth = gw.snapshot().auth.clone();
-    let principal = match auth {
+    let principal = match snap.auth.clone() {
         None => None,
         Some(auth) => {
             let credentials = (
@@ -140,7 +140,8 @@ async fn mcp(
     match method {
         Method::POST => {
             let parent = sluice_telemetry::http_parent(gw.rt.telemetry.as_deref(), &headers);
-            sluice_telemetry::with_http_parent(parent, post(&face, headers, body, principal)).await
+            sluice_telemetry::with_http_parent(parent, post(&face, snap, headers, body, principal))
+                .await
         }
         Method::GET => get(gw, headers, principal).await,
         Method::DELETE => delete(gw, headers, principal).await,
@@ -261,6 +262,7 @@ fn find_session(
 
 async fn post(
     face: &Face,
+    snap: Arc<Snapshot>,
     headers: HeaderMap,
     body: Body,
     principal: Option<Arc<Principal>>,
@@ -283,7 +285,7 @@ async fn post(
             None,
         );
     }
-    let limit = gw.snapshot().settings().max_body_bytes as usize;
+    let limit = snap.settings().max_body_bytes as usize;
     let bytes: Bytes = match axum::body::to_bytes(body, limit).await {
         Ok(b) => b,
         Err(_) => {
@@ -317,7 +319,7 @@ async fn post(
             proxy::client_message(gw, &session, msg).await;
             StatusCode::ACCEPTED.into_response()
         }
-        Kind::Request => request(gw.clone(), session, msg).await,
+        Kind::Request => request(gw.clone(), snap, session, msg).await,
     }
 }
 
@@ -377,15 +379,21 @@ async fn initialize(
 /// Related messages and the reply share one channel, so they reach the client in the order
 /// they happened. The work continues when the client disconnects (a disconnect is not a
 /// cancellation).
-async fn request(gw: Arc<State>, session: Arc<Session>, msg: Message) -> Response {
+async fn request(
+    gw: Arc<State>,
+    snap: Arc<Snapshot>,
+    session: Arc<Session>,
+    msg: Message,
+) -> Response {
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
     // Run the request here while the reply is plain JSON (no task per call); when something
     // related arrives first, the rest runs in its own task behind an SSE stream.
     let work = {
         let gw = gw.clone();
+        let snap = snap.clone();
         let session = session.clone();
         async move {
-            let outcome = proxy::client_request(&gw, &session, msg, &tx).await;
+            let outcome = proxy::client_request(&gw, &snap, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         }
     };
@@ -401,7 +409,7 @@ async fn request(gw: Arc<State>, session: Arc<Session>, msg: Message) -> Respons
             if !finished {
                 tokio::spawn(work);
             }
-            sse_response(&gw, &session, first, rx)
+            sse_response(&snap, &session, first, rx)
         }
         None => StatusCode::ACCEPTED.into_response(),
     }
@@ -411,7 +419,7 @@ async fn request(gw: Arc<State>, session: Arc<Session>, msg: Message) -> Respons
 /// that paused its stream (SSE polling) pauses this one too: the client's stream ends with the
 /// upstream's retry hint, the buffer lives on, and the client resumes with `Last-Event-ID`.
 fn sse_response(
-    gw: &State,
+    snap: &Snapshot,
     session: &Arc<Session>,
     first: Out,
     mut rx: mpsc::UnboundedReceiver<Out>,
@@ -419,7 +427,7 @@ fn sse_response(
     let Some(http) = session.http() else {
         unreachable!("an HTTP request's session has HTTP streams")
     };
-    let buf = http.new_stream(gw.snapshot().settings().replay_events as usize);
+    let buf = http.new_stream(snap.settings().replay_events as usize);
     if let Out::Open(Some(ms)) | Out::Pause(Some(ms)) = first {
         buf.set_retry(ms);
     }

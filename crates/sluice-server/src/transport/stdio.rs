@@ -132,7 +132,8 @@ where
                 let gw = gw.clone();
                 let out = out_tx.clone();
                 tasks.spawn(async move {
-                    match proxy::client_request(&gw, &s, msg, &out).await {
+                    let snap = gw.snapshot();
+                    match proxy::client_request(&gw, &snap, &s, msg, &out).await {
                         Outcome::Reply(r) => {
                             let _ = out.send(Out::Msg(r));
                         }
