@@ -458,6 +458,25 @@ pub mod tree {
         pub fn path(&self) -> &Path {
             &self.path
         }
+
+        /// The lines of the audit log `logs/audit.jsonl`, once there are at least `n` (waiting
+        /// at most 5 s; then what there is).
+        pub async fn audit_lines(&self, n: usize) -> Vec<Value> {
+            let path = self.path.join("logs/audit.jsonl");
+            let mut lines = Vec::new();
+            for _ in 0..100 {
+                lines = std::fs::read_to_string(&path)
+                    .unwrap_or_default()
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+                if lines.len() >= n {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            lines
+        }
     }
 
     impl Drop for Home {

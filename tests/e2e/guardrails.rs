@@ -40,24 +40,6 @@ async fn client(home: &Home) -> (sluice_e2e::Proc, Client) {
     (gw, c)
 }
 
-/// The audit lines, once at least `n` are written.
-async fn audit_lines(home: &Home, n: usize) -> Vec<Value> {
-    let path = home.path().join("logs/audit.jsonl");
-    let mut lines = Vec::new();
-    for _ in 0..100 {
-        lines = std::fs::read_to_string(&path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        if lines.len() >= n {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    lines
-}
-
 /// A PostToolUse hook that writes what it was shown (`tool_response`) to `seen.json` in the
 /// home folder and lets the reply pass.
 const RECORD_PY: &str = r#"
@@ -121,7 +103,7 @@ async fn mask_and_pii_shape_the_result_before_the_response_hook_sees_it() {
     let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
     assert_eq!(r["result"]["structuredContent"], json!({"sum": 3}));
     // The audit line counts what each control changed (structured content and text each).
-    let lines = audit_lines(&home, 2).await;
+    let lines = home.audit_lines(2).await;
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert_eq!(lines[0]["tool"], json!("fx_echo"));
     assert_eq!(

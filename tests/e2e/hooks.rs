@@ -1,7 +1,7 @@
 //! The hook pipeline through the real binary: every kind (command, process, http, builtin),
-//! every decision (pass, modify, answer, refuse), failures (timeout fail-closed and fail-open),
-//! response hooks (replace, refuse a gateway-made error), onion order, the explain hook with a
-//! real SDK client, the audit log, and manifest validation.
+//! every decision (pass, modify, answer, refuse), failures (a crash or a timeout, fail-closed and
+//! fail-open), response hooks (replace, refuse a gateway-made error), onion order, the explain
+//! hook with a real SDK client, the audit log, and manifest validation.
 
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
@@ -203,19 +203,7 @@ async fn an_http_hook_service_rewrites_and_refuses_as_in_seed_002() {
     // Every other method passes the hook untouched.
     assert_eq!(c.request("ping", json!({})).await["result"], json!({}));
     // The audit log has one line per tool call, the refusal with its reason.
-    let path = home.path().join("logs/audit.jsonl");
-    let mut lines: Vec<Value> = Vec::new();
-    for _ in 0..50 {
-        lines = std::fs::read_to_string(&path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        if lines.len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let lines = home.audit_lines(2).await;
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert_eq!(lines[0]["tool"], json!("crm.order.status"));
     assert_eq!(lines[0]["upstream"], json!("crm"));
@@ -264,6 +252,101 @@ async fn a_hung_hook_fails_closed_or_open_as_configured() {
     // Fail open: the call goes on after the timeout.
     let open = c.call_tool("fx_add", json!({"a": 2, "b": 2})).await;
     assert_eq!(open["result"]["structuredContent"], json!({"sum": 4}));
+}
+
+/// A hook script that crashes: it reads its event, then dies of SIGSEGV.
+const CRASH_SH: &str = r#"#!/usr/bin/env bash
+cat >/dev/null
+echo "about to crash" >&2
+kill -SEGV $$
+"#;
+
+#[tokio::test]
+async fn a_crashing_or_hung_hook_follows_on_error() {
+    let home = home_with(
+        "hooks-crash",
+        json!([
+            {"id": "crash-closed", "event": "PreToolUse", "matcher": "fx_echo", "type": "command",
+             "command": "bash \"${HOOKS_DIR}/scripts/crash.sh\"", "script": "scripts/crash.sh", "timeout": 5, "enabled": true},
+            {"id": "crash-open", "event": "PreToolUse", "matcher": "fx_add", "type": "command",
+             "command": "bash \"${HOOKS_DIR}/scripts/crash.sh\"", "script": "scripts/crash.sh", "timeout": 5, "on_error": "pass", "enabled": true},
+            {"id": "hang-closed", "event": "PreToolUse", "matcher": "fx_whoami", "type": "command",
+             "command": "sleep 30", "timeout": 1, "enabled": true}
+        ]),
+    );
+    home.write("hooks/scripts/crash.sh", CRASH_SH);
+    home.write(
+        "logs/log.config.json",
+        r#"{"enabled": true, "path": "logs/audit.jsonl"}"#,
+    );
+    let (_gw, c) = client(&home).await;
+    // on_error refuse (the default): every call is refused, the failure is not shown to the agent.
+    for i in 0..5 {
+        let r = c.call_tool("fx_echo", json!({"i": i})).await;
+        assert_eq!(
+            r["error"],
+            json!({"code": -32030, "message": "Request rejected"}),
+            "call {i}: {r}"
+        );
+    }
+    // on_error pass: every call goes through.
+    for i in 0..5 {
+        let r = c.call_tool("fx_add", json!({"a": i, "b": 1})).await;
+        assert_eq!(
+            r["result"]["structuredContent"],
+            json!({"sum": i + 1}),
+            "call {i}: {r}"
+        );
+    }
+    // A timeout follows on_error the same way.
+    let r = c.call_tool("fx_whoami", json!({})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32030, "message": "Request rejected"})
+    );
+
+    let lines = home.audit_lines(11).await;
+    assert_eq!(lines.len(), 11, "{lines:?}");
+    // `sh -c` runs `bash crash.sh` and reports its death by SIGSEGV as exit 139 (a shell that
+    // execs its last command dies of the signal itself).
+    let crashed = |reason: &Value| {
+        let r = reason.as_str().unwrap_or("");
+        assert!(
+            r == "killed by signal SIGSEGV (exit code 139)" || r == "killed by signal SIGSEGV",
+            "{reason}"
+        );
+    };
+    for line in &lines[..5] {
+        assert_eq!(line["tool"], json!("fx_echo"));
+        assert_eq!(line["outcome"], json!("refused"), "{line}");
+        let hook = &line["hooks"][0];
+        assert_eq!(
+            (&hook["id"], &hook["phase"], &hook["decision"]),
+            (&json!("crash-closed"), &json!("request"), &json!("error"))
+        );
+        crashed(&hook["reason"]);
+        assert_eq!(
+            line["error"],
+            json!(format!(
+                "hook crash-closed failed: {}",
+                hook["reason"].as_str().unwrap()
+            ))
+        );
+    }
+    for line in &lines[5..10] {
+        assert_eq!(line["tool"], json!("fx_add"));
+        assert_eq!(line["outcome"], json!("ok"), "{line}");
+        assert_eq!(line["hooks"][0]["id"], json!("crash-open"));
+        assert_eq!(line["hooks"][0]["decision"], json!("error"));
+        crashed(&line["hooks"][0]["reason"]);
+    }
+    assert_eq!(lines[10]["tool"], json!("fx_whoami"));
+    assert_eq!(lines[10]["outcome"], json!("refused"));
+    assert_eq!(
+        lines[10]["error"],
+        json!("hook hang-closed failed: timed out after 1s")
+    );
+    assert_eq!(lines[10]["hooks"][0]["decision"], json!("error"));
 }
 
 const REFUSE_ERRORS_PY: &str = r#"

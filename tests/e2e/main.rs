@@ -16,6 +16,7 @@ mod interop;
 mod manage;
 mod modern;
 mod modern_upstreams;
+mod orphans;
 mod python_sdk;
 mod ratelimit;
 mod reload;

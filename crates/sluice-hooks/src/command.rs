@@ -9,9 +9,15 @@
 //!
 //! How the result is read:
 //!
+//! - **death by a signal** (a crash: `kill -SEGV $$`, SIGKILL by the OOM killer) is a failure
+//!   (`killed by signal SIGSEGV`), as a timeout is: the chain applies `on_error` (`refuse` by
+//!   default), so a hook that crashes does not let the message through unless asked to. The
+//!   command runs under `sh -c`, which outlives the program it starts and reports that
+//!   program's death by signal N as exit 128 + N: an exit code of 129 to 159 (128 + a signal
+//!   number) is read as that death too (`killed by signal SIGSEGV (exit code 139)`).
 //! - **exit 2** blocks: refuse, with stderr (trimmed; `blocked by hook` when empty) as the reason.
 //!   In this protocol stderr is feedback for the model, so the reason is meant for the agent.
-//! - **any other non-zero exit** (or death by a signal) is a non-blocking error: logged, pass.
+//! - **any other non-zero exit** is a non-blocking error, as in Claude Code: logged, pass.
 //! - **exit 0** passes, unless stdout is a JSON object (the JSON protocol), read in this order:
 //!   1. `hookSpecificOutput.permissionDecision`: `"deny"` refuses with
 //!      `permissionDecisionReason`; `"allow"` goes on reading; `"ask"` is logged (there is no one
@@ -34,10 +40,10 @@
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
 use crate::wire::{fmt_duration, native_decision, truncate_chars};
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use sluice_core::process;
 use sluice_core::Message;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -110,19 +116,33 @@ impl CommandHook {
                 for_agent: true,
                 error: None,
             })),
-            code => {
-                let how = match code {
-                    Some(c) => format!("exit code {c}"),
-                    None => describe_signal(&out.status),
-                };
+            Some(code) if shell_reported_signal(code).is_some() => {
+                let sig = shell_reported_signal(code).expect("a signal");
+                if !stderr.is_empty() {
+                    tracing::info!(command = %short(&self.command), stderr = %stderr, "stderr of the hook that was killed");
+                }
+                Err(HookFailure(format!(
+                    "killed by signal {sig} (exit code {code})"
+                )))
+            }
+            Some(code) => {
                 tracing::warn!(
                     command = %short(&self.command),
                     event = ev.event_name,
                     method = %ev.method,
                     stderr = %stderr,
-                    "hook failed with {how} (a non-blocking error: the message passes)"
+                    "hook failed with exit code {code} (a non-blocking error: the message passes)"
                 );
                 Ok(Decision::Pass)
+            }
+            None => {
+                if !stderr.is_empty() {
+                    tracing::info!(command = %short(&self.command), stderr = %stderr, "stderr of the hook that was killed");
+                }
+                Err(HookFailure(format!(
+                    "killed by {}",
+                    describe_signal(&out.status)
+                )))
             }
         }
     }
@@ -141,19 +161,16 @@ impl CommandHook {
             .env("CLAUDE_PROJECT_DIR", &self.cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| {
+            .stderr(Stdio::piped());
+        // A cancelled decide drops `group` armed, which kills the group while the leader is
+        // not yet reaped (its pid cannot have been reused).
+        let (mut child, mut group) = process::spawn(&mut cmd).map_err(|e| {
             HookFailure(format!(
                 "cannot start the hook command {:?} in {}: {e}",
                 short(&self.command),
                 self.cwd.display()
             ))
         })?;
-        // Declared after `child`, so dropped before it: a cancelled decide kills the group
-        // while the leader is not yet reaped (its pid cannot have been reused).
-        let mut group = GroupGuard(child.id());
 
         let mut stdin = child.stdin.take().expect("piped stdin");
         let writer = tokio::spawn(async move {
@@ -198,29 +215,6 @@ impl CommandHook {
             stderr,
             truncated: t1 || t2,
         })
-    }
-}
-
-/// Kills the command's process group unless disarmed (the command exited on its own).
-struct GroupGuard(Option<u32>);
-
-impl GroupGuard {
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-
-    fn kill(&mut self) {
-        if let Some(pid) = self.0.take() {
-            if let Ok(pid) = i32::try_from(pid) {
-                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -372,6 +366,13 @@ fn refuse(reason: Option<&str>, default: &str) -> Decision {
         for_agent: true,
         error: None,
     })
+}
+
+/// The signal a shell means by exit code `code` (128 + the signal's number), if any.
+fn shell_reported_signal(code: i32) -> Option<Signal> {
+    code.checked_sub(128)
+        .filter(|n| *n > 0)
+        .and_then(|n| Signal::try_from(n).ok())
 }
 
 fn describe_signal(status: &ExitStatus) -> String {
@@ -546,6 +547,17 @@ mod tests {
             read(&err, json!({"additionalContext":"note"})),
             Decision::Pass
         );
+    }
+
+    #[test]
+    fn exit_codes_129_to_159_are_a_death_by_signal_as_a_shell_reports_it() {
+        assert_eq!(shell_reported_signal(139), Some(Signal::SIGSEGV));
+        assert_eq!(shell_reported_signal(137), Some(Signal::SIGKILL));
+        assert_eq!(shell_reported_signal(129), Some(Signal::SIGHUP));
+        assert_eq!(shell_reported_signal(159), Some(Signal::SIGSYS));
+        for code in [0, 1, 2, 127, 128, 160, 255] {
+            assert_eq!(shell_reported_signal(code), None, "{code}");
+        }
     }
 
     #[test]

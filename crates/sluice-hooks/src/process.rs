@@ -39,10 +39,10 @@
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
 use crate::wire::{native_decision, replace, to_message, truncate_chars};
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
+use sluice_core::process::{self, Group};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -278,23 +278,20 @@ impl Inner {
 
     /// Spawn the child and its reader, writer, stderr and waiter tasks.
     fn start(this: &Arc<Inner>, st: &mut State) -> Result<Arc<Live>, HookFailure> {
-        let mut child = Command::new("sh")
-            .arg("-c")
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
             .arg(&this.command)
             .current_dir(&this.cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                HookFailure(format!(
-                    "cannot start the process hook {:?} in {}: {e}",
-                    this.command,
-                    this.cwd.display()
-                ))
-            })?;
+            .stderr(Stdio::piped());
+        let (mut child, group) = process::spawn(&mut cmd).map_err(|e| {
+            HookFailure(format!(
+                "cannot start the process hook {:?} in {}: {e}",
+                this.command,
+                this.cwd.display()
+            ))
+        })?;
         st.generation += 1;
         let pid = child.id();
         let stdin = child.stdin.take().expect("piped stdin");
@@ -320,6 +317,7 @@ impl Inner {
         tokio::spawn(log_stderr(stderr, this.id.clone()));
         tokio::spawn(watch_child(
             child,
+            group,
             Arc::downgrade(this),
             live.clone(),
             stop_rx,
@@ -457,21 +455,13 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, id: String) {
 /// still waiting and schedule the restart.
 async fn watch_child(
     mut child: Child,
+    mut group: Group,
     inner: Weak<Inner>,
     live: Arc<Live>,
     stop: oneshot::Receiver<()>,
     eof: oneshot::Receiver<()>,
     exited: watch::Sender<bool>,
 ) {
-    let pgid = live
-        .pid
-        .and_then(|p| i32::try_from(p).ok())
-        .map(Pid::from_raw);
-    let signal_group = |sig| {
-        if let Some(g) = pgid {
-            let _ = killpg(g, sig);
-        }
-    };
     let (mut stop, mut eof) = (stop, eof);
     let mut eof_seen = false;
     let how = tokio::select! {
@@ -481,13 +471,7 @@ async fn watch_child(
         },
         _ = &mut stop => {
             live.tx.lock().take();
-            if tokio::time::timeout(Duration::from_millis(500), child.wait()).await.is_err() {
-                signal_group(Signal::SIGTERM);
-                if tokio::time::timeout(Duration::from_millis(1500), child.wait()).await.is_err() {
-                    signal_group(Signal::SIGKILL);
-                    let _ = child.wait().await;
-                }
-            }
+            group.stop(&mut child, Duration::from_millis(500), Duration::from_millis(1500)).await;
             "was stopped".to_string()
         }
         _ = &mut eof => {
@@ -495,7 +479,7 @@ async fn watch_child(
             match tokio::time::timeout(Duration::from_millis(200), child.wait()).await {
                 Ok(Ok(s)) => format!("exited ({s})"),
                 _ => {
-                    signal_group(Signal::SIGKILL);
+                    group.signal(Signal::SIGKILL);
                     let _ = child.wait().await;
                     "closed its stdout, so it was killed".to_string()
                 }
@@ -503,7 +487,7 @@ async fn watch_child(
         }
     };
     // Stragglers left in its group would hold the pipes open.
-    signal_group(Signal::SIGKILL);
+    group.kill();
     // Answers it wrote just before exiting are still in the pipe: let the reader match them.
     if !eof_seen {
         let _ = tokio::time::timeout(Duration::from_millis(500), eof).await;

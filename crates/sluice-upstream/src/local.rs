@@ -195,14 +195,11 @@ pub async fn run(home: &Path, tool: &RegisterTool, args: &Value) -> Value {
         .env("TOOLFUNNEL_TOOL_ARGS", &args_json)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+        .stderr(Stdio::piped());
+    let (mut child, mut group) = match sluice_core::process::spawn(&mut cmd) {
         Ok(c) => c,
         Err(e) => return text_result(format!("cannot start tool {}: {e}", tool.id), true),
     };
-    let pid = child.id();
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let timeout = tool
@@ -223,14 +220,13 @@ pub async fn run(home: &Path, tool: &RegisterTool, args: &Value) -> Value {
         (out, err, status)
     };
     let (out, err, status) = match tokio::time::timeout(timeout, work).await {
-        Ok(r) => r,
+        Ok(r) => {
+            // It exited (and was reaped): what it left running in its group is its own.
+            group.disarm();
+            r
+        }
         Err(_) => {
-            if let Some(pid) = pid {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
+            group.kill();
             return text_result(
                 format!(
                     "tool {} timed out after {:.0} s and was stopped",

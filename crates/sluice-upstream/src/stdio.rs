@@ -1,13 +1,20 @@
 //! The stdio transport: a child process speaking one JSON message per line (bounded, see
 //! [`framing`](crate::framing)); stderr goes to the log and to the connection's
-//! [`StderrTail`](crate::StderrTail); shutdown closes stdin, then sends SIGTERM,
-//! then SIGKILL.
+//! [`StderrTail`](crate::StderrTail).
+//!
+//! The child runs in a process group of its own ([`sluice_core::process`]), so what it starts
+//! (`sh -c 'sleep 97 & exec server'`, the children of `npx …`) is stopped with it. Shutdown
+//! (a restart, a reload that removes the upstream, the gateway's shutdown, the process exiting)
+//! closes stdin, waits 500 ms for the child to exit, then sends the group SIGTERM, waits up to
+//! 1.5 s for every member to go, then sends the group SIGKILL. A wire dropped without a
+//! shutdown kills the group.
 
 use crate::core::Inner;
 use crate::error::UpstreamError;
 use crate::framing::{self, Line, LineCodec, MAX_MESSAGE_LINE, MAX_STDERR_LINE};
 use futures_util::StreamExt;
 use sluice_config::UpstreamSpec;
+use sluice_core::process::{self, Group};
 use sluice_core::Message;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -16,10 +23,15 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
+/// How long a child has to exit on its own once its stdin is closed.
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+/// How long its group has to go after SIGTERM, before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_millis(1500);
+
 pub(crate) struct StdioWire {
     tx: parking_lot::Mutex<Option<mpsc::UnboundedSender<String>>>,
-    child: tokio::sync::Mutex<Option<Child>>,
-    pid: Option<u32>,
+    /// The child and its group (killed if dropped armed), until the shutdown takes them.
+    child: tokio::sync::Mutex<Option<(Child, Group)>>,
 }
 
 impl StdioWire {
@@ -29,15 +41,12 @@ impl StdioWire {
             .envs(&spec.env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         if let Some(cwd) = &spec.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd
-            .spawn()
+        let (mut child, group) = process::spawn(&mut cmd)
             .map_err(|e| UpstreamError::Connect(format!("cannot start {:?}: {e}", spec.command)))?;
-        let pid = child.id();
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
@@ -115,8 +124,7 @@ impl StdioWire {
 
         Ok(StdioWire {
             tx: parking_lot::Mutex::new(Some(tx)),
-            child: tokio::sync::Mutex::new(Some(child)),
-            pid,
+            child: tokio::sync::Mutex::new(Some((child, group))),
         })
     }
 
@@ -129,31 +137,17 @@ impl StdioWire {
         }
     }
 
-    /// Close stdin, wait a little, SIGTERM, wait, SIGKILL.
+    /// Close stdin, wait a little, SIGTERM to the group, wait, SIGKILL to the group (see the
+    /// module docs). A second call waits for the first one's stop to end.
     pub async fn shutdown(&self) {
         self.tx.lock().take();
-        let Some(mut child) = self.child.lock().await.take() else {
+        let mut held = self.child.lock().await;
+        let Some((child, group)) = held.as_mut() else {
             return;
         };
-        if tokio::time::timeout(Duration::from_millis(500), child.wait())
-            .await
-            .is_ok()
-        {
-            return;
-        }
-        if let Some(pid) = self.pid {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-        }
-        if tokio::time::timeout(Duration::from_millis(1500), child.wait())
-            .await
-            .is_ok()
-        {
-            return;
-        }
-        let _ = child.kill().await;
+        let how = group.stop(child, EXIT_WAIT, TERM_GRACE).await;
+        tracing::debug!(pid = ?group.id(), "stdio upstream stopped: {how:?}");
+        *held = None;
     }
 }
 

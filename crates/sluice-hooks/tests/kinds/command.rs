@@ -55,6 +55,34 @@ async fn exit_2_blocks_with_stderr_as_the_reason_for_the_agent() {
 }
 
 #[tokio::test]
+async fn death_by_a_signal_is_a_failure_so_on_error_applies() {
+    let dir = TempDir::new("signal");
+    for (cmd, want) in [
+        ("cat >/dev/null; kill -SEGV $$", "killed by signal SIGSEGV"),
+        ("echo crashing >&2; kill -9 $$", "killed by signal SIGKILL"),
+        ("kill -TERM $$", "killed by signal SIGTERM"),
+        // A program that `sh -c` started and that crashed: sh reports it as exit 128 + 11.
+        (
+            "cat >/dev/null; bash -c 'kill -SEGV $$'",
+            "killed by signal SIGSEGV (exit code 139)",
+        ),
+        ("exit 137", "killed by signal SIGKILL (exit code 137)"),
+    ] {
+        let e = hook(&dir, cmd)
+            .decide(&call("t", json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(e.0, want, "{cmd}");
+    }
+    // Exit 2 still blocks, exit 1 still passes, next to it.
+    let d = hook(&dir, "echo no >&2; exit 2")
+        .decide(&call("t", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(d, refused("no"));
+}
+
+#[tokio::test]
 async fn exit_2_without_stderr_blocks_with_a_default_reason() {
     let dir = TempDir::new("exit2");
     let d = hook(&dir, "cat >/dev/null; exit 2")
@@ -65,9 +93,9 @@ async fn exit_2_without_stderr_blocks_with_a_default_reason() {
 }
 
 #[tokio::test]
-async fn other_exit_codes_and_signals_are_non_blocking() {
+async fn other_exit_codes_are_non_blocking() {
     let dir = TempDir::new("exit1");
-    for cmd in ["echo oops >&2; exit 1", "exit 127", "kill -9 $$"] {
+    for cmd in ["echo oops >&2; exit 1", "exit 127", "exit 128", "exit 160"] {
         let d = hook(&dir, cmd).decide(&call("t", json!({}))).await.unwrap();
         assert_eq!(d, Decision::Pass, "{cmd}");
     }

@@ -53,6 +53,8 @@ for line in sys.stdin:
         pass
     elif tool == "die":
         sys.exit(3)
+    elif tool == "segv":
+        os.kill(os.getpid(), 11)
     elif tool == "pid":
         out(n, {"decision": "refuse", "reason": str(os.getpid())})
     elif tool == "echo":
@@ -192,19 +194,18 @@ async fn an_unreadable_line_is_ignored_and_the_event_times_out_but_the_child_kee
     h.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_child_that_dies_fails_the_event_and_is_restarted() {
-    let dir = TempDir::new("proc-die");
+/// Send `tool` (which makes the child die), check the event failed at once (not at the
+/// timeout) and the child was restarted; returns the failure.
+async fn dies_and_is_restarted(label: &str, tool: &str) -> String {
+    let dir = TempDir::new(label);
     let h = hook(&dir, Duration::from_secs(10));
     let first = python_pid(&h).await;
     let started = Instant::now();
-    let e = h.decide(&call("die", json!({}))).await.unwrap_err();
+    let e = h.decide(&call(tool, json!({}))).await.unwrap_err();
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "waited for the timeout"
     );
-    assert!(e.0.contains("exited"), "{e}");
-    assert!(e.0.contains("3"), "no exit status in {e}");
     assert!(gone(first, Duration::from_secs(3)).await);
     let second = python_pid(&h).await;
     assert_ne!(first, second);
@@ -213,6 +214,26 @@ async fn a_child_that_dies_fails_the_event_and_is_restarted() {
         Decision::Pass
     );
     h.shutdown().await;
+    e.0
+}
+
+#[tokio::test]
+async fn a_child_that_dies_fails_the_event_and_is_restarted() {
+    let e = dies_and_is_restarted("proc-die", "die").await;
+    assert!(e.contains("exited"), "{e}");
+    assert!(e.contains("3"), "no exit status in {e}");
+}
+
+#[tokio::test]
+async fn a_child_killed_by_a_signal_fails_the_pending_event_and_is_restarted() {
+    let e = dies_and_is_restarted("proc-segv", "segv").await;
+    assert!(e.starts_with("the process hook exited ("), "{e}");
+    // `sh -c` reports its child's death by SIGSEGV as 139 (or dies of it, having exec'd it).
+    assert!(
+        e.contains("SIGSEGV") || e.contains("exit status: 139"),
+        "no signal in {e}"
+    );
+    assert!(e.ends_with("before answering"), "{e}");
 }
 
 #[tokio::test]
