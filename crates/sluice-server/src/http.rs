@@ -64,7 +64,7 @@ pub async fn serve(
 }
 
 pub(crate) fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>) -> Response {
-    let body = error.to_response(id).to_string();
+    let body = sluice_core::exact::to_string(&error.to_response(id));
     (
         status,
         [(
