@@ -7,6 +7,7 @@ mod apply;
 mod auth;
 mod cli;
 mod conformance;
+mod exact_ids;
 mod faults;
 mod funnel;
 mod guardrails;

@@ -7,6 +7,7 @@
 //! [`RpcError`] (a JSON-RPC error object the gateway produces).
 
 pub mod error;
+pub mod exact;
 pub mod glob;
 pub mod headers;
 pub mod message;

@@ -1,6 +1,7 @@
 //! One JSON-RPC 2.0 message, kept as the JSON object it arrived as, and classified.
 
 use crate::error::RpcError;
+use crate::exact;
 use serde_json::{json, Map, Value};
 
 /// What a JSON-RPC message is.
@@ -35,7 +36,8 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    /// The error response to send back.
+    /// The error response to send back (write it with [`exact::to_string`]: the id may be an
+    /// exact id).
     pub fn to_response(&self) -> Value {
         self.error.to_response(self.id.as_ref())
     }
@@ -45,19 +47,47 @@ fn valid_id(id: &Value) -> bool {
     matches!(id, Value::String(_) | Value::Number(_))
 }
 
+/// Replace a numeric `id` that would not write back as it arrived in `bytes` with an exact id.
+fn keep_exact_id(id: Option<&mut Value>, bytes: &[u8]) {
+    let Some(id) = id else { return };
+    let Value::Number(n) = id else { return };
+    if n.is_u64() || n.is_i64() {
+        return;
+    }
+    if let Some(kept) = exact::raw_id(bytes).and_then(|raw| exact::keep(n, raw)) {
+        *id = kept;
+    }
+}
+
 impl Message {
     /// Parse one message from bytes. Invalid JSON is -32700; JSON that is not a JSON-RPC 2.0
-    /// message (an array, a missing `jsonrpc`, a bad id …) is -32600.
+    /// message (an array, a missing `jsonrpc`, a bad id …) is -32600. A numeric id is kept as
+    /// sent, byte for byte (an [exact id](crate::exact) when `serde_json` would change it).
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
         let value: Value = serde_json::from_slice(bytes).map_err(|e| ParseError {
             error: Box::new(RpcError::parse(e)),
             id: None,
         })?;
-        Message::from_value(value)
+        match Message::classify(value, false) {
+            Ok(mut m) => {
+                keep_exact_id(m.obj.get_mut("id"), bytes);
+                Ok(m)
+            }
+            Err(mut e) => {
+                keep_exact_id(e.id.as_mut(), bytes);
+                Err(e)
+            }
+        }
     }
 
-    /// Classify a JSON value as a message (-32600 when it is not one).
+    /// Classify a JSON value as a message (-32600 when it is not one). An [exact
+    /// id](crate::exact) counts as a numeric id.
     pub fn from_value(value: Value) -> Result<Message, ParseError> {
+        Message::classify(value, true)
+    }
+
+    fn classify(value: Value, exact_ok: bool) -> Result<Message, ParseError> {
+        let valid_id = |id: &Value| valid_id(id) || (exact_ok && exact::is_exact(id));
         let obj = match value {
             Value::Object(obj) => obj,
             Value::Array(_) => {
@@ -242,14 +272,22 @@ impl Message {
         Value::Object(self.obj.clone())
     }
 
-    /// Serialise to compact JSON (no newlines, as stdio framing needs).
+    /// Serialise to compact JSON (no newlines, as stdio framing needs); an exact id is written
+    /// as the number text it holds.
     pub fn to_json(&self) -> String {
+        if exact::has_exact_id(&self.obj) {
+            return serde_json::to_string(&exact::ExactMap(&self.obj))
+                .expect("a JSON map always serialises");
+        }
         serde_json::to_string(&self.obj).expect("a JSON map always serialises")
     }
 }
 
 impl serde::Serialize for Message {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if exact::has_exact_id(&self.obj) {
+            return exact::ExactMap(&self.obj).serialize(s);
+        }
         self.obj.serialize(s)
     }
 }
@@ -286,6 +324,83 @@ mod tests {
         let e = Message::parse(br#"{"jsonrpc":"2.0","id":{"o":1},"method":"ping"}"#).unwrap_err();
         assert_eq!(e.error.code, codes::INVALID_REQUEST);
         assert_eq!(e.id, None);
+    }
+
+    #[test]
+    fn numeric_ids_come_back_byte_for_byte() {
+        for id in [
+            "123456789012345678901234567890",
+            "98765432109876543210",
+            "-123456789012345678901234567890",
+            "1.10",
+            "1.5",
+            "-2.50",
+            "1e2",
+            "1E+2",
+            "-0",
+            "0.1000000000000000055511151231257827",
+            "7",
+            "-7",
+            "18446744073709551615",
+            "-9223372036854775808",
+        ] {
+            let text =
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"n":1.10}}}}"#);
+            let m = Message::parse(text.as_bytes()).unwrap();
+            assert_eq!(m.kind(), Kind::Request, "{id}");
+            // The id as sent; every other number as serde_json writes it (as before).
+            let want =
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"n":1.1}}}}"#);
+            assert_eq!(m.to_json(), want, "{id}");
+            assert_eq!(serde_json::to_string(&m).unwrap(), want, "{id}");
+            // Carried into a reply, an error, a copy through a Value: still as sent.
+            let id_v = m.id().cloned().unwrap();
+            let reply = Message::response(id_v.clone(), json!({}));
+            assert_eq!(
+                reply.to_json(),
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)
+            );
+            let err = Message::error(id_v.clone(), &RpcError::invalid_request("x"));
+            assert!(err.to_json().contains(&format!(r#""id":{id},"#)), "{id}");
+            let again = Message::from_value(reply.to_value()).unwrap();
+            assert_eq!(again.to_json(), reply.to_json());
+            let mut other = Message::request(json!(5), "ping", None);
+            other.set_id(id_v.clone());
+            assert!(other.to_json().contains(&format!(r#""id":{id},"#)));
+            let nested = json!({"event": {"message": m.to_value()}});
+            assert!(crate::exact::to_string(&nested).contains(&format!(r#""id":{id},"#)));
+            // Keys match what serde_json alone makes of the id (a requestId, as before).
+            let lossy: Value = serde_json::from_str(id).unwrap();
+            assert_eq!(crate::exact::key(&id_v), lossy.to_string(), "{id}");
+        }
+    }
+
+    #[test]
+    fn exact_ids_of_invalid_requests_and_responses() {
+        let e = Message::parse(br#"{"jsonrpc":"1.0","id":1.10,"method":"x"}"#).unwrap_err();
+        assert_eq!(
+            crate::exact::to_string(&e.to_response()),
+            r#"{"jsonrpc":"2.0","id":1.10,"error":{"code":-32600,"message":"Invalid Request: \"jsonrpc\" must be \"2.0\""}}"#
+        );
+        let r = Message::parse(br#"{"jsonrpc":"2.0","id":1e400,"result":{}}"#);
+        assert!(r.is_err(), "out-of-range numbers stay a parse error");
+        let r = Message::parse(br#"{"jsonrpc":"2.0","id":2.50,"result":{}}"#).unwrap();
+        assert_eq!(r.to_json(), r#"{"jsonrpc":"2.0","id":2.50,"result":{}}"#);
+    }
+
+    #[test]
+    fn a_client_cannot_send_an_exact_id() {
+        let e = Message::parse(
+            br#"{"jsonrpc":"2.0","id":{"$sluice::exact-number":"1"},"method":"ping"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.error.code, codes::INVALID_REQUEST);
+        assert_eq!(e.id, None);
+        let e = Message::from_value(
+            json!({"jsonrpc":"2.0","id":{"$sluice::exact-number":"1}"},"method":"ping"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.error.code, codes::INVALID_REQUEST);
     }
 
     #[test]

@@ -149,7 +149,7 @@ impl CommandHook {
 
     /// Spawn, feed stdin, capture, wait (killing the group past the timeout).
     async fn run(&self, ev: &HookEvent) -> Result<Output, HookFailure> {
-        let mut input = serde_json::to_vec(&ev.to_json())
+        let mut input = serde_json::to_vec(&sluice_core::exact::Exact(&ev.to_json()))
             .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
         input.push(b'\n');
 

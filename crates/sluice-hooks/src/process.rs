@@ -156,7 +156,8 @@ impl ProcessHook {
     pub async fn decide(&self, ev: &HookEvent) -> Result<Decision, HookFailure> {
         let inner = &self.inner;
         let deadline = Instant::now() + inner.timeout;
-        let line_of = |n: u64| json!({"id": n, "event": ev.to_json()}).to_string();
+        let line_of =
+            |n: u64| sluice_core::exact::to_string(&json!({"id": n, "event": ev.to_json()}));
         let (live, n, rx) = loop {
             let live = match Inner::acquire(inner)? {
                 Acquired::Live(l) => l,

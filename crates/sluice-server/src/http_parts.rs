@@ -17,7 +17,7 @@ pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// A JSON-RPC error as the whole response, with this status.
 pub(crate) fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>) -> Response {
-    let body = error.to_response(id).to_string();
+    let body = sluice_core::exact::to_string(&error.to_response(id));
     (
         status,
         [(

@@ -291,5 +291,5 @@ impl Session {
 
 /// JSON text of an id, as a map key (`1` and `"1"` stay distinct).
 pub fn id_key(id: &Value) -> String {
-    id.to_string()
+    sluice_core::exact::key(id)
 }

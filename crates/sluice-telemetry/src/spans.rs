@@ -107,7 +107,7 @@ impl Telemetry {
             .flatten();
         let request_id = match msg.id() {
             Some(Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
+            Some(v) => sluice_core::exact::to_string(v),
             None => String::new(),
         };
         RequestSpan {

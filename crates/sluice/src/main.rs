@@ -225,7 +225,8 @@ fn default_config() -> Result<Config> {
         timeout: std::time::Duration::from_secs(1),
         on_error: OnError::Refuse,
         enabled: true,
-        description: "Asks the agent for a reason for every tool call (Civic's explain hook).".into(),
+        description: "Asks the agent for a reason for every tool call (Civic's explain hook)."
+            .into(),
     });
     Ok(config)
 }
