@@ -540,6 +540,26 @@ async fn readyz_reports_a_dead_upstream() {
     let m = parse_metrics(&text);
     assert_eq!(m[r#"sluice_upstream_up{upstream="fx"}"#], 0.0);
     assert_eq!(m[r#"sluice_upstream_restarts_total{upstream="fx"}"#], 1.0);
+
+    // Replaced by an edit of its spec, the upstream starts at once and keeps its restart count.
+    let mut fx2 = fixture_upstream("fx");
+    fx2["args"] = json!(["--stdio", "--name", "fx2"]);
+    home.expose(&json!({"version": 1, "upstreams": [fx2]}));
+    let mut fx = Value::Null;
+    for _ in 0..100 {
+        fx = a.get("/api/upstreams").await["upstreams"][0].clone();
+        if fx["status"] == json!("up") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        (fx["status"].clone(), fx["restarts"].clone()),
+        (json!("up"), json!(1)),
+        "{fx}"
+    );
+    let m = parse_metrics(&a.get_with("/metrics", Some(TOKEN)).await.1);
+    assert_eq!(m[r#"sluice_upstream_restarts_total{upstream="fx"}"#], 1.0);
 }
 
 #[test]
@@ -551,7 +571,14 @@ fn the_page_in_chromium() {
     let script = node_dir().join("admin-browser.mjs");
     node_module_file("playwright-core/package.json");
     let home = Home::new("admin-browser");
-    home.expose(&json!({"version": 1, "upstreams": [fixture_upstream("fx")]}));
+    // A curated tool whose accepted fingerprint is not the upstream's: the page flags its drift.
+    home.expose(&json!({"version": 1, "upstreams": [fixture_upstream("fx")],
+        "expose": [{"upstream": "fx", "tool": "test_simple_text", "as": "simple_text"}]}));
+    home.write(
+        "mcp/drift.json",
+        &json!({"version": 1, "tools": {"simple_text": {"accepted": "0000000000000000", "current": "0000000000000000"}}})
+            .to_string(),
+    );
     home.write(
         "hooks/hooks.manifest.json",
         &json!({"version": 1, "hooks": [

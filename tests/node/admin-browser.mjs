@@ -7,7 +7,7 @@
 //
 // Checks, in order: the page loads with the token; a tool call appears in Live traffic with its
 // hook decisions; disabling a tool on the Tools page changes the connected client's tools/list;
-// "Try it" on a hook shows its decision; and a screenshot of each page is written to SHOTS.
+// a drifted curated tool is flagged and Accept clears it; "Try it" on a hook shows its decision; and a screenshot of each page is written to SHOTS.
 // Exits 0 when every check passed, 1 (with the reason on stderr) otherwise.
 import { chromium } from 'playwright-core';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -24,6 +24,11 @@ if (!ADMIN_URL || !TOKEN || !MCP_URL || !SHOTS) {
 mkdirSync(SHOTS, { recursive: true });
 const step = (s) => console.log('step: ' + s);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const api = async (path) => {
+  const r = await fetch(ADMIN_URL + path, { headers: { authorization: 'Bearer ' + TOKEN } });
+  if (!r.ok) throw new Error(`GET ${path}: HTTP ${r.status}`);
+  return r.json();
+};
 
 const deadline = setTimeout(() => { console.error('the browser test ran out of time (120 s)'); process.exit(1); }, 120_000);
 
@@ -98,7 +103,18 @@ try {
   if (!gone) throw new Error('fx_echo is still in the client\'s tools/list after disabling it');
   if ((await page.locator('#tools-error').innerText()).trim()) throw new Error('the Tools page shows an error');
   await page.fill('#tools-search', '');
+
+  step('a drifted curated tool is flagged, and accepting it clears the flag');
+  const drifted = page.locator('#tools-rows tr[data-tool="simple_text"]');
+  await drifted.locator('.badge.drifted').waitFor();
   await shot('tools');
+  await drifted.locator('button.accept').click();
+  await page.waitForSelector('#tools-rows tr[data-tool="simple_text"] button.toggle');
+  for (let i = 0; i < 50 && (await drifted.locator('.badge.drifted').count()) > 0; i++) await sleep(100);
+  if ((await drifted.locator('.badge.drifted').count()) > 0) throw new Error('simple_text is still flagged as drifted after Accept');
+  const listed = (await api('/api/tools')).tools.find((t) => t.name === 'simple_text');
+  if (!listed || listed.drifted !== false) throw new Error('the API still reports simple_text as drifted: ' + JSON.stringify(listed));
+  if ((await page.locator('#tools-error').innerText()).trim()) throw new Error('the Tools page shows an error after Accept');
 
   step('try a hook');
   await nav('hooks');

@@ -329,6 +329,10 @@ pub async fn reload(st: &Arc<State>, mut new: Config) -> ReloadReport {
             None => {
                 report.started.push(spec.id.clone());
                 let s = Arc::new(Slot::new(spec.clone(), st.rt.slot_env.clone()));
+                // A replaced upstream (same id, changed spec) keeps its restart count.
+                if let Some(old) = now.slots.iter().find(|o| o.spec.id == spec.id) {
+                    s.state.lock().restarts = old.state.lock().restarts;
+                }
                 fresh.push(s.clone());
                 next.push(s);
             }
