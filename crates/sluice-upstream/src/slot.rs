@@ -374,13 +374,15 @@ impl Slot {
         // slow connect never holds up another's calls.
         let cell = {
             let mut sessions = self.sessions.lock();
-            let cell = sessions
-                .entry(Arc::from(session.id))
-                .or_insert_with(|| Arc::new(OnceCell::new()));
-            if cell.get().is_some_and(Connection::is_closed) {
-                *cell = Arc::new(OnceCell::new());
+            match sessions.get(session.id) {
+                // The common case: the session's connection is open (no allocation).
+                Some(cell) if !cell.get().is_some_and(Connection::is_closed) => cell.clone(),
+                _ => {
+                    let cell = Arc::new(OnceCell::new());
+                    sessions.insert(Arc::from(session.id), cell.clone());
+                    cell
+                }
             }
-            cell.clone()
         };
         cell.get_or_try_init(|| self.open_for(session))
             .await
