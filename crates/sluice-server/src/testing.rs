@@ -46,6 +46,8 @@ pub fn state(files: &[(&str, Value)], lists: &[(&str, UpstreamLists, Value)]) ->
         }
     }
     control::rebuild_catalog(&st, None);
+    // Everything is read: the tree is not needed any more.
+    let _ = std::fs::remove_dir_all(&home);
     st
 }
 
