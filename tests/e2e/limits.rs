@@ -491,3 +491,70 @@ async fn sigterm_ends_get_streams_finishes_calls_in_flight_and_stops_every_child
     // Nothing listens any more.
     assert!(TcpStream::connect(host_of(&url)).await.is_err());
 }
+
+#[tokio::test]
+async fn an_open_get_stream_is_never_cut_by_the_header_or_idle_timeouts() {
+    let (_home, _gw, url) = gateway(
+        "ssealive",
+        json!({"header_timeout_ms": 200, "idle_timeout_ms": 200}),
+    );
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let mut events = SseReader::new(c.open_get(None).await);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = c.call_tool("fx_trigger_list_changed", json!({})).await;
+    assert!(r["result"].is_object(), "{r}");
+    let (_, m) = events.next().await.expect("the stream is still open");
+    assert_eq!(m["method"], json!("notifications/tools/list_changed"));
+}
+
+#[tokio::test]
+async fn past_drain_ms_the_gateway_exits_with_a_call_still_in_flight() {
+    let (_home, mut gw, url) = gateway("drainlimit", json!({"drain_ms": 500}));
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let kids = children(gw.pid());
+    let call = tokio::spawn(async move {
+        let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "fx_slow", "arguments": {"ms": 60000}}});
+        match c.builder().body(msg.to_string()).send().await {
+            Ok(resp) => Some(resp.text().await.map_err(|e| e.to_string())),
+            Err(_) => None,
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &gw.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut exited = false;
+    for _ in 0..200 {
+        if gw.child.try_wait().unwrap().is_some() {
+            exited = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        exited,
+        "sluice exited within 10 s although a 60 s call was in flight"
+    );
+    // The call's connection was closed without a reply.
+    let r = timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the call ended")
+        .unwrap();
+    assert!(matches!(r, None | Some(Err(_))), "no reply: {r:?}");
+    for k in kids {
+        let mut gone = false;
+        for _ in 0..100 {
+            if !running(k) {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(gone, "child {k} still runs");
+    }
+}
