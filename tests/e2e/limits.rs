@@ -437,6 +437,38 @@ fn running(pid: u32) -> bool {
     }
 }
 
+/// Wait (at most `within`) for the gateway to exit, then (at most 5 s) for each of `kids` to
+/// be gone.
+async fn exits_leaving_no_child(gw: &mut sluice_e2e::Proc, kids: Vec<u32>, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    while gw.child.try_wait().unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "sluice did not exit within {within:?} of SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    for k in kids {
+        while running(k) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "child {k} still runs"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Send SIGTERM to `pid`.
+fn sigterm(pid: u32) {
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+}
+
 #[tokio::test]
 async fn sigterm_ends_get_streams_finishes_calls_in_flight_and_stops_every_child() {
     let (_home, mut gw, url) = gateway("drain", json!({"drain_ms": 8000}));
@@ -453,11 +485,7 @@ async fn sigterm_ends_get_streams_finishes_calls_in_flight_and_stops_every_child
         tokio::spawn(async move { c.call_tool("fx_slow", json!({"ms": 1500})).await })
     };
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &gw.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    sigterm(gw.pid());
     // The GET stream ends at once (well before the call does).
     let ended = timeout(Duration::from_secs(5), events.next()).await;
     assert!(matches!(ended, Ok(None)), "the GET stream ended: {ended:?}");
@@ -468,26 +496,7 @@ async fn sigterm_ends_get_streams_finishes_calls_in_flight_and_stops_every_child
         .unwrap();
     assert_eq!(reply["result"]["content"][0]["text"], json!("slept 1500ms"));
     // The process exits within the drain time and a margin, and no child is left.
-    let mut exited = None;
-    for _ in 0..300 {
-        if let Some(status) = gw.child.try_wait().unwrap() {
-            exited = Some(status);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(exited.is_some(), "sluice exited within 15 s of SIGTERM");
-    for k in kids {
-        let mut gone = false;
-        for _ in 0..100 {
-            if !running(k) {
-                gone = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(gone, "child {k} still runs");
-    }
+    exits_leaving_no_child(&mut gw, kids, Duration::from_secs(15)).await;
     // Nothing listens any more.
     assert!(TcpStream::connect(host_of(&url)).await.is_err());
 }
@@ -523,38 +532,13 @@ async fn past_drain_ms_the_gateway_exits_with_a_call_still_in_flight() {
         }
     });
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &gw.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let mut exited = false;
-    for _ in 0..200 {
-        if gw.child.try_wait().unwrap().is_some() {
-            exited = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        exited,
-        "sluice exited within 10 s although a 60 s call was in flight"
-    );
+    sigterm(gw.pid());
+    // Although a 60 s call is in flight, the process exits after the drain, leaving no child.
+    exits_leaving_no_child(&mut gw, kids, Duration::from_secs(10)).await;
     // The call's connection was closed without a reply.
     let r = timeout(Duration::from_secs(10), call)
         .await
         .expect("the call ended")
         .unwrap();
     assert!(matches!(r, None | Some(Err(_))), "no reply: {r:?}");
-    for k in kids {
-        let mut gone = false;
-        for _ in 0..100 {
-            if !running(k) {
-                gone = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(gone, "child {k} still runs");
-    }
 }
