@@ -14,6 +14,7 @@ mod guardrails;
 mod hooks;
 mod http_transport;
 mod interop;
+mod limits;
 mod manage;
 mod modern;
 mod modern_upstreams;

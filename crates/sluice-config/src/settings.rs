@@ -29,6 +29,29 @@ pub struct Settings {
     pub restart_max_ms: u64,
     /// SSE events kept per stream for `Last-Event-ID` resumption. Default 256.
     pub replay_events: u64,
+    /// Bytes of SSE event data kept per stream for resumption (the oldest events beyond it are
+    /// dropped; the newest is always kept). Default 1 MiB.
+    pub replay_bytes: u64,
+    /// `Host` values accepted on the MCP listener (empty: any). An entry matches the whole
+    /// value or its host part without the port. Others: 403.
+    pub allowed_hosts: Vec<String>,
+    /// A connection must deliver a complete request head within this long of opening, or of
+    /// the first byte of its next request on a kept-alive connection, ms. Default 10 000.
+    pub header_timeout_ms: u64,
+    /// A connection with no request in flight and no bytes received this long is closed, ms.
+    /// Default 60 000.
+    pub idle_timeout_ms: u64,
+    /// A POST body not fully received this long after its head is answered 408, ms. Default 30 000.
+    pub body_timeout_ms: u64,
+    /// Connections served at once on the MCP listener; past it new ones wait in the kernel's
+    /// backlog. Default 1024.
+    pub max_connections: u64,
+    /// Live HTTP sessions at once; past it `initialize` is answered 429. Default 10 000.
+    pub max_sessions: u64,
+    /// Live HTTP sessions per authenticated principal. Default 1 000.
+    pub max_sessions_per_principal: u64,
+    /// At shutdown, how long calls in flight may take to finish, ms. Default 10 000.
+    pub drain_ms: u64,
     /// List the funnel's meta-tools (`<prefix>_list_tools`, `_tool_instructions`, `_run_tool`).
     /// Default: on when the tree has a `tools/` folder.
     pub funnel: Option<bool>,
@@ -76,6 +99,15 @@ impl Default for Settings {
             restart_initial_ms: 500,
             restart_max_ms: 30_000,
             replay_events: 256,
+            replay_bytes: 1024 * 1024,
+            allowed_hosts: Vec::new(),
+            header_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            body_timeout_ms: 30_000,
+            max_connections: 1024,
+            max_sessions: 10_000,
+            max_sessions_per_principal: 1_000,
+            drain_ms: 10_000,
             funnel: None,
             funnel_prefix: "sluice".into(),
             list_register_tools: false,
@@ -99,6 +131,15 @@ const KNOWN: &[&str] = &[
     "restart_initial_ms",
     "restart_max_ms",
     "replay_events",
+    "replay_bytes",
+    "allowed_hosts",
+    "header_timeout_ms",
+    "idle_timeout_ms",
+    "body_timeout_ms",
+    "max_connections",
+    "max_sessions",
+    "max_sessions_per_principal",
+    "drain_ms",
     "funnel",
     "funnel_prefix",
     "list_register_tools",
@@ -160,7 +201,28 @@ pub(crate) fn load(
     positive(&mut f, "restart_initial_ms", &mut s.restart_initial_ms);
     positive(&mut f, "restart_max_ms", &mut s.restart_max_ms);
     positive(&mut f, "replay_events", &mut s.replay_events);
+    positive(&mut f, "replay_bytes", &mut s.replay_bytes);
+    positive(&mut f, "header_timeout_ms", &mut s.header_timeout_ms);
+    positive(&mut f, "idle_timeout_ms", &mut s.idle_timeout_ms);
+    positive(&mut f, "body_timeout_ms", &mut s.body_timeout_ms);
+    positive(&mut f, "max_connections", &mut s.max_connections);
+    positive(&mut f, "max_sessions", &mut s.max_sessions);
+    positive(
+        &mut f,
+        "max_sessions_per_principal",
+        &mut s.max_sessions_per_principal,
+    );
+    positive(&mut f, "drain_ms", &mut s.drain_ms);
     s.allowed_origins = f.strings("allowed_origins");
+    s.allowed_hosts = f.strings("allowed_hosts");
+    for (i, h) in s.allowed_hosts.iter().enumerate() {
+        if h.is_empty() || h.chars().any(|c| c.is_whitespace() || c == '/') {
+            f.err(
+                &format!("allowed_hosts[{i}]"),
+                format!("{h:?} is not a host or host:port"),
+            );
+        }
+    }
     if obj.contains_key("funnel") {
         s.funnel = Some(f.bool("funnel", true));
     }
@@ -306,6 +368,49 @@ mod tests {
         let (s, errors) = load_text("telemetry-none", "{}");
         assert!(errors.is_empty());
         assert_eq!(s.telemetry, TelemetrySettings::default());
+    }
+
+    #[test]
+    fn the_limits_are_read_and_must_be_positive() {
+        let (s, errors) = load_text(
+            "limits-ok",
+            r#"{"header_timeout_ms": 300, "idle_timeout_ms": 400, "body_timeout_ms": 500,
+                "max_connections": 2, "max_sessions": 3, "max_sessions_per_principal": 1,
+                "replay_bytes": 4096, "drain_ms": 700, "allowed_hosts": ["gw.example.com"]}"#,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            (
+                s.header_timeout_ms,
+                s.idle_timeout_ms,
+                s.body_timeout_ms,
+                s.drain_ms
+            ),
+            (300, 400, 500, 700)
+        );
+        assert_eq!(
+            (
+                s.max_connections,
+                s.max_sessions,
+                s.max_sessions_per_principal
+            ),
+            (2, 3, 1)
+        );
+        assert_eq!(s.replay_bytes, 4096);
+        assert_eq!(s.allowed_hosts, ["gw.example.com"]);
+        let (s, errors) = load_text(
+            "limits-bad",
+            r#"{"max_connections": 0, "drain_ms": 0, "allowed_hosts": ["a b"]}"#,
+        );
+        assert_eq!(
+            errors,
+            [
+                "max_connections: must be greater than 0",
+                "drain_ms: must be greater than 0",
+                "allowed_hosts[0]: \"a b\" is not a host or host:port",
+            ]
+        );
+        assert_eq!(s.max_connections, 1024);
     }
 
     #[test]

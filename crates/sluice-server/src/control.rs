@@ -83,6 +83,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         changes: changes_tx,
         telemetry: sluice_telemetry::Telemetry::start(&config.settings.telemetry),
         shutdown,
+        draining: CancellationToken::new(),
         reloads: ReloadStats::default(),
         bound: Mutex::new(None),
         slot_env,

@@ -82,7 +82,8 @@ impl Server {
         control::watch(self.state.clone(), every).await;
     }
 
-    /// Serve MCP over HTTP on `listener` until `shutdown` resolves.
+    /// Serve MCP over HTTP on `listener` until `shutdown` resolves, then drain: GET streams
+    /// end, calls in flight finish (within `drain_ms`). [`Server::shutdown`] follows.
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
@@ -92,7 +93,7 @@ impl Server {
             st: self.state.clone(),
             rounds: self.rounds.clone(),
         });
-        transport::http::serve(face, listener, shutdown).await
+        transport::listener::serve(face, listener, shutdown).await
     }
 
     /// Serve one client on `input`/`output` until the input ends (then shut down).

@@ -34,6 +34,11 @@ impl Listeners {
         self.0.lock().push(l);
     }
 
+    /// End every listen stream (the listener is draining: clients reconnect elsewhere).
+    pub fn close_all(&self) {
+        self.0.lock().clear();
+    }
+
     /// Send a list_changed notification to the listen streams that asked for it.
     pub fn announce(&self, method: &str) {
         let mut listeners = self.0.lock();

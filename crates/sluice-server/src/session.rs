@@ -121,9 +121,9 @@ impl HttpStreams {
     }
 
     /// A new POST stream (registered for resumption; the oldest finished ones are dropped).
-    pub fn new_stream(&self, cap: usize) -> Arc<StreamBuf> {
+    pub fn new_stream(&self, cap: usize, max_bytes: usize) -> Arc<StreamBuf> {
         let n = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let buf = StreamBuf::new(n, cap);
+        let buf = StreamBuf::new(n, cap, max_bytes);
         let mut streams = self.streams.lock();
         if streams.len() > 64 {
             let mut done: Vec<u64> = streams

@@ -89,6 +89,9 @@ pub struct Runtime {
     pub telemetry: Option<Arc<Telemetry>>,
     /// Cancelled when the gateway shuts down.
     pub shutdown: CancellationToken,
+    /// Cancelled when the HTTP listener starts draining (SIGTERM): GET and listen streams end,
+    /// calls in flight finish; `shutdown` follows after the drain.
+    pub draining: CancellationToken,
     /// Results of live reloads of the tree (for metrics and the admin page).
     pub reloads: ReloadStats,
     /// The address the MCP listener is bound to (the default resource URI names it).
@@ -119,10 +122,47 @@ pub struct Changed {
 #[derive(Default)]
 pub struct Sessions(Mutex<HashMap<String, Arc<Session>>>);
 
+/// A cap on live sessions that a new one would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionCap {
+    /// `max_sessions`: live sessions in all.
+    Global(u64),
+    /// `max_sessions_per_principal`: live sessions of the caller's principal.
+    PerPrincipal(u64),
+}
+
 impl Sessions {
     /// Register a new session.
     pub fn add(&self, session: Arc<Session>) {
         self.0.lock().insert(session.id.clone(), session);
+    }
+
+    /// Would one more session of `principal` pass a cap? `per_principal` applies only to an
+    /// authenticated principal (`None` is every unauthenticated client at once: the global cap
+    /// bounds it).
+    pub fn over_cap(
+        &self,
+        principal: Option<&sluice_core::Principal>,
+        max: u64,
+        per_principal: u64,
+    ) -> Option<SessionCap> {
+        cap_passed(&self.0.lock(), principal, max, per_principal)
+    }
+
+    /// Register a new session unless it would pass a cap (checked and added under one lock).
+    pub fn try_add(
+        &self,
+        session: Arc<Session>,
+        max: u64,
+        per_principal: u64,
+    ) -> Result<(), SessionCap> {
+        let principal = session.principal();
+        let mut sessions = self.0.lock();
+        if let Some(cap) = cap_passed(&sessions, principal.as_deref(), max, per_principal) {
+            return Err(cap);
+        }
+        sessions.insert(session.id.clone(), session);
+        Ok(())
     }
 
     /// Find a live session.
@@ -149,6 +189,26 @@ impl Sessions {
     pub fn is_empty(&self) -> bool {
         self.0.lock().is_empty()
     }
+}
+
+fn cap_passed(
+    sessions: &HashMap<String, Arc<Session>>,
+    principal: Option<&sluice_core::Principal>,
+    max: u64,
+    per_principal: u64,
+) -> Option<SessionCap> {
+    if sessions.len() as u64 >= max {
+        return Some(SessionCap::Global(max));
+    }
+    let p = principal?;
+    let same = sessions
+        .values()
+        .filter(|s| {
+            s.principal()
+                .is_some_and(|o| o.id == p.id && o.kind == p.kind)
+        })
+        .count() as u64;
+    (same >= per_principal).then_some(SessionCap::PerPrincipal(per_principal))
 }
 
 /// How live reloads went.

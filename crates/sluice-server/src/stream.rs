@@ -115,6 +115,8 @@ pub fn live(
 
 struct BufInner {
     events: VecDeque<(u64, Arc<str>)>,
+    /// Bytes of data in `events`.
+    bytes: usize,
     next_seq: u64,
     done: bool,
     /// Readers opened before the latest pause end (SSE polling).
@@ -123,22 +125,27 @@ struct BufInner {
     retry: Option<u64>,
 }
 
-/// One SSE stream's events, kept for replay.
+/// One SSE stream's events, kept for replay: at most `cap` events and `max_bytes` bytes of data
+/// (the oldest beyond either go; the newest always stays, so a reader attached now gets it).
+/// A `Last-Event-ID` older than what is kept replays what is kept, as a reader that fell behind.
 pub struct StreamBuf {
     id: u64,
     cap: usize,
+    max_bytes: usize,
     inner: Mutex<BufInner>,
     notify: Notify,
 }
 
 impl StreamBuf {
-    /// A new, empty stream numbered `id`, keeping at most `cap` events.
-    pub fn new(id: u64, cap: usize) -> Arc<StreamBuf> {
+    /// A new, empty stream numbered `id`, keeping at most `cap` events and `max_bytes` bytes.
+    pub fn new(id: u64, cap: usize, max_bytes: usize) -> Arc<StreamBuf> {
         Arc::new(StreamBuf {
             id,
             cap: cap.max(1),
+            max_bytes,
             inner: Mutex::new(BufInner {
                 events: VecDeque::new(),
+                bytes: 0,
                 next_seq: 1,
                 done: false,
                 epoch: 0,
@@ -163,9 +170,12 @@ impl StreamBuf {
             }
             let seq = g.next_seq;
             g.next_seq += 1;
+            g.bytes += data.len();
             g.events.push_back((seq, data));
-            while g.events.len() > self.cap {
-                g.events.pop_front();
+            while g.events.len() > self.cap || (g.bytes > self.max_bytes && g.events.len() > 1) {
+                if let Some((_, old)) = g.events.pop_front() {
+                    g.bytes -= old.len();
+                }
             }
         }
         self.notify.notify_waiters();
@@ -308,7 +318,7 @@ mod tests {
 
     #[tokio::test]
     async fn replays_after_an_event_id_and_ends_when_done() {
-        let b = StreamBuf::new(3, 10);
+        let b = StreamBuf::new(3, 10, 1 << 20);
         b.push(&Message::notification("a", None));
         b.push(&Message::notification("b", Some(json!({"x": 1}))));
         b.finish();
@@ -327,7 +337,7 @@ mod tests {
 
     #[tokio::test]
     async fn primes_with_the_retry_hint_and_ends_a_paused_reader_with_it() {
-        let b = StreamBuf::new(2, 10);
+        let b = StreamBuf::new(2, 10, 1 << 20);
         b.set_retry(500);
         let reader = b.reader(0, true, Duration::from_secs(10), None);
         b.pause(None);
@@ -336,6 +346,31 @@ mod tests {
             .collect()
             .await;
         assert_eq!(body, ["id: 2-0\nretry: 500\ndata: \n\n", "retry: 500\n\n"]);
+    }
+
+    #[tokio::test]
+    async fn keeps_at_most_max_bytes_and_always_the_newest_event() {
+        let b = StreamBuf::new(1, 100, 140);
+        let big = |n: usize| Message::notification("n", Some(json!({"p": "x".repeat(n)})));
+        for _ in 0..5 {
+            b.push(&big(20)); // 68 bytes each: two fit in 140
+        }
+        b.push(&big(10));
+        b.finish();
+        let body: Vec<_> = b
+            .reader(0, false, Duration::from_secs(10), None)
+            .map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap())
+            .collect()
+            .await;
+        let ids: Vec<_> = body
+            .concat()
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: ").map(str::to_string))
+            .collect();
+        assert_eq!(ids, ["1-5", "1-6"]);
+        let one = StreamBuf::new(1, 100, 10);
+        one.push(&big(50));
+        assert_eq!(one.inner.lock().events.len(), 1);
     }
 
     #[test]

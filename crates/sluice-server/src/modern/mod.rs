@@ -230,7 +230,12 @@ pub fn ephemeral_session(
             .cloned()
             .unwrap_or(Value::Null),
     };
-    let buf = StreamBuf::new(0, st.snapshot().settings().replay_events.min(16) as usize);
+    let snap = st.snapshot();
+    let buf = StreamBuf::new(
+        0,
+        snap.settings().replay_events.min(16) as usize,
+        snap.settings().replay_bytes as usize,
+    );
     let session = Arc::new(Session::new(
         format!("modern-{}", uuid::Uuid::new_v4().simple()),
         init,

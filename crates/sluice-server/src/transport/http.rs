@@ -3,15 +3,14 @@
 //! related messages; the GET stream; `Last-Event-ID` resumption; and the exact HTTP errors for
 //! bad input (400, 403, 404, 405, 406, 413, 415).
 
+use super::rules;
 use crate::channel::{is_reply, Out};
 use crate::control;
-use crate::http_parts::{
-    header_str, json_error, json_reply, sse_headers, KEEPALIVE, PROTOCOL, SESSION,
-};
+use crate::http_parts::{header_str, json_error, json_reply, sse_headers, KEEPALIVE, SESSION};
 use crate::modern::rounds::Rounds;
 use crate::proxy;
 use crate::session::{HttpStreams, Init, Outbound, Session};
-use crate::state::{Snapshot, State};
+use crate::state::{SessionCap, Snapshot, State};
 use crate::stream::StreamBuf;
 use axum::body::{Body, Bytes};
 use axum::extract::State as AxState;
@@ -50,48 +49,6 @@ pub fn router(face: Arc<Face>) -> Router {
         .with_state(face)
 }
 
-/// Serve until `shutdown` resolves.
-pub async fn serve(
-    face: Arc<Face>,
-    listener: tokio::net::TcpListener,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(face))
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
-/// Is this `Origin` allowed? Absent (non-browser clients), loopback, or configured.
-fn origin_allowed(snap: &Snapshot, headers: &HeaderMap) -> bool {
-    let Some(origin) = header_str(headers, "origin") else {
-        return true;
-    };
-    if snap
-        .settings()
-        .allowed_origins
-        .iter()
-        .any(|o| o == origin || o == "*")
-    {
-        return true;
-    }
-    let host = origin
-        .split("://")
-        .nth(1)
-        .unwrap_or("")
-        .split('/')
-        .next()
-        .unwrap_or("");
-    let host = if host.starts_with('[') {
-        host.split(']')
-            .next()
-            .map(|h| format!("{h}]"))
-            .unwrap_or_default()
-    } else {
-        host.split(':').next().unwrap_or("").to_string()
-    };
-    matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]")
-}
-
 fn accepts(headers: &HeaderMap, what: &str) -> bool {
     headers
         .get_all(header::ACCEPT)
@@ -117,12 +74,8 @@ async fn mcp(
     let gw = &face.st;
     // What is in force, loaded once for the whole request.
     let snap = gw.snapshot();
-    if !origin_allowed(&snap, &headers) {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            RpcError::invalid_request("Origin not allowed"),
-            None,
-        );
+    if let Err(r) = rules::check(&snap, &headers) {
+        return r;
     }
     let principal = match snap.auth.clone() {
         None => None,
@@ -199,23 +152,6 @@ async fn resource_metadata(AxState(face): AxState<Arc<Face>>) -> Response {
     }
 }
 
-/// Check `MCP-Protocol-Version` (absent = 2025-03-26; unknown = 400).
-#[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
-fn check_version(headers: &HeaderMap) -> Result<(), Response> {
-    match header_str(headers, PROTOCOL) {
-        None => Ok(()),
-        Some(v) if version::is_supported(v) => Ok(()),
-        Some(v) => Err(json_error(
-            StatusCode::BAD_REQUEST,
-            RpcError::invalid_request(format!(
-                "unsupported MCP-Protocol-Version {v:?} (supported: {})",
-                version::LEGACY_VERSIONS.join(", ")
-            )),
-            None,
-        )),
-    }
-}
-
 /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown, ended, or
 /// started by another principal (indistinguishable from unknown, so ids cannot be probed).
 #[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
@@ -286,12 +222,23 @@ async fn post(
         );
     }
     let limit = snap.settings().max_body_bytes as usize;
-    let bytes: Bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(b) => b,
-        Err(_) => {
+    let within = std::time::Duration::from_millis(snap.settings().body_timeout_ms);
+    let bytes: Bytes = match tokio::time::timeout(within, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
             return json_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 RpcError::invalid_request(format!("the body is larger than {limit} bytes")),
+                None,
+            )
+        }
+        Err(_) => {
+            return json_error(
+                StatusCode::REQUEST_TIMEOUT,
+                RpcError::invalid_request(format!(
+                    "the body was not received within {} ms",
+                    within.as_millis()
+                )),
                 None,
             )
         }
@@ -305,9 +252,9 @@ async fn post(
             .await;
     }
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
-        return initialize(gw, &headers, msg, principal).await;
+        return initialize(gw, &snap, &headers, msg, principal).await;
     }
-    if let Err(r) = check_version(&headers) {
+    if let Err(r) = rules::check_version(&headers) {
         return r;
     }
     let session = match find_session(gw, &headers, principal) {
@@ -325,6 +272,7 @@ async fn post(
 
 async fn initialize(
     gw: &Arc<State>,
+    snap: &Snapshot,
     headers: &HeaderMap,
     msg: Message,
     principal: Option<Arc<Principal>>,
@@ -336,11 +284,20 @@ async fn initialize(
             msg.id(),
         );
     }
+    let settings = snap.settings();
+    let (max, per) = (settings.max_sessions, settings.max_sessions_per_principal);
+    if let Some(cap) = gw.rt.sessions.over_cap(principal.as_deref(), max, per) {
+        return too_many_sessions(cap, msg.id());
+    }
     let params = msg.params().cloned().unwrap_or(Value::Null);
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let version = version::negotiate(requested);
     let id = uuid::Uuid::new_v4().simple().to_string();
-    let buf = StreamBuf::new(0, gw.snapshot().settings().replay_events as usize);
+    let buf = StreamBuf::new(
+        0,
+        settings.replay_events as usize,
+        settings.replay_bytes as usize,
+    );
     let session = Arc::new(Session::new(
         id.clone(),
         Init::of_initialize(&params, version),
@@ -358,8 +315,14 @@ async fn initialize(
         // Refused by a hook: no session.
         Err(reply) => return json_reply(reply),
     };
+    if let Err(cap) = gw.rt.sessions.try_add(session, max, per) {
+        // Another initialize took the last place meanwhile: nothing stays.
+        let chain = snap.chain.clone();
+        let sid = id.clone();
+        tokio::spawn(async move { chain.stop(&sid).await });
+        return too_many_sessions(cap, reply.id());
+    }
     tracing::info!(session = %id, version, client, "session started");
-    gw.rt.sessions.add(session);
     let mut r = (
         StatusCode::OK,
         [(
@@ -373,6 +336,28 @@ async fn initialize(
         .insert(SESSION, HeaderValue::from_str(&id).expect("hex id"));
     r
 }
+
+/// 429 for an `initialize` past a session cap (-32029, naming the cap and its value).
+fn too_many_sessions(cap: SessionCap, id: Option<&Value>) -> Response {
+    let (name, max) = match cap {
+        SessionCap::Global(n) => ("max_sessions", n),
+        SessionCap::PerPrincipal(n) => ("max_sessions_per_principal", n),
+    };
+    let what = match cap {
+        SessionCap::Global(_) => "live sessions",
+        SessionCap::PerPrincipal(_) => "live sessions for this principal",
+    };
+    let error = RpcError::new(
+        TOO_MANY_SESSIONS,
+        format!("Too many sessions: {max} {what} ({name}); end one (DELETE) or try later"),
+    )
+    .with_data(json!({"limit": name, "max": max}));
+    tracing::warn!(limit = name, max, "initialize refused: session cap reached");
+    json_error(StatusCode::TOO_MANY_REQUESTS, error, id)
+}
+
+/// The JSON-RPC code of an `initialize` refused by a session cap.
+const TOO_MANY_SESSIONS: i64 = -32029;
 
 /// Run a request. The reply is JSON when nothing related arrives before it; otherwise the
 /// response turns into an SSE stream that carries the related messages and then the reply.
@@ -427,7 +412,10 @@ fn sse_response(
     let Some(http) = session.http() else {
         unreachable!("an HTTP request's session has HTTP streams")
     };
-    let buf = http.new_stream(snap.settings().replay_events as usize);
+    let buf = http.new_stream(
+        snap.settings().replay_events as usize,
+        snap.settings().replay_bytes as usize,
+    );
     if let Out::Open(Some(ms)) | Out::Pause(Some(ms)) = first {
         buf.set_retry(ms);
     }
@@ -470,7 +458,7 @@ async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) 
             None,
         );
     }
-    if let Err(r) = check_version(&headers) {
+    if let Err(r) = rules::check_version(&headers) {
         return r;
     }
     let session = match find_session(gw, &headers, principal) {
@@ -499,18 +487,25 @@ async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) 
             );
         };
         if stream == 0 {
-            return attach_get(&session, buf, seq, true);
+            return attach_get(gw, &session, buf, seq, true);
         }
         return sse_headers(
             Body::from_stream(buf.reader(seq, false, KEEPALIVE, None)).into_response(),
         );
     }
     let after = http.get_delivered.load(Ordering::SeqCst);
-    attach_get(&session, http.get.clone(), after, false)
+    attach_get(gw, &session, http.get.clone(), after, false)
 }
 
-/// Attach the (single) GET stream; a second one at the same time is 409.
-fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover: bool) -> Response {
+/// Attach the (single) GET stream; a second one at the same time is 409. It ends when the
+/// listener starts draining (clients reconnect elsewhere).
+fn attach_get(
+    gw: &State,
+    session: &Arc<Session>,
+    buf: Arc<StreamBuf>,
+    after: u64,
+    takeover: bool,
+) -> Response {
     static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let gen = GENERATION.fetch_add(1, Ordering::Relaxed);
     let Some(http) = session.http() else {
@@ -550,8 +545,12 @@ fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover:
     }
     let guard = Detach(session.clone(), gen);
     let mut owner = http.get_owner.subscribe();
+    let draining = gw.rt.draining.clone();
     let replaced = async move {
-        let _ = owner.wait_for(|o| *o != gen).await;
+        tokio::select! {
+            _ = owner.wait_for(|o| *o != gen) => {}
+            () = draining.cancelled() => {}
+        }
     };
     use futures_util::StreamExt;
     let progress = Some(http.get_delivered.clone());
@@ -566,6 +565,9 @@ fn attach_get(session: &Arc<Session>, buf: Arc<StreamBuf>, after: u64, takeover:
 }
 
 async fn delete(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
+    if let Err(r) = rules::check_version(&headers) {
+        return r;
+    }
     let session = match find_session(gw, &headers, principal) {
         Ok(s) => s,
         Err(r) => return r,

@@ -3,5 +3,7 @@
 
 pub mod http;
 pub mod http_modern;
+pub mod listener;
+mod rules;
 pub mod stdio;
 pub mod stdio_modern;

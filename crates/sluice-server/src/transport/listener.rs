@@ -1,0 +1,366 @@
+//! The MCP listener's accept loop (hyper 1, HTTP/1.1 with keep-alive and `TCP_NODELAY`), with
+//! what `axum::serve` cannot give: a cap on connections served at once (past it new ones wait
+//! in the kernel's backlog, not accepted), one watchdog per connection for the header and idle
+//! timeouts, and the drain at shutdown.
+//!
+//! Each connection counts what its watchdog needs: requests in flight (from the moment hyper has
+//! a whole head until the response body is dropped: an SSE stream is a request in flight for as
+//! long as it is open) and when it last became request-free, and the first byte read since
+//! (an IO wrapper). With no request in flight:
+//!
+//! - a head in progress (bytes read, or the connection just opened) must complete within
+//!   `header_timeout_ms` of its first byte (of the opening, for the first request);
+//! - a connection with nothing read is closed `idle_timeout_ms` after it became request-free.
+//!
+//! Both are read from the snapshot in force each time the watchdog looks (about once a
+//! second at most), so an edit applies to open connections. Hyper's own `header_read_timeout`
+//! is off: in hyper 1.12 it also runs while a kept-alive connection is idle.
+//!
+//! Shutdown ([`serve`]'s future resolves): the listener is closed, `draining` is cancelled
+//! (GET and listen streams end; see `transport/http.rs`), every connection is shut down
+//! gracefully (an idle one at once; a busy one after the response in flight, sent with
+//! `Connection: close`, so a request sent on a kept-alive connection during the drain is not
+//! read), and the loop waits up to `drain_ms` for them, then drops the rest.
+
+use super::http::{router, Face};
+use crate::state::State;
+use axum::body::{Body, Bytes};
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+/// Serve MCP on `listener` until `shutdown` resolves, then drain (bounded by `drain_ms`).
+pub async fn serve(
+    face: Arc<Face>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let st = face.st.clone();
+    let app = router(face);
+    let open = Arc::new(Open::default());
+    let mut tasks = JoinSet::new();
+    let mut shutdown = pin!(shutdown);
+    let mut saturated = false;
+    'serve: loop {
+        // The cap: wait (not accepting) while it is reached.
+        loop {
+            let cap = st.snapshot().settings().max_connections as usize;
+            if open.count.load(Ordering::SeqCst) < cap {
+                break;
+            }
+            if !saturated {
+                saturated = true;
+                tracing::warn!(
+                    max_connections = cap,
+                    "the MCP listener is at max_connections: new connections wait until one closes"
+                );
+            }
+            tokio::select! {
+                () = open.freed.notified() => {}
+                () = &mut shutdown => break 'serve,
+            }
+        }
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors, or the peer gave up: never end the listener for it.
+                    tracing::warn!("accepting a connection failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        saturated = false;
+        while tasks.try_join_next().is_some() {}
+        let _ = stream.set_nodelay(true);
+        open.count.fetch_add(1, Ordering::SeqCst);
+        let slot = Release(open.clone());
+        tasks.spawn(connection(st.clone(), app.clone(), stream, slot));
+    }
+    drop(listener);
+    drain(&st, tasks).await;
+    Ok(())
+}
+
+/// Stop serving: end the streams that never end on their own, let every connection finish what
+/// it has in flight, and drop those still open after `drain_ms`.
+async fn drain(st: &State, mut tasks: JoinSet<()>) {
+    st.rt.draining.cancel();
+    st.rt.listeners.close_all();
+    let within = Duration::from_millis(st.snapshot().settings().drain_ms);
+    tracing::info!(
+        connections = tasks.len(),
+        "draining: no new connections; calls in flight may finish within {} ms",
+        within.as_millis()
+    );
+    let all = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(within, all).await.is_err() {
+        tracing::warn!(
+            connections = tasks.len(),
+            "the drain time passed: closing the connections still open"
+        );
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Connections open now, and a wake-up for the accept loop when one closes.
+#[derive(Default)]
+struct Open {
+    count: AtomicUsize,
+    freed: Notify,
+}
+
+/// One place under the cap, given back when the connection ends.
+struct Release(Arc<Open>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+        self.0.freed.notify_one();
+    }
+}
+
+async fn connection(st: Arc<State>, app: axum::Router, stream: TcpStream, _slot: Release) {
+    let stats = Arc::new(Stats::new());
+    let io = TokioIo::new(Counted {
+        inner: stream,
+        stats: stats.clone(),
+    });
+    let service = Tracked {
+        app: TowerToHyperService::new(app),
+        stats: stats.clone(),
+    };
+    let mut builder = http1::Builder::new();
+    builder.keep_alive(true).header_read_timeout(None);
+    let mut conn = pin!(builder.serve_connection(io, service));
+    let draining = st.rt.draining.clone();
+    let mut drained = false;
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!("connection ended: {e}");
+                }
+                return;
+            }
+            why = watchdog(&st, &stats) => {
+                // Nothing is in flight (the watchdog checks in this task, between polls of the
+                // connection): closing loses nothing.
+                tracing::debug!("closing a connection: {why}");
+                return;
+            }
+            () = draining.cancelled(), if !drained => {
+                drained = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Resolves when the connection passed its header or idle timeout (with nothing in flight).
+async fn watchdog(st: &State, stats: &Stats) -> &'static str {
+    loop {
+        let (header, idle) = {
+            let snap = st.snapshot();
+            let s = snap.settings();
+            (s.header_timeout_ms, s.idle_timeout_ms)
+        };
+        let now = stats.now_ms();
+        let wait = if stats.inflight.load(Ordering::SeqCst) > 0 {
+            header.min(idle)
+        } else {
+            let pending = stats.pending_since.load(Ordering::SeqCst);
+            if pending != NONE {
+                let due = pending.saturating_add(header);
+                if now >= due {
+                    return "no complete request head within header_timeout_ms";
+                }
+                due - now
+            } else {
+                let due = stats.free_since.load(Ordering::SeqCst).saturating_add(idle);
+                if now >= due {
+                    return "idle for idle_timeout_ms";
+                }
+                due - now
+            }
+        };
+        // Look again at least every second: bytes may arrive, settings may change.
+        tokio::time::sleep(Duration::from_millis(wait.clamp(1, 1000))).await;
+    }
+}
+
+const NONE: u64 = u64::MAX;
+
+/// What a connection's watchdog reads (ms counted from the connection's opening).
+struct Stats {
+    opened: Instant,
+    /// Requests whose head arrived and whose response body is not dropped yet.
+    inflight: AtomicUsize,
+    /// When the connection last became request-free.
+    free_since: AtomicU64,
+    /// The first byte read since then (`NONE`: none). The opening counts as one.
+    pending_since: AtomicU64,
+}
+
+impl Stats {
+    fn new() -> Stats {
+        Stats {
+            opened: Instant::now(),
+            inflight: AtomicUsize::new(0),
+            free_since: AtomicU64::new(0),
+            pending_since: AtomicU64::new(0),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+}
+
+/// The connection's socket, noting the first byte of each request head.
+struct Counted {
+    inner: TcpStream,
+    stats: Arc<Stats>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before && self.stats.inflight.load(Ordering::SeqCst) == 0 {
+            let now = self.stats.now_ms();
+            let _ = self.stats.pending_since.compare_exchange(
+                NONE,
+                now,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A request in flight, from its head to the end (or drop) of its response body.
+struct InFlight(Arc<Stats>);
+
+impl InFlight {
+    fn begin(stats: Arc<Stats>) -> InFlight {
+        stats.inflight.fetch_add(1, Ordering::SeqCst);
+        stats.pending_since.store(NONE, Ordering::SeqCst);
+        InFlight(stats)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.free_since.store(self.0.now_ms(), Ordering::SeqCst);
+            self.0.pending_since.store(NONE, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The router, counting requests in flight.
+struct Tracked {
+    app: TowerToHyperService<axum::Router>,
+    stats: Arc<Stats>,
+}
+
+type Reply = hyper::Response<Guarded>;
+
+impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
+    type Response = Reply;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Reply, Infallible>> + Send>>;
+
+    fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
+        let guard = InFlight::begin(self.stats.clone());
+        let reply = self.app.call(req);
+        Box::pin(async move {
+            let resp = reply.await?;
+            Ok(resp.map(|inner| Guarded {
+                inner,
+                guard: Some(guard),
+            }))
+        })
+    }
+}
+
+/// A response body that ends its request's time in flight when it ends or is dropped.
+struct Guarded {
+    inner: Body,
+    guard: Option<InFlight>,
+}
+
+impl http_body::Body for Guarded {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(None) = r {
+            self.guard.take();
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
