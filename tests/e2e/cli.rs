@@ -196,3 +196,74 @@ fn an_auth_config_that_cannot_authenticate_is_refused_not_served_unprotected() {
     off.write("auth/auth.config.json", r#"{"enabled": false}"#);
     assert_eq!(check(&off).0, 0);
 }
+
+fn schema(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin("sluice"))
+        .arg("schema")
+        .args(args)
+        .output()
+        .expect("run sluice schema");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `sluice schema KIND` prints each file's schema (by kind or file name); a tree whose files
+/// carry `"$schema"` lines pointing at them, as the docs show for editors, checks clean.
+#[test]
+fn schema_prints_each_files_schema_and_a_tree_may_point_at_them() {
+    let (code, list, _) = schema(&["--list"]);
+    assert_eq!(code, 0);
+    let kinds: Vec<(&str, &str)> = list
+        .lines()
+        .map(|l| l.split_once(' ').map(|(k, f)| (k, f.trim())).unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("expose", "mcp/expose.json"),
+            ("hooks", "hooks/hooks.manifest.json"),
+            ("tools", "tools/tools.register.json"),
+            ("settings", "sluice.json"),
+            ("auth", "auth/auth.config.json"),
+        ]
+    );
+    let home = Home::new("schema");
+    for (kind, file) in &kinds {
+        let (code, text, err) = schema(&[kind]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("pretty JSON");
+        assert_eq!(v["$schema"], "https://json-schema.org/draft/2020-12/schema");
+        assert!(v["$id"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/{kind}.json")));
+        assert!(v["title"].as_str().unwrap().contains(file));
+        assert_eq!(schema(&[file]).1, text, "by file name");
+        home.write(&format!("schemas/{kind}.json"), &text);
+    }
+    home.write("sluice.json", r#"{"$schema": "./schemas/settings.json", "page_size": 10}"#)
+        .write(
+            "hooks/hooks.manifest.json",
+            r#"{"$schema": "../schemas/hooks.json", "hooks": [{"id": "explain", "type": "builtin", "builtin": "explain", "enabled": true}]}"#,
+        )
+        .write(
+            "tools/tools.register.json",
+            r#"{"$schema": "../schemas/tools.json", "tools": [{"id": "where", "name": "Where", "invoke": {"type": "shell", "command": "pwd"}}]}"#,
+        )
+        .write(
+            "auth/auth.config.json",
+            r#"{"$schema": "../schemas/auth.json", "enabled": false}"#,
+        );
+    home.expose(&json!({"$schema": "../schemas/expose.json", "upstreams": [{"id": "u", "command": "true"}]}));
+    let (code, out) = check(&home);
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = schema(&["logs"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("unknown file kind \"logs\" (known: expose, hooks, tools, settings, auth"),
+        "{err}"
+    );
+}

@@ -104,7 +104,8 @@ pub struct AccessRule {
     pub claims: Map<String, Value>,
 }
 
-const KNOWN: &[&str] = &[
+/// The keys the loader accepts (`$schema` first); `sluice schema auth` lists the same.
+pub(crate) const KNOWN: &[&str] = &[
     "$schema",
     "enabled",
     "resource",
@@ -122,9 +123,12 @@ const KNOWN: &[&str] = &[
     "rules",
 ];
 
-const ALGORITHMS: &[&str] = &[
+pub(crate) const ALGORITHMS: &[&str] = &[
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
 ];
+
+/// The keys of a `tokens[]` entry.
+pub(crate) const TOKEN_KEYS: &[&str] = &["name", "sha256", "scopes"];
 
 /// Load `auth/auth.config.json` under `home` (absent: authentication off).
 pub(crate) fn load(home: &Path, errors: &mut Vec<ConfigError>) -> AuthConfig {
@@ -250,7 +254,7 @@ fn parse(
             continue;
         };
         for key in t.obj.keys() {
-            if !["name", "sha256", "scopes"].contains(&key.as_str()) {
+            if !TOKEN_KEYS.contains(&key.as_str()) {
                 let field = t.field_path(key);
                 t.errors.push(ConfigError::new(
                     file,
@@ -304,7 +308,7 @@ fn parse(
     }
 }
 
-const RULE_KEYS: &[&str] = &[
+pub(crate) const RULE_KEYS: &[&str] = &[
     "effect",
     "tools",
     "prompts",

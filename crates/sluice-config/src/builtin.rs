@@ -3,12 +3,14 @@
 //! see (regexes, paths, required and positive values). A parse reports every problem, each
 //! with its field path (`options.tools[0]`), not just the first.
 
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use serde_path_to_error::Segment;
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -122,29 +124,48 @@ impl BuiltinOptions {
             BuiltinOptions::RateLimit(_) => "rate-limit",
         }
     }
+
+    /// The JSON Schema of the `options` of the builtin `name` (a `$ref` into `generator`'s
+    /// definitions), from the same structs [`BuiltinOptions::parse`] reads; `None` when no
+    /// builtin has that name.
+    pub fn json_schema(name: &str, generator: &mut SchemaGenerator) -> Option<Schema> {
+        Some(match name {
+            "explain" | "validate" => generator.subschema_for::<NoOptions>(),
+            "deny" => generator.subschema_for::<DenyOptions>(),
+            "rewrite" => generator.subschema_for::<RewriteOptions>(),
+            "describe" => generator.subschema_for::<DescribeOptions>(),
+            "mask" => generator.subschema_for::<MaskOptions>(),
+            "pii" => generator.subschema_for::<PiiOptions>(),
+            "size-cap" => generator.subschema_for::<SizeCapOptions>(),
+            "rate-limit" => generator.subschema_for::<RateLimitOptions>(),
+            _ => return None,
+        })
+    }
 }
 
 /// The options of a builtin that has none (`explain`, `validate`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 struct NoOptions {}
 
 /// `deny`: refuse by tool name or argument value.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct DenyOptions {
     /// Tool-name regexes (full match).
     #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub tools: Vec<String>,
     /// Argument rules.
     #[serde(default, deserialize_with = "objects")]
+    #[schemars(with = "Option<Vec<ArgumentRule>>")]
     pub arguments: Vec<ArgumentRule>,
     /// What the agent is told (a default names the tool or the argument).
     pub reason: Option<String>,
 }
 
 /// One `deny` argument rule.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct ArgumentRule {
     /// Where to look (a JSON pointer or a dotted path); every string when absent.
@@ -158,7 +179,7 @@ pub struct ArgumentRule {
 }
 
 /// `rewrite`: set, default or remove arguments.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct RewriteOptions {
     /// The rules, in order (required, not empty).
@@ -167,33 +188,37 @@ pub struct RewriteOptions {
 }
 
 /// One `rewrite` rule.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct RewriteRule {
     /// The tools it applies to (a regex, full match); every tool when absent.
     pub tool: Option<String>,
     /// `path → value` written over what the agent sent.
     #[serde(default, deserialize_with = "entries")]
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
     pub set: Vec<(String, Value)>,
     /// `path → value` written where the agent sent nothing.
     #[serde(default, deserialize_with = "entries")]
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
     pub default: Vec<(String, Value)>,
     /// Paths removed.
     #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub remove: Vec<String>,
 }
 
 /// `describe`: override what `tools/list` says.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct DescribeOptions {
     /// Overrides by client-facing tool name (required).
     #[serde(default, deserialize_with = "object_entries")]
+    #[schemars(with = "Option<BTreeMap<String, ToolDescription>>")]
     pub tools: Option<Vec<(String, ToolDescription)>>,
 }
 
 /// The `describe` overrides of one tool.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct ToolDescription {
     /// A new title.
@@ -202,21 +227,25 @@ pub struct ToolDescription {
     pub description: Option<String>,
     /// Parameter schemas, merged key by key.
     #[serde(default, deserialize_with = "entries")]
+    #[schemars(with = "Option<BTreeMap<String, Map<String, Value>>>")]
     pub properties: Vec<(String, Map<String, Value>)>,
     /// Parameters hidden from the agent.
     #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub hide: Vec<String>,
 }
 
 /// `mask`: values at paths and under keys are replaced.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct MaskOptions {
     /// JSON pointers or dotted paths.
     #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub paths: Vec<String>,
     /// Key names matched anywhere, case-insensitively.
     #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub keys: Vec<String>,
     /// What replaces a value (`"***"` when absent).
     pub replacement: Option<String>,
@@ -236,14 +265,16 @@ pub const PII_KINDS: &[&str] = &[
 ];
 
 /// `pii`: personal data and secrets become typed placeholders.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct PiiOptions {
     /// A subset of [`PII_KINDS`], any case (every kind when empty).
     #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub kinds: Vec<String>,
     /// Tools whose results are left alone (regexes, full match).
     #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub allow_tools: Vec<String>,
 }
 
@@ -258,6 +289,21 @@ pub enum SizeCapMode {
     Refuse,
 }
 
+impl JsonSchema for SizeCapMode {
+    fn schema_name() -> Cow<'static, str> {
+        "SizeCapMode".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "Truncate (cut text blocks and drop blocks past the cap) or refuse the reply.",
+            "type": "string",
+            "enum": ["truncate", "refuse"],
+            "default": "truncate"
+        })
+    }
+}
+
 impl TryFrom<String> for SizeCapMode {
     type Error = String;
     fn try_from(s: String) -> Result<SizeCapMode, String> {
@@ -270,16 +316,18 @@ impl TryFrom<String> for SizeCapMode {
 }
 
 /// `size-cap`: the most bytes a result may carry.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct SizeCapOptions {
     /// The default cap.
     pub max_bytes: Option<u64>,
     /// Truncate or refuse.
     #[serde(default, deserialize_with = "nullable")]
+    #[schemars(with = "Option<SizeCapMode>")]
     pub mode: SizeCapMode,
     /// `tool glob or regex → max bytes`, in file order (the first match wins).
     #[serde(default, deserialize_with = "entries")]
+    #[schemars(with = "Option<BTreeMap<String, u64>>")]
     pub per_tool: Vec<(String, u64)>,
 }
 
@@ -315,6 +363,20 @@ impl Per {
     }
 }
 
+impl JsonSchema for Per {
+    fn schema_name() -> Cow<'static, str> {
+        "Per".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "The unit of a rate.",
+            "type": "string",
+            "enum": ["second", "minute", "hour"]
+        })
+    }
+}
+
 impl TryFrom<String> for Per {
     type Error = String;
     fn try_from(s: String) -> Result<Per, String> {
@@ -328,7 +390,7 @@ impl TryFrom<String> for Per {
 }
 
 /// One rate limit: `rate` per `per`, at most `burst` at once.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct LimitOptions {
     /// Tokens per `per` (required, positive).
@@ -340,7 +402,7 @@ pub struct LimitOptions {
 }
 
 /// `rate-limit`: token buckets.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct RateLimitOptions {
     /// One bucket for every request.
@@ -351,6 +413,7 @@ pub struct RateLimitOptions {
     pub per_principal: Option<LimitOptions>,
     /// `tool glob or regex → limit`, in file order (the first match wins).
     #[serde(default, deserialize_with = "object_entries")]
+    #[schemars(with = "Option<BTreeMap<String, LimitOptions>>")]
     pub per_tool: Option<Vec<(String, LimitOptions)>>,
     /// `redis://…`: buckets shared by every replica.
     pub redis: Option<String>,

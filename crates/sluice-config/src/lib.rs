@@ -14,6 +14,7 @@ mod fields;
 mod hooks;
 mod logs;
 pub mod manage;
+pub mod schema;
 mod settings;
 pub mod store;
 pub mod tools;
@@ -26,6 +27,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
 pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError};
 pub use logs::LogConfig;
+pub use schema::FileKind;
 pub use settings::{Settings, TelemetrySettings};
 
 use std::path::{Path, PathBuf};

@@ -119,7 +119,8 @@ impl Default for Settings {
     }
 }
 
-const KNOWN: &[&str] = &[
+/// The keys the loader accepts (`$schema` first); `sluice schema settings` lists the same.
+pub(crate) const KNOWN: &[&str] = &[
     "$schema",
     "listen",
     "max_body_bytes",
@@ -149,7 +150,7 @@ const KNOWN: &[&str] = &[
     "telemetry",
 ];
 
-const TELEMETRY_KNOWN: &[&str] = &["otlp_endpoint", "service_name", "headers"];
+pub(crate) const TELEMETRY_KNOWN: &[&str] = &["otlp_endpoint", "service_name", "headers"];
 
 pub(crate) fn load(
     file: &Path,

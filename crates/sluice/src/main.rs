@@ -55,6 +55,9 @@ enum Command {
     /// Static tokens for the MCP listener (auth/auth.config.json).
     #[command(subcommand)]
     Auth(manage::AuthCmd),
+    /// Print the JSON Schema of a configuration file, for editors: expose, hooks, tools,
+    /// settings or auth (or the file name: sluice.json, mcp/expose.json, …).
+    Schema(manage::SchemaArgs),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Log(c) => manage::log(c),
         Command::Import(ImportCmd::McpServers { home, file }) => import(&home, &file),
         Command::Auth(c) => manage::auth(c),
+        Command::Schema(a) => manage::schema(a),
         Command::Serve(args) => {
             init_logging();
             let mut builder = tokio::runtime::Builder::new_multi_thread();

@@ -202,6 +202,47 @@ pub enum LogCmd {
     },
 }
 
+/// `sluice schema …`
+#[derive(clap::Args)]
+pub struct SchemaArgs {
+    /// The file: expose, hooks, tools, settings or auth (or its name: mcp/expose.json,
+    /// hooks.manifest.json, tools.register.json, sluice.json, auth.config.json).
+    #[arg(required_unless_present = "list")]
+    kind: Option<String>,
+    /// List the kinds and their files.
+    #[arg(long, conflicts_with = "kind")]
+    list: bool,
+}
+
+/// `sluice schema KIND` prints the JSON Schema (draft 2020-12); `--list` the kinds.
+pub fn schema(args: SchemaArgs) -> ExitCode {
+    use sluice_config::FileKind;
+    use std::io::Write;
+    if args.list {
+        for k in FileKind::ALL {
+            let _ = writeln!(std::io::stdout(), "{:<9} {}", k.name(), k.file());
+        }
+        return ExitCode::SUCCESS;
+    }
+    let name = args.kind.unwrap_or_default();
+    match FileKind::parse(&name) {
+        Some(k) => {
+            let text = serde_json::to_string_pretty(&k.schema()).expect("a schema is JSON");
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let _ = writeln!(std::io::stdout(), "{text}");
+            ExitCode::SUCCESS
+        }
+        None => {
+            let known: Vec<&str> = FileKind::ALL.iter().map(|k| k.name()).collect();
+            eprintln!(
+                "sluice: unknown file kind {name:?} (known: {}; or a file name such as mcp/expose.json)",
+                known.join(", ")
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn done(r: Result<(), ManageError>, what: &str) -> ExitCode {
     match r {
         Ok(()) => {

@@ -1,0 +1,690 @@
+//! JSON Schemas (draft 2020-12) of the files of a tree, for editors and for `sluice schema`.
+//!
+//! **Where they come from.** The loaders are hand-written on purpose: they collect every error
+//! with its file and field, accept the formats of the tools Sluice reads (toolfunnel's aliases,
+//! `${env:…}`, `null` as absent), and their messages are part of the product. Rewriting them as
+//! serde file-shape types would change those messages, so the schemas come from two sources the
+//! loader itself reads, plus one table per file that a test holds to the loader:
+//!
+//! - the builtins' `options` are the serde structs of [`crate::builtin`], the very types
+//!   [`BuiltinOptions::parse`] deserializes; their schemas are derived (`schemars`), doc
+//!   comments becoming descriptions, one `if`/`then` per builtin name;
+//! - the property names of every object whose unknown keys are errors (`sluice.json`, its
+//!   `telemetry`, `auth/auth.config.json`, its `tokens[]` and `rules[]`) are the loader's own
+//!   `KNOWN` lists, so a key added to the loader appears in the schema by itself;
+//! - each field's type, constraint, default and description is one row of the declarative tables
+//!   below ([`Field`], [`Obj`]). The tests drive the real loader with every row: a value of the
+//!   wrong type (or out of range, or not in the enum) must fail both the schema and the loader; a
+//!   row's default written out must load to the same configuration as the field left out; every
+//!   name of a `KNOWN` list must have a row and every row must name a key the loader reads.
+//!   A row that disagrees with the loader, or a loader field without a row, fails a test.
+//!
+//! Objects whose unknown keys the loader ignores (`mcp/expose.json`, the manifest, the register:
+//! toolfunnel trees carry their own keys) stay open in the schema too. Every file may carry a
+//! `$schema` key (the loaders ignore it or list it as known).
+
+use crate::auth;
+use crate::builtin::{BuiltinOptions, BUILTINS};
+use crate::settings;
+use schemars::generate::SchemaSettings;
+use serde_json::{json, Map, Value};
+
+/// A file of the tree that has a schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// `sluice.json`.
+    Settings,
+    /// `mcp/expose.json`.
+    Expose,
+    /// `hooks/hooks.manifest.json`.
+    Hooks,
+    /// `tools/tools.register.json`.
+    Tools,
+    /// `auth/auth.config.json`.
+    Auth,
+}
+
+impl FileKind {
+    /// Every kind, in the order `sluice schema --list` prints them.
+    pub const ALL: [FileKind; 5] = [
+        FileKind::Expose,
+        FileKind::Hooks,
+        FileKind::Tools,
+        FileKind::Settings,
+        FileKind::Auth,
+    ];
+
+    /// The short name (`expose`, `hooks`, `tools`, `settings`, `auth`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Settings => "settings",
+            FileKind::Expose => "expose",
+            FileKind::Hooks => "hooks",
+            FileKind::Tools => "tools",
+            FileKind::Auth => "auth",
+        }
+    }
+
+    /// The file's path in the tree.
+    pub fn file(self) -> &'static str {
+        match self {
+            FileKind::Settings => "sluice.json",
+            FileKind::Expose => "mcp/expose.json",
+            FileKind::Hooks => "hooks/hooks.manifest.json",
+            FileKind::Tools => "tools/tools.register.json",
+            FileKind::Auth => "auth/auth.config.json",
+        }
+    }
+
+    /// A kind by its short name, its file name, or a path ending in its file name.
+    pub fn parse(s: &str) -> Option<FileKind> {
+        let s = s.trim();
+        FileKind::ALL.into_iter().find(|k| {
+            let base = k.file().rsplit('/').next().unwrap_or(k.file());
+            s == k.name() || s == k.file() || s == base || s.ends_with(&format!("/{base}"))
+        })
+    }
+
+    /// The file's JSON Schema.
+    pub fn schema(self) -> Value {
+        let (obj, title) = match self {
+            FileKind::Settings => (&SETTINGS, "Sluice server settings (sluice.json)"),
+            FileKind::Expose => (
+                &EXPOSE,
+                "Sluice upstreams and curated tools (mcp/expose.json)",
+            ),
+            FileKind::Hooks => (&HOOKS, "Sluice hook chain (hooks/hooks.manifest.json)"),
+            FileKind::Tools => (
+                &TOOLS,
+                "Sluice first-party tools (tools/tools.register.json)",
+            ),
+            FileKind::Auth => (
+                &AUTH,
+                "Sluice authentication and access rules (auth/auth.config.json)",
+            ),
+        };
+        let mut generator = SchemaSettings::draft2020_12().into_generator();
+        let mut root = obj.schema(&mut generator);
+        let mut defs = Value::Object(generator.take_definitions(true));
+        drop_list_defaults(&mut defs);
+        let Value::Object(defs) = defs else {
+            unreachable!("definitions are an object")
+        };
+        let mut out = Map::new();
+        out.insert(
+            "$schema".into(),
+            json!("https://json-schema.org/draft/2020-12/schema"),
+        );
+        out.insert(
+            "$id".into(),
+            json!(format!("https://sluice.dev/schema/{}.json", self.name())),
+        );
+        out.insert("title".into(), json!(title));
+        if let Value::Object(m) = &mut root {
+            out.append(m);
+        }
+        if !defs.is_empty() {
+            out.insert("$defs".into(), Value::Object(defs));
+        }
+        Value::Object(out)
+    }
+}
+
+// --- the tables ------------------------------------------------------------------------------
+
+/// The type of a field, as the loader reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ty {
+    /// Any string.
+    Str,
+    /// A string with something other than white space (`required_string`).
+    NonEmpty,
+    /// A string matching a regex.
+    Pattern(&'static str),
+    /// A string of at least this many characters.
+    MinLen(u64),
+    /// `true` or `false`.
+    Bool,
+    /// A non-negative integer.
+    UInt,
+    /// An integer greater than 0.
+    Positive,
+    /// Any number.
+    Number,
+    /// One of these strings.
+    Enum(&'static [&'static str]),
+    /// An array of strings.
+    Strings,
+    /// An array of these strings.
+    EnumStrings(&'static [&'static str]),
+    /// A string or an array of strings.
+    StringOrStrings,
+    /// An object of strings (numbers and booleans are read as their text).
+    StringMap,
+    /// [`Ty::StringMap`] whose keys match a regex.
+    KeyedStringMap(&'static str),
+    /// An object of claim → scalar or list of scalars.
+    Claims,
+    /// An object described by a table.
+    Object(&'static Obj),
+    /// An array of objects described by a table.
+    Array(&'static Obj),
+    /// A builtin's `options` (the schema is chosen by `builtin`, see [`Obj::builtins`]).
+    Options,
+}
+
+/// One field of an object.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Field {
+    pub name: &'static str,
+    pub ty: Ty,
+    /// Must be present (whatever the other fields say).
+    pub required: bool,
+    pub doc: &'static str,
+    /// The default, as JSON text (only when it is one value).
+    pub default: Option<&'static str>,
+    /// The loader ignores a value of another type (reads it as the default) instead of
+    /// refusing it; the schema still names the type, so an editor flags the mistake.
+    pub lenient: bool,
+}
+
+const fn f(name: &'static str, ty: Ty, doc: &'static str) -> Field {
+    Field {
+        name,
+        ty,
+        required: false,
+        doc,
+        default: None,
+        lenient: false,
+    }
+}
+
+impl Field {
+    const fn req(self) -> Field {
+        Field {
+            required: true,
+            ..self
+        }
+    }
+    const fn def(self, default: &'static str) -> Field {
+        Field {
+            default: Some(default),
+            ..self
+        }
+    }
+    const fn lenient(self) -> Field {
+        Field {
+            lenient: true,
+            ..self
+        }
+    }
+}
+
+/// A field required when another field has (or has not) one of some values.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct When {
+    /// The field looked at.
+    pub field: &'static str,
+    /// Its values.
+    pub is: &'static [&'static str],
+    /// The condition is "not one of `is`" (absent counts as not).
+    pub negate: bool,
+    /// An absent `field` counts as one of `is` (its default is among them).
+    pub absent_is: bool,
+    /// The fields then required.
+    pub require: &'static [&'static str],
+}
+
+/// An object: its fields, whether other keys are errors, and the conditions between fields.
+#[derive(Debug)]
+pub(crate) struct Obj {
+    pub doc: &'static str,
+    pub fields: &'static [Field],
+    /// The loader's list of accepted keys (unknown keys are errors); `None`: other keys are
+    /// ignored by the loader, and allowed here.
+    pub known: Option<&'static [&'static str]>,
+    pub when: &'static [When],
+    /// At least one of these arrays is present and not empty.
+    pub one_of_lists: &'static [&'static str],
+    /// `options` is chosen by `builtin` (the hook manifest).
+    pub builtins: bool,
+}
+
+const OBJ: Obj = Obj {
+    doc: "",
+    fields: &[],
+    known: None,
+    when: &[],
+    one_of_lists: &[],
+    builtins: false,
+};
+
+const SCHEMA_KEY: Field = f(
+    "$schema",
+    Ty::Str,
+    "The JSON Schema of this file, for editors (`sluice schema KIND` prints it); ignored by Sluice.",
+)
+.lenient();
+
+const HOST_PORT: Ty = Ty::Pattern(r"^(\[[0-9A-Fa-f:.]+\]|[0-9.]+):[0-9]+$");
+const HTTP_URL: Ty = Ty::Pattern(r"^https?://");
+const ID: Ty = Ty::Pattern(r"^[A-Za-z0-9_.-]{1,64}$");
+const TOOL_NAME: Ty = Ty::Pattern(r"^[A-Za-z0-9_.-]{1,128}$");
+const HEADER_NAME: &str = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$";
+
+pub(crate) static SETTINGS: Obj = Obj {
+    doc: "Server settings. Every field is optional; unknown keys are errors.",
+    known: Some(settings::KNOWN),
+    fields: &[
+        SCHEMA_KEY,
+        f("listen", HOST_PORT, "Where the MCP listener binds, IP:PORT (`--listen` overrides it). A non-loopback address needs authentication.").def("\"127.0.0.1:8750\""),
+        f("max_body_bytes", Ty::Positive, "Largest request body (HTTP) or line (stdio), bytes; larger is HTTP 413 / -32600.").def("4194304"),
+        f("request_timeout_ms", Ty::Positive, "How long a forwarded request waits for its upstream, ms.").def("60000"),
+        f("connect_timeout_ms", Ty::Positive, "How long an upstream may take to start and initialise, ms.").def("30000"),
+        f("allowed_origins", Ty::Strings, "`Origin` values accepted besides loopback ones (`\"*\"` accepts any).").def("[]"),
+        f("page_size", Ty::Positive, "Items per page of the gateway's list results.").def("500"),
+        f("session_idle_secs", Ty::Positive, "A client session with no traffic this long is ended, seconds.").def("3600"),
+        f("restart_initial_ms", Ty::Positive, "First restart delay of a failed upstream, ms (doubles up to `restart_max_ms`).").def("500"),
+        f("restart_max_ms", Ty::Positive, "Longest restart delay, ms.").def("30000"),
+        f("replay_events", Ty::Positive, "SSE events kept per stream for `Last-Event-ID` resumption.").def("256"),
+        f("funnel", Ty::Bool, "List the funnel's meta-tools (`<prefix>_list_tools`, `_tool_instructions`, `_run_tool`). Default: on when the tree has a `tools/` folder."),
+        f("funnel_prefix", Ty::Pattern(r"^[A-Za-z0-9_.-]+$"), "The meta-tools' name prefix.").def("\"sluice\""),
+        f("list_register_tools", Ty::Bool, "Also list first-party register tools directly in tools/list (under their ids).").def("false"),
+        f("management_tools", Ty::Bool, "List the MCP management tools (`<prefix>_list`, `_tool_add`, `_tool_set`, `_hook_add`, `_hook_set`, `_upstream_add`, `_upstream_set`, `_log`).").def("false"),
+        f("admin", HOST_PORT, "Where the admin listener binds, IP:PORT (`--admin` overrides it). Default 127.0.0.1:8751."),
+        f("admin_token", Ty::MinLen(16), "The admin token (at least 16 characters). Else `SLUICE_ADMIN_TOKEN`; else one is generated at start."),
+        f("telemetry", Ty::Object(&TELEMETRY), "OpenTelemetry trace export (OTLP over HTTP)."),
+    ],
+    ..OBJ
+};
+
+pub(crate) static TELEMETRY: Obj = Obj {
+    doc: "OpenTelemetry trace export; unknown keys are errors. Without `otlp_endpoint` the standard `OTEL_*` variables decide.",
+    known: Some(settings::TELEMETRY_KNOWN),
+    fields: &[
+        f("otlp_endpoint", Ty::Pattern(r"^https?://[^/\s]\S*$"), "The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`); spans are POSTed to `<endpoint>/v1/traces`."),
+        f("service_name", Ty::NonEmpty, "`service.name` of the exported resource. Default `OTEL_SERVICE_NAME`, else `sluice`."),
+        f("headers", Ty::KeyedStringMap(HEADER_NAME), "Extra headers on every export request (`${env:NAME}` expanded).").def("{}"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static EXPOSE: Obj = Obj {
+    doc: "The upstream MCP servers and the curated tools drawn from them. Unknown keys are ignored (toolfunnel trees carry their own).",
+    fields: &[
+        SCHEMA_KEY,
+        f("version", Ty::UInt, "Format version.").def("1"),
+        f("upstreams", Ty::Array(&UPSTREAM), "The upstream MCP servers, in order (the first keeps a colliding name).").def("[]"),
+        f("expose", Ty::Array(&EXPOSE_ENTRY), "Curated tools: upstream tools listed under chosen names.").def("[]"),
+    ],
+    ..OBJ
+};
+
+const HTTP_TRANSPORTS: &[&str] = &["http", "streamable-http", "streamableHttp", "sse"];
+
+pub(crate) static UPSTREAM: Obj = Obj {
+    doc: "One upstream MCP server.",
+    fields: &[
+        f("id", ID, "Stable unique key: letters, digits, `-`, `_`, `.` (at most 64); the prefix of its tools' names.").req(),
+        f("transport", Ty::Enum(&["stdio", "http", "streamable-http", "streamableHttp", "sse"]), "stdio: spawn `command`; http: Streamable HTTP at `url`; sse: the legacy HTTP+SSE transport.").def("\"stdio\""),
+        f("command", Ty::NonEmpty, "stdio: the program to spawn (required for stdio)."),
+        f("args", Ty::Strings, "stdio: its arguments; a relative path that climbs out of the home folder is an error.").def("[]"),
+        f("env", Ty::StringMap, "stdio: extra environment (`${env:NAME}` expanded).").def("{}"),
+        f("cwd", Ty::Str, "stdio: working folder, relative to the home folder (default the home folder).").def("\"\""),
+        f("url", HTTP_URL, "http/sse: the endpoint, `http://` or `https://` (required for http and sse)."),
+        f("headers", Ty::StringMap, "http/sse: extra request headers (`${env:NAME}` expanded).").def("{}"),
+        f("forward_authorization", Ty::Bool, "http/sse: send the client's own `Authorization` header with each request.").def("false"),
+        f("enabled", Ty::Bool, "Start it at all.").def("true"),
+        f("description", Ty::Str, "A note for people.").def("\"\""),
+        f("expose_all", Ty::Bool, "List every tool of this upstream as `<id>_<tool>`, not only its `expose` entries.").def("false"),
+        f("isolation", Ty::Enum(&["shared", "session"]), "stdio: one process for every client session, or one per session.").def("\"shared\""),
+        f("timeout_ms", Ty::UInt, "Request timeout for this upstream, ms (default `request_timeout_ms`)."),
+        f("era", Ty::Enum(&["auto", "legacy", "modern"]), "The protocol era: probe `server/discover` and fall back to `initialize` (auto), or only one of them.").def("\"auto\""),
+    ],
+    when: &[
+        When { field: "transport", is: &["stdio"], negate: false, absent_is: true, require: &["command"] },
+        When { field: "transport", is: HTTP_TRANSPORTS, negate: false, absent_is: false, require: &["url"] },
+    ],
+    ..OBJ
+};
+
+pub(crate) static EXPOSE_ENTRY: Obj = Obj {
+    doc: "One curated tool: an upstream tool listed under a chosen name.",
+    fields: &[
+        f("upstream", Ty::NonEmpty, "An `upstreams[].id`.").req(),
+        f("tool", Ty::NonEmpty, "The tool's name at the upstream; `(upstream, tool)` is unique.").req(),
+        f("as", TOOL_NAME, "The name clients see (1–128 of `A-Z a-z 0-9 _ . -`; unique among enabled entries). Default `<upstream>_<tool>`."),
+        f("category", Ty::Str, "Grouping label.").def("\"\""),
+        f("enabled", Ty::Bool, "Listed right now.").def("true"),
+    ],
+    ..OBJ
+};
+
+/// The manifest's event names ([`crate::HookEventKind::parse`] reads each).
+pub(crate) const EVENTS: &[&str] = &[
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Stop",
+    "PreCompact",
+    "Request",
+    "Response",
+];
+
+pub(crate) static HOOKS: Obj = Obj {
+    doc: "The hook chain, in order: the request phase runs head to tail, the response phase tail to head. Unknown keys are ignored.",
+    fields: &[
+        SCHEMA_KEY,
+        f("version", Ty::UInt, "Format version (not read).").lenient(),
+        f("hooksDir", Ty::Str, "The folder `${HOOKS_DIR}` expands to (default the tree's `hooks/`)."),
+        f("hooks", Ty::Array(&HOOK), "The hooks, in chain order.").def("[]"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static HOOK: Obj = Obj {
+    doc: "One hook.",
+    fields: &[
+        f("id", Ty::NonEmpty, "Unique key; `hooks.state.json` keys on it.").req(),
+        f("event", Ty::Enum(EVENTS), "The lifecycle event (required except for builtins)."),
+        f("type", Ty::Enum(&["command", "process", "http", "builtin"]), "How it runs.").def("\"command\""),
+        f("matcher", Ty::Str, "Tool-name regex, full match; `\"\"` or `\"*\"`: always.").def("\"\""),
+        f("methods", Ty::Strings, "Method globs (`tools/*`, `*`). Default by event: `[\"tools/call\"]` for the tool events (and the mask, pii, size-cap and rate-limit builtins), `[\"initialize\"]` for SessionStart, else `[\"*\"]`."),
+        f("command", Ty::NonEmpty, "command/process: the command line, run with `sh -c`; `${HOOKS_DIR}` is expanded."),
+        f("script", Ty::Str, "command: the script, relative to `hooks/` (for editing); it must not escape `hooks/`."),
+        f("url", HTTP_URL, "http: the hook service's URL."),
+        f("headers", Ty::StringMap, "http: extra request headers.").def("{}"),
+        f("builtin", Ty::Enum(BUILTINS), "builtin: which one."),
+        f("options", Ty::Options, "builtin: its options (their schema depends on `builtin`)."),
+        f("timeout", Ty::Number, "Seconds per event; absent or non-positive: 60 for command, 10 for the others."),
+        f("on_error", Ty::Enum(&["refuse", "pass"]), "What a timeout, crash or unreadable answer means.").def("\"refuse\""),
+        f("enabled", Ty::Bool, "The manifest's state (`hooks.state.json` wins); anything but `true` is off.").def("false").lenient(),
+        f("description", Ty::Str, "For people.").def("\"\""),
+    ],
+    when: &[
+        When { field: "type", is: &["builtin"], negate: true, absent_is: false, require: &["event"] },
+        When { field: "type", is: &["command", "process"], negate: false, absent_is: true, require: &["command"] },
+        When { field: "type", is: &["http"], negate: false, absent_is: false, require: &["url"] },
+        When { field: "type", is: &["builtin"], negate: false, absent_is: false, require: &["builtin"] },
+    ],
+    builtins: true,
+    ..OBJ
+};
+
+pub(crate) static TOOLS: Obj = Obj {
+    doc: "First-party tools (toolfunnel's register). Unknown keys are ignored.",
+    fields: &[
+        SCHEMA_KEY,
+        f("version", Ty::UInt, "Format version.").def("1"),
+        f("description", Ty::Str, "Free text.").def("\"\""),
+        f("tools", Ty::Array(&TOOL), "The tools, in order.").def("[]"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static TOOL: Obj = Obj {
+    doc: "One register tool.",
+    fields: &[
+        f("id", Ty::NonEmpty, "Stable unique key.").req(),
+        f("name", Ty::NonEmpty, "Display name.").req(),
+        f("summary", Ty::Str, "One line.").def("\"\""),
+        f("category", Ty::Str, "Grouping label.").def("\"\""),
+        f("instructions", Ty::Str, "The full usage doc.").def("\"\""),
+        f("mode", Ty::Enum(&["gateway", "reference"]), "gateway: Sluice runs `invoke`; reference: the run returns the instructions. Default: gateway with an invoke, else reference."),
+        f("invoke", Ty::Object(&INVOKE), "How a gateway tool runs (required unless `mode` is `reference`)."),
+        f("timeout", Ty::Number, "Seconds; the process group is killed past it (absent or non-positive: 60).").lenient(),
+    ],
+    when: &[When { field: "mode", is: &["reference"], negate: true, absent_is: false, require: &["invoke"] }],
+    ..OBJ
+};
+
+pub(crate) static INVOKE: Obj = Obj {
+    doc: "`{\"type\": \"script\", \"path\": …}` (a file under `tools/scripts/`) or `{\"type\": \"shell\", \"command\": …}`.",
+    fields: &[
+        f("type", Ty::Enum(&["script", "shell"]), "script or shell.").req(),
+        f("path", Ty::NonEmpty, "script: its basename is run from `tools/scripts/`."),
+        f("interpreter", Ty::Str, "script: the interpreter (default by extension: node, python3, bash; else the script itself)."),
+        f("command", Ty::NonEmpty, "shell: run verbatim by `sh -c` at the tree root."),
+    ],
+    when: &[
+        When { field: "type", is: &["script"], negate: false, absent_is: false, require: &["path"] },
+        When { field: "type", is: &["shell"], negate: false, absent_is: false, require: &["command"] },
+    ],
+    ..OBJ
+};
+
+pub(crate) static AUTH: Obj = Obj {
+    doc: "Authentication of the MCP listener and access rules. Off when absent or `enabled` is false; unknown keys are errors.",
+    known: Some(auth::KNOWN),
+    fields: &[
+        SCHEMA_KEY,
+        f("enabled", Ty::Bool, "Authenticate every request on the MCP listener (needs `tokens`, or `issuer` with `jwks_url`/`jwks_file`).").def("false"),
+        f("resource", Ty::Pattern(r"^https?://[^#]*$"), "The canonical resource URI of the endpoint (RFC 8707), without a fragment. Default `http://<listen>/mcp`."),
+        f("authorization_servers", Ty::Strings, "Advertised in the protected-resource metadata.").def("[]"),
+        f("required_scopes", Ty::Strings, "Scopes every request needs (403 `insufficient_scope` without them).").def("[]"),
+        f("scopes_supported", Ty::Strings, "Advertised in the metadata (default `required_scopes`)."),
+        f("issuer", Ty::Str, "The `iss` every JWT must carry (needs `jwks_url` or `jwks_file`)."),
+        f("audience", Ty::StringOrStrings, "Accepted `aud` values (default the resource URI)."),
+        f("jwks_url", HTTP_URL, "The issuer's key set: https, or http to a loopback host."),
+        f("jwks_file", Ty::Str, "A JWKS file instead (relative to the home folder)."),
+        f("algorithms", Ty::EnumStrings(auth::ALGORITHMS), "Accepted signature algorithms (never none or HMAC). Default all of them."),
+        f("leeway_seconds", Ty::UInt, "Clock leeway for `exp` and `nbf`.").def("30"),
+        f("jwks_cache_seconds", Ty::UInt, "How long a fetched key set is trusted.").def("300"),
+        f("tokens", Ty::Array(&TOKEN), "Static bearer tokens / API keys, stored as SHA-256 hashes.").def("[]"),
+        f("rules", Ty::Array(&RULE), "Access rules over tools, prompts and resources.").def("[]"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static TOKEN: Obj = Obj {
+    doc: "One static token; unknown keys are errors.",
+    known: Some(auth::TOKEN_KEYS),
+    fields: &[
+        f(
+            "name",
+            Ty::NonEmpty,
+            "The principal the token stands for (unique).",
+        )
+        .req(),
+        f(
+            "sha256",
+            Ty::Pattern("^[0-9A-Fa-f]{64}$"),
+            "The 64 hex digits of the token's SHA-256 (`sluice auth hash TOKEN`).",
+        )
+        .req(),
+        f("scopes", Ty::Strings, "The scopes it grants.").def("[]"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static RULE: Obj = Obj {
+    doc: "One access rule; it selects tools, prompts or resources (at least one); unknown keys are errors.",
+    known: Some(auth::RULE_KEYS),
+    fields: &[
+        f("effect", Ty::Enum(&["allow", "deny"]), "Allow or deny.").req(),
+        f("tools", Ty::Strings, "Globs over client-facing tool names."),
+        f("prompts", Ty::Strings, "Globs over prompt names."),
+        f("resources", Ty::Strings, "Globs over resource URIs (and templates' `uriTemplate`)."),
+        f("principals", Ty::Strings, "Globs over the principal id (none: any caller)."),
+        f("scopes", Ty::Strings, "Scopes the caller must all hold."),
+        f("claims", Ty::Claims, "Claims the caller's token must carry: a value, or a list meaning any of them."),
+        f("description", Ty::Str, "For people (not read).").lenient(),
+    ],
+    one_of_lists: &["tools", "prompts", "resources"],
+    ..OBJ
+};
+
+// --- generation ------------------------------------------------------------------------------
+
+/// `schema`, or `null` (the loaders read `null` as absent).
+fn nullable(mut schema: Value) -> Value {
+    match schema.get("type").cloned() {
+        Some(Value::String(t)) => {
+            schema["type"] = json!([t, "null"]);
+            if let Some(Value::Array(values)) = schema.get_mut("enum") {
+                values.push(Value::Null);
+            }
+            schema
+        }
+        _ => json!({"anyOf": [schema, {"type": "null"}]}),
+    }
+}
+
+/// Drop the `default` schemars writes for a map kept as a list of entries (`[]` on an object).
+fn drop_list_defaults(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let object = match m.get("type") {
+                Some(Value::String(t)) => t == "object",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+                _ => false,
+            };
+            if object && m.get("default").is_some_and(Value::is_array) {
+                m.remove("default");
+            }
+            m.values_mut().for_each(drop_list_defaults);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_list_defaults),
+        _ => {}
+    }
+}
+
+impl Ty {
+    fn schema(self, generator: &mut schemars::SchemaGenerator) -> Value {
+        let scalar = json!({"type": ["string", "number", "boolean"]});
+        match self {
+            Ty::Str => json!({"type": "string"}),
+            Ty::NonEmpty => json!({"type": "string", "pattern": "\\S"}),
+            Ty::Pattern(p) => json!({"type": "string", "pattern": p}),
+            Ty::MinLen(n) => json!({"type": "string", "minLength": n}),
+            Ty::Bool => json!({"type": "boolean"}),
+            Ty::UInt => json!({"type": "integer", "minimum": 0}),
+            Ty::Positive => json!({"type": "integer", "minimum": 1}),
+            Ty::Number => json!({"type": "number"}),
+            Ty::Enum(values) => json!({"type": "string", "enum": values}),
+            Ty::Strings => json!({"type": "array", "items": {"type": "string"}}),
+            Ty::EnumStrings(values) => {
+                json!({"type": "array", "items": {"type": "string", "enum": values}})
+            }
+            Ty::StringOrStrings => json!({"anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "string"}}
+            ]}),
+            Ty::StringMap => json!({"type": "object", "additionalProperties": scalar}),
+            Ty::KeyedStringMap(keys) => json!({
+                "type": "object",
+                "propertyNames": {"pattern": keys},
+                "additionalProperties": scalar
+            }),
+            Ty::Claims => json!({
+                "type": "object",
+                "additionalProperties": {"anyOf": [scalar, {"type": "array", "items": scalar}]}
+            }),
+            Ty::Object(o) => o.schema(generator),
+            Ty::Array(o) => json!({"type": "array", "items": o.schema(generator)}),
+            Ty::Options => json!({"type": "object"}),
+        }
+    }
+}
+
+impl Obj {
+    /// The rows in the order the schema lists them: the loader's `known` list when there is
+    /// one (a name without a row gets an empty schema; a test requires a row for each).
+    pub(crate) fn rows(&self) -> Vec<(&'static str, Option<&'static Field>)> {
+        match self.known {
+            Some(known) => known
+                .iter()
+                .map(|k| (*k, self.fields.iter().find(|f| f.name == *k)))
+                .collect(),
+            None => self.fields.iter().map(|f| (f.name, Some(f))).collect(),
+        }
+    }
+
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> Value {
+        let mut props = Map::new();
+        let mut required = Vec::new();
+        for (name, row) in self.rows() {
+            let Some(row) = row else {
+                props.insert(name.into(), json!({}));
+                continue;
+            };
+            let mut s = row.ty.schema(generator);
+            if !row.required {
+                s = nullable(s);
+            }
+            let mut m = Map::new();
+            let doc = if row.lenient {
+                format!("{} (Sluice ignores a value of another type.)", row.doc)
+            } else {
+                row.doc.to_string()
+            };
+            m.insert("description".into(), json!(doc));
+            if let Some(d) = row.default {
+                m.insert(
+                    "default".into(),
+                    serde_json::from_str(d).expect("a default is JSON"),
+                );
+            }
+            if let Value::Object(inner) = s {
+                m.extend(inner);
+            }
+            props.insert(name.into(), Value::Object(m));
+            if row.required {
+                required.push(name);
+            }
+        }
+        let mut out = Map::new();
+        out.insert("description".into(), json!(self.doc));
+        out.insert("type".into(), json!("object"));
+        out.insert("properties".into(), Value::Object(props));
+        if !required.is_empty() {
+            out.insert("required".into(), json!(required));
+        }
+        if self.known.is_some() {
+            out.insert("additionalProperties".into(), json!(false));
+        }
+        let mut all_of = Vec::new();
+        for w in self.when {
+            let values = json!({"enum": w.is});
+            let test = if w.negate {
+                json!({"not": values})
+            } else {
+                values
+            };
+            let mut cond = json!({"properties": {w.field: test}});
+            if !w.absent_is && !w.negate {
+                cond["required"] = json!([w.field]);
+            }
+            all_of.push(json!({"if": cond, "then": {"required": w.require}}));
+        }
+        if !self.one_of_lists.is_empty() {
+            let any: Vec<Value> = self
+                .one_of_lists
+                .iter()
+                .map(|k| json!({"required": [k], "properties": {*k: {"type": "array", "minItems": 1}}}))
+                .collect();
+            all_of.push(json!({"anyOf": any}));
+        }
+        if self.builtins {
+            for name in BUILTINS {
+                let options = BuiltinOptions::json_schema(name, generator)
+                    .expect("every builtin has an options schema");
+                all_of.push(json!({
+                    "if": {
+                        "required": ["type", "builtin"],
+                        "properties": {"type": {"const": "builtin"}, "builtin": {"const": name}}
+                    },
+                    "then": {"properties": {"options": nullable(options.to_value())}}
+                }));
+            }
+        }
+        if !all_of.is_empty() {
+            out.insert("allOf".into(), Value::Array(all_of));
+        }
+        Value::Object(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;
