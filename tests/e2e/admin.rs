@@ -419,6 +419,36 @@ async fn metrics_count_known_traffic() {
         get(r#"sluice_calls_total{method="tools/call",upstream="",tool="nope",outcome="error"}"#),
         1.0
     );
+    // OpenTelemetry's MCP duration histograms, in their Prometheus form, beside those names.
+    let server = r#"mcp_method_name="tools/call",gen_ai_operation_name="execute_tool",gen_ai_tool_name="fx_echo",mcp_protocol_version="2025-11-25",network_transport="tcp",network_protocol_name="http""#;
+    assert_eq!(
+        get(&format!(
+            "mcp_server_operation_duration_seconds_count{{{server}}}"
+        )),
+        3.0
+    );
+    assert_eq!(
+        get(&format!(
+            r#"mcp_server_operation_duration_seconds_bucket{{{server},le="300"}}"#
+        )),
+        3.0
+    );
+    assert_eq!(
+        get(
+            r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_operation_name="execute_tool",gen_ai_tool_name="nope",error_type="-32602",rpc_response_status_code="-32602",mcp_protocol_version="2025-11-25",network_transport="tcp",network_protocol_name="http"}"#
+        ),
+        1.0
+    );
+    // The calls upstream (a stdio fixture): one series per protocol version it speaks.
+    let client: f64 = m
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with(r#"mcp_client_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_operation_name="execute_tool",gen_ai_tool_name="echo","#)
+                && k.ends_with(r#"network_transport="pipe"}"#)
+        })
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(client, 3.0, "{m:#?}");
     assert_eq!(
         m.keys()
             .filter(|k| k.starts_with("sluice_calls_total{"))

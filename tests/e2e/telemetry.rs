@@ -154,6 +154,21 @@ async fn call(
     resp.reply()
 }
 
+/// POST any request with `traceparent` as its HTTP header; returns the reply.
+async fn traced(c: &Client, id: u64, method: &str, params: Value, traceparent: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let resp = finish(
+        c.builder_with(&[("traceparent", traceparent)])
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    resp.reply()
+}
+
 /// Checks the hook and upstream children of a server span: they are its children, inside it
 /// in time, and the hooks are `decisions` in order.
 fn check_children(spans: &[Value], server: &Value, decisions: &[(&str, &str)]) {
@@ -205,8 +220,10 @@ async fn spans_for_requests_hooks_and_upstream_calls_reach_an_otlp_receiver() {
         .to_string();
 
     let home = Home::new("telemetry");
+    let fixture = bin("sluice-fixture").to_string_lossy().into_owned();
     home.expose(&json!({"upstreams": [
-        {"id": "traced", "transport": "http", "url": upstream_url, "expose_all": true}
+        {"id": "traced", "transport": "http", "url": upstream_url, "expose_all": true},
+        {"id": "st", "command": fixture, "args": ["--stdio", "--name", "st"], "expose_all": true, "era": "legacy"}
     ]}));
     home.write(
         "hooks/hooks.manifest.json",
@@ -312,6 +329,12 @@ async fn spans_for_requests_hooks_and_upstream_calls_reach_an_otlp_receiver() {
             ("sluice.upstream", json!("traced")),
             ("jsonrpc.request.id", json!("102")),
             ("sluice.outcome", json!("ok")),
+            // OpenTelemetry's MCP conventions (semantic-conventions-genai docs/gen-ai/mcp.md).
+            ("gen_ai.operation.name", json!("execute_tool")),
+            ("gen_ai.tool.name", json!("traced_echo")),
+            ("mcp.protocol.version", json!("2025-11-25")),
+            ("network.transport", json!("tcp")),
+            ("network.protocol.name", json!("http")),
         ])
     );
     check_children(&spans_a, server, &[("explain", "modify"), ("deny", "pass")]);
@@ -329,6 +352,11 @@ async fn spans_for_requests_hooks_and_upstream_calls_reach_an_otlp_receiver() {
             ("mcp.tool.name", json!("echo")),
             ("server.address", json!("127.0.0.1")),
             ("server.port", json!(upstream_port)),
+            ("gen_ai.operation.name", json!("execute_tool")),
+            ("gen_ai.tool.name", json!("echo")),
+            ("mcp.protocol.version", json!("2025-11-25")),
+            ("network.transport", json!("tcp")),
+            ("network.protocol.name", json!("http")),
         ])
     );
     let up_span = upstream["spanId"].as_str().unwrap();
@@ -362,10 +390,17 @@ async fn spans_for_requests_hooks_and_upstream_calls_reach_an_otlp_receiver() {
     assert_eq!(a["sluice.outcome"], json!("error"));
     assert_eq!(a["rpc.jsonrpc.error_code"], json!("-32099"));
     assert_eq!(a["mcp.tool.name"], json!("traced_fail"));
+    assert_eq!(a["error.type"], json!("-32099"));
+    assert_eq!(a["rpc.response.status_code"], json!("-32099"));
     check_children(&spans_b, server, &[("explain", "modify"), ("deny", "pass")]);
     let upstream = by_kind(&spans_b, 3)[0];
     assert_eq!(upstream["status"], json!({"code": 2, "message": "boom"}));
-    assert_eq!(attrs(upstream)["rpc.jsonrpc.error_code"], json!("-32099"));
+    let a = attrs(upstream);
+    assert_eq!(a["rpc.jsonrpc.error_code"], json!("-32099"));
+    assert_eq!(a["error.type"], json!("-32099"));
+    assert_eq!(a["rpc.response.status_code"], json!("-32099"));
+    // Successful spans carry no error attributes.
+    assert!(!attrs(by_kind(&spans_a, 2)[0]).contains_key("error.type"));
 
     // 4. A refusal: no upstream span, the deny hook's decision, outcome refused.
     let trace_c = "c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0";
@@ -421,6 +456,126 @@ async fn spans_for_requests_hooks_and_upstream_calls_reach_an_otlp_receiver() {
     assert_eq!(got[0].0.as_deref(), Some(want.as_str()));
     assert_eq!(got[0].1["_meta"], json!({"traceparent": want}));
 
+    // 6. An unknown tool: the gateway answers -32602 itself; error.type is the code.
+    let trace_f = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0";
+    let r = call(
+        &c,
+        106,
+        "traced_nope",
+        json!({"reason": "tracing"}),
+        Some(&format!("00-{trace_f}-f1f1f1f1f1f1f1f1-01")),
+        None,
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let spans_f = trace_spans(&exports, trace_f, 3).await;
+    let server = by_kind(&spans_f, 2)[0];
+    assert_eq!(server["name"], "tools/call traced_nope");
+    assert_eq!(server["status"]["code"], 2);
+    let a = attrs(server);
+    assert_eq!(a["error.type"], json!("-32602"));
+    assert_eq!(a["rpc.response.status_code"], json!("-32602"));
+    assert_eq!(a["gen_ai.tool.name"], json!("traced_nope"));
+    assert_eq!(a["gen_ai.operation.name"], json!("execute_tool"));
+    assert!(by_kind(&spans_f, 3).is_empty(), "{spans_f:#?}");
+
+    // 7. prompts/get through a stdio upstream: the prompt names both spans, the upstream span
+    //    is a pipe; no gen_ai.operation.name (not a tool call).
+    let mut prompt = None;
+    for _ in 0..100 {
+        let r = c.request("prompts/list", json!({})).await;
+        prompt = r["result"]["prompts"].as_array().and_then(|ps| {
+            ps.iter()
+                .filter_map(|p| p["name"].as_str())
+                .find(|n| n.ends_with("test_simple_prompt"))
+                .map(str::to_string)
+        });
+        if prompt.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let prompt = prompt.expect("the stdio fixture's test_simple_prompt");
+    let trace_g = "90909090909090909090909090909090";
+    let r = traced(
+        &c,
+        107,
+        "prompts/get",
+        json!({"name": prompt}),
+        &format!("00-{trace_g}-9191919191919191-01"),
+    )
+    .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let spans_g = trace_spans(&exports, trace_g, 2).await;
+    let server = by_kind(&spans_g, 2)[0];
+    assert_eq!(server["name"], json!(format!("prompts/get {prompt}")));
+    assert_eq!(
+        attrs(server),
+        expected(&[
+            ("mcp.method.name", json!("prompts/get")),
+            ("mcp.session.id", session.clone()),
+            ("gen_ai.prompt.name", json!(prompt)),
+            ("sluice.upstream", json!("st")),
+            ("jsonrpc.request.id", json!("107")),
+            ("sluice.outcome", json!("ok")),
+            ("mcp.protocol.version", json!("2025-11-25")),
+            ("network.transport", json!("tcp")),
+            ("network.protocol.name", json!("http")),
+        ])
+    );
+    let upstream = by_kind(&spans_g, 3);
+    assert_eq!(upstream.len(), 1, "{spans_g:#?}");
+    let upstream = upstream[0];
+    assert_eq!(upstream["name"], "prompts/get test_simple_prompt");
+    assert_eq!(upstream["parentSpanId"], server["spanId"]);
+    let a = attrs(upstream);
+    assert_eq!(
+        a,
+        expected(&[
+            ("mcp.method.name", json!("prompts/get")),
+            ("gen_ai.prompt.name", json!("test_simple_prompt")),
+            ("sluice.upstream", json!("st")),
+            ("jsonrpc.request.id", a["jsonrpc.request.id"].clone()),
+            ("mcp.protocol.version", a["mcp.protocol.version"].clone()),
+            ("network.transport", json!("pipe")),
+        ])
+    );
+    assert!(a["mcp.protocol.version"]
+        .as_str()
+        .unwrap()
+        .starts_with("20"));
+
+    // 8. resources/read: the URI is an attribute, never part of the span name.
+    let r = c.request("resources/list", json!({})).await;
+    let uri = r["result"]["resources"]
+        .as_array()
+        .and_then(|rs| {
+            rs.iter()
+                .filter_map(|r| r["uri"].as_str())
+                .find(|u| u.contains("static-text"))
+        })
+        .unwrap_or_else(|| panic!("a static-text resource in {r}"))
+        .to_string();
+    let trace_h = "a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0";
+    let r = traced(
+        &c,
+        108,
+        "resources/read",
+        json!({"uri": uri}),
+        &format!("00-{trace_h}-a1a1a1a1a1a1a1a1-01"),
+    )
+    .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let spans_h = trace_spans(&exports, trace_h, 2).await;
+    let server = by_kind(&spans_h, 2)[0];
+    assert_eq!(server["name"], "resources/read");
+    let a = attrs(server);
+    assert_eq!(a["mcp.resource.uri"], json!(uri));
+    assert!(!a.contains_key("gen_ai.operation.name"));
+    let upstream = by_kind(&spans_h, 3)[0];
+    assert_eq!(upstream["name"], "resources/read");
+    assert!(attrs(upstream).contains_key("mcp.resource.uri"));
+
     // The unsampled call came first: had it been exported, it would be there by now.
     assert!(spans(&exports).iter().all(|s| s["traceId"] != trace_e));
     // Without a client context, a request starts a trace of its own (initialize, tools/list).
@@ -431,5 +586,9 @@ async fn spans_for_requests_hooks_and_upstream_calls_reach_an_otlp_receiver() {
         .expect("an initialize span");
     assert!(init.get("parentSpanId").is_none(), "{init}");
     assert_eq!(init["kind"], 2);
-    assert_eq!(attrs(init)["mcp.session.id"], session);
+    let a = attrs(init);
+    assert_eq!(a["mcp.session.id"], session);
+    assert_eq!(a["mcp.protocol.version"], json!("2025-11-25"));
+    assert_eq!(a["jsonrpc.request.id"], json!("0"));
+    assert!(!a.contains_key("gen_ai.operation.name"));
 }

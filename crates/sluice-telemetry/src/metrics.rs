@@ -38,14 +38,14 @@ pub const RECENT: usize = 500;
 const SERIES_SECS: u64 = 120;
 
 #[derive(Debug, Clone, Default)]
-struct Hist {
+pub(crate) struct Hist {
     counts: Vec<u64>,
     sum: f64,
     count: u64,
 }
 
 impl Hist {
-    fn observe(&mut self, bounds: &[f64], v: f64) {
+    pub(crate) fn observe(&mut self, bounds: &[f64], v: f64) {
         if self.counts.is_empty() {
             self.counts = vec![0; bounds.len()];
         }
@@ -123,7 +123,7 @@ pub struct UpstreamGauge {
 }
 
 /// Escape a Prometheus label value.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
@@ -393,11 +393,12 @@ impl Metrics {
             "sluice_reloads_total{{result=\"failed\"}} {}",
             gauges.reloads_failed
         );
+        crate::mcp_metrics::global().render(&mut o);
         o
     }
 }
 
-fn hist(o: &mut String, name: &str, labels: &str, bounds: &[f64], h: &Hist) {
+pub(crate) fn hist(o: &mut String, name: &str, labels: &str, bounds: &[f64], h: &Hist) {
     for (i, b) in bounds.iter().enumerate() {
         let c = h.counts.get(i).copied().unwrap_or(0);
         let _ = writeln!(o, "{name}_bucket{{{labels},le=\"{}\"}} {c}", num(*b));

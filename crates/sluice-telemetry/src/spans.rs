@@ -1,5 +1,6 @@
 //! Sluice's spans: one per client request (its hooks as children) and one per upstream call,
-//! under a task-local parent.
+//! under a task-local parent, named and attributed by OpenTelemetry's MCP conventions
+//! ([`semconv`]); and the operation durations ([`ServerOp`], [`ClientOp`]) they share.
 //!
 //! The trace a request joins: the enclosing request's span (a funnel `run_tool` call inside a
 //! meta-call), else the client's `params._meta.traceparent`, else the `traceparent` header of
@@ -8,10 +9,12 @@
 
 use crate::context::SpanContext;
 use crate::exporter::Telemetry;
+use crate::mcp_metrics::{self, Side};
 use crate::otlp::{Attr, SpanData, KIND_CLIENT, KIND_INTERNAL, KIND_SERVER};
+use crate::semconv::{self, Failure, Net, Operation, Peer};
 use serde_json::{json, Value};
 use sluice_config::{Transport, UpstreamSpec};
-use sluice_core::{Kind, Message};
+use sluice_core::Message;
 use sluice_hooks::Trace;
 use std::future::Future;
 use std::sync::Arc;
@@ -83,12 +86,61 @@ impl Clock {
     }
 }
 
+tokio::task_local! {
+    /// Set while a client request's operation is measured: a request nested in it (the
+    /// funnel's `run_tool`) is not a second operation.
+    static IN_OPERATION: ();
+}
+
+/// One client request's `mcp.server.operation.duration`, measured whether or not traces are on.
+#[derive(Debug)]
+pub struct ServerOp {
+    op: Operation,
+    net: Vec<(&'static str, String)>,
+    started: Instant,
+    nested: bool,
+}
+
+impl ServerOp {
+    /// Start measuring the handling of `msg` from `peer`.
+    pub fn start(msg: &Message, peer: &Peer<'_>) -> ServerOp {
+        ServerOp {
+            op: Operation::of(msg),
+            net: semconv::network(peer.net, Some(peer.protocol_version)),
+            started: Instant::now(),
+            nested: IN_OPERATION.try_with(|_| ()).is_ok(),
+        }
+    }
+
+    /// Run the request's dispatch inside this operation.
+    pub async fn scope<F: Future>(&self, fut: F) -> F::Output {
+        IN_OPERATION.scope((), fut).await
+    }
+
+    /// Record the operation, answered with `reply`.
+    pub fn finish(self, reply: &Message) {
+        if self.nested {
+            return;
+        }
+        let mut labels = self.op.common();
+        if let Some(f) = Failure::of_reply(&self.op, reply) {
+            labels.extend(f.attrs());
+        }
+        labels.extend(self.net);
+        mcp_metrics::global().observe(Side::Server, labels, self.started.elapsed().as_secs_f64());
+    }
+}
+
+fn push_str(attrs: &mut Vec<(&'static str, Attr)>, pairs: Vec<(&'static str, String)>) {
+    attrs.extend(pairs.into_iter().map(|(k, v)| (k, Attr::Str(v))));
+}
+
 impl Telemetry {
-    /// Open the span of one client request (`session_id`'s, going to `upstream` when known).
+    /// Open the span of one client request (from `peer`, going to `upstream` when known).
     pub fn start_request(
         self: &Arc<Telemetry>,
         msg: &Message,
-        session_id: &str,
+        peer: &Peer<'_>,
         upstream: Option<&str>,
     ) -> RequestSpan {
         let current = PARENT.try_with(|p| *p).ok();
@@ -101,25 +153,15 @@ impl Telemetry {
             Some(p) => p.child(),
             None => SpanContext::root(),
         };
-        let method = msg.method().unwrap_or("").to_string();
-        let tool = (method == "tools/call")
-            .then(|| msg.param_str("name").map(str::to_string))
-            .flatten();
-        let request_id = match msg.id() {
-            Some(Value::String(s)) => s.clone(),
-            Some(v) => sluice_core::exact::to_string(v),
-            None => String::new(),
-        };
         RequestSpan {
             tel: self.clone(),
             ctx,
             parent: parent.map(|p| p.span_id),
             kind,
             clock: Clock::now(),
-            method,
-            tool,
-            request_id,
-            session_id: session_id.to_string(),
+            op: Operation::of(msg),
+            session_id: peer.session_id.map(str::to_string),
+            net: semconv::network(peer.net, Some(peer.protocol_version)),
             upstream: upstream.map(str::to_string),
         }
     }
@@ -133,11 +175,34 @@ pub struct RequestSpan {
     parent: Option<[u8; 8]>,
     kind: u8,
     clock: Clock,
-    method: String,
-    tool: Option<String>,
-    request_id: String,
-    session_id: String,
+    op: Operation,
+    session_id: Option<String>,
+    net: Vec<(&'static str, String)>,
     upstream: Option<String>,
+}
+
+/// The attributes of an MCP span (server or client side) other than the peer's.
+fn mcp_attrs(op: &Operation, failure: Option<&Failure>) -> Vec<(&'static str, Attr)> {
+    let mut attrs = Vec::with_capacity(12);
+    push_str(&mut attrs, op.common());
+    if let Some(t) = &op.tool {
+        // Sluice's name before the conventions' gen_ai.tool.name.
+        attrs.push(("mcp.tool.name", Attr::Str(t.clone())));
+    }
+    if let Some(u) = &op.resource_uri {
+        attrs.push(("mcp.resource.uri", Attr::Str(u.clone())));
+    }
+    if let Some(id) = &op.request_id {
+        attrs.push(("jsonrpc.request.id", Attr::Str(id.clone())));
+    }
+    if let Some(f) = failure {
+        push_str(&mut attrs, f.attrs());
+        if let Some(code) = f.status_code {
+            // Sluice's integer code before the conventions' rpc.response.status_code.
+            attrs.push(("rpc.jsonrpc.error_code", Attr::Int(code)));
+        }
+    }
+    attrs
 }
 
 impl RequestSpan {
@@ -153,37 +218,18 @@ impl RequestSpan {
             return;
         }
         let end_ns = self.clock.ns(Instant::now());
-        let name = match &self.tool {
-            Some(t) => format!("{} {t}", self.method),
-            None => self.method.clone(),
-        };
-        let mut attrs = vec![
-            ("mcp.method.name", Attr::Str(self.method)),
-            ("mcp.session.id", Attr::Str(self.session_id)),
-        ];
-        if let Some(t) = self.tool {
-            attrs.push(("mcp.tool.name", Attr::Str(t)));
+        let name = self.op.span_name();
+        let failure = reply.and_then(|r| Failure::of_reply(&self.op, r));
+        let mut attrs = mcp_attrs(&self.op, failure.as_ref());
+        if let Some(s) = self.session_id {
+            attrs.push(("mcp.session.id", Attr::Str(s)));
         }
+        push_str(&mut attrs, self.net);
         if let Some(u) = self.upstream {
             attrs.push(("sluice.upstream", Attr::Str(u)));
         }
-        attrs.push(("jsonrpc.request.id", Attr::Str(self.request_id)));
         attrs.push(("sluice.outcome", Attr::Str(outcome.to_string())));
-        let mut error = None;
-        if let Some(e) = reply
-            .filter(|r| r.kind() == Kind::Error)
-            .and_then(Message::error_obj)
-        {
-            if let Some(code) = e.get("code").and_then(Value::as_i64) {
-                attrs.push(("rpc.jsonrpc.error_code", Attr::Int(code)));
-            }
-            error = Some(
-                e.get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or(outcome)
-                    .to_string(),
-            );
-        }
+        let error = failure.map(|f| f.message);
         let mut spans = Vec::with_capacity(trace.records.len() + 1);
         for r in &trace.records {
             let start_ns = self.clock.ns(r.started);
@@ -219,6 +265,60 @@ impl RequestSpan {
         self.tel.export(spans);
     }
 }
+
+/// What a call upstream came to: a reply, or no reply (`error.type`, and the error).
+pub type UpstreamResult<'a> = Result<&'a Message, (&'a str, &'a dyn std::fmt::Display)>;
+
+/// One call to an upstream, as the conventions see it: its `mcp.client.operation.duration`
+/// (recorded whether or not traces are on) and the attributes of its span.
+#[derive(Debug)]
+pub struct ClientOp {
+    op: Operation,
+    net: Vec<(&'static str, String)>,
+    server: Option<(String, u16)>,
+    started: Instant,
+}
+
+impl ClientOp {
+    /// Start measuring `msg` (as it goes upstream) sent to `spec`, which negotiated
+    /// `protocol_version`.
+    pub fn start(spec: &UpstreamSpec, msg: &Message, protocol_version: Option<&str>) -> ClientOp {
+        let http = matches!(spec.transport, Transport::Http | Transport::Sse);
+        let server = http
+            .then(|| reqwest::Url::parse(&spec.url).ok())
+            .flatten()
+            .and_then(|u| Some((u.host_str()?.to_string(), u.port_or_known_default()?)));
+        let net = if http { Net::Http } else { Net::Stdio };
+        ClientOp {
+            op: Operation::of(msg),
+            net: semconv::network(net, protocol_version),
+            server,
+            started: Instant::now(),
+        }
+    }
+
+    fn failure(&self, result: UpstreamResult<'_>) -> Option<Failure> {
+        match result {
+            Ok(reply) => Failure::of_reply(&self.op, reply),
+            Err((kind, e)) => Some(Failure::transport(kind, e.to_string())),
+        }
+    }
+
+    /// Record the call's duration.
+    pub fn finish(&self, result: UpstreamResult<'_>) {
+        let mut labels = self.op.common();
+        if let Some(f) = self.failure(result) {
+            labels.extend(f.attrs());
+        }
+        labels.extend(self.net.iter().cloned());
+        if let Some((host, port)) = &self.server {
+            labels.push(("server.address", host.clone()));
+            labels.push(("server.port", port.to_string()));
+        }
+        mcp_metrics::global().observe(Side::Client, labels, self.started.elapsed().as_secs_f64());
+    }
+}
+
 /// The open span of one call to an upstream.
 #[derive(Debug)]
 pub struct UpstreamSpan {
@@ -260,62 +360,29 @@ impl UpstreamSpan {
         matches!(spec.transport, Transport::Http | Transport::Sse).then_some(value)
     }
 
-    /// End the span with what the upstream answered (`Err`: the call failed, no reply).
-    pub fn finish(
-        self,
-        spec: &UpstreamSpec,
-        method: &str,
-        upstream_id: u64,
-        tool: Option<&str>,
-        result: Result<&Message, &dyn std::fmt::Display>,
-    ) {
+    /// End the span of `call` (to `spec`) with what the upstream answered.
+    pub fn finish(self, spec: &UpstreamSpec, call: &ClientOp, result: UpstreamResult<'_>) {
         if !self.ctx.sampled {
             return;
         }
         let end_ns = self.clock.ns(Instant::now());
-        let mut attrs = vec![
-            ("sluice.upstream", Attr::Str(spec.id.clone())),
-            ("mcp.method.name", Attr::Str(method.to_string())),
-            ("jsonrpc.request.id", Attr::Str(upstream_id.to_string())),
-        ];
-        if let Some(t) = tool {
-            attrs.push(("mcp.tool.name", Attr::Str(t.to_string())));
+        let failure = call.failure(result);
+        let mut attrs = mcp_attrs(&call.op, failure.as_ref());
+        attrs.push(("sluice.upstream", Attr::Str(spec.id.clone())));
+        push_str(&mut attrs, call.net.clone());
+        if let Some((host, port)) = &call.server {
+            attrs.push(("server.address", Attr::Str(host.clone())));
+            attrs.push(("server.port", Attr::Int(i64::from(*port))));
         }
-        if matches!(spec.transport, Transport::Http | Transport::Sse) {
-            if let Ok(url) = reqwest::Url::parse(&spec.url) {
-                if let Some(host) = url.host_str() {
-                    attrs.push(("server.address", Attr::Str(host.to_string())));
-                }
-                if let Some(port) = url.port_or_known_default() {
-                    attrs.push(("server.port", Attr::Int(i64::from(port))));
-                }
-            }
-        }
-        let error = match result {
-            Ok(reply) => reply.error_obj().map(|e| {
-                if let Some(code) = e.get("code").and_then(Value::as_i64) {
-                    attrs.push(("rpc.jsonrpc.error_code", Attr::Int(code)));
-                }
-                e.get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_string()
-            }),
-            Err(e) => Some(e.to_string()),
-        };
-        let name = match tool {
-            Some(t) => format!("{method} {t}"),
-            None => method.to_string(),
-        };
         self.tel.export([SpanData {
             ctx: self.ctx,
             parent: Some(self.parent),
-            name,
+            name: call.op.span_name(),
             kind: KIND_CLIENT,
             start_ns: self.clock.wall_ns,
             end_ns,
             attrs,
-            error,
+            error: failure.map(|f| f.message),
         }]);
     }
 }

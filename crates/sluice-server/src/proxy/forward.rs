@@ -9,7 +9,7 @@ use crate::session::{id_key, InflightCall, Session};
 use crate::state::{Snapshot, State};
 use serde_json::{json, Value};
 use sluice_core::{codes, headers, Message, RpcError};
-use sluice_telemetry::UpstreamSpan;
+use sluice_telemetry::{ClientOp, UpstreamSpan};
 use sluice_upstream::{Connection, ExtraHeaders, Slot, Status, UpstreamError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -62,11 +62,11 @@ pub async fn call(
             headers.push("authorization", auth.to_string());
         }
     }
-    let upstream_tool = span
-        .as_ref()
-        .and_then(|_| msg.param_str("name"))
-        .filter(|_| method == "tools/call")
-        .map(str::to_string);
+    let protocol_version = conn
+        .init_result()
+        .get("protocolVersion")
+        .and_then(Value::as_str);
+    let client_op = ClientOp::start(&slot.spec, &msg, protocol_version);
     let progress_token = match msg.progress_token().cloned() {
         Some(t) => {
             if let Some(meta) = msg
@@ -125,15 +125,17 @@ pub async fn call(
         .call_with_headers(up_id, msg, slot.timeout(), &headers)
         .await;
     drop(untrack);
+    let answer = result.as_ref().map_err(|e| {
+        let kind = match e {
+            UpstreamError::Timeout(_) => "timeout",
+            _ => "_OTHER",
+        };
+        (kind, e as &dyn std::fmt::Display)
+    });
     if let Some(s) = span {
-        s.finish(
-            &slot.spec,
-            &method,
-            up_id,
-            upstream_tool.as_deref(),
-            result.as_ref().map_err(|e| e as &dyn std::fmt::Display),
-        );
+        s.finish(&slot.spec, &client_op, answer);
     }
+    client_op.finish(answer);
     if cancelled.load(Ordering::SeqCst) {
         return Outcome::Cancelled(client_id);
     }

@@ -87,7 +87,9 @@ async fn request(
     let facts = Facts::of_request(snap, &msg, target.upstream_id());
     let cx = facts.ctx(session);
     let id = msg.id().cloned().unwrap_or(Value::Null);
-    let span = tel.map(|t| t.start_request(&msg, &session.id, facts.upstream.as_deref()));
+    let peer = peer(session);
+    let op = sluice_telemetry::ServerOp::start(&msg, &peer);
+    let span = tel.map(|t| t.start_request(&msg, &peer, facts.upstream.as_deref()));
     let mut trace = Trace::default();
     let request_copy = snap
         .chain
@@ -103,7 +105,7 @@ async fn request(
                 target = route::resolve(snap, principal.as_deref(), &m);
             }
             // Dispatch, under the request's span when tracing (its upstream call is a child).
-            let work = dispatch(st, snap, session, target, m, sink);
+            let work = op.scope(dispatch(st, snap, session, target, m, sink));
             let outcome = match &span {
                 Some(s) => s.scope(work).await,
                 None => work.await,
@@ -172,7 +174,20 @@ async fn request(
     if let Some(s) = span {
         s.finish(outcome, Some(&reply), &trace);
     }
+    op.finish(&reply);
     Outcome::Reply(reply)
+}
+
+/// The client side of `session`'s requests, for OpenTelemetry's MCP conventions.
+fn peer(session: &Session) -> sluice_telemetry::Peer<'_> {
+    sluice_telemetry::Peer {
+        session_id: (!session.is_modern()).then_some(session.id.as_str()),
+        protocol_version: &session.init.protocol_version,
+        net: match session.http() {
+            Some(_) => sluice_telemetry::Net::Http,
+            None => sluice_telemetry::Net::Stdio,
+        },
+    }
 }
 
 /// What a request names, owned (to tell whether a hook changed its target).
@@ -371,16 +386,21 @@ pub async fn initialize(
         .live
         .catalog_seen
         .store(snap.catalog.version, std::sync::atomic::Ordering::Release);
+    let peer = peer(session);
+    let op = sluice_telemetry::ServerOp::start(&msg, &peer);
     let Some(tel) = st.rt.telemetry.as_ref() else {
-        return initialize_hooks(st, &snap, session, msg, version, &mut Trace::default()).await;
+        let r = initialize_hooks(st, &snap, session, msg, version, &mut Trace::default()).await;
+        op.finish(r.as_ref().unwrap_or_else(|e| e));
+        return r;
     };
-    let span = tel.start_request(&msg, &session.id, None);
+    let span = tel.start_request(&msg, &peer, None);
     let mut trace = Trace::default();
     let r = initialize_hooks(st, &snap, session, msg, version, &mut trace).await;
     match &r {
         Ok(reply) => span.finish("ok", Some(reply), &trace),
         Err(reply) => span.finish("refused", Some(reply), &trace),
     }
+    op.finish(r.as_ref().unwrap_or_else(|e| e));
     r
 }
 
