@@ -1,11 +1,12 @@
-//! The `sluice` command: `serve` (Streamable HTTP or stdio), `check` (validate a tree), and the
-//! built-in demo upstream.
+//! The `sluice` command: `serve` (Streamable HTTP or stdio), `check` (validate a tree), `client`
+//! (talk to any MCP server), and the built-in demo upstream.
 
 /// mimalloc: the gateway allocates many short-lived buffers per call; glibc malloc showed up at
 /// 14–16 % of CPU in the benchmark's profile.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod client;
 mod demo;
 mod manage;
 
@@ -55,6 +56,8 @@ enum Command {
     /// Static tokens for the MCP listener (auth/auth.config.json).
     #[command(subcommand)]
     Auth(manage::AuthCmd),
+    /// Talk to any MCP server: list its tools, call one, get prompts, read resources.
+    Client(client::ClientArgs),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
@@ -123,8 +126,9 @@ fn main() -> ExitCode {
         Command::Log(c) => manage::log(c),
         Command::Import(ImportCmd::McpServers { home, file }) => import(&home, &file),
         Command::Auth(c) => manage::auth(c),
+        Command::Client(args) => client::run(args),
         Command::Serve(args) => {
-            init_logging();
+            init_logging("info");
             let mut builder = tokio::runtime::Builder::new_multi_thread();
             if let Some(n) = args.threads {
                 builder.worker_threads(n.max(1));
@@ -164,9 +168,10 @@ fn import(home: &std::path::Path, file: &std::path::Path) -> ExitCode {
     }
 }
 
-fn init_logging() {
+/// Logs on stderr, filtered by RUST_LOG or else `default`.
+fn init_logging(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
