@@ -6,6 +6,7 @@ mod aggregation;
 mod apply;
 mod auth;
 mod cli;
+mod client;
 mod conformance;
 mod exact_ids;
 mod faults;

@@ -223,6 +223,11 @@ impl HttpWire {
                         );
                         inner.dispatch(Message::error(serde_json::json!(id), &err), None);
                     }
+                    // A notification still in flight when the connection was shut down (the
+                    // session is gone): expected, not worth a warning.
+                    None if inner.is_closed() => {
+                        tracing::debug!(upstream = %inner.label, "sending a message failed after the shutdown: {e}")
+                    }
                     None => {
                         tracing::warn!(upstream = %inner.label, "sending a message failed: {e}")
                     }

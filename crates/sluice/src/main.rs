@@ -1,11 +1,12 @@
-//! The `sluice` command: `serve` (Streamable HTTP or stdio), `check` (validate a tree), and the
-//! built-in demo upstream.
+//! The `sluice` command: `serve` (Streamable HTTP or stdio), `check` (validate a tree), `client`
+//! (talk to any MCP server), and the built-in demo upstream.
 
 /// mimalloc: the gateway allocates many short-lived buffers per call; glibc malloc showed up at
 /// 14–16 % of CPU in the benchmark's profile.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod client;
 mod demo;
 mod manage;
 
@@ -58,6 +59,8 @@ enum Command {
     /// Print the JSON Schema of a configuration file, for editors: expose, hooks, tools,
     /// settings or auth (or the file name: sluice.json, mcp/expose.json, …).
     Schema(manage::SchemaArgs),
+    /// Talk to any MCP server: list its tools, call one, get prompts, read resources.
+    Client(client::ClientArgs),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
@@ -127,8 +130,9 @@ fn main() -> ExitCode {
         Command::Import(ImportCmd::McpServers { home, file }) => import(&home, &file),
         Command::Auth(c) => manage::auth(c),
         Command::Schema(a) => manage::schema(a),
+        Command::Client(args) => client::run(args),
         Command::Serve(args) => {
-            init_logging();
+            init_logging("info");
             let mut builder = tokio::runtime::Builder::new_multi_thread();
             if let Some(n) = args.threads {
                 builder.worker_threads(n.max(1));
@@ -168,9 +172,10 @@ fn import(home: &std::path::Path, file: &std::path::Path) -> ExitCode {
     }
 }
 
-fn init_logging() {
+/// Logs on stderr, filtered by RUST_LOG or else `default`.
+fn init_logging(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
