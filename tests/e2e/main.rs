@@ -13,6 +13,7 @@ mod funnel;
 mod guardrails;
 mod hooks;
 mod http_transport;
+mod image;
 mod interop;
 mod manage;
 mod modern;
