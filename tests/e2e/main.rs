@@ -14,6 +14,7 @@ mod funnel;
 mod guardrails;
 mod hooks;
 mod http_transport;
+mod image;
 mod interop;
 mod limits;
 mod manage;
