@@ -11,7 +11,6 @@
 //! it again (seconds). Run alone: `scripts/static-build` first.
 
 use serde_json::json;
-use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
 use sluice_e2e::{free_port, workspace_root};
 use std::process::{Command, Output};
@@ -244,23 +243,51 @@ async fn static_binary_and_image_serve_a_mounted_tree() {
     );
     assert!(top.contains("/sluice demo-upstream"), "{top}");
 
-    // One MCP round trip through the published port, with the token.
-    // (Raw HTTP: `sluice client URL tools` is to replace it once that command exists.)
+    // One MCP round trip through the published port with the binary's own client: refused
+    // without the token, the demo tools listed and one called with it.
     let url = format!("http://127.0.0.1:{mcp_port}/mcp");
-    let anonymous = Client::new(&url)
-        .post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .await;
-    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
-    let mut client = Client::with_bearer(&url, TOKEN);
-    client.initialize(json!({})).await;
-    let mut names = client.tool_names().await;
+    let anonymous = Command::new(&bin)
+        .args(["client", &url, "tools"])
+        .output()
+        .unwrap();
+    assert_eq!(anonymous.status.code(), Some(2), "{}", text(&anonymous));
+    assert!(
+        String::from_utf8_lossy(&anonymous.stderr).contains("401"),
+        "{}",
+        text(&anonymous)
+    );
+    let listed = Command::new(&bin)
+        .args([
+            "client", "--token", TOKEN, "--output", "json", &url, "tools",
+        ])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", text(&listed));
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let mut names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     names.sort();
     assert_eq!(names, ["demo_add", "demo_echo", "demo_word_count"]);
-    let r = client
-        .call_tool("demo_echo", json!({"text": "from the container"}))
-        .await;
+    let called = Command::new(&bin)
+        .args([
+            "client",
+            "--token",
+            TOKEN,
+            &url,
+            "call",
+            "demo_echo",
+            "text=from the container",
+        ])
+        .output()
+        .unwrap();
+    assert!(called.status.success(), "{}", text(&called));
+    // The text content, then the structured content pretty-printed.
     assert_eq!(
-        r["result"]["content"][0]["text"], "from the container",
-        "{r}"
+        String::from_utf8_lossy(&called.stdout).trim(),
+        "from the container\n{\n  \"text\": \"from the container\"\n}"
     );
 }
