@@ -265,7 +265,7 @@ impl Drop for Capture {
 }
 
 /// Read the JSON protocol from stdout of an exit 0 (see the module docs).
-fn read_json_protocol(
+pub(crate) fn read_json_protocol(
     command: &str,
     ev: &HookEvent,
     stdout: &[u8],

@@ -135,28 +135,37 @@ impl HttpHook {
             .map_err(|_| {
                 HookFailure(format!("timed out after {}", fmt_duration(self.timeout)))
             })??;
+        read_reply(ev, status, &buf)
+    }
+}
 
-        if !status.is_success() {
-            return Ok(Decision::Refuse(Refusal {
-                reason: refusal_reason(status, &buf),
-                for_agent: false,
-                error: None,
-            }));
-        }
-        if buf.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Decision::Pass);
-        }
-        let answer: Value = serde_json::from_slice(&buf).map_err(|e| {
-            HookFailure(format!(
-                "unreadable answer from the hook service (HTTP {}, not JSON: {e}): {}",
-                status.as_u16(),
-                truncate_chars(&String::from_utf8_lossy(&buf), 200)
-            ))
-        })?;
-        match answer {
-            Value::Object(o) => Ok(native_decision(ev, &o)?.unwrap_or(Decision::Pass)),
-            _ => Ok(Decision::Pass),
-        }
+/// The decision in the hook service's answer: a refusal for a non-2xx status, a pass for an
+/// empty body or a JSON value that is not an object, else seed 002's answer shape.
+pub(crate) fn read_reply(
+    ev: &HookEvent,
+    status: reqwest::StatusCode,
+    buf: &[u8],
+) -> Result<Decision, HookFailure> {
+    if !status.is_success() {
+        return Ok(Decision::Refuse(Refusal {
+            reason: refusal_reason(status, buf),
+            for_agent: false,
+            error: None,
+        }));
+    }
+    if buf.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Decision::Pass);
+    }
+    let answer: Value = serde_json::from_slice(buf).map_err(|e| {
+        HookFailure(format!(
+            "unreadable answer from the hook service (HTTP {}, not JSON: {e}): {}",
+            status.as_u16(),
+            truncate_chars(&String::from_utf8_lossy(buf), 200)
+        ))
+    })?;
+    match answer {
+        Value::Object(o) => Ok(native_decision(ev, &o)?.unwrap_or(Decision::Pass)),
+        _ => Ok(Decision::Pass),
     }
 }
 

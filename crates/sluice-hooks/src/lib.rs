@@ -11,6 +11,8 @@ pub mod chain;
 pub mod command;
 pub mod decision;
 pub mod event;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod process;
 mod wire;

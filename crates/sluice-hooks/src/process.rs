@@ -506,7 +506,7 @@ async fn watch_child(
 
 /// One line into `buf` (without the newline). `None` at the end of the stream; `Some(true)`
 /// when the line was longer than `max` (the rest is skipped).
-async fn read_line<R: AsyncBufRead + Unpin>(
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
     max: usize,
@@ -537,7 +537,10 @@ async fn read_line<R: AsyncBufRead + Unpin>(
 }
 
 /// Read a decision line (see the module docs).
-fn read_answer(ev: &HookEvent, answer: &Map<String, Value>) -> Result<Decision, HookFailure> {
+pub(crate) fn read_answer(
+    ev: &HookEvent,
+    answer: &Map<String, Value>,
+) -> Result<Decision, HookFailure> {
     let decision = match answer.get("decision") {
         None | Some(Value::Null) => {
             return Ok(native_decision(ev, answer)?.unwrap_or(Decision::Pass))

@@ -1,0 +1,5 @@
+//! AFL++ harness: `sluice_fuzz::hook_process` on every input (see fuzz/README.md).
+
+fn main() {
+    afl::fuzz!(|data: &[u8]| sluice_fuzz::hook_process(data));
+}
