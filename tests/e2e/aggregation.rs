@@ -240,7 +240,7 @@ rl.on('line', (line) => {
 
 #[tokio::test]
 async fn a_toolfunnel_expose_tree_runs_unchanged() {
-    // The seed's own example, byte for byte in shape: a relative script path resolved inside the
+    // toolfunnel's own example, byte for byte in shape: a relative script path resolved inside the
     // tree, one curated tool renamed with `as`.
     let home = Home::new("toolfunnel");
     home.write("mcp/servers/mock-upstream/server.js", MOCK_UPSTREAM_JS);

@@ -1,5 +1,5 @@
 //! `auth/auth.config.json`: who may use the MCP listener (static tokens stored as hashes, the
-//! OAuth 2.1 resource server of seed 003) and what each caller may see and call (access rules).
+//! OAuth 2.1 resource server) and what each caller may see and call (access rules).
 //!
 //! Off by default (and then the listener stays on loopback). Unknown keys are errors: a typo in
 //! a security setting must not silently weaken it.

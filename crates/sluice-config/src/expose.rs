@@ -1,5 +1,5 @@
 //! `mcp/expose.json`: the upstream MCP servers and the curated tools drawn from them
-//! (seed 003's format, plus the `http` and `sse` transports, `expose_all` and `isolation`).
+//! (toolfunnel's format, plus the `http` and `sse` transports, `expose_all` and `isolation`).
 
 use crate::error::ConfigError;
 use crate::fields::{entry, expand_env, read_object, Fields};
@@ -155,7 +155,7 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
 }
 
-/// A relative path argument that climbs out of `home` (the seed's isolation guard).
+/// A relative path argument that climbs out of `home` (toolfunnel's isolation guard).
 fn escapes(arg: &str) -> bool {
     let p = Path::new(arg);
     if p.is_absolute() || !arg.contains('/') || arg.starts_with('-') {

@@ -1,4 +1,4 @@
-//! `hooks/hooks.manifest.json` and its overlay `hooks/hooks.state.json` (seed 003's format),
+//! `hooks/hooks.manifest.json` and its overlay `hooks/hooks.state.json` (toolfunnel's format),
 //! plus Sluice's additions: the `Request` / `Response` events, `methods`, `on_error`, and the
 //! `process`, `http` and `builtin` kinds.
 
@@ -25,9 +25,9 @@ pub enum HookEventKind {
     Stop,
     /// Happens inside the agent; never crosses the wire (accepted, never fired).
     PreCompact,
-    /// Every message of the request phase (seed 002's request hook).
+    /// Every message of the request phase (a Zato-style request hook).
     Request,
-    /// Every message of the response phase (seed 002's response hook).
+    /// Every message of the response phase (a Zato-style response hook).
     Response,
 }
 
@@ -83,7 +83,7 @@ pub enum OnError {
 /// How a hook runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HookKindSpec {
-    /// Spawned per event with the shell (seed 003).
+    /// Spawned per event with the shell (as toolfunnel does).
     Command {
         /// The command line, `${HOOKS_DIR}` expanded.
         command: String,
@@ -325,7 +325,7 @@ pub(crate) fn load(
             None | Some(Value::Null) => default_timeout,
             Some(v) => match v.as_f64() {
                 Some(t) if t > 0.0 => t,
-                // Seed 003: absent or non-positive → the default.
+                // As toolfunnel does: absent or non-positive → the default.
                 Some(_) => default_timeout,
                 None => {
                     f.err("timeout", "must be a number of seconds");
@@ -344,7 +344,7 @@ pub(crate) fn load(
                 OnError::Refuse
             }
         };
-        // Seed 003: the manifest's `enabled` is normalised to a strict boolean (omitted = false);
+        // As toolfunnel does: the manifest's `enabled` is normalised to a strict boolean (omitted = false);
         // the overlay wins.
         let seed_enabled = obj.get("enabled").and_then(Value::as_bool).unwrap_or(false);
         let enabled = state.get(&id).copied().unwrap_or(seed_enabled);

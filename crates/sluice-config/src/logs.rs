@@ -1,4 +1,4 @@
-//! `logs/log.config.json`: the audit log's toggle and path (seed 003: off by default; the file
+//! `logs/log.config.json`: the audit log's toggle and path (as in toolfunnel: off by default; the file
 //! is not created until logging is on).
 
 use crate::error::ConfigError;

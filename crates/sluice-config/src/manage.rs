@@ -153,8 +153,8 @@ pub fn hook_add(home: &Path, entry: Value) -> Result<(), ManageError> {
     commit(home, rel, &m)
 }
 
-/// Turn a hook on or off: the overlay (authoritative) and, mirrored, the manifest's seed
-/// `enabled` (seed 003's `setEnabled`).
+/// Turn a hook on or off: the overlay (authoritative) and, mirrored, the manifest's initial
+/// `enabled` (toolfunnel's `setEnabled`).
 pub fn hook_set(home: &Path, id: &str, enabled: bool) -> Result<(), ManageError> {
     let rel = "hooks/hooks.manifest.json";
     let mut m = read(home, rel, json!({"hooks": []}))?;

@@ -61,7 +61,7 @@ pub struct Settings {
     /// Default false (they are reached through the funnel, as in toolfunnel).
     pub list_register_tools: bool,
     /// List the management tools (`<prefix>_list`, `_tool_add`, `_tool_set`, `_hook_add`,
-    /// `_hook_set`, `_upstream_add`, `_upstream_set`, `_log`: seed 003's `tf_*` set). Default false.
+    /// `_hook_set`, `_upstream_add`, `_upstream_set`, `_log`: toolfunnel's `tf_*` set). Default false.
     pub management_tools: bool,
     /// Where the admin listener binds (`--admin` overrides it). Default `127.0.0.1:8751`.
     pub admin: Option<String>,

@@ -1,5 +1,5 @@
 //! `tools/tools.register.json` (first-party tools) and its overlay `tools/tools.state.json`
-//! (seed 003's format). The loader validates like toolfunnel's `registry.js` and is also used at
+//! (toolfunnel's format). The loader validates like toolfunnel's `registry.js` and is also used at
 //! run time, where the files are read fresh on every list and call.
 
 use crate::error::ConfigError;

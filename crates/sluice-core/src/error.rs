@@ -31,9 +31,9 @@ pub mod codes {
     /// A rate limit (the `rate-limit` builtin) refused the request; `data.retryAfterMs` says
     /// when a retry can succeed.
     pub const RATE_LIMITED: i64 = -32029;
-    /// A request hook refused the message (seed 002: "Request rejected").
+    /// A request hook refused the message ("Request rejected", as Zato-style hook services say).
     pub const REQUEST_REJECTED: i64 = -32030;
-    /// A response hook refused the reply (seed 002: "Response rejected").
+    /// A response hook refused the reply ("Response rejected", as Zato-style hook services say).
     pub const RESPONSE_REJECTED: i64 = -32031;
 }
 

@@ -5,7 +5,7 @@
 //!
 //! Response controls (the `mask`, `pii` and `size-cap` builtins) are a stage of their own: they
 //! run first in [`Chain::response`], whatever their place in the manifest, so every other
-//! response hook sees what the agent will see (seed 002). What they changed is counted in
+//! response hook sees what the agent will see (as Zato-style hook services expect). What they changed is counted in
 //! [`Trace::controls`].
 
 use crate::builtin::{Builtin, Selection};

@@ -24,7 +24,7 @@
 //!      to ask in an autonomous host) and reading goes on, as for `"allow"`.
 //!   2. `decision: "block"` refuses with `reason`.
 //!   3. `continue: false` refuses with `stopReason` (`stopped by hook` when absent).
-//!   4. Seed 002's shape, for hooks written for Sluice: `{"response": {…}}` answers (request
+//!   4. The Zato-style hook services' shape, for hooks written for Sluice: `{"response": {…}}` answers (request
 //!      phase) or replaces the reply (response phase); `{"request": {…}}` replaces the request.
 //!      See [`crate::http`] for the details.
 //!   5. `hookSpecificOutput.updatedInput` (an object) replaces `params.arguments` of a

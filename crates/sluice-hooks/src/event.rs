@@ -67,7 +67,7 @@ impl HookEvent {
     /// The JSON payload given to command, process and http hooks:
     /// `session_id`, `hook_event_name`, `tool_name`, `tool_input`, `tool_response`, `cwd`
     /// (the names Claude Code hook scripts read), plus `phase`, `method`, `upstream`, `era`,
-    /// the raw JSON-RPC `message`, and seed 002's `request` / `response` keys.
+    /// the raw JSON-RPC `message`, and the Zato-style `request` / `response` keys.
     pub fn to_json(&self) -> Value {
         let mut o = Map::new();
         o.insert("session_id".into(), json!(self.session_id));

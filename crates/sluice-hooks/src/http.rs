@@ -1,5 +1,5 @@
 //! The `http` hook kind: POST each event to a hook service over a shared keep-alive pool and read
-//! its answer with seed 002's contract (`{"request": …}` / `{"response": …}`, non-2xx refuses).
+//! its answer with the Zato-style hook service contract (`{"request": …}` / `{"response": …}`, non-2xx refuses).
 //!
 //! The contract, for an event POSTed as `application/json` (the body is
 //! [`HookEvent::to_json`]):
@@ -14,7 +14,7 @@
 //! | non-2xx                                          | refuse               | refuse         |
 //!
 //! A refusal's reason is the body's JSON `reason` field, else the body text (at most 500
-//! characters), else the status. Following seed 002 ("the reason stays in the server's log") it
+//! characters), else the status. As Zato-style hook services do ("the reason stays in the server's log") it
 //! is not meant for the agent. `{"response": …}` wins over `{"request": …}` when a request-phase
 //! answer has both. A `null` under either key counts as absent in the request phase.
 //!
@@ -140,7 +140,7 @@ impl HttpHook {
 }
 
 /// The decision in the hook service's answer: a refusal for a non-2xx status, a pass for an
-/// empty body or a JSON value that is not an object, else seed 002's answer shape.
+/// empty body or a JSON value that is not an object, else the Zato-style hook services' answer shape.
 pub(crate) fn read_reply(
     ev: &HookEvent,
     status: reqwest::StatusCode,

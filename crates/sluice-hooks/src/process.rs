@@ -16,7 +16,7 @@
 //! {"id": 7, "decision": "modify", "message": {…}}
 //! {"id": 7, "decision": "answer", "message": {…}}
 //! {"id": 7, "decision": "refuse", "reason": "…", "agent": true}
-//! {"id": 7, "request": {…}}  /  {"id": 7, "response": {…}}   (seed 002's shape, as for http)
+//! {"id": 7, "request": {…}}  /  {"id": 7, "response": {…}}   (the Zato-style hook services' shape, as for http)
 //! ```
 //!
 //! A line with an `id` and none of these keys passes. `agent` (default `false`) says whether the

@@ -1,4 +1,4 @@
-//! What the command, process and http kinds share: seed 002's answer shape (`{"request": …}`
+//! What the command, process and http kinds share: the Zato-style hook services' answer shape (`{"request": …}`
 //! / `{"response": …}`, read as [`crate::http`]'s table says), a hook's replacement object as a
 //! message, and the texts their errors use (a cut string, a duration).
 
@@ -16,7 +16,7 @@ pub(crate) fn truncate_chars(s: &str, n: usize) -> &str {
     }
 }
 
-/// Seed 002's answer shape, shared by the http, process and command kinds: `{"request": obj}`
+/// The Zato-style hook services' answer shape, shared by the http, process and command kinds: `{"request": obj}`
 /// and `{"response": obj}`, read as the module docs' table says. `None` when the answer has
 /// neither key in a form that means something in this phase.
 pub(crate) fn native_decision(

@@ -1,4 +1,4 @@
-//! The explain hook (seed 000): every tool in `tools/list` gains a required `reason` parameter;
+//! The explain hook (Civic's explain hook): every tool in `tools/list` gains a required `reason` parameter;
 //! on `tools/call` the reason is recorded, stripped, and the call forwarded; a call without a
 //! reason is refused with a message the agent can act on.
 
@@ -6,7 +6,7 @@ use crate::decision::{Decision, Refusal};
 use crate::event::{HookEvent, Phase};
 use serde_json::{json, Value};
 
-/// The description of the added parameter (seed 000, verbatim).
+/// The description of the added parameter (Civic's explain hook, verbatim).
 pub const REASON_DESCRIPTION: &str =
     "A concise justification for using this tool, explaining how it helps achieve your goal";
 

@@ -1,6 +1,6 @@
 //! Builtin hooks: Rust, in process, no I/O on the call path.
 //!
-//! Request side (onion hooks at their place in the manifest): [`explain`] (seed 000),
+//! Request side (onion hooks at their place in the manifest): [`explain`] (Civic's explain hook),
 //! [`deny`] (tool-name and argument patterns), [`rewrite`] (set, default or remove
 //! arguments), [`validate`] (arguments against the tool's inputSchema), [`describe`] (override
 //! what `tools/list` says), [`rate_limit`] (token buckets global, per principal and per tool, in
@@ -225,7 +225,7 @@ pub(crate) fn json_paths(
         .collect()
 }
 
-/// A response control: runs before every other response hook (seed 002).
+/// A response control: runs before every other response hook (as Zato-style hook services expect).
 #[derive(Debug, Clone)]
 pub enum Control {
     /// Values at paths and under keys → `"***"`.

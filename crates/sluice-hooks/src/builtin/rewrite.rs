@@ -1,7 +1,7 @@
 //! The `rewrite` builtin: changes the arguments of a `tools/call` before it goes on. Each rule
 //! applies to the tools its `tool` regex matches (every tool without one): `set` writes values
 //! (replacing what the agent sent), `default` writes values the agent left out, `remove` drops
-//! arguments. Keys are argument names, dotted paths or JSON pointers. Seed 002's example, forcing
+//! arguments. Keys are argument names, dotted paths or JSON pointers. The Zato-style hook services' example, forcing
 //! the region of `crm.order.status`, is one rule:
 //! `{"tool": "crm\\.order\\.status", "set": {"region": "eu-central"}}`.
 

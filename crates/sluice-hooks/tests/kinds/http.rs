@@ -1,4 +1,4 @@
-//! Http hooks: a real hook service on 127.0.0.1 doing seed 002's example, and every answer shape.
+//! Http hooks: a real hook service on 127.0.0.1 doing the Zato-style hook services' example, and every answer shape.
 
 use super::{call, method_event, reply};
 use axum::extract::{ConnectInfo, State};
@@ -19,7 +19,7 @@ struct Seen {
     bodies: Arc<Mutex<Vec<Value>>>,
 }
 
-/// Seed 002's `crm.mcp-request-hook`, as a hook service: cancellations are refused, status
+/// The Zato-style `crm.mcp-request-hook`, as a hook service: cancellations are refused, status
 /// lookups run against the current region. It wants a token header.
 async fn request_hook(
     State(seen): State<Seen>,

@@ -136,7 +136,7 @@ async fn every_decision_kind() {
         refusal("policy 7", false)
     );
 
-    // Seed 002's shape.
+    // The Zato-style hook services' shape.
     let Decision::Modify(m) = h.decide(&call("native", json!({}))).await.unwrap() else {
         panic!()
     };
