@@ -601,57 +601,53 @@ async fn pump(
     mut rx: mpsc::UnboundedReceiver<Event>,
 ) {
     while let Some(ev) = rx.recv().await {
-        let (tx, handled) = oneshot::channel();
-        let done = Done(Some(tx));
-        let sent = match ev {
+        match ev {
             Event::Message(incoming) => {
                 let method = incoming.msg.method().unwrap_or("");
                 if let Some(said) = list_changed(method) {
                     // Re-listing calls this same connection, whose replies this pump resolves:
                     // do it beside, not here.
                     tokio::spawn(slot.clone().refresh_lists(said));
-                    false
                 } else if method == "notifications/subscriptions/acknowledged" {
                     // A 2026-07-28 upstream accepted one of Sluice's own listen streams.
                     tracing::debug!(upstream = %slot.spec.id, "listen stream acknowledged: {}", incoming.msg.to_json());
-                    false
                 } else {
-                    slot.env
-                        .events
-                        .send(SlotEvent::Message {
-                            slot: slot.clone(),
-                            conn: conn.clone(),
-                            owner: owner.clone(),
-                            incoming,
-                            done,
-                        })
-                        .is_ok()
+                    hand_over(&slot, |done| SlotEvent::Message {
+                        slot: slot.clone(),
+                        conn: conn.clone(),
+                        owner: owner.clone(),
+                        incoming,
+                        done,
+                    })
+                    .await;
                 }
             }
-            Event::Reply(msg) => {
-                conn.resolve(msg);
-                false
-            }
+            // The hot path: a reply resolves here, with nothing handed over.
+            Event::Reply(msg) => conn.resolve(msg),
             Event::Stream {
                 related,
                 paused,
                 retry,
-            } => slot
-                .env
-                .events
-                .send(SlotEvent::Stream {
+            } => {
+                hand_over(&slot, |done| SlotEvent::Stream {
                     conn: conn.clone(),
                     related,
                     paused,
                     retry,
                     done,
                 })
-                .is_ok(),
+                .await
+            }
             Event::Closed(_) => break,
-        };
-        if sent {
-            let _ = handled.await;
         }
         conn.event_done();
+    }
+}
+
+/// Hand one event to the gateway and wait until it is handled (the `Done` it carries dropped).
+async fn hand_over(slot: &Slot, build: impl FnOnce(Done) -> SlotEvent) {
+    let (tx, handled) = oneshot::channel();
+    if slot.env.events.send(build(Done(Some(tx)))).is_ok() {
+        let _ = handled.await;
     }
 }

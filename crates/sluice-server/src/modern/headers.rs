@@ -109,10 +109,9 @@ pub fn check(
     let args = msg
         .params()
         .and_then(|p| p.get("arguments"))
-        .cloned()
-        .unwrap_or(Value::Null);
+        .unwrap_or(&Value::Null);
     let mut wanted = Vec::new();
-    sluice_core::headers::header_params(schema, &args, &mut wanted);
+    sluice_core::headers::header_params(schema, args, &mut wanted);
     for (header, value) in wanted {
         let hname = sluice_core::headers::param_header(&header);
         let got = match headers.header(&hname) {

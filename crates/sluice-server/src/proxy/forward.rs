@@ -309,10 +309,9 @@ fn modern_upstream_request(
     let args = msg
         .params()
         .and_then(|p| p.get("arguments"))
-        .cloned()
-        .unwrap_or(Value::Null);
+        .unwrap_or(&Value::Null);
     let mut wanted = Vec::new();
-    headers::header_params(&schema, &args, &mut wanted);
+    headers::header_params(&schema, args, &mut wanted);
     for (name, value) in wanted {
         let text = match &value {
             Value::String(s) => s.clone(),

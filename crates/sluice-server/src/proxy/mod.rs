@@ -43,16 +43,6 @@ pub async fn client_request(
     msg: Message,
     sink: &Sink,
 ) -> Outcome {
-    request(st, snap, session, msg, sink).await
-}
-
-async fn request(
-    st: &Arc<State>,
-    snap: &Snapshot,
-    session: &Arc<Session>,
-    msg: Message,
-    sink: &Sink,
-) -> Outcome {
     let principal = session.principal();
     let mut target = route::resolve(snap, principal.as_deref(), &msg);
     // Access: a target the caller may not use is answered like one that does not exist.
@@ -289,7 +279,7 @@ async fn dispatch(
                 funnel::Answer::Reply(r) => reply_of(id, r),
                 // The real call: resolved, checked and hooked like a direct one.
                 funnel::Answer::Run(inner) => {
-                    Box::pin(request(st, snap, session, inner, sink)).await
+                    Box::pin(client_request(st, snap, session, inner, sink)).await
                 }
             }
         }
