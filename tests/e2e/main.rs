@@ -7,6 +7,7 @@ mod apply;
 mod auth;
 mod cli;
 mod client;
+mod cluster;
 mod conformance;
 mod exact_ids;
 mod faults;

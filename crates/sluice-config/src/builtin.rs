@@ -654,6 +654,14 @@ impl Checked for RateLimitOptions {
     }
 }
 
+/// A Redis URL without its credentials (`redis://***@host/0`), for logs and errors.
+pub fn redis_url_shown(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
 /// What is wrong with a rate-limit `redis` URL (`redis://[user[:password]@]host[:port][/db]`),
 /// credentials left out of the message.
 pub(crate) fn redis_url_problem(url: &str) -> Option<String> {

@@ -7,6 +7,7 @@
 
 mod auth;
 pub mod builtin;
+mod cluster;
 pub mod drift;
 mod error;
 mod expose;
@@ -23,6 +24,7 @@ pub use auth::{
     AccessRule, AuthConfig, Effect, JwksSource, OAuth, StaticToken, DEFAULT_ALGORITHMS,
 };
 pub use builtin::{BuiltinOptions, OptionError, BUILTINS};
+pub use cluster::{key_bytes, ClusterSettings};
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
 pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError};

@@ -303,6 +303,17 @@ pub(crate) static SETTINGS: Obj = Obj {
         f("admin", HOST_PORT, "Where the admin listener binds, IP:PORT (`--admin` overrides it). Default 127.0.0.1:8751."),
         f("admin_token", Ty::MinLen(16), "The admin token (at least 16 characters). Else `SLUICE_ADMIN_TOKEN`; else one is generated at start."),
         f("telemetry", Ty::Object(&TELEMETRY), "OpenTelemetry trace export (OTLP over HTTP)."),
+        f("cluster", Ty::Object(&CLUSTER), "Scale-out: replicas that serve every session (sealed session ids, shared state in Redis). Needs a restart."),
+    ],
+    ..OBJ
+};
+
+pub(crate) static CLUSTER: Obj = Obj {
+    doc: "Scale-out across replicas; unknown keys are errors. Every replica needs the same tree, keys and Redis.",
+    known: Some(crate::cluster::CLUSTER_KNOWN),
+    fields: &[
+        f("key", Ty::StringOrStrings, "32 random bytes in base64 (`sluice cluster keygen`; `${env:NAME}` expanded), or an array of them: the first seals session ids, every one opens them (rotation).").req(),
+        f("redis", Ty::Pattern("^redis://"), "The Redis every replica shares (`redis://[user[:password]@]host[:port][/db]`, `${env:NAME}` expanded): session state, events, messages between replicas.").req(),
     ],
     ..OBJ
 };

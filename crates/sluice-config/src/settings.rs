@@ -71,6 +71,9 @@ pub struct Settings {
     /// `telemetry`: OpenTelemetry trace export (off without an endpoint here or in the
     /// standard `OTEL_*` environment variables).
     pub telemetry: TelemetrySettings,
+    /// `cluster`: replicas that share sessions through sealed session ids and Redis (None: this
+    /// process alone, as without it).
+    pub cluster: Option<crate::cluster::ClusterSettings>,
 }
 
 /// The `telemetry` object of `sluice.json`: where traces go (OTLP over HTTP, JSON encoding).
@@ -115,6 +118,7 @@ impl Default for Settings {
             admin: None,
             admin_token: None,
             telemetry: TelemetrySettings::default(),
+            cluster: None,
         }
     }
 }
@@ -148,6 +152,7 @@ pub(crate) const KNOWN: &[&str] = &[
     "admin",
     "admin_token",
     "telemetry",
+    "cluster",
 ];
 
 pub(crate) const TELEMETRY_KNOWN: &[&str] = &["otlp_endpoint", "service_name", "headers"];
@@ -270,6 +275,19 @@ pub(crate) fn load(
             s.telemetry = telemetry(&mut tf, env);
         }
         Some(_) => f.err("telemetry", "must be an object"),
+    }
+    match obj.get("cluster") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Object(c)) => {
+            let mut cf = Fields {
+                file,
+                path: "cluster".into(),
+                obj: c,
+                errors: &mut *f.errors,
+            };
+            s.cluster = crate::cluster::load(&mut cf, env);
+        }
+        Some(_) => f.err("cluster", "must be an object"),
     }
     s
 }

@@ -91,6 +91,12 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         swapping: Mutex::new(()),
         reloading: tokio::sync::Mutex::new(()),
         catalog_version: AtomicU64::new(0),
+        cluster: config.settings.cluster.as_ref().and_then(|c| {
+            crate::cluster::Cluster::new(c)
+                .map_err(|e| tracing::error!("cluster: {e}"))
+                .ok()
+                .map(Arc::new)
+        }),
     };
     let slots: Arc<[Arc<Slot>]> = config
         .expose
@@ -124,6 +130,15 @@ pub async fn start(st: &Arc<State>) {
     // With no upstream coming up, the catalog (meta-tools, down routes) is built here.
     rebuild_catalog(st, None);
     tokio::spawn(reap_idle_sessions(st.clone()));
+    if let Some(c) = st.rt.cluster.clone() {
+        tracing::info!(replica = %c.replica, redis = %c.store.shown(), key = %c.keys.sealing_kid(), "cluster replica");
+        let stop = st.rt.shutdown.clone();
+        tokio::spawn(async move {
+            c.store
+                .watch(Duration::from_secs(1), stop.cancelled_owned())
+                .await
+        });
+    }
 }
 
 /// Start the given slots' supervisors and wait (bounded) for their first attempts.
@@ -426,6 +441,9 @@ fn keep_restart_only_settings(new: &mut Settings, running: &Settings) {
     if new.telemetry != running.telemetry {
         restart_only.push("telemetry");
     }
+    if new.cluster != running.cluster {
+        restart_only.push("cluster");
+    }
     if !restart_only.is_empty() {
         tracing::warn!(
             "sluice.json: {} apply at the next restart; every other setting applies now",
@@ -436,6 +454,7 @@ fn keep_restart_only_settings(new: &mut Settings, running: &Settings) {
     new.admin = running.admin.clone();
     new.admin_token = running.admin_token.clone();
     new.telemetry = running.telemetry.clone();
+    new.cluster = running.cluster.clone();
 }
 
 /// Watch the tree's files and apply them on change (polling every `every`).
@@ -475,11 +494,15 @@ pub async fn watch(st: Arc<State>, every: Duration) {
     }
 }
 
-/// End a session: forget it and close its own upstream connections.
+/// End a session here: forget it and close its own upstream connections. (In a cluster this
+/// ends this replica's part only; DELETE ends it in the store first, for every replica.)
 pub async fn end_session(st: &State, id: &str) -> bool {
     let Some(session) = st.rt.sessions.remove(id) else {
         return false;
     };
+    if let (Some(c), Some(sh)) = (&st.rt.cluster, &session.shared) {
+        c.forget(&sh.handle);
+    }
     if !session.mark_closed() {
         return true;
     }

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod calls;
 pub mod catalog;
 pub mod channel;
+pub mod cluster;
 pub mod control;
 pub mod drift;
 pub mod features;
@@ -20,6 +21,7 @@ mod http_parts;
 pub mod listeners;
 pub mod modern;
 pub mod proxy;
+pub mod replicas;
 pub mod session;
 pub mod state;
 pub mod stream;
@@ -58,6 +60,7 @@ impl Server {
     pub async fn start(&self) {
         if let Some(inbound) = self.inbound.lock().take() {
             tokio::spawn(proxy::inbound::run(self.state.clone(), inbound));
+            tokio::spawn(replicas::run(self.state.clone()));
         }
         control::start(&self.state).await;
     }

@@ -10,11 +10,17 @@
 //!
 //! Its credentials (principal, `Authorization`) are refreshed by every request. Its own upstream
 //! connections belong to the slots, keyed by the session id.
+//!
+//! In a cluster a session is also [`Shared`]: its `Live` part is kept in the store (every
+//! change written before the request that made it is answered), and messages that belong to no
+//! request go to its GET stream's events in the store, which whichever replica holds the GET
+//! stream reads.
 
 use crate::channel::Out;
 use crate::stream::StreamBuf;
 use parking_lot::Mutex;
 use serde_json::Value;
+use sluice_cluster::Store;
 use sluice_core::{Message, Principal};
 use sluice_upstream::Connection;
 use std::collections::{HashMap, HashSet};
@@ -149,6 +155,49 @@ pub enum Outbound {
     Stdio(mpsc::UnboundedSender<Out>),
 }
 
+/// A session served by every replica of a cluster: its handle in the store, and the writer of
+/// its GET stream's events.
+pub struct Shared {
+    /// The session's handle (the name of its state in the store).
+    pub handle: String,
+    /// The store.
+    pub store: Arc<Store>,
+    /// This replica's id (the prefix of the request ids it sends the client).
+    pub replica: Arc<str>,
+    /// How long the session lives in the store without traffic.
+    pub ttl: std::time::Duration,
+    events: mpsc::UnboundedSender<(String, Option<&'static str>)>,
+}
+
+impl Shared {
+    /// The shared part of a session; its events are written to the store in order, keeping at
+    /// most `cap`.
+    pub fn new(
+        handle: String,
+        store: Arc<Store>,
+        replica: Arc<str>,
+        ttl: std::time::Duration,
+        cap: u64,
+    ) -> Shared {
+        let (events, mut rx) = mpsc::unbounded_channel::<(String, Option<&'static str>)>();
+        let (h, st) = (handle.clone(), store.clone());
+        tokio::spawn(async move {
+            while let Some((json, once)) = rx.recv().await {
+                if let Err(e) = st.push_event(&h, &json, once, cap, ttl).await {
+                    tracing::warn!(handle = %h, "a message for the GET stream was lost: {e}");
+                }
+            }
+        });
+        Shared {
+            handle,
+            store,
+            replica,
+            ttl,
+            events,
+        }
+    }
+}
+
 /// One client session.
 pub struct Session {
     /// The session id (the `Mcp-Session-Id` on HTTP).
@@ -166,6 +215,8 @@ pub struct Session {
     principal: parking_lot::RwLock<Option<Arc<Principal>>>,
     /// The client's latest `Authorization` header, for upstreams with `forward_authorization`.
     authorization: parking_lot::RwLock<Option<Arc<str>>>,
+    /// In a cluster: its shared part.
+    pub shared: Option<Shared>,
 }
 
 impl Session {
@@ -185,11 +236,33 @@ impl Session {
             outbound,
             principal: parking_lot::RwLock::new(None),
             authorization: parking_lot::RwLock::new(None),
+            shared: None,
         }
     }
 
-    /// Send a message that belongs to no request (GET stream, or stdout).
+    /// This session, served by every replica of a cluster.
+    pub fn with_shared(mut self, shared: Shared) -> Session {
+        self.shared = Some(shared);
+        self
+    }
+
+    /// Send a message that belongs to no request (GET stream, or stdout). In a cluster it goes
+    /// to the GET stream's events in the store, wherever the GET stream is held.
     pub fn send_unrelated(&self, msg: Message) {
+        if let (Some(shared), Outbound::Http(_)) = (&self.shared, &self.outbound) {
+            // A list change is announced by every replica that serves the session: once.
+            let once = msg.method().and_then(|m| {
+                [
+                    "notifications/tools/list_changed",
+                    "notifications/prompts/list_changed",
+                    "notifications/resources/list_changed",
+                ]
+                .into_iter()
+                .find(|l| *l == m)
+            });
+            let _ = shared.events.send((msg.to_json(), once));
+            return;
+        }
         match &self.outbound {
             Outbound::Http(h) => h.get.push(&msg),
             Outbound::Stdio(tx) => {
@@ -262,10 +335,69 @@ impl Session {
             .is_some_and(|v| !v.is_null())
     }
 
-    /// A fresh id for a request the gateway sends to this client.
+    /// A fresh id for a request the gateway sends to this client (in a cluster it names this
+    /// replica, where the client's reply must go).
     pub fn mint_request_id(&self) -> String {
         let n = self.routes.next_request.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("sluice-{n}")
+        match &self.shared {
+            Some(s) => format!("sluice-{}-{n}", s.replica),
+            None => format!("sluice-{n}"),
+        }
+    }
+
+    /// Keep the level the client asked for (in a cluster, in the store too, before answering).
+    pub async fn set_log_level(&self, level: String) {
+        if let Some(s) = &self.shared {
+            if let Err(e) = s.store.set(&s.handle, "level", &level).await {
+                tracing::warn!(session = %self.id, "the log level is kept on this replica only: {e}");
+            }
+        }
+        *self.live.log_level.lock() = Some(level);
+    }
+
+    /// Keep a resource subscription (on) or drop it (in a cluster, in the store too).
+    pub async fn set_subscribed(&self, uri: &str, on: bool) {
+        if let Some(s) = &self.shared {
+            let field = format!("sub:{uri}");
+            let r = if on {
+                s.store.set(&s.handle, &field, "1").await
+            } else {
+                s.store.unset(&s.handle, &field).await
+            };
+            if let Err(e) = r {
+                tracing::warn!(session = %self.id, "the subscription is kept on this replica only: {e}");
+            }
+        }
+        let mut subs = self.live.subscriptions.lock();
+        if on {
+            subs.insert(uri.to_string());
+        } else {
+            subs.remove(uri);
+        }
+    }
+
+    /// Take the live state the store holds (another replica may have changed it). Returns the
+    /// log level when it is new here (this replica's upstreams have not been told it).
+    pub fn apply_shared(&self, fields: &HashMap<String, String>) -> Option<String> {
+        let mut new_level = None;
+        if let Some(level) = fields.get("level") {
+            let mut l = self.live.log_level.lock();
+            if l.as_deref() != Some(level) {
+                *l = Some(level.clone());
+                new_level = Some(level.clone());
+            }
+        }
+        let subs: HashSet<String> = fields
+            .keys()
+            .filter_map(|k| k.strip_prefix("sub:"))
+            .map(str::to_string)
+            .collect();
+        *self.live.subscriptions.lock() = subs;
+        if let (Some(d), Some(http)) = (fields.get("gd").and_then(|v| v.parse().ok()), self.http())
+        {
+            http.get_delivered.fetch_max(d, Ordering::SeqCst);
+        }
+        new_level
     }
 
     /// Record activity (for the idle timeout).

@@ -106,6 +106,8 @@ pub struct Runtime {
     pub(crate) reloading: tokio::sync::Mutex<()>,
     /// Numbers catalogs (part of cursors).
     pub(crate) catalog_version: AtomicU64,
+    /// This replica's part of a cluster (`cluster` in `sluice.json`; needs a restart).
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// Lists that changed: the notifications that say so, and the catalog version that changed them
@@ -163,6 +165,15 @@ impl Sessions {
         }
         sessions.insert(session.id.clone(), session);
         Ok(())
+    }
+
+    /// Register `session` unless one with its id is there already; the one registered.
+    pub fn get_or_add(&self, session: Arc<Session>) -> Arc<Session> {
+        self.0
+            .lock()
+            .entry(session.id.clone())
+            .or_insert(session)
+            .clone()
     }
 
     /// Find a live session.

@@ -181,6 +181,26 @@ impl StreamBuf {
         self.notify.notify_waiters();
     }
 
+    /// Append an event numbered elsewhere (a cluster's store numbers a GET stream's events):
+    /// kept when it is newer than the last one here, else ignored.
+    pub fn push_at(&self, seq: u64, data: Arc<str>) {
+        {
+            let mut g = self.inner.lock();
+            if g.done || seq < g.next_seq {
+                return;
+            }
+            g.next_seq = seq + 1;
+            g.bytes += data.len();
+            g.events.push_back((seq, data));
+            while g.events.len() > self.cap || (g.bytes > self.max_bytes && g.events.len() > 1) {
+                if let Some((_, old)) = g.events.pop_front() {
+                    g.bytes -= old.len();
+                }
+            }
+        }
+        self.notify.notify_waiters();
+    }
+
     /// The reconnection hint (`retry:`) to send, ms.
     pub fn set_retry(&self, ms: u64) {
         self.inner.lock().retry = Some(ms);

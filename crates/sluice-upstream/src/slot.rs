@@ -433,7 +433,18 @@ impl Slot {
     }
 
     /// Fetch the lists again after the upstream said one changed, and tell the gateway.
+    /// Re-read the lists now, because another replica of a cluster heard this upstream say
+    /// they changed; reported as a plain change (the gateway tells other replicas only of what
+    /// an upstream said itself).
+    pub async fn relist(self: Arc<Slot>) {
+        self.refresh(None).await;
+    }
+
     async fn refresh_lists(self: Arc<Slot>, said: &'static str) {
+        self.refresh(Some(said)).await;
+    }
+
+    async fn refresh(self: Arc<Slot>, said: Option<&'static str>) {
         let Some(conn) = self.control() else { return };
         let caps = conn
             .init_result()
@@ -448,7 +459,7 @@ impl Slot {
                         st.lists = Some(lists);
                     }
                 }
-                self.changed(Some(said));
+                self.changed(said);
             }
             Err(e) => tracing::warn!(upstream = %self.spec.id, "refreshing lists failed: {e}"),
         }

@@ -61,9 +61,19 @@ enum Command {
     Schema(manage::SchemaArgs),
     /// Talk to any MCP server: list its tools, call one, get prompts, read resources.
     Client(client::ClientArgs),
+    /// Scale-out across replicas (`cluster` in sluice.json).
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
+}
+
+#[derive(Subcommand)]
+enum ClusterCmd {
+    /// Print a new cluster key (32 random bytes, base64) for `cluster.key` (e.g. in
+    /// SLUICE_CLUSTER_KEY).
+    Keygen,
 }
 
 #[derive(Subcommand)]
@@ -131,6 +141,10 @@ fn main() -> ExitCode {
         Command::Auth(c) => manage::auth(c),
         Command::Schema(a) => manage::schema(a),
         Command::Client(args) => client::run(args),
+        Command::Cluster(ClusterCmd::Keygen) => {
+            println!("{}", sluice_cluster::keygen());
+            ExitCode::SUCCESS
+        }
         Command::Serve(args) => {
             init_logging("info");
             let mut builder = tokio::runtime::Builder::new_multi_thread();

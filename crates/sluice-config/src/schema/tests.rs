@@ -6,6 +6,9 @@ use crate::Config;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// A valid cluster key (32 bytes, base64).
+const CLUSTER_KEY: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=";
+
 /// A fresh, empty home folder.
 fn home(label: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
@@ -17,13 +20,14 @@ fn home(label: &str) -> PathBuf {
     dir
 }
 
-/// Load `doc` as `kind`'s file in `home` (every `${env:…}` is set).
+/// Load `doc` as `kind`'s file in `home` (every `${env:…}` is set; `KEY` to a cluster key).
 fn load(home: &Path, kind: FileKind, doc: &Value) -> Result<Config, Vec<String>> {
     let _ = std::fs::remove_dir_all(home);
     let file = home.join(kind.file());
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(&file, doc.to_string()).unwrap();
-    Config::load(home, &|_| Some("x".into()))
+    let env = |n: &str| Some(if n == "KEY" { CLUSTER_KEY } else { "x" }.to_string());
+    Config::load(home, &env)
         .map(|(c, _)| c)
         .map_err(|e| e.0.iter().map(ToString::to_string).collect())
 }
@@ -61,6 +65,12 @@ fn cases() -> Vec<Case> {
             json!({"telemetry": {}}),
             "/telemetry",
             &TELEMETRY,
+        ),
+        c(
+            FileKind::Settings,
+            json!({"cluster": {"key": "${env:KEY}", "redis": "redis://127.0.0.1:6379/0"}}),
+            "/cluster",
+            &CLUSTER,
         ),
         c(FileKind::Expose, json!({}), "", &EXPOSE),
         c(
@@ -298,7 +308,7 @@ fn unknown_keys_are_judged_alike() {
 /// setting added to the loader fails here until its row is written in `schema.rs`.
 #[test]
 fn every_known_key_has_a_row() {
-    for obj in [&SETTINGS, &TELEMETRY, &AUTH, &TOKEN, &RULE] {
+    for obj in [&SETTINGS, &TELEMETRY, &CLUSTER, &AUTH, &TOKEN, &RULE] {
         let known = obj.known.unwrap();
         let missing: Vec<&str> = obj
             .rows()

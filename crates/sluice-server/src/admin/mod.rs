@@ -5,7 +5,8 @@
 //! ```text
 //! /               the page (static, embedded)      no token
 //! /healthz        the process is up                no token
-//! /readyz         config loaded, upstreams up      no token (503 names what is not ready)
+//! /readyz         config loaded, upstreams and the   no token (503 names what is not ready)
+//!                 cluster store up
 //! /metrics        Prometheus text                  Authorization: Bearer <token>
 //! /api/…          management and live data          Authorization: Bearer <token>
 //! ```
@@ -149,6 +150,11 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
             Status::Disabled => continue,
         };
         not_ready.push(json!({"upstream": slot.spec.id, "status": status, "reason": reason}));
+    }
+    if let Some(c) = &admin.st.rt.cluster {
+        if let Some(reason) = c.store.down() {
+            not_ready.push(json!({"cluster": "redis", "redis": c.store.shown(), "status": "down", "reason": reason}));
+        }
     }
     let ready = not_ready.is_empty() && !crate::control::is_shutting_down(&admin.st);
     let body = json!({

@@ -63,7 +63,10 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
             on_stream(st, &conn, related, paused, retry);
             drop(done);
         }
-        SlotEvent::Lists { said, .. } => {
+        SlotEvent::Lists { said, slot } => {
+            if let (Some(c), Some(_)) = (&st.rt.cluster, said) {
+                c.lists_changed(&slot.spec.id);
+            }
             control::rebuild_catalog(st, said);
         }
     }

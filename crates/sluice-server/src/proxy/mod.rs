@@ -249,12 +249,7 @@ async fn dispatch(
             };
             if let (Some(sub), Outcome::Reply(r)) = (&u.subscription, &outcome) {
                 if r.kind() == Kind::Response {
-                    let mut subs = session.live.subscriptions.lock();
-                    if sub.on {
-                        subs.insert(sub.uri.clone());
-                    } else {
-                        subs.remove(&sub.uri);
-                    }
+                    session.set_subscribed(&sub.uri, sub.on).await;
                 }
             }
             outcome
@@ -284,7 +279,7 @@ async fn dispatch(
             }
         }
         Target::SetLevel(level) => {
-            *session.live.log_level.lock() = Some(level);
+            session.set_log_level(level).await;
             forward::set_level(snap, session, &msg).await;
             reply_of(id, Ok(json!({})))
         }

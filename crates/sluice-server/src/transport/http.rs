@@ -9,6 +9,7 @@ use crate::control;
 use crate::http_parts::{header_str, json_error, json_reply, sse_headers, KEEPALIVE, SESSION};
 use crate::modern::rounds::Rounds;
 use crate::proxy;
+use crate::replicas::{self, Miss};
 use crate::session::{HttpStreams, Init, Outbound, Session};
 use crate::state::{SessionCap, Snapshot, State};
 use crate::stream::StreamBuf;
@@ -153,10 +154,11 @@ async fn resource_metadata(AxState(face): AxState<Arc<Face>>) -> Response {
 }
 
 /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown, ended, or
-/// started by another principal (indistinguishable from unknown, so ids cannot be probed).
-#[allow(clippy::result_large_err)] // the error is the HTTP response itself, built once
-fn find_session(
-    gw: &State,
+/// started by another principal (indistinguishable from unknown, so ids cannot be probed). In a
+/// cluster any replica finds it (a forged, tampered or foreign-key id is 404 alike); 503 when
+/// the store does not answer and the session is not served here.
+async fn find_session(
+    gw: &Arc<State>,
     headers: &HeaderMap,
     principal: Option<Arc<Principal>>,
 ) -> Result<Arc<Session>, Response> {
@@ -167,17 +169,17 @@ fn find_session(
             None,
         ));
     };
-    let session = gw
-        .rt
-        .sessions
-        .get(id)
-        .filter(|s| match (&principal, s.principal()) {
-            (None, _) => true,
-            (Some(p), Some(owner)) => p.id == owner.id && p.kind == owner.kind,
-            (Some(_), None) => false,
-        });
-    match session {
-        Some(s) => {
+    let found = match &gw.rt.cluster {
+        None => gw
+            .rt
+            .sessions
+            .get(id)
+            .filter(|s| replicas::owned_by(s, principal.as_deref()))
+            .ok_or(Miss::NotFound),
+        Some(c) => replicas::find(gw, c, id, principal.as_ref()).await,
+    };
+    match found {
+        Ok(s) => {
             s.touch();
             if principal.is_some() {
                 s.set_principal(principal);
@@ -185,7 +187,7 @@ fn find_session(
             s.set_authorization(header_str(headers, "authorization"));
             Ok(s)
         }
-        None => Err(json_error(
+        Err(Miss::NotFound) => Err(json_error(
             StatusCode::NOT_FOUND,
             RpcError::new(
                 -32001,
@@ -193,7 +195,17 @@ fn find_session(
             ),
             None,
         )),
+        Err(Miss::Unavailable(why)) => Err(store_unavailable(&why)),
     }
+}
+
+/// 503: the cluster store did not answer (-32000, naming it and why).
+fn store_unavailable(why: &str) -> Response {
+    json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        RpcError::new(-32000, format!("Cluster store unavailable: {why}")),
+        None,
+    )
 }
 
 async fn post(
@@ -257,10 +269,15 @@ async fn post(
     if let Err(r) = rules::check_version(&headers) {
         return r;
     }
-    let session = match find_session(gw, &headers, principal) {
+    let session = match find_session(gw, &headers, principal).await {
         Ok(s) => s,
         Err(r) => return r,
     };
+    if let Some(c) = &gw.rt.cluster {
+        if replicas::forward_reply(c, &session, &msg).await {
+            return StatusCode::ACCEPTED.into_response();
+        }
+    }
     match msg.kind() {
         Kind::Notification | Kind::Response | Kind::Error => {
             proxy::client_message(gw, &session, msg).await;
@@ -292,17 +309,28 @@ async fn initialize(
     let params = msg.params().cloned().unwrap_or(Value::Null);
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let version = version::negotiate(requested);
-    let id = uuid::Uuid::new_v4().simple().to_string();
+    let init = Init::of_initialize(&params, version);
+    let ttl = std::time::Duration::from_secs(settings.session_idle_secs);
+    let (id, shared) = match &gw.rt.cluster {
+        None => (uuid::Uuid::new_v4().simple().to_string(), None),
+        Some(c) => {
+            let (id, handle) = c.seal(&init, principal.as_deref());
+            (
+                id,
+                Some(replicas::shared(c, handle, ttl, settings.replay_events)),
+            )
+        }
+    };
     let buf = StreamBuf::new(
         0,
         settings.replay_events as usize,
         settings.replay_bytes as usize,
     );
-    let session = Arc::new(Session::new(
-        id.clone(),
-        Init::of_initialize(&params, version),
-        Outbound::Http(HttpStreams::new(buf)),
-    ));
+    let mut session = Session::new(id.clone(), init, Outbound::Http(HttpStreams::new(buf)));
+    if let Some(shared) = shared {
+        session = session.with_shared(shared);
+    }
+    let session = Arc::new(session);
     session.set_principal(principal);
     session.set_authorization(header_str(headers, "authorization"));
     let client = params
@@ -315,6 +343,18 @@ async fn initialize(
         // Refused by a hook: no session.
         Err(reply) => return json_reply(reply),
     };
+    if let (Some(c), Some(sh)) = (&gw.rt.cluster, &session.shared) {
+        // Every replica learns of it through the store before the client has its id.
+        if let Err(e) = sh.store.create(&sh.handle, ttl).await {
+            let chain = snap.chain.clone();
+            let sid = id.clone();
+            tokio::spawn(async move { chain.stop(&sid).await });
+            tracing::error!("initialize refused: {e}");
+            return store_unavailable(&e.0);
+        }
+        c.remember(&sh.handle, &id);
+    }
+    let sealed = session.shared.is_some();
     if let Err(cap) = gw.rt.sessions.try_add(session, max, per) {
         // Another initialize took the last place meanwhile: nothing stays.
         let chain = snap.chain.clone();
@@ -322,7 +362,7 @@ async fn initialize(
         tokio::spawn(async move { chain.stop(&sid).await });
         return too_many_sessions(cap, reply.id());
     }
-    tracing::info!(session = %id, version, client, "session started");
+    tracing::info!(session = %id, version, client, sealed, "session started");
     let mut r = (
         StatusCode::OK,
         [(
@@ -332,8 +372,10 @@ async fn initialize(
         reply.to_json(),
     )
         .into_response();
-    r.headers_mut()
-        .insert(SESSION, HeaderValue::from_str(&id).expect("hex id"));
+    r.headers_mut().insert(
+        SESSION,
+        HeaderValue::from_str(&id).expect("hex or base64url id"),
+    );
     r
 }
 
@@ -450,7 +492,7 @@ fn sse_response(
     sse_headers(body.into_response())
 }
 
-async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
+async fn get(gw: &Arc<State>, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
     if !accepts(&headers, "text/event-stream") {
         return json_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -461,13 +503,19 @@ async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) 
     if let Err(r) = rules::check_version(&headers) {
         return r;
     }
-    let session = match find_session(gw, &headers, principal) {
+    let session = match find_session(gw, &headers, principal).await {
         Ok(s) => s,
         Err(r) => return r,
     };
     let Some(http) = session.http() else {
         return StatusCode::METHOD_NOT_ALLOWED.into_response();
     };
+    // In a cluster the GET stream's events are in the store, whichever replica added them.
+    if let Some(c) = &gw.rt.cluster {
+        if let Err(e) = replicas::feed(c, &session).await {
+            return store_unavailable(&e.0);
+        }
+    }
     // Resumption: replay the stream the event id names, after that event.
     if let Some(last) = header_str(&headers, sluice_core::headers::LAST_EVENT_ID) {
         let Some((stream, seq)) = StreamBuf::parse_event_id(last) else {
@@ -533,7 +581,7 @@ fn attach_get(
         fn drop(&mut self) {
             let gen = self.1;
             let Some(http) = self.0.http() else { return };
-            http.get_owner.send_if_modified(|owner| {
+            let released = http.get_owner.send_if_modified(|owner| {
                 if *owner == gen {
                     *owner = 0;
                     true
@@ -541,6 +589,15 @@ fn attach_get(
                     false
                 }
             });
+            // In a cluster, a new GET stream on another replica starts after what this one
+            // delivered.
+            if let (true, Some(sh)) = (released, &self.0.shared) {
+                let delivered = http.get_delivered.load(Ordering::SeqCst).to_string();
+                let (store, handle) = (sh.store.clone(), sh.handle.clone());
+                tokio::spawn(async move {
+                    let _ = store.set(&handle, "gd", &delivered).await;
+                });
+            }
         }
     }
     let guard = Detach(session.clone(), gen);
@@ -564,14 +621,25 @@ fn attach_get(
     sse_headers(Body::from_stream(stream).into_response())
 }
 
-async fn delete(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
+async fn delete(
+    gw: &Arc<State>,
+    headers: HeaderMap,
+    principal: Option<Arc<Principal>>,
+) -> Response {
     if let Err(r) = rules::check_version(&headers) {
         return r;
     }
-    let session = match find_session(gw, &headers, principal) {
+    let session = match find_session(gw, &headers, principal).await {
         Ok(s) => s,
         Err(r) => return r,
     };
+    // In a cluster: ended in the store first, so the next request anywhere is 404; every
+    // replica hears it and ends its part.
+    if let Some(sh) = &session.shared {
+        if let Err(e) = sh.store.end(&sh.handle).await {
+            return store_unavailable(&e.0);
+        }
+    }
     control::end_session(gw, &session.id).await;
     StatusCode::OK.into_response()
 }

@@ -1,0 +1,146 @@
+//! The bus between replicas: one Redis pub/sub connection per replica, subscribed to the
+//! channels every replica hears (new GET-stream events, ended sessions, upstreams' list changes) and to its own (messages
+//! for it alone). The connection is made again whenever it drops; each new subscription is
+//! announced with [`BusMsg::Resync`], so the replica catches up on what it may have missed.
+
+use crate::store::{Store, PREFIX};
+use futures_util::StreamExt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// What a replica hears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BusMsg {
+    /// An event was added to the GET stream of the session with this handle.
+    Event {
+        /// The session's handle.
+        handle: String,
+        /// The event's sequence number.
+        seq: u64,
+    },
+    /// The session with this handle ended (DELETE on some replica).
+    Ended(String),
+    /// Replica `from` heard `upstream` say its lists changed.
+    Lists {
+        /// The replica that heard it.
+        from: String,
+        /// The upstream's id.
+        upstream: String,
+    },
+    /// A message for this replica alone.
+    Direct(String),
+    /// Subscribed (again): events may have been missed while the bus was away.
+    Resync,
+}
+
+/// The bus of one replica.
+pub struct Bus;
+
+fn parse(channel: &str, payload: String, direct: &str) -> Option<BusMsg> {
+    if channel == direct {
+        return Some(BusMsg::Direct(payload));
+    }
+    match channel.strip_prefix(PREFIX)? {
+        "ev" => {
+            let (h, n) = payload.split_once(' ')?;
+            Some(BusMsg::Event {
+                handle: h.to_string(),
+                seq: n.parse().ok()?,
+            })
+        }
+        "end" => Some(BusMsg::Ended(payload)),
+        "lists" => {
+            let (from, upstream) = payload.split_once(' ')?;
+            Some(BusMsg::Lists {
+                from: from.to_string(),
+                upstream: upstream.to_string(),
+            })
+        }
+        _ => None,
+    }
+}
+
+impl Bus {
+    /// Start the bus of replica `replica`: what it hears arrives on the returned receiver. The
+    /// bus ends when the receiver is dropped.
+    pub fn start(store: Arc<Store>, replica: &str) -> mpsc::UnboundedReceiver<BusMsg> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let direct = format!("{PREFIX}r:{replica}");
+        tokio::spawn(async move {
+            let channels = [
+                format!("{PREFIX}ev"),
+                format!("{PREFIX}end"),
+                direct.clone(),
+            ];
+            loop {
+                if tx.is_closed() {
+                    return;
+                }
+                let connect = async {
+                    let mut ps = store.client().get_async_pubsub().await?;
+                    ps.subscribe(&channels[..]).await?;
+                    Ok::<_, redis::RedisError>(ps)
+                };
+                match tokio::time::timeout(store.timeout(), connect).await {
+                    Ok(Ok(ps)) => {
+                        if tx.send(BusMsg::Resync).is_err() {
+                            return;
+                        }
+                        let mut messages = ps.into_on_message();
+                        while let Some(m) = messages.next().await {
+                            let Ok(payload) = m.get_payload::<String>() else {
+                                continue;
+                            };
+                            if let Some(msg) = parse(m.get_channel_name(), payload, &direct) {
+                                if tx.send(msg).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        tracing::warn!(redis = %store.shown(), "cluster bus disconnected; reconnecting");
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(redis = %store.shown(), "cluster bus: {e}");
+                    }
+                    Err(_) => {
+                        tracing::debug!(redis = %store.shown(), "cluster bus: no answer");
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        });
+        rx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_parse_into_messages() {
+        let d = "sluice:c:r:abc";
+        assert_eq!(
+            parse("sluice:c:ev", "h1 42".into(), d),
+            Some(BusMsg::Event {
+                handle: "h1".into(),
+                seq: 42
+            })
+        );
+        assert_eq!(
+            parse("sluice:c:end", "h1".into(), d),
+            Some(BusMsg::Ended("h1".into()))
+        );
+        assert_eq!(parse(d, "{}".into(), d), Some(BusMsg::Direct("{}".into())));
+        assert_eq!(
+            parse("sluice:c:lists", "r1 fx".into(), d),
+            Some(BusMsg::Lists {
+                from: "r1".into(),
+                upstream: "fx".into()
+            })
+        );
+        assert_eq!(parse("sluice:c:ev", "h1 x".into(), d), None);
+        assert_eq!(parse("other", "x".into(), d), None);
+    }
+}

@@ -1,0 +1,370 @@
+//! The Redis store every replica shares: a session's live state (a hash with expiry: created,
+//! log level, subscriptions, which replica holds its GET stream), its GET stream's events
+//! (bounded, with the same expiry, numbered by Redis so any replica can resume them), and the
+//! store's health for `/readyz`.
+//!
+//! Keys, under the prefix `sluice:c:`: `s:<handle>` (the hash), `s:<handle>:ev` (events, a
+//! sorted set by sequence number), `s:<handle>:n` (the last sequence number). Channels: `ev`
+//! (`<handle> <seq>`: an event was added), `end` (`<handle>`: the session ended), `lists`
+//! (`<replica> <upstream>`: an upstream said its lists changed), `r:<replica>`
+//! (a message for one replica). Every call is bounded by the store's timeout.
+
+use parking_lot::Mutex;
+use redis::aio::ConnectionManager;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The prefix of every key and channel.
+pub const PREFIX: &str = "sluice:c:";
+
+/// A Redis call that failed or did not answer in time; its text names the address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Adds an event and announces it, at once: the next sequence number, the event under it, the
+/// oldest beyond `cap` dropped, the expiry renewed. KEYS: events, counter, and a key that makes
+/// the event once-only for a second (empty: always added); ARGV: payload, cap, ttl ms, channel,
+/// handle. Returns the sequence number, or 0 when an equal once-only event was just added.
+const PUSH: &str = r"
+if KEYS[3] ~= '' then
+  if not redis.call('SET', KEYS[3], '1', 'NX', 'PX', 1000) then
+    return 0
+  end
+end
+local n = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[1], n, ARGV[1])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[2]) + 1))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[5] .. ' ' .. n)
+return n
+";
+
+/// The shared store.
+pub struct Store {
+    client: redis::Client,
+    shown: String,
+    conn: tokio::sync::OnceCell<ConnectionManager>,
+    timeout: Duration,
+    push: redis::Script,
+    /// Why the store is not usable now (None: it answered the last check).
+    down: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("redis", &self.shown).finish()
+    }
+}
+
+fn key(handle: &str) -> String {
+    format!("{PREFIX}s:{handle}")
+}
+
+impl Store {
+    /// A store at `url` (`redis://…`, checked by the configuration loader); `shown` is the URL
+    /// without credentials. Nothing is connected yet.
+    pub fn new(url: &str, shown: &str, timeout: Duration) -> Result<Store, StoreError> {
+        let client =
+            redis::Client::open(url).map_err(|e| StoreError(format!("redis {shown}: {e}")))?;
+        Ok(Store {
+            client,
+            shown: shown.to_string(),
+            conn: tokio::sync::OnceCell::new(),
+            timeout,
+            push: redis::Script::new(PUSH),
+            down: Mutex::new(Some(format!("redis {shown}: not checked yet"))),
+        })
+    }
+
+    /// The address, without credentials.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// The Redis client (for the bus's own connection).
+    pub fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// The timeout of every call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Why the store is not usable now (None: its last check answered).
+    pub fn down(&self) -> Option<String> {
+        self.down.lock().clone()
+    }
+
+    fn fail(&self, e: &dyn std::fmt::Display) -> StoreError {
+        StoreError(format!("redis {}: {e}", self.shown))
+    }
+
+    /// Run `f` on the shared connection, bounded by the timeout.
+    async fn with<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let run = async {
+            let conn = self
+                .conn
+                .get_or_try_init(|| {
+                    let config = redis::aio::ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(self.timeout))
+                        .set_response_timeout(Some(self.timeout))
+                        .set_number_of_retries(1)
+                        .set_min_delay(Duration::from_millis(50));
+                    ConnectionManager::new_with_config(self.client.clone(), config)
+                })
+                .await
+                .map_err(|e| self.fail(&e))?;
+            f(conn.clone()).await.map_err(|e| self.fail(&e))
+        };
+        match tokio::time::timeout(self.timeout, run).await {
+            Ok(r) => r,
+            Err(_) => Err(self.fail(&format!(
+                "no answer within {:.1} s",
+                self.timeout.as_secs_f64()
+            ))),
+        }
+    }
+
+    /// Check that Redis answers; records the outcome for [`Store::down`] and logs a change.
+    pub async fn check(&self) -> Result<(), StoreError> {
+        let r = self
+            .with(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
+            .await
+            .map(|_| ());
+        let mut down = self.down.lock();
+        match &r {
+            Ok(()) => {
+                if down.take().is_some() {
+                    tracing::info!(redis = %self.shown, "cluster store answers");
+                }
+            }
+            Err(e) => {
+                if down.as_deref() != Some(e.0.as_str()) {
+                    tracing::error!(redis = %self.shown, "cluster store unavailable: {e}");
+                }
+                *down = Some(e.0.clone());
+            }
+        }
+        r
+    }
+
+    /// Check Redis every `every` until `stop` resolves.
+    pub async fn watch(&self, every: Duration, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            let _ = self.check().await;
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = &mut stop => return,
+            }
+        }
+    }
+
+    /// Record a new session, living `ttl` unless touched.
+    pub async fn create(&self, handle: &str, ttl: Duration) -> Result<(), StoreError> {
+        let k = key(handle);
+        let ms = ttl.as_millis() as u64;
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        self.with(|mut c| async move {
+            redis::pipe()
+                .atomic()
+                .hset(&k, "at", at)
+                .ignore()
+                .pexpire(&k, ms as i64)
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    /// Renew a session's expiry and read its state; None when it ended or expired.
+    pub async fn touch(
+        &self,
+        handle: &str,
+        ttl: Duration,
+    ) -> Result<Option<HashMap<String, String>>, StoreError> {
+        let k = key(handle);
+        let ms = ttl.as_millis() as i64;
+        let (alive, _, _, fields): (i64, i64, i64, HashMap<String, String>) = self
+            .with(|mut c| async move {
+                redis::pipe()
+                    .pexpire(&k, ms)
+                    .pexpire(format!("{k}:ev"), ms)
+                    .pexpire(format!("{k}:n"), ms)
+                    .hgetall(&k)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok((alive == 1).then_some(fields))
+    }
+
+    /// Set a field of a live session's state (nothing when it ended).
+    pub async fn set(&self, handle: &str, field: &str, value: &str) -> Result<(), StoreError> {
+        let k = key(handle);
+        let (field, value) = (field.to_string(), value.to_string());
+        self.with(|mut c| async move {
+            // HSET on an expired key would bring it back without an expiry: only when it lives.
+            let exists: bool = redis::cmd("EXISTS").arg(&k).query_async(&mut c).await?;
+            if exists {
+                redis::cmd("HSET")
+                    .arg(&k)
+                    .arg(field)
+                    .arg(value)
+                    .query_async::<()>(&mut c)
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Remove a field of a session's state.
+    pub async fn unset(&self, handle: &str, field: &str) -> Result<(), StoreError> {
+        let k = key(handle);
+        let field = field.to_string();
+        self.with(|mut c| async move {
+            redis::cmd("HDEL")
+                .arg(&k)
+                .arg(field)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    /// Clear `field` only while it still holds `value` (a replica releasing what it holds).
+    pub async fn unset_if(&self, handle: &str, field: &str, value: &str) -> Result<(), StoreError> {
+        let k = key(handle);
+        let (field, value) = (field.to_string(), value.to_string());
+        self.with(|mut c| async move {
+            redis::Script::new(
+                "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end return 0",
+            )
+            .key(&k)
+            .arg(field)
+            .arg(value)
+            .invoke_async::<i64>(&mut c)
+            .await
+            .map(|_| ())
+        })
+        .await
+    }
+
+    /// End a session everywhere: its state and events go, and every replica hears of it.
+    /// Returns whether it was still live.
+    pub async fn end(&self, handle: &str) -> Result<bool, StoreError> {
+        let k = key(handle);
+        let h = handle.to_string();
+        let (gone, _): (i64, i64) = self
+            .with(|mut c| async move {
+                redis::pipe()
+                    .del(&[k.clone(), format!("{k}:ev"), format!("{k}:n")])
+                    .publish(format!("{PREFIX}end"), h)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(gone > 0)
+    }
+
+    /// Add an event to a session's GET stream (at most `cap` kept) and announce it; its
+    /// sequence number. With `once`, an event of that name added to the session in the last
+    /// second (by any replica) makes this one a no-op (0): every replica announces an
+    /// upstream's list change to the sessions it serves, the client hears it once.
+    pub async fn push_event(
+        &self,
+        handle: &str,
+        json: &str,
+        once: Option<&str>,
+        cap: u64,
+        ttl: Duration,
+    ) -> Result<u64, StoreError> {
+        let k = key(handle);
+        let once = once.map(|o| format!("{k}:once:{o}")).unwrap_or_default();
+        let json = json.to_string();
+        let h = handle.to_string();
+        let ms = ttl.as_millis() as u64;
+        let script = &self.push;
+        self.with(|mut c| async move {
+            script
+                .key(format!("{k}:ev"))
+                .key(format!("{k}:n"))
+                .key(once)
+                .arg(json)
+                .arg(cap.max(1))
+                .arg(ms)
+                .arg(format!("{PREFIX}ev"))
+                .arg(h)
+                .invoke_async(&mut c)
+                .await
+        })
+        .await
+    }
+
+    /// The events of a session's GET stream after sequence number `after`, oldest first.
+    pub async fn events_after(
+        &self,
+        handle: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, String)>, StoreError> {
+        let k = format!("{}:ev", key(handle));
+        let pairs: Vec<(String, u64)> = self
+            .with(|mut c| async move {
+                redis::cmd("ZRANGEBYSCORE")
+                    .arg(&k)
+                    .arg(format!("({after}"))
+                    .arg("+inf")
+                    .arg("WITHSCORES")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(pairs.into_iter().map(|(m, s)| (s, m)).collect())
+    }
+
+    /// Tell every replica that `upstream` said its lists changed (heard by `replica`).
+    pub async fn lists_changed(&self, replica: &str, upstream: &str) -> Result<(), StoreError> {
+        let payload = format!("{replica} {upstream}");
+        self.with(|mut c| async move {
+            redis::cmd("PUBLISH")
+                .arg(format!("{PREFIX}lists"))
+                .arg(payload)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    /// Send `payload` to one replica (it hears it if it is subscribed).
+    pub async fn send_to(&self, replica: &str, payload: &str) -> Result<u64, StoreError> {
+        let ch = format!("{PREFIX}r:{replica}");
+        let payload = payload.to_string();
+        self.with(|mut c| async move {
+            redis::cmd("PUBLISH")
+                .arg(ch)
+                .arg(payload)
+                .query_async(&mut c)
+                .await
+        })
+        .await
+    }
+}

@@ -1,0 +1,182 @@
+//! This replica's part of a cluster (`cluster` in `sluice.json`): the keyring that seals and
+//! opens session ids, the shared store, this replica's id, and which local sessions are whose
+//! handle. A session id sealed here carries what the session fixed at `initialize` (its
+//! [`Init`] and principal), so every replica with the key can open it.
+
+use crate::session::Init;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use sluice_cluster::{Keyring, Store};
+use sluice_config::ClusterSettings;
+use sluice_core::Principal;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a Redis call may take before it counts as failed.
+pub const STORE_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// This replica's cluster runtime.
+pub struct Cluster {
+    /// Seals and opens session ids.
+    pub keys: Keyring,
+    /// The store every replica shares.
+    pub store: Arc<Store>,
+    /// This replica's id (random per process): the bus channel it listens on, the prefix of
+    /// the request ids it sends clients.
+    pub replica: Arc<str>,
+    /// Local sessions by handle.
+    by_handle: Mutex<HashMap<String, String>>,
+}
+
+/// What an opened session id says.
+#[derive(Debug, Clone)]
+pub struct Sealed {
+    /// The session's handle in the store.
+    pub handle: String,
+    /// What it fixed at `initialize`.
+    pub init: Init,
+    /// The principal that began it (`[id, kind]`), when authentication was on.
+    pub principal: Option<(String, String)>,
+}
+
+impl Cluster {
+    /// The runtime of `settings` (nothing is connected yet).
+    pub fn new(settings: &ClusterSettings) -> Result<Cluster, String> {
+        let shown = sluice_config::builtin::redis_url_shown(&settings.redis);
+        let store = Store::new(&settings.redis, &shown, STORE_TIMEOUT).map_err(|e| e.0)?;
+        let replica = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        Ok(Cluster {
+            keys: Keyring::new(&settings.keys),
+            store: Arc::new(store),
+            replica: replica.into(),
+            by_handle: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Seal a new session's id: `(id, handle)`.
+    pub fn seal(&self, init: &Init, principal: Option<&Principal>) -> (String, String) {
+        let doc = json!({
+            "v": init.protocol_version,
+            "c": init.capabilities,
+            "i": init.client_info,
+            "p": principal.map(|p| json!([p.id, p.kind])),
+        });
+        self.keys.seal(doc.to_string().as_bytes())
+    }
+
+    /// Open a session id sealed by any of our keys (None: forged, tampered, truncated, or
+    /// sealed under a key we do not hold).
+    pub fn open(&self, id: &str) -> Option<Sealed> {
+        let opened = self.keys.open(id)?;
+        let doc: Value = serde_json::from_slice(&opened.payload).ok()?;
+        let principal = match doc.get("p") {
+            Some(Value::Array(a)) => {
+                Some((a.first()?.as_str()?.into(), a.get(1)?.as_str()?.into()))
+            }
+            _ => None,
+        };
+        Some(Sealed {
+            handle: opened.handle,
+            init: Init {
+                protocol_version: doc.get("v")?.as_str()?.to_string(),
+                capabilities: doc.get("c").cloned().unwrap_or_else(|| json!({})),
+                client_info: doc.get("i").cloned().unwrap_or(Value::Null),
+            },
+            principal,
+        })
+    }
+
+    /// A local session now serves `handle`.
+    pub fn remember(&self, handle: &str, id: &str) {
+        self.by_handle
+            .lock()
+            .insert(handle.to_string(), id.to_string());
+    }
+
+    /// The local session serving `handle`.
+    pub fn local(&self, handle: &str) -> Option<String> {
+        self.by_handle.lock().get(handle).cloned()
+    }
+
+    /// An upstream said its lists changed: every other replica re-reads them.
+    pub fn lists_changed(&self, upstream: &str) {
+        let (store, me, up) = (
+            self.store.clone(),
+            self.replica.clone(),
+            upstream.to_string(),
+        );
+        tokio::spawn(async move {
+            if let Err(e) = store.lists_changed(&me, &up).await {
+                tracing::warn!(upstream = %up, "other replicas not told of a list change: {e}");
+            }
+        });
+    }
+
+    /// The local session serving `handle` is gone.
+    pub fn forget(&self, handle: &str) {
+        self.by_handle.lock().remove(handle);
+    }
+}
+
+/// Does the principal of a request match the one sealed into a session? Without
+/// authentication (`None`) any caller may use any session, as without a cluster.
+pub fn same_principal(request: Option<&Principal>, sealed: Option<&(String, String)>) -> bool {
+    match (request, sealed) {
+        (None, _) => true,
+        (Some(p), Some((id, kind))) => p.id == *id && p.kind == kind,
+        (Some(_), None) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(key: u8) -> Cluster {
+        Cluster::new(&ClusterSettings {
+            keys: vec![[key; 32]],
+            redis: "redis://127.0.0.1:1/0".into(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn what_initialize_fixed_travels_sealed_in_the_id() {
+        let c = cluster(7);
+        let init = Init {
+            protocol_version: "2025-06-18".into(),
+            capabilities: json!({"sampling": {}, "roots": {"listChanged": true}}),
+            client_info: json!({"name": "x", "version": "1"}),
+        };
+        let p = Principal {
+            id: "alice".into(),
+            kind: "token",
+            scopes: vec![],
+            claims: Default::default(),
+        };
+        let (id, handle) = c.seal(&init, Some(&p));
+        let s = c.open(&id).unwrap();
+        assert_eq!(s.handle, handle);
+        assert_eq!(s.init.protocol_version, "2025-06-18");
+        assert_eq!(s.init.capabilities, init.capabilities);
+        assert_eq!(s.init.client_info, init.client_info);
+        assert_eq!(s.principal, Some(("alice".into(), "token".into())));
+        assert!(same_principal(Some(&p), s.principal.as_ref()));
+        let bob = Principal {
+            id: "bob".into(),
+            ..p.clone()
+        };
+        assert!(!same_principal(Some(&bob), s.principal.as_ref()));
+        let jwt = Principal {
+            kind: "jwt",
+            ..p.clone()
+        };
+        assert!(!same_principal(Some(&jwt), s.principal.as_ref()));
+        assert!(!same_principal(Some(&p), None));
+        assert!(same_principal(None, s.principal.as_ref()));
+        // Another cluster's key opens nothing; neither does the plain id of a lone gateway.
+        assert!(cluster(8).open(&id).is_none());
+        assert!(c.open("0123456789abcdef0123456789abcdef").is_none());
+    }
+}
