@@ -20,6 +20,7 @@ mod interop;
 mod limits;
 mod manage;
 mod modern;
+mod modern_isolation;
 mod modern_upstreams;
 mod orphans;
 mod python_sdk;

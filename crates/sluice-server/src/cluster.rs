@@ -27,6 +27,9 @@ pub struct Cluster {
     pub replica: Arc<str>,
     /// Local sessions by handle.
     by_handle: Mutex<HashMap<String, String>>,
+    /// Retries of 2026-07-28 calls handed to the replica holding them, by correlation id:
+    /// where that replica's messages for the client go.
+    pub handed: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<sluice_core::Message>>>,
 }
 
 /// What an opened session id says.
@@ -51,6 +54,7 @@ impl Cluster {
             store: Arc::new(store),
             replica: replica.into(),
             by_handle: Mutex::new(HashMap::new()),
+            handed: Mutex::new(HashMap::new()),
         })
     }
 

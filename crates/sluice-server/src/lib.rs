@@ -48,9 +48,14 @@ impl Server {
     /// Build the gateway from a configuration (nothing is started yet).
     pub fn new(config: Config) -> Arc<Server> {
         let (state, inbound) = control::build(config);
+        // In a cluster every replica checks the requestState any replica issued.
+        let rounds = match (&state.rt.cluster, &state.snapshot().settings().cluster) {
+            (Some(c), Some(s)) => modern::rounds::Rounds::for_cluster(&s.keys, c.replica.clone()),
+            _ => modern::rounds::Rounds::default(),
+        };
         Arc::new(Server {
             state,
-            rounds: Arc::new(modern::rounds::Rounds::default()),
+            rounds: Arc::new(rounds),
             inbound: Mutex::new(Some(inbound)),
         })
     }
@@ -60,7 +65,7 @@ impl Server {
     pub async fn start(&self) {
         if let Some(inbound) = self.inbound.lock().take() {
             tokio::spawn(proxy::inbound::run(self.state.clone(), inbound));
-            tokio::spawn(replicas::run(self.state.clone()));
+            tokio::spawn(replicas::run(self.state.clone(), self.rounds.clone()));
         }
         control::start(&self.state).await;
     }

@@ -6,13 +6,15 @@
 
 use crate::cluster::{same_principal, Cluster, Sealed};
 use crate::control;
+use crate::modern::rounds::Rounds;
+use crate::modern::{self, Admitted};
 use crate::proxy;
 use crate::session::{HttpStreams, Outbound, Session, Shared};
 use crate::state::State;
 use crate::stream::StreamBuf;
 use serde_json::{json, Value};
 use sluice_cluster::{Bus, BusMsg, StoreError};
-use sluice_core::{Kind, Message, Principal};
+use sluice_core::{codes, Kind, Message, Principal, RpcError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -172,7 +174,7 @@ pub async fn forward_reply(c: &Cluster, session: &Session, msg: &Message) -> boo
     if *to == *c.replica {
         return false;
     }
-    let payload = json!({"s": session.id, "m": msg.to_json()}).to_string();
+    let payload = json!({"t": "reply", "s": session.id, "m": msg.to_json()}).to_string();
     match c.store.send_to(&to, &payload).await {
         Ok(0) => {
             tracing::warn!(session = %session.id, replica = %to, "the replica that asked is gone; the reply is dropped")
@@ -187,13 +189,167 @@ pub async fn forward_reply(c: &Cluster, session: &Session, msg: &Message) -> boo
     true
 }
 
+/// Hand a 2026-07-28 retry to the replica `owner` holding its call; what it emits for the
+/// client arrives on the receiver. A replica that is gone, or stops answering, is a -32000
+/// naming it.
+pub async fn hand_retry(
+    st: &State,
+    c: &Arc<Cluster>,
+    owner: &str,
+    msg: &Message,
+    principal: Option<&Principal>,
+    authorization: Option<&str>,
+) -> tokio::sync::mpsc::UnboundedReceiver<Message> {
+    let (tx, mut from_owner) = tokio::sync::mpsc::unbounded_channel();
+    let (out, rx) = tokio::sync::mpsc::unbounded_channel();
+    let corr = uuid::Uuid::new_v4().simple().to_string();
+    c.handed.lock().insert(corr.clone(), tx);
+    let payload = json!({
+        "t": "retry", "c": corr, "f": &*c.replica, "m": msg.to_json(),
+        "p": principal.map(Principal::to_json), "a": authorization,
+    });
+    let id = msg.id().cloned().unwrap_or(Value::Null);
+    let who = owner.to_string();
+    let fail = move |why: String| {
+        Message::error(
+            id.clone(),
+            &RpcError::new(
+                codes::UPSTREAM_UNAVAILABLE,
+                format!("The replica holding this call ({who}) {why}; send the request again without requestState"),
+            )
+            .with_data(json!({"replica": who})),
+        )
+    };
+    match c.store.send_to(owner, &payload.to_string()).await {
+        Ok(0) => {
+            c.handed.lock().remove(&corr);
+            let _ = out.send(fail("is gone".into()));
+            return rx;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            c.handed.lock().remove(&corr);
+            let _ = out.send(fail(format!("could not be reached: {e}")));
+            return rx;
+        }
+    }
+    // Relay until the owner's end (its sender dropped), bounded by the request timeout per
+    // message so a replica that dies mid-call does not leave the client hanging.
+    let wait = Duration::from_millis(st.snapshot().settings().request_timeout_ms);
+    let c = c.clone();
+    tokio::spawn(async move {
+        loop {
+            match tokio::time::timeout(wait, from_owner.recv()).await {
+                Ok(Some(m)) => {
+                    let done = crate::channel::is_reply(&m);
+                    if out.send(m).is_err() || done {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    let _ = out.send(fail(format!(
+                        "did not answer within {} ms",
+                        wait.as_millis()
+                    )));
+                    break;
+                }
+            }
+        }
+        c.handed.lock().remove(&corr);
+    });
+    rx
+}
+
+/// Continue here a retry another replica handed over, sending what it emits back there.
+fn continue_retry(
+    st: &Arc<State>,
+    rounds: &Arc<Rounds>,
+    c: &Arc<Cluster>,
+    v: &Value,
+) -> Option<()> {
+    let corr = v.get("c")?.as_str()?.to_string();
+    let from = v.get("f")?.as_str()?.to_string();
+    let msg = Message::parse(v.get("m")?.as_str()?.as_bytes()).ok()?;
+    let principal = v.get("p").filter(|p| !p.is_null()).map(|p| {
+        let kind = match p.get("kind").and_then(Value::as_str) {
+            Some("token") => "token",
+            Some("jwt") => "jwt",
+            _ => "local",
+        };
+        Arc::new(Principal {
+            id: p
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            kind,
+            scopes: serde_json::from_value(p.get("scopes").cloned().unwrap_or(json!([])))
+                .unwrap_or_default(),
+            claims: p
+                .get("claims")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+        })
+    });
+    let Ok(Admitted::Call { requested }) = modern::admit(st, &msg, None) else {
+        return None;
+    };
+    let authorization = v.get("a").and_then(Value::as_str);
+    let session = modern::ephemeral_session(st, authorization, &msg, &requested, principal);
+    let (out, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<Message>();
+    tokio::spawn(modern::rounds::start(
+        st.clone(),
+        rounds.clone(),
+        session,
+        msg,
+        out,
+    ));
+    let c = c.clone();
+    tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            let back = json!({"t": "out", "c": corr, "m": m.to_json()}).to_string();
+            if let Err(e) = c.store.send_to(&from, &back).await {
+                tracing::warn!(replica = %from, "a handed-over call's answer did not reach the replica that asked: {e}");
+                return;
+            }
+        }
+        let _ = c
+            .store
+            .send_to(&from, &json!({"t": "end", "c": corr}).to_string())
+            .await;
+    });
+    Some(())
+}
+
 /// Is the session's GET stream attached on this replica?
 fn attached(session: &Session) -> bool {
     session.http().is_some_and(|h| *h.get_owner.borrow() != 0)
 }
 
+/// A client's reply another replica received for a request this one sent.
+fn on_reply(st: &Arc<State>, v: &Value) {
+    let parsed = (|| {
+        let id = v.get("s")?.as_str()?.to_string();
+        let m = Message::parse(v.get("m")?.as_str()?.as_bytes()).ok()?;
+        Some((id, m))
+    })();
+    let Some((id, m)) = parsed else {
+        tracing::warn!("a relayed reply that is not one");
+        return;
+    };
+    match st.rt.sessions.get(&id) {
+        Some(s) => {
+            let st = st.clone();
+            tokio::spawn(async move { proxy::client_message(&st, &s, m).await });
+        }
+        None => tracing::warn!("a reply for a session not served here"),
+    }
+}
+
 /// Hear the bus until the gateway shuts down (nothing without a cluster).
-pub async fn run(st: Arc<State>) {
+pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
     let Some(c) = st.rt.cluster.clone() else {
         return;
     };
@@ -242,22 +398,33 @@ pub async fn run(st: Arc<State>) {
             }
             BusMsg::Lists { .. } => {}
             BusMsg::Direct(payload) => {
-                let parsed: Option<(String, Message)> =
-                    serde_json::from_str::<Value>(&payload).ok().and_then(|v| {
-                        let id = v.get("s")?.as_str()?.to_string();
-                        let m = Message::parse(v.get("m")?.as_str()?.as_bytes()).ok()?;
-                        Some((id, m))
-                    });
-                let Some((id, m)) = parsed else {
-                    tracing::warn!("a bus message that is not one: {payload}");
+                let Ok(v) = serde_json::from_str::<Value>(&payload) else {
+                    tracing::warn!("a bus message that is not JSON: {payload}");
                     continue;
                 };
-                match st.rt.sessions.get(&id) {
-                    Some(s) => {
-                        let st = st.clone();
-                        tokio::spawn(async move { proxy::client_message(&st, &s, m).await });
+                match v.get("t").and_then(Value::as_str) {
+                    Some("reply") => on_reply(&st, &v),
+                    Some("retry") => {
+                        if continue_retry(&st, &rounds, &c, &v).is_none() {
+                            tracing::warn!("a handed-over retry that is not one");
+                        }
                     }
-                    None => tracing::warn!("a reply for a session not served here"),
+                    Some("out") => {
+                        let corr = v.get("c").and_then(Value::as_str).unwrap_or("");
+                        let m = v
+                            .get("m")
+                            .and_then(Value::as_str)
+                            .and_then(|m| Message::parse(m.as_bytes()).ok());
+                        let tx = c.handed.lock().get(corr).cloned();
+                        if let (Some(tx), Some(m)) = (tx, m) {
+                            let _ = tx.send(m);
+                        }
+                    }
+                    Some("end") => {
+                        let corr = v.get("c").and_then(Value::as_str).unwrap_or("");
+                        c.handed.lock().remove(corr);
+                    }
+                    _ => tracing::warn!("a bus message of no known type: {payload}"),
                 }
             }
             BusMsg::Resync => {

@@ -217,6 +217,9 @@ pub struct Session {
     authorization: parking_lot::RwLock<Option<Arc<str>>>,
     /// In a cluster: its shared part.
     pub shared: Option<Shared>,
+    /// `kind:id` of the first principal recorded (it never changes: a request with another's
+    /// credentials does not find the session).
+    principal_key: std::sync::OnceLock<String>,
 }
 
 impl Session {
@@ -237,6 +240,7 @@ impl Session {
             principal: parking_lot::RwLock::new(None),
             authorization: parking_lot::RwLock::new(None),
             shared: None,
+            principal_key: std::sync::OnceLock::new(),
         }
     }
 
@@ -287,6 +291,10 @@ impl Session {
     /// Record who the client authenticated as (at `initialize`, and again with each request's
     /// fresher token).
     pub fn set_principal(&self, p: Option<Arc<Principal>>) {
+        if let Some(p) = &p {
+            self.principal_key
+                .get_or_init(|| format!("{}:{}", p.kind, p.id));
+        }
         *self.principal.write() = p;
     }
 
@@ -309,6 +317,7 @@ impl Session {
             id: &self.id,
             capabilities: &self.init.capabilities,
             protocol_version: &self.init.protocol_version,
+            principal: self.principal_key.get().map(String::as_str),
         }
     }
 

@@ -139,6 +139,10 @@ pub struct SessionRef<'a> {
     pub capabilities: &'a Value,
     /// The negotiated protocol version.
     pub protocol_version: &'a str,
+    /// Who the client authenticated as (`kind:id`), when it did: a 2026-07-28 client has no
+    /// session, so an `"isolation": "session"` stdio upstream gives each principal its own
+    /// process instead.
+    pub principal: Option<&'a str>,
 }
 
 impl SessionRef<'_> {
@@ -357,7 +361,12 @@ impl Slot {
         // (A stdio upstream isolated per session keeps a process per legacy client even when it
         // speaks 2026-07-28: isolation is about its process state.)
         let modern_http = self.is_modern() && self.spec.transport != Transport::Stdio;
-        if !self.per_session() || session.is_modern() || modern_http {
+        // A 2026-07-28 client of an isolated stdio upstream: one process per principal (its
+        // requests have no session to own one), never one process shared by every client.
+        let isolated_stdio =
+            self.spec.transport == Transport::Stdio && self.spec.isolation == Isolation::Session;
+        let per_principal = session.is_modern() && isolated_stdio;
+        if !self.per_session() || (session.is_modern() && !per_principal) || modern_http {
             let st = self.state.lock();
             return match (&st.status, &st.control) {
                 (Some(Status::Up), Some(c)) if !c.is_closed() => Ok(c.clone()),
@@ -372,31 +381,43 @@ impl Slot {
         }
         // The map lock is short; opening runs under the session's own cell, so one session's
         // slow connect never holds up another's calls.
+        let principal_key;
+        let key = if per_principal {
+            principal_key = format!("principal:{}", session.principal.unwrap_or("anonymous"));
+            principal_key.as_str()
+        } else {
+            session.id
+        };
         let cell = {
             let mut sessions = self.sessions.lock();
-            match sessions.get(session.id) {
+            match sessions.get(key) {
                 // The common case: the session's connection is open (no allocation).
                 Some(cell) if !cell.get().is_some_and(Connection::is_closed) => cell.clone(),
                 _ => {
                     let cell = Arc::new(OnceCell::new());
-                    sessions.insert(Arc::from(session.id), cell.clone());
+                    sessions.insert(Arc::from(key), cell.clone());
                     cell
                 }
             }
         };
-        cell.get_or_try_init(|| self.open_for(session))
+        cell.get_or_try_init(|| self.open_for(session, key))
             .await
             .cloned()
     }
 
-    async fn open_for(self: &Arc<Slot>, session: SessionRef<'_>) -> Result<Connection, RpcError> {
+    /// Open the connection of `key` (a session id, or `principal:…`).
+    async fn open_for(
+        self: &Arc<Slot>,
+        session: SessionRef<'_>,
+        key: &str,
+    ) -> Result<Connection, RpcError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let opts = OpenOptions {
             client_info: client_info(),
             capabilities: session.capabilities.clone(),
             protocol_version: session.protocol_version.to_string(),
             connect_timeout: Duration::from_millis(self.env.timing.borrow().connect_timeout_ms),
-            label: format!("{}#{}", self.spec.id, short(session.id)),
+            label: format!("{}#{}", self.spec.id, short(key)),
             stderr: self.stderr.clone(),
         };
         let conn = Connection::open(&self.spec, opts, tx).await.map_err(|e| {
@@ -406,12 +427,7 @@ impl Slot {
             )
             .with_data(json!({"upstream": self.spec.id}))
         })?;
-        tokio::spawn(pump(
-            self.clone(),
-            conn.clone(),
-            Some(Arc::from(session.id)),
-            rx,
-        ));
+        tokio::spawn(pump(self.clone(), conn.clone(), Some(Arc::from(key)), rx));
         Ok(conn)
     }
 

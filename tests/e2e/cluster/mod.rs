@@ -8,10 +8,12 @@
 //!   foreign-key and cross-principal ids are 404 like unknown ones; config and `/readyz`.
 //! - `messages`: notifications reach a GET stream held by another replica; `Last-Event-ID`
 //!   resumes on another replica; a client's replies reach the replica that asked.
+//! - `modern`: a 2026-07-28 client's `requestState` retried on another replica.
 //! - `faults`: `kill -9` of a replica under load, a rolling restart, a Redis outage.
 
 mod faults;
 mod messages;
+mod modern;
 mod sessions;
 
 use serde_json::{json, Value};
@@ -345,6 +347,17 @@ pub(crate) fn fixture_home(label: &str) -> Home {
     let home = Home::new(label);
     home.expose(&json!({"upstreams": [
         {"id": "fx", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    home
+}
+
+/// [`fixture_home`] with the upstream pinned to an era (`legacy`: its sampling and elicitation
+/// requests become `input_required` rounds for 2026-07-28 clients).
+pub(crate) fn fixture_home_era(label: &str, era: &str) -> Home {
+    let home = Home::new(label);
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio"],
+         "expose_all": true, "era": era}
     ]}));
     home
 }

@@ -20,13 +20,16 @@ fn home(label: &str) -> PathBuf {
     dir
 }
 
-/// Load `doc` as `kind`'s file in `home` (every `${env:…}` is set; `KEY` to a cluster key).
+/// Load `doc` as `kind`'s file in `home` (every `${env:…}` is set; `KEY` and `…CLUSTER_KEY` to a cluster key).
 fn load(home: &Path, kind: FileKind, doc: &Value) -> Result<Config, Vec<String>> {
     let _ = std::fs::remove_dir_all(home);
     let file = home.join(kind.file());
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(&file, doc.to_string()).unwrap();
-    let env = |n: &str| Some(if n == "KEY" { CLUSTER_KEY } else { "x" }.to_string());
+    let env = |n: &str| {
+        let key = n == "KEY" || n.ends_with("CLUSTER_KEY");
+        Some(if key { CLUSTER_KEY } else { "x" }.to_string())
+    };
     Config::load(home, &env)
         .map(|(c, _)| c)
         .map_err(|e| e.0.iter().map(ToString::to_string).collect())

@@ -39,6 +39,39 @@ const MAX_PARKED: usize = 10_000;
 pub struct Rounds {
     signer: Signer,
     parked: Mutex<HashMap<String, Parked>>,
+    /// In a cluster, this replica's id: parked calls are named `<replica>.<token>`, so a retry
+    /// that reaches another replica is handed to this one.
+    replica: Option<Arc<str>>,
+}
+
+impl Rounds {
+    /// The rounds of a cluster replica: states every replica can check, naming this one.
+    pub fn for_cluster(keys: &[[u8; 32]], replica: Arc<str>) -> Rounds {
+        Rounds {
+            signer: Signer::for_cluster(keys),
+            parked: Mutex::default(),
+            replica: Some(replica),
+        }
+    }
+
+    /// The replica holding the call a retry continues, when it is another one (the state
+    /// verifies, and names it).
+    pub fn elsewhere(&self, msg: &Message, principal: Option<&str>) -> Option<String> {
+        let me = self.replica.as_deref()?;
+        let request_state = msg
+            .params()?
+            .get("requestState")?
+            .as_str()
+            .filter(|s| s.starts_with(state::PREFIX))?;
+        let method = msg.method()?;
+        let digest = state::digest(method, msg.params().and_then(Value::as_object));
+        let key = self
+            .signer
+            .open(request_state, &digest, principal, state::unix_now())
+            .ok()?;
+        let (replica, _) = key.split_once('.')?;
+        (replica != me).then(|| replica.to_string())
+    }
 }
 
 /// A call in flight upstream: the session it runs on, the channel it emits on, and the guard
@@ -208,7 +241,10 @@ fn park(rounds: &Rounds, mut call: Call, first: Message, request: Request) -> Me
             Some((key, Value::Object(req)))
         })
         .collect();
-    let token = uuid::Uuid::new_v4().simple().to_string();
+    let token = match &rounds.replica {
+        Some(r) => format!("{r}.{}", uuid::Uuid::new_v4().simple()),
+        None => uuid::Uuid::new_v4().simple().to_string(),
+    };
     let principal = call.session.principal().map(|p| p.id.clone());
     let state = rounds.signer.sign(&Claims {
         token: token.clone(),

@@ -1,13 +1,16 @@
 //! The `requestState` Sluice hands a 2026-07-28 client with an `input_required` result, and
-//! checks when the retry brings it back: signed, so that only this gateway process can issue one.
+//! checks when the retry brings it back: signed, so that only this gateway process (or, in a
+//! cluster, a replica of it) can issue one.
 //!
 //! Wire format (at most 2,048 characters):
 //!
 //! ```text
 //! sluice1.<body>.<tag>
 //! body = base64url(JSON payload), no padding
-//! tag  = base64url(HMAC-SHA256(key, body)), no padding; the key is random per process
-//! payload = {"k": "<parked call token>", "p": "<principal id>" | null,
+//! tag  = base64url(HMAC-SHA256(key, body)), no padding; the key is random per process, or in a
+//!        cluster HMAC-SHA256(cluster key, "sluice-request-state-v1")
+//! payload = {"k": "<parked call token>" (in a cluster "<replica>.<token>"),
+//!            "p": "<principal id>" | null,
 //!            "d": "<request digest>", "e": <expiry, Unix seconds>}
 //! ```
 //!
@@ -44,9 +47,12 @@ pub struct Claims {
     pub expires: u64,
 }
 
-/// Signs and checks request states with a key of its own.
+/// Signs and checks request states with a key of its own (or, in a cluster, keys derived
+/// from the cluster keys, so that every replica can check what any replica issued: the first
+/// signs, all verify).
 pub struct Signer {
     key: hmac::Key,
+    also: Vec<hmac::Key>,
 }
 
 impl Default for Signer {
@@ -55,6 +61,26 @@ impl Default for Signer {
         let rng = ring::rand::SystemRandom::new();
         Signer {
             key: hmac::Key::generate(hmac::HMAC_SHA256, &rng).expect("the system RNG works"),
+            also: Vec::new(),
+        }
+    }
+}
+
+impl Signer {
+    /// A signer every replica of a cluster shares: keys derived from the cluster keys (never
+    /// the keys themselves), the first signing.
+    pub fn for_cluster(keys: &[[u8; 32]]) -> Signer {
+        let mut derived = keys.iter().map(|k| {
+            let tag = hmac::sign(
+                &hmac::Key::new(hmac::HMAC_SHA256, k),
+                b"sluice-request-state-v1",
+            );
+            hmac::Key::new(hmac::HMAC_SHA256, tag.as_ref())
+        });
+        let key = derived.next().expect("a cluster has a key");
+        Signer {
+            key,
+            also: derived.collect(),
         }
     }
 }
@@ -83,9 +109,12 @@ impl Signer {
         let state = state.strip_prefix(PREFIX).ok_or(NOT_OURS)?;
         let (body, tag) = state.split_once('.').ok_or(NOT_OURS)?;
         let tag = b64.decode(tag).map_err(|_| NOT_OURS)?;
-        hmac::verify(&self.key, body.as_bytes(), &tag).map_err(|_| {
-            "its signature does not verify (it was changed, or another gateway instance issued it)"
-        })?;
+        std::iter::once(&self.key)
+            .chain(&self.also)
+            .find(|k| hmac::verify(k, body.as_bytes(), &tag).is_ok())
+            .ok_or(
+                "its signature does not verify (it was changed, or another gateway instance issued it)",
+            )?;
         let bytes = b64.decode(body).map_err(|_| NOT_OURS)?;
         serde_json::from_slice(&bytes).map_err(|_| NOT_OURS)
     }

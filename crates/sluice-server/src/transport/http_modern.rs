@@ -65,6 +65,21 @@ pub async fn post(
         }
     };
     let authorization = header_str(headers, "authorization");
+    // A retry whose call waits on another replica of the cluster: that replica continues it.
+    if let Some(c) = st.rt.cluster.clone() {
+        if let Some(owner) = rounds.elsewhere(&msg, principal.as_ref().map(|p| p.id.as_str())) {
+            let rx = crate::replicas::hand_retry(
+                &st,
+                &c,
+                &owner,
+                &msg,
+                principal.as_deref(),
+                authorization,
+            )
+            .await;
+            return respond(rx).await;
+        }
+    }
     let session = modern::ephemeral_session(&st, authorization, &msg, &requested, principal);
     let (out, out_rx) = mpsc::unbounded_channel::<Message>();
     tokio::spawn(start(st, rounds, session, msg, out));
