@@ -237,6 +237,31 @@ impl Store {
         .await
     }
 
+    /// Claim `field` of a live session's state for `value` unless it is claimed already; the
+    /// value that holds it (None: the session is gone).
+    pub async fn claim(
+        &self,
+        handle: &str,
+        field: &str,
+        value: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let k = key(handle);
+        let (field, value) = (field.to_string(), value.to_string());
+        self.with(|mut c| async move {
+            redis::Script::new(
+                "if redis.call('EXISTS', KEYS[1]) == 0 then return false end \
+                 redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) \
+                 return redis.call('HGET', KEYS[1], ARGV[1])",
+            )
+            .key(&k)
+            .arg(field)
+            .arg(value)
+            .invoke_async::<Option<String>>(&mut c)
+            .await
+        })
+        .await
+    }
+
     /// Remove a field of a session's state.
     pub async fn unset(&self, handle: &str, field: &str) -> Result<(), StoreError> {
         let k = key(handle);

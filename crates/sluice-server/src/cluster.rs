@@ -3,12 +3,13 @@
 //! handle. A session id sealed here carries what the session fixed at `initialize` (its
 //! [`Init`] and principal), so every replica with the key can open it.
 
-use crate::session::Init;
+use crate::channel::{is_reply, send_msg, Sink};
+use crate::session::{Init, Session};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_cluster::{Keyring, Store};
 use sluice_config::ClusterSettings;
-use sluice_core::Principal;
+use sluice_core::{codes, Message, Principal, RpcError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,6 +116,75 @@ impl Cluster {
                 tracing::warn!(upstream = %up, "other replicas not told of a list change: {e}");
             }
         });
+    }
+
+    /// A call to an `"isolation": "session"` upstream: the session's own process runs on the
+    /// first replica that started one (claimed in the store). When that is another replica,
+    /// hand the call (already renamed for the upstream) to it and relay what comes back: its
+    /// related messages to `sink`, and the reply. None: run it here.
+    pub async fn hand_isolated(
+        self: &Arc<Self>,
+        session: &Session,
+        upstream: &str,
+        msg: &Message,
+        sink: &Sink,
+        timeout: Duration,
+    ) -> Option<Message> {
+        let sh = session.shared.as_ref()?;
+        let field = format!("iso:{upstream}");
+        let owner = match self.store.claim(&sh.handle, &field, &self.replica).await {
+            Ok(Some(owner)) => owner,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(session = %session.id, upstream, "the session's own process runs here: {e}");
+                return None;
+            }
+        };
+        if *owner == *self.replica {
+            return None;
+        }
+        let id = msg.id().cloned().unwrap_or(Value::Null);
+        let unavailable = |why: String| {
+            Message::error(
+                id.clone(),
+                &RpcError::new(
+                    codes::UPSTREAM_UNAVAILABLE,
+                    format!("Upstream '{upstream}' is unavailable: this session's own process runs on replica {owner}, which {why}"),
+                )
+                .with_data(json!({"upstream": upstream, "replica": owner})),
+            )
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let corr = uuid::Uuid::new_v4().simple().to_string();
+        self.handed.lock().insert(corr.clone(), tx);
+        let payload = json!({"t": "call", "c": corr, "f": &*self.replica, "s": session.id,
+            "u": upstream, "m": msg.to_json()});
+        let sent = self.store.send_to(&owner, &payload.to_string()).await;
+        let reply = match sent {
+            Ok(0) => {
+                // Its process went with it: this call fails, the next starts one here.
+                let _ = self.store.unset_if(&sh.handle, &field, &owner).await;
+                unavailable("is gone (the process and its state went with it; the next call starts a new one)".into())
+            }
+            Err(e) => unavailable(format!("cannot be reached: {e}")),
+            Ok(_) => loop {
+                match tokio::time::timeout(timeout, rx.recv()).await {
+                    Ok(Some(m)) if is_reply(&m) => break m,
+                    Ok(Some(m)) => {
+                        let _ = send_msg(sink, m);
+                    }
+                    Ok(None) => break unavailable("ended the call without a reply".into()),
+                    Err(_) => {
+                        break unavailable(format!(
+                            "did not answer within {} ms",
+                            timeout.as_millis()
+                        ))
+                    }
+                }
+            },
+        };
+        self.handed.lock().remove(&corr);
+        Some(reply)
     }
 
     /// The local session serving `handle` is gone.

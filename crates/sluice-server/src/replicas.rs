@@ -261,6 +261,51 @@ pub async fn hand_retry(
     rx
 }
 
+/// Run here a call another replica handed over (this replica runs the session's own process
+/// of that upstream), sending its related messages and reply back there.
+async fn run_handed_call(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option<()> {
+    let corr = v.get("c")?.as_str()?.to_string();
+    let from = v.get("f")?.as_str()?.to_string();
+    let id = v.get("s")?.as_str()?;
+    let upstream = v.get("u")?.as_str()?;
+    let msg = Message::parse(v.get("m")?.as_str()?.as_bytes()).ok()?;
+    let back = |m: &Message| json!({"t": "out", "c": corr, "m": m.to_json()}).to_string();
+    let reply_id = msg.id().cloned().unwrap_or(Value::Null);
+    let slot = st
+        .snapshot()
+        .slots
+        .iter()
+        .find(|s| s.spec.id == upstream)
+        .cloned();
+    let session = find(st, c, id, None).await.ok();
+    let (Some(slot), Some(session)) = (slot, session) else {
+        let err = RpcError::new(codes::UPSTREAM_UNAVAILABLE, format!("Upstream '{upstream}' is unavailable: the session or the upstream is gone on the replica that ran its process"))
+            .with_data(json!({"upstream": upstream}));
+        let _ = c
+            .store
+            .send_to(&from, &back(&Message::error(reply_id, &err)))
+            .await;
+        return Some(());
+    };
+    let (sink, mut related) = tokio::sync::mpsc::unbounded_channel();
+    let relay = {
+        let (c, from, corr) = (c.clone(), from.clone(), corr.clone());
+        tokio::spawn(async move {
+            while let Some(out) = related.recv().await {
+                if let crate::channel::Out::Msg(m) = out {
+                    let p = json!({"t": "out", "c": corr, "m": m.to_json()}).to_string();
+                    let _ = c.store.send_to(&from, &p).await;
+                }
+            }
+        })
+    };
+    let outcome = proxy::forward::call(st, &session, &slot, msg, &sink).await;
+    drop(sink);
+    let _ = relay.await;
+    let _ = c.store.send_to(&from, &back(&outcome.into_reply())).await;
+    Some(())
+}
+
 /// Continue here a retry another replica handed over, sending what it emits back there.
 fn continue_retry(
     st: &Arc<State>,
@@ -408,6 +453,14 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                         if continue_retry(&st, &rounds, &c, &v).is_none() {
                             tracing::warn!("a handed-over retry that is not one");
                         }
+                    }
+                    Some("call") => {
+                        let (st, c) = (st.clone(), c.clone());
+                        tokio::spawn(async move {
+                            if run_handed_call(&st, &c, &v).await.is_none() {
+                                tracing::warn!("a handed-over call that is not one");
+                            }
+                        });
                     }
                     Some("out") => {
                         let corr = v.get("c").and_then(Value::as_str).unwrap_or("");

@@ -262,6 +262,11 @@ impl Slot {
         n.await
     }
 
+    /// Is this a stdio upstream with a process per client session (`"isolation": "session"`)?
+    pub fn isolated_stdio(&self) -> bool {
+        self.spec.transport == Transport::Stdio && self.spec.isolation == Isolation::Session
+    }
+
     /// Does every client session get its own connection?
     pub fn per_session(&self) -> bool {
         match self.spec.transport {

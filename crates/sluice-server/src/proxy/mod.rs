@@ -235,6 +235,13 @@ async fn dispatch(
             if let Some(name) = &u.name {
                 route::rename(&mut msg, name);
             }
+            // In a cluster, a session's own process may run on another replica.
+            if let (Some(c), true) = (&st.rt.cluster, u.slot.isolated_stdio()) {
+                let (up, wait) = (&u.slot.spec.id, u.slot.timeout());
+                if let Some(reply) = c.hand_isolated(session, up, &msg, sink, wait).await {
+                    return Outcome::Reply(reply);
+                }
+            }
             let outcome = match &u.subscription {
                 // A 2026-07-28 upstream has no resources/subscribe: Sluice watches the URI on a
                 // listen stream of its own and answers the client itself.
