@@ -28,6 +28,8 @@ pub enum BusMsg {
         /// The upstream's id.
         upstream: String,
     },
+    /// A client cancelled a request, on some replica (JSON naming the session and request).
+    Cancelled(String),
     /// A message for this replica alone.
     Direct(String),
     /// Subscribed (again): events may have been missed while the bus was away.
@@ -50,6 +52,7 @@ fn parse(channel: &str, payload: String, direct: &str) -> Option<BusMsg> {
             })
         }
         "end" => Some(BusMsg::Ended(payload)),
+        "cancel" => Some(BusMsg::Cancelled(payload)),
         "lists" => {
             let (from, upstream) = payload.split_once(' ')?;
             Some(BusMsg::Lists {
@@ -71,6 +74,8 @@ impl Bus {
             let channels = [
                 format!("{PREFIX}ev"),
                 format!("{PREFIX}end"),
+                format!("{PREFIX}lists"),
+                format!("{PREFIX}cancel"),
                 direct.clone(),
             ];
             loop {
@@ -139,6 +144,10 @@ mod tests {
                 from: "r1".into(),
                 upstream: "fx".into()
             })
+        );
+        assert_eq!(
+            parse("sluice:c:cancel", "{}".into(), d),
+            Some(BusMsg::Cancelled("{}".into()))
         );
         assert_eq!(parse("sluice:c:ev", "h1 x".into(), d), None);
         assert_eq!(parse("other", "x".into(), d), None);

@@ -6,7 +6,8 @@
 //! Keys, under the prefix `sluice:c:`: `s:<handle>` (the hash), `s:<handle>:ev` (events, a
 //! sorted set by sequence number), `s:<handle>:n` (the last sequence number). Channels: `ev`
 //! (`<handle> <seq>`: an event was added), `end` (`<handle>`: the session ended), `lists`
-//! (`<replica> <upstream>`: an upstream said its lists changed), `r:<replica>`
+//! (`<replica> <upstream>`: an upstream said its lists changed), `cancel` (a client cancelled a
+//! request that may run elsewhere), `r:<replica>`
 //! (a message for one replica). Every call is bounded by the store's timeout.
 
 use parking_lot::Mutex;
@@ -372,6 +373,20 @@ impl Store {
         self.with(|mut c| async move {
             redis::cmd("PUBLISH")
                 .arg(format!("{PREFIX}lists"))
+                .arg(payload)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    /// Tell every replica that a client cancelled a request (`payload` names the session and
+    /// the request); the one running it stops it.
+    pub async fn cancelled(&self, payload: &str) -> Result<(), StoreError> {
+        let payload = payload.to_string();
+        self.with(|mut c| async move {
+            redis::cmd("PUBLISH")
+                .arg(format!("{PREFIX}cancel"))
                 .arg(payload)
                 .query_async::<()>(&mut c)
                 .await

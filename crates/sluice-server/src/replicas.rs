@@ -368,6 +368,61 @@ fn continue_retry(
     Some(())
 }
 
+/// A client cancelled a request this replica is not running: every replica hears it, and the
+/// one running it stops it (a call runs where its POST landed).
+pub async fn forward_cancel(c: &Cluster, session: &Session, msg: &Message) {
+    if msg.method() != Some("notifications/cancelled") {
+        return;
+    }
+    let Some(request) = msg.params().and_then(|p| p.get("requestId")) else {
+        return;
+    };
+    if session
+        .routes
+        .inflight
+        .lock()
+        .contains_key(&crate::session::id_key(request))
+    {
+        return;
+    }
+    let payload = json!({"f": &*c.replica, "s": session.id, "m": msg.to_json()}).to_string();
+    if let Err(e) = c.store.cancelled(&payload).await {
+        tracing::warn!(session = %session.id, "a cancellation did not reach the other replicas: {e}");
+    }
+}
+
+/// Another replica heard a cancellation: stop the call here if it runs here.
+fn on_cancelled(st: &State, c: &Cluster, payload: &str) {
+    let Ok(v) = serde_json::from_str::<Value>(payload) else {
+        return;
+    };
+    if v.get("f").and_then(Value::as_str) == Some(&*c.replica) {
+        return;
+    }
+    let Some(session) = v
+        .get("s")
+        .and_then(Value::as_str)
+        .and_then(|id| st.rt.sessions.get(id))
+    else {
+        return;
+    };
+    let Some(msg) = v
+        .get("m")
+        .and_then(Value::as_str)
+        .and_then(|m| Message::parse(m.as_bytes()).ok())
+    else {
+        return;
+    };
+    if let Some(request) = msg.params().and_then(|p| p.get("requestId")) {
+        proxy::forward::cancel(
+            st,
+            &session,
+            request,
+            msg.params().and_then(|p| p.get("reason")),
+        );
+    }
+}
+
 /// Is the session's GET stream attached on this replica?
 fn attached(session: &Session) -> bool {
     session.http().is_some_and(|h| *h.get_owner.borrow() != 0)
@@ -480,6 +535,7 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                     _ => tracing::warn!("a bus message of no known type: {payload}"),
                 }
             }
+            BusMsg::Cancelled(payload) => on_cancelled(&st, &c, &payload),
             BusMsg::Resync => {
                 for s in st.rt.sessions.all() {
                     if s.shared.is_some() && attached(&s) {

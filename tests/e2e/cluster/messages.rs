@@ -259,8 +259,10 @@ async fn a_list_change_reaches_every_replica_and_the_get_stream_once() {
     let (_fx, fx_url) = sluice_e2e::start_fixture_http(&[]);
     let home = sluice_e2e::tree::Home::new("cluster-lists");
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true}
+        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true, "era": "legacy"}
     ]}));
+    // Legacy era: only the upstream session of the client that changed the list hears it (no
+    // listen streams), so the other replicas learn it from the one that heard it.
     let cl = Cluster::start("lists", home, json!({}));
     let [a, c] = [&cl.replicas[0], &cl.replicas[2]];
     let mut ca = Client::new(&a.url());
@@ -304,5 +306,36 @@ async fn a_list_change_reaches_every_replica_and_the_get_stream_once() {
         msg["method"],
         json!("notifications/resources/updated"),
         "{msg}"
+    );
+}
+
+/// A client's cancellation that lands on another replica than its call stops the call there.
+#[tokio::test]
+async fn a_cancellation_sent_to_another_replica_stops_the_call() {
+    let cl = Cluster::start("cancel", fixture_home("cluster-cancel"), json!({}));
+    let mut ca = Client::new(&cl.replicas[0].url());
+    ca.initialize(json!({})).await;
+    let id = ca.session.clone().unwrap();
+    let cb = on(&cl.replicas[1].url(), &id);
+    let slow = ca.post(
+        json!({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
+        "params": {"name": "fx_slow", "arguments": {"ms": 20000}}}),
+    );
+    let cancel = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let r = cb
+            .post(
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": "slow-1", "reason": "changed my mind"}}),
+            )
+            .await;
+        assert_eq!(r.status, 202);
+    };
+    let (resp, ()) = tokio::join!(slow, cancel);
+    assert_eq!(
+        resp.reply()["error"]["message"],
+        json!("Request cancelled by the client"),
+        "{}",
+        resp.body
     );
 }

@@ -277,6 +277,7 @@ async fn post(
         if replicas::forward_reply(c, &session, &msg).await {
             return StatusCode::ACCEPTED.into_response();
         }
+        replicas::forward_cancel(c, &session, &msg).await;
     }
     match msg.kind() {
         Kind::Notification | Kind::Response | Kind::Error => {
