@@ -278,6 +278,10 @@ async fn run_handed_call(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option
         .find(|s| s.spec.id == upstream)
         .cloned();
     let session = find(st, c, id, None).await.ok();
+    if let Some(s) = &session {
+        // In use through another replica: not idle here either.
+        s.touch();
+    }
     let (Some(slot), Some(session)) = (slot, session) else {
         let err = RpcError::new(codes::UPSTREAM_UNAVAILABLE, format!("Upstream '{upstream}' is unavailable: the session or the upstream is gone on the replica that ran its process"))
             .with_data(json!({"upstream": upstream}));
