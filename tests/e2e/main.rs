@@ -21,6 +21,7 @@ mod manage;
 mod modern;
 mod modern_upstreams;
 mod orphans;
+mod passthrough;
 mod python_sdk;
 mod ratelimit;
 mod reload;

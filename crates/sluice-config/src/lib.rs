@@ -95,8 +95,10 @@ impl Config {
     }
 
     /// A tree with one upstream exposed transparently (every tool under its own name), built
-    /// from the command line (`sluice serve --passthrough`).
-    pub fn passthrough(upstream: UpstreamSpec, settings: Settings) -> Config {
+    /// from the command line (`sluice serve --passthrough`). Nothing is read from the working
+    /// folder: no register, and the funnel stays off (a `tools/` folder there changes nothing).
+    pub fn passthrough(upstream: UpstreamSpec, mut settings: Settings) -> Config {
+        settings.funnel.get_or_insert(false);
         Config {
             home: std::env::current_dir().unwrap_or_default(),
             settings,

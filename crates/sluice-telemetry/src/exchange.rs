@@ -3,7 +3,8 @@
 //!
 //! It serializes to the audit line's JSON, field for field in this order (`time`, `session`,
 //! `client`, `principal`, `method`, `tool`, `upstream`, `duration_ms`, `outcome`, `error`,
-//! `explain_reason`, `controls`, `hooks`); the e2e tests and the admin page read that shape.
+//! `explain_reason`, `controls`, `hooks`, and `task` when the exchange created or collected a
+//! task); the e2e tests and the admin page read that shape.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -39,6 +40,9 @@ pub struct Exchange {
     pub controls: Map<String, Value>,
     /// Each hook's decision, in the order they ran.
     pub hooks: Vec<HookLine>,
+    /// The task the exchange created or collected (the gateway's task id), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 /// One hook's decision in an [`Exchange`].
@@ -119,6 +123,7 @@ impl Exchange {
             explain_reason: call.trace.explain_reason.clone(),
             controls: call.trace.controls.clone(),
             hooks,
+            task: None,
         }
     }
 

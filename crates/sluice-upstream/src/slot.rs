@@ -52,6 +52,9 @@ pub struct SlotState {
     /// Resource URIs a 2026-07-28 upstream reports updates of (listen streams opened on the
     /// control connection; opened again after a restart).
     pub watched: std::collections::HashSet<String>,
+    /// A list_changed that came while the control connection was still being opened (its
+    /// lists may be older than it): re-listed as soon as the connection is in place.
+    pub stale: Option<&'static str>,
 }
 
 /// The timing settings a slot works with (live: a reload of `sluice.json` changes them).
@@ -128,6 +131,16 @@ pub enum SlotEvent {
         /// The upstream's notification, when it said one.
         said: Option<&'static str>,
     },
+    /// The lists one session's own connection shows changed (the upstream said so on that
+    /// connection): that session's view is stale, and it should be told.
+    SessionLists {
+        /// The slot.
+        slot: Arc<Slot>,
+        /// The session whose connection it is.
+        session: Arc<str>,
+        /// The upstream's notification.
+        said: &'static str,
+    },
 }
 
 /// Who a per-session connection is for.
@@ -147,6 +160,9 @@ impl SessionRef<'_> {
     }
 }
 
+/// A session's own lists: a generation number and the lists.
+pub(crate) type SessionLists = (u64, Arc<UpstreamLists>);
+
 /// One configured upstream.
 pub struct Slot {
     /// A number unique to this slot in the process (a reload that keeps the upstream keeps
@@ -165,6 +181,9 @@ pub struct Slot {
     env: SlotEnv,
     /// Per-session connections by session id (opened on first use).
     sessions: Mutex<HashMap<Arc<str>, Arc<OnceCell<Connection>>>>,
+    /// The lists of per-session connections that show something else than the control
+    /// connection (`session_lists.rs`), by session id, with a generation number.
+    pub(crate) session_lists: Mutex<HashMap<Arc<str>, SessionLists>>,
 }
 
 impl std::fmt::Debug for Slot {
@@ -215,6 +234,7 @@ impl Slot {
             stderr: StderrTail::default(),
             env,
             sessions: Mutex::new(HashMap::new()),
+            session_lists: Mutex::new(HashMap::new()),
         }
     }
 
@@ -236,6 +256,7 @@ impl Slot {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         self.stop.notify_waiters();
+        self.session_lists.lock().clear();
         let conns: Vec<_> = self.sessions.lock().drain().collect();
         for (_, cell) in conns {
             if let Some(c) = cell.get().cloned() {
@@ -412,6 +433,9 @@ impl Slot {
             Some(Arc::from(session.id)),
             rx,
         ));
+        // What this session's own upstream session lists (it may differ from the control
+        // connection's: tools registered per session, after `initialize`).
+        self.read_session_lists(session.id, &conn).await;
         Ok(conn)
     }
 
@@ -426,6 +450,7 @@ impl Slot {
 
     /// The session ended: close its own connection.
     pub async fn close_session(&self, session_id: &str) {
+        self.session_lists.lock().remove(session_id);
         let cell = self.sessions.lock().remove(session_id);
         if let Some(c) = cell.and_then(|c| c.get().cloned()) {
             c.shutdown().await;
@@ -434,7 +459,17 @@ impl Slot {
 
     /// Fetch the lists again after the upstream said one changed, and tell the gateway.
     async fn refresh_lists(self: Arc<Slot>, said: &'static str) {
-        let Some(conn) = self.control() else { return };
+        let conn = {
+            let mut st = self.state.lock();
+            match st.control.clone() {
+                Some(c) => c,
+                None => {
+                    // The control connection is being opened: re-list once it is in place.
+                    st.stale = Some(said);
+                    return;
+                }
+            }
+        };
         let caps = conn
             .init_result()
             .get("capabilities")
@@ -452,6 +487,11 @@ impl Slot {
             }
             Err(e) => tracing::warn!(upstream = %self.spec.id, "refreshing lists failed: {e}"),
         }
+    }
+
+    /// Where this slot's events go.
+    pub(crate) fn env_events(&self) -> &mpsc::UnboundedSender<SlotEvent> {
+        &self.env.events
     }
 
     fn changed(self: &Arc<Slot>, said: Option<&'static str>) {
@@ -479,12 +519,16 @@ impl Slot {
             match self.open_control().await {
                 Ok((conn, lists, pump_task)) => {
                     tracing::info!(upstream = %self.spec.id, tools = lists.tools.len(), prompts = lists.prompts.len(), resources = lists.resources.len(), "upstream connected");
-                    {
+                    let stale = {
                         let mut st = self.state.lock();
                         st.status = Some(Status::Up);
                         st.init = Some(conn.init_result().clone());
                         st.lists = Some(lists);
                         st.control = Some(conn.clone());
+                        st.stale.take()
+                    };
+                    if let Some(said) = stale {
+                        tokio::spawn(self.clone().refresh_lists(said));
                     }
                     // A 2026-07-28 upstream tells about list changes on a listen stream.
                     conn.listen();
@@ -606,8 +650,19 @@ async fn pump(
                 let method = incoming.msg.method().unwrap_or("");
                 if let Some(said) = list_changed(method) {
                     // Re-listing calls this same connection, whose replies this pump resolves:
-                    // do it beside, not here.
-                    tokio::spawn(slot.clone().refresh_lists(said));
+                    // do it beside, not here. A session's own connection re-lists for it.
+                    match &owner {
+                        None => {
+                            tokio::spawn(slot.clone().refresh_lists(said));
+                        }
+                        Some(id) => {
+                            tokio::spawn(slot.clone().refresh_session_lists(
+                                id.clone(),
+                                conn.clone(),
+                                said,
+                            ));
+                        }
+                    }
                 } else if method == "notifications/subscriptions/acknowledged" {
                     // A 2026-07-28 upstream accepted one of Sluice's own listen streams.
                     tracing::debug!(upstream = %slot.spec.id, "listen stream acknowledged: {}", incoming.msg.to_json());

@@ -66,6 +66,19 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
         SlotEvent::Lists { said, .. } => {
             control::rebuild_catalog(st, said);
         }
+        SlotEvent::SessionLists { session, said, .. } => {
+            // Only that session's lists changed (its view is rebuilt on its next request).
+            if let Some(s) = st.rt.sessions.get(&session) {
+                let st = st.clone();
+                tokio::spawn(async move {
+                    if let Ok(msg) =
+                        to_client(&st, &s, Message::notification(said, None), None).await
+                    {
+                        s.send_unrelated(msg);
+                    }
+                });
+            }
+        }
     }
 }
 

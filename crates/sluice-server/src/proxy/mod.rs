@@ -16,6 +16,7 @@ pub mod forward;
 pub mod hooks;
 pub mod inbound;
 pub mod route;
+pub mod tasks;
 
 use crate::access;
 use crate::channel::{Outcome, Sink};
@@ -44,7 +45,10 @@ pub async fn client_request(
     sink: &Sink,
 ) -> Outcome {
     let principal = session.principal();
-    let mut target = route::resolve(snap, principal.as_deref(), &msg);
+    // The session's own upstream sessions (if any) are open, and their lists are its view.
+    crate::views::prepare(snap, session).await;
+    let catalog = crate::views::catalog_for(snap, session);
+    let mut target = route::resolve_in(snap, &catalog, principal.as_deref(), &msg);
     // Access: a target the caller may not use is answered like one that does not exist.
     if !snap.policy.is_open() {
         if let Err(refused) = access::check(&snap.policy, principal.as_deref(), &msg) {
@@ -92,7 +96,7 @@ pub async fn client_request(
     let reply = match outcome {
         RequestOutcome::Forward(m) => {
             if owned_key(&m) != before {
-                target = route::resolve(snap, principal.as_deref(), &m);
+                target = route::resolve_in(snap, &catalog, principal.as_deref(), &m);
             }
             // Dispatch, under the request's span when tracing (its upstream call is a child).
             let work = op.scope(dispatch(st, snap, session, target, m, sink));
@@ -150,16 +154,16 @@ pub async fn client_request(
             .and_then(|e| e.get("message"))
             .and_then(Value::as_str)
             .map(str::to_string);
-        record(
-            st,
-            snap,
-            session,
-            &facts,
+        let call = Call {
+            method: &facts.method,
+            tool: facts.tool_name.as_deref(),
+            upstream: facts.upstream.as_deref(),
             started,
             outcome,
-            refused_in.or(error),
-            &trace,
-        );
+            error: refused_in.or(error),
+            trace: &trace,
+        };
+        st.record_task(snap, session, call, tasks::created_id(&reply));
     }
     if let Some(s) = span {
         s.finish(outcome, Some(&reply), &trace);
@@ -232,8 +236,14 @@ async fn dispatch(
     match target {
         Target::Local(r) => reply_of(id, r),
         Target::Upstream(u) => {
+            // A task-augmented call (or one a modern client may get a task for).
+            let task_tool = (msg.method() == Some("tools/call") && tasks::involved(session, &msg))
+                .then(|| msg.param_str("name").unwrap_or("").to_string());
             if let Some(name) = &u.name {
                 route::rename(&mut msg, name);
+            }
+            if let Some(tool) = task_tool {
+                return tasks::call_tool(st, session, &u.slot, tool, msg, sink).await;
             }
             let outcome = match &u.subscription {
                 // A 2026-07-28 upstream has no resources/subscribe: Sluice watches the URI on a
@@ -283,6 +293,7 @@ async fn dispatch(
                 }
             }
         }
+        Target::Task => tasks::dispatch(st, snap, session, msg, sink).await,
         Target::SetLevel(level) => {
             *session.live.log_level.lock() = Some(level);
             forward::set_level(snap, session, &msg).await;
