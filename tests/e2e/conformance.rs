@@ -121,7 +121,7 @@ impl Outcome {
 }
 
 /// Remove ANSI colour sequences (`ESC [ … letter`) from the suite's pretty output.
-fn strip_ansi(text: &str) -> String {
+pub(crate) fn strip_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {

@@ -26,4 +26,5 @@ mod python_sdk;
 mod ratelimit;
 mod reload;
 mod routing;
+mod tasks;
 mod telemetry;

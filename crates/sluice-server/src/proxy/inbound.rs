@@ -175,6 +175,15 @@ async fn on_message(
     let Incoming { mut msg, related } = inc;
     let method = msg.method().unwrap_or("").to_string();
     let up = slot.spec.id.as_str();
+    // Tasks: their status goes to the client that created them, and whatever names a task
+    // names it by the gateway's id.
+    if method == "notifications/tasks/status" {
+        if let Some((session, msg)) = super::tasks::status_for_client(st, slot, &msg) {
+            deliver(st, &session, None, msg, up).await;
+        }
+        return;
+    }
+    super::tasks::map_related(st, slot, &mut msg);
     // The call this message belongs to: the request whose stream carried it, or for progress
     // its token (which is the upstream id Sluice gave the call).
     let route_key = match (related, method.as_str()) {

@@ -179,13 +179,8 @@ pub async fn call_tool(
             // takes tasks (its own capabilities plus the extension).
             (false, true) => {
                 params.remove("task");
-                let mut caps = session.init.capabilities.clone();
-                if let Some(c) = caps.as_object_mut() {
-                    let ext = c.entry("extensions").or_insert_with(|| json!({}));
-                    ext[EXTENSION] = json!({});
-                }
                 let m = params.entry("_meta").or_insert_with(|| json!({}));
-                m[meta::CLIENT_CAPABILITIES] = caps;
+                m[meta::CLIENT_CAPABILITIES] = with_extension(session);
             }
             _ => {}
         }
@@ -198,6 +193,17 @@ pub async fn call_tool(
         adopt(st, session, slot, &tool, args, &mut reply);
     }
     Outcome::Reply(reply)
+}
+
+/// The client's capabilities plus the extension: what a legacy client's task requests tell a
+/// 2026-07-28 upstream (the gateway takes the task on the client's behalf).
+fn with_extension(session: &Session) -> Value {
+    let mut caps = session.init.capabilities.clone();
+    if let Some(c) = caps.as_object_mut() {
+        let ext = c.entry("extensions").or_insert_with(|| json!({}));
+        ext[EXTENSION] = json!({});
+    }
+    caps
 }
 
 /// A reply that created a task upstream: record it and show it in the client's era.
@@ -327,6 +333,11 @@ async fn upstream(
     sink: &Sink,
 ) -> Result<Result<Value, RpcError>, Outcome> {
     params.insert("taskId".into(), json!(route.upstream_id));
+    if route.upstream_modern && !session.is_modern() {
+        let mut m = Map::new();
+        m.insert(meta::CLIENT_CAPABILITIES.into(), with_extension(session));
+        params.insert("_meta".into(), Value::Object(m));
+    }
     let msg = Message::request(id, method, Some(Value::Object(params)));
     match forward::call(st, session, &route.slot, msg, sink).await {
         Outcome::Reply(r) => Ok(match (r.result(), r.error_obj()) {
