@@ -206,3 +206,34 @@ async fn the_upstreams_server_info_and_instructions_reach_clients_of_both_eras()
         }
     }
 }
+
+#[tokio::test]
+async fn a_list_changed_on_a_clients_own_upstream_session_reaches_that_client_and_its_calls() {
+    // The fixture adds a tool and says so only on the session that asked (its own HTTP
+    // session upstream): the gateway's control connection is never told.
+    let (_fx, fx_url) = start_fixture_http(&["--era", "legacy"]);
+    let home = Home::new("session-list-changed");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true}
+    ]}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let mut get = sluice_e2e::mcp::SseReader::new(c.open_get(None).await);
+    assert!(!c.tool_names().await.iter().any(|n| n == "fx_dynamic_0"));
+    let r = c.call_tool("fx_trigger_list_changed", json!({})).await;
+    assert_eq!(r["result"]["content"][0]["text"], json!("ok"), "{r}");
+    let (_, said) = tokio::time::timeout(Duration::from_secs(10), get.next())
+        .await
+        .expect("a notification in time")
+        .expect("a notification");
+    assert_eq!(
+        said["method"],
+        json!("notifications/tools/list_changed"),
+        "{said}"
+    );
+    let names = c.tool_names().await;
+    assert!(names.iter().any(|n| n == "fx_dynamic_0"), "{names:?}");
+    let r = c.call_tool("fx_dynamic_0", json!({"k": 1})).await;
+    assert_eq!(r["result"]["structuredContent"], json!({"k": 1}), "{r}");
+}

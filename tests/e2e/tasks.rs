@@ -86,8 +86,11 @@ fn tasks_home(label: &str, era: &str) -> Home {
         "args": ["--stdio", "--tasks", "--era", era], "expose_all": true}]}));
     home.write(
         "hooks/hooks.manifest.json",
-        &json!({"version": 1, "hooks": [{"id": "pii", "type": "builtin", "builtin": "pii",
-            "options": {}, "enabled": true}]})
+        &json!({"version": 1, "hooks": [
+            {"id": "pii", "type": "builtin", "builtin": "pii", "options": {}, "enabled": true},
+            {"id": "no-failing", "type": "builtin", "builtin": "deny",
+             "options": {"tools": ["fx_failing_job"]}, "enabled": true}
+        ]})
         .to_string(),
     );
     home.write("logs/log.config.json", r#"{"enabled": true}"#);
@@ -127,7 +130,17 @@ async fn legacy_client_tasks(era: &str) {
         "{init}"
     );
 
+    // The request hooks run when a task is created: a refused call creates none.
+    let refused = c
+        .request(
+            "tools/call",
+            json!({"name": "fx_failing_job", "arguments": {}, "task": {"ttl": 60000}}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], json!(-32030), "{refused}");
+
     // A task whose result carries a card number: collected with tasks/result, masked.
+    let mut get = sluice_e2e::mcp::SseReader::new(c.open_get(None).await);
     let task = create(&c, "fx_card_report", json!({})).await;
     let id = task["taskId"].as_str().unwrap().to_string();
     assert_eq!(task["status"], json!("working"), "{task}");
@@ -149,6 +162,20 @@ async fn legacy_client_tasks(era: &str) {
     );
     let done = status_of(&c, &id).await;
     assert_eq!(done["result"]["status"], json!("completed"), "{done}");
+    if era == "legacy" {
+        // The upstream's status notification reaches this client, under the gateway's id.
+        let (_, said) = tokio::time::timeout(Duration::from_secs(10), get.next())
+            .await
+            .expect("a status notification in time")
+            .expect("a status notification");
+        assert_eq!(
+            said["method"],
+            json!("notifications/tasks/status"),
+            "{said}"
+        );
+        assert_eq!(said["params"]["taskId"], json!(id), "{said}");
+        assert_eq!(said["params"]["status"], json!("completed"), "{said}");
+    }
 
     // A cancelled task.
     let slow = create(&c, "fx_slow_compute", json!({"seconds": 60, "label": "x"})).await;

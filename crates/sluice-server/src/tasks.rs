@@ -142,3 +142,54 @@ impl Tasks {
         self.by_id.lock().get(&id).cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{Init, Outbound};
+    use crate::testing;
+    use serde_json::json;
+
+    fn session(id: &str, version: &str) -> Arc<Session> {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let init = Init {
+            protocol_version: version.into(),
+            capabilities: json!({}),
+            client_info: json!({"name": "unit"}),
+        };
+        Arc::new(Session::new(id.into(), init, Outbound::Stdio(tx)))
+    }
+
+    #[test]
+    fn a_task_is_reachable_by_its_owner_only_under_an_opaque_id() {
+        let st = testing::state(
+            &[testing::expose(&["fx"])],
+            &[("fx", testing::tools(&["echo"]), json!({"tools": {}}))],
+        );
+        let slot = st.snapshot().slots[0].clone();
+        let tasks = Tasks::default();
+        let (a, b) = (session("a", "2025-11-25"), session("b", "2025-11-25"));
+        let t = tasks.insert(&a, &slot, "up-1", false, "fx_echo", json!({}), Some(60_000));
+        assert!(t.id.starts_with("sluice-task-") && !t.id.contains("up-1"));
+        assert!(tasks.get(&t.id, &a).is_some());
+        assert!(
+            tasks.get(&t.id, &b).is_none(),
+            "another session's task is unknown"
+        );
+        assert_eq!(tasks.of(&a).len(), 1);
+        assert!(tasks.of(&b).is_empty());
+        assert_eq!(
+            tasks.by_upstream(&slot, "up-1").map(|r| r.id.clone()),
+            Some(t.id.clone())
+        );
+        // Modern clients without a principal share the anonymous owner; a legacy session is
+        // never one of them.
+        let (m1, m2) = (session("m1", "2026-07-28"), session("m2", "2026-07-28"));
+        let mt = tasks.insert(&m1, &slot, "up-2", true, "fx_echo", json!({}), None);
+        assert!(tasks.get(&mt.id, &m2).is_some());
+        assert!(tasks.get(&mt.id, &a).is_none());
+        // An expired task is gone.
+        let gone = tasks.insert(&a, &slot, "up-3", false, "fx_echo", json!({}), Some(0));
+        assert!(tasks.get(&gone.id, &a).is_none());
+    }
+}

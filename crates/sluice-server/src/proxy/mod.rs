@@ -16,6 +16,7 @@ pub mod forward;
 pub mod hooks;
 pub mod inbound;
 pub mod route;
+pub mod task_methods;
 pub mod tasks;
 
 use crate::access;
@@ -293,7 +294,7 @@ async fn dispatch(
                 }
             }
         }
-        Target::Task => tasks::dispatch(st, snap, session, msg, sink).await,
+        Target::Task => task_methods::dispatch(st, snap, session, msg, sink).await,
         Target::SetLevel(level) => {
             *session.live.log_level.lock() = Some(level);
             forward::set_level(snap, session, &msg).await;

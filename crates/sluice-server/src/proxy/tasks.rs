@@ -14,6 +14,9 @@
 //! pairing cannot work and is refused: `tasks/update` on a task of a 2025-11-25 upstream (which
 //! takes input only on the `tasks/result` stream) answers -32602 "Task … runs on a 2025-11-25
 //! upstream; tasks/update cannot reach it".
+//!
+//! This file: creation, the capabilities and the shapes of each era, the guard of final results,
+//! and what upstreams say about tasks; the `tasks/*` methods are in [`super::task_methods`].
 
 use super::forward;
 use super::hooks::Facts;
@@ -28,7 +31,7 @@ use sluice_hooks::Trace;
 use sluice_telemetry::Call;
 use sluice_upstream::Slot;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The 2026-07-28 extension's id.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -36,19 +39,15 @@ pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The ttl asked of a 2025-11-25 upstream for a modern client's task.
 const DEFAULT_TTL_MS: u64 = 300_000;
-/// How long a legacy client's `tasks/result` polls a modern upstream's task at most.
-const MAX_WAIT: Duration = Duration::from_secs(3600);
-/// How many input rounds a polled task may ask for.
-const MAX_INPUT_ROUNDS: usize = 16;
 
-fn declares_extension(caps: &Value) -> bool {
+pub(super) fn declares_extension(caps: &Value) -> bool {
     caps.get("extensions")
         .and_then(|e| e.get(EXTENSION))
         .is_some_and(|v| !v.is_null())
 }
 
 /// Does the upstream run `tools/call` as 2025-11-25 tasks?
-fn legacy_tasks(caps: &Value) -> bool {
+pub(super) fn legacy_tasks(caps: &Value) -> bool {
     caps.pointer("/tasks/requests/tools/call").is_some()
 }
 
@@ -197,7 +196,7 @@ pub async fn call_tool(
 
 /// The client's capabilities plus the extension: what a legacy client's task requests tell a
 /// 2026-07-28 upstream (the gateway takes the task on the client's behalf).
-fn with_extension(session: &Session) -> Value {
+pub(super) fn with_extension(session: &Session) -> Value {
     let mut caps = session.init.capabilities.clone();
     if let Some(c) = caps.as_object_mut() {
         let ext = c.entry("extensions").or_insert_with(|| json!({}));
@@ -265,7 +264,7 @@ fn adopt(
 }
 
 /// A task as a 2025-11-25 `Task` under the gateway's id.
-fn legacy_task(t: &Map<String, Value>, id: &str) -> Map<String, Value> {
+pub(super) fn legacy_task(t: &Map<String, Value>, id: &str) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert("taskId".into(), json!(id));
     for (legacy, modern) in [
@@ -285,7 +284,7 @@ fn legacy_task(t: &Map<String, Value>, id: &str) -> Map<String, Value> {
 
 /// A task as the 2026-07-28 flat envelope under the gateway's id; with `detailed`, what
 /// `tasks/get` inlines (result, error, input requests) as the upstream gave them.
-fn modern_task(t: &Map<String, Value>, id: &str, detailed: bool) -> Map<String, Value> {
+pub(super) fn modern_task(t: &Map<String, Value>, id: &str, detailed: bool) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert("taskId".into(), json!(id));
     for (modern, legacy) in [
@@ -310,424 +309,10 @@ fn modern_task(t: &Map<String, Value>, id: &str, detailed: bool) -> Map<String, 
     out
 }
 
-/// The error for a task id this client cannot reach (unknown, expired, or another client's).
-fn unknown(id: &str) -> RpcError {
-    RpcError::invalid_params(format!("Task not found: {id}")).with_data(json!({"taskId": id}))
-}
-
-fn reply_of(id: Value, r: Result<Value, RpcError>) -> Outcome {
-    Outcome::Reply(match r {
-        Ok(v) => Message::response(id, v),
-        Err(e) => Message::error(id, &e),
-    })
-}
-
-/// One request to the task's upstream: its result, or its error.
-async fn upstream(
-    st: &State,
-    session: &Arc<Session>,
-    route: &TaskRoute,
-    id: Value,
-    method: &str,
-    mut params: Map<String, Value>,
-    sink: &Sink,
-) -> Result<Result<Value, RpcError>, Outcome> {
-    params.insert("taskId".into(), json!(route.upstream_id));
-    if route.upstream_modern && !session.is_modern() {
-        let mut m = Map::new();
-        m.insert(meta::CLIENT_CAPABILITIES.into(), with_extension(session));
-        params.insert("_meta".into(), Value::Object(m));
-    }
-    let msg = Message::request(id, method, Some(Value::Object(params)));
-    match forward::call(st, session, &route.slot, msg, sink).await {
-        Outcome::Reply(r) => Ok(match (r.result(), r.error_obj()) {
-            (Some(v), _) => Ok(v.clone()),
-            (None, Some(e)) => Err(RpcError {
-                code: e
-                    .get("code")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(codes::INTERNAL_ERROR),
-                message: e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                data: e.get("data").cloned(),
-            }),
-            _ => Err(RpcError::internal("an empty reply")),
-        }),
-        cancelled => Err(cancelled),
-    }
-}
-
-/// `tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/update`, `tasks/list` of a client.
-pub async fn dispatch(
-    st: &State,
-    snap: &Snapshot,
-    session: &Arc<Session>,
-    msg: Message,
-    sink: &Sink,
-) -> Outcome {
-    let id = msg.id().cloned().unwrap_or(Value::Null);
-    let method = msg.method().unwrap_or("").to_string();
-    let modern = session.is_modern();
-    if !runs_tasks(snap) {
-        return reply_of(id, Err(RpcError::method_not_found(&method)));
-    }
-    if modern && !declares_extension(&session.init.capabilities) {
-        let e = RpcError::new(
-            codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
-            format!("Missing required client capability: extensions[\"{EXTENSION}\"]"),
-        )
-        .with_data(json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}}));
-        return reply_of(id, Err(e));
-    }
-    let removed = if modern {
-        matches!(method.as_str(), "tasks/result" | "tasks/list")
-    } else {
-        method == "tasks/update"
-    };
-    if removed {
-        return reply_of(id, Err(RpcError::method_not_found(&method)));
-    }
-    if method == "tasks/list" {
-        return list(st, snap, session, id, &msg, sink).await;
-    }
-    let Some(task_id) = msg.param_str("taskId") else {
-        return reply_of(
-            id,
-            Err(RpcError::invalid_params(format!(
-                "{method} needs params.taskId"
-            ))),
-        );
-    };
-    let Some(route) = st.rt.tasks.get(task_id, session) else {
-        return reply_of(id, Err(unknown(task_id)));
-    };
-    let mut params = msg
-        .params()
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    params.remove("_meta");
-    let r = match method.as_str() {
-        "tasks/get" => get(st, snap, session, &route, id.clone(), sink).await,
-        "tasks/result" => collect(st, snap, session, &route, id.clone(), sink).await,
-        "tasks/cancel" => cancel(st, session, &route, id.clone(), sink).await,
-        _ if !route.upstream_modern => Ok(Err(RpcError::invalid_params(format!(
-            "Task {} runs on a 2025-11-25 upstream; tasks/update cannot reach it",
-            route.id
-        ))
-        .with_data(json!({"taskId": route.id, "upstream": route.slot.spec.id})))),
-        _ => upstream(
-            st,
-            session,
-            &route,
-            id.clone(),
-            "tasks/update",
-            params,
-            sink,
-        )
-        .await
-        .map(|r| r.map(|_| json!({}))),
-    };
-    match r {
-        Ok(r) => reply_of(id, r),
-        Err(cancelled) => cancelled,
-    }
-}
-
-/// `tasks/get` in the client's era (a modern client gets the final result inlined, guarded).
-async fn get(
-    st: &State,
-    snap: &Snapshot,
-    session: &Arc<Session>,
-    route: &TaskRoute,
-    id: Value,
-    sink: &Sink,
-) -> Result<Result<Value, RpcError>, Outcome> {
-    let got = match upstream(
-        st,
-        session,
-        route,
-        id.clone(),
-        "tasks/get",
-        Map::new(),
-        sink,
-    )
-    .await?
-    {
-        Ok(Value::Object(t)) => t,
-        Ok(_) => return Ok(Err(RpcError::internal("tasks/get: not an object"))),
-        Err(e) => return Ok(Err(e)),
-    };
-    if !session.is_modern() {
-        return Ok(Ok(Value::Object(legacy_task(&got, &route.id))));
-    }
-    let mut shown = modern_task(&got, &route.id, true);
-    let status = got.get("status").and_then(Value::as_str);
-    if !route.upstream_modern && matches!(status, Some("completed" | "failed")) {
-        // A 2025-11-25 upstream keeps the result behind tasks/result.
-        match upstream(
-            st,
-            session,
-            route,
-            id.clone(),
-            "tasks/result",
-            Map::new(),
-            sink,
-        )
-        .await?
-        {
-            Ok(mut r) => {
-                strip_related(&mut r);
-                shown.insert("result".into(), r);
-            }
-            Err(e) => {
-                shown.insert("error".into(), e.to_value());
-            }
-        }
-    }
-    if let Some(result) = shown.remove("result") {
-        match guard(st, snap, session, route, "tasks/get", result).await {
-            Ok(r) => {
-                shown.insert("result".into(), r);
-            }
-            Err(e) => return Ok(Err(e)),
-        }
-    }
-    Ok(Ok(Value::Object(shown)))
-}
-
-fn strip_related(result: &mut Value) {
-    if let Some(o) = result.as_object_mut() {
-        let empty = o.get_mut("_meta").and_then(Value::as_object_mut).map(|m| {
-            m.remove(RELATED_TASK);
-            m.is_empty()
-        });
-        if empty == Some(true) {
-            o.remove("_meta");
-        }
-    }
-}
-
-/// A legacy client's `tasks/result`: the final result (blocking), guarded.
-async fn collect(
-    st: &State,
-    snap: &Snapshot,
-    session: &Arc<Session>,
-    route: &TaskRoute,
-    id: Value,
-    sink: &Sink,
-) -> Result<Result<Value, RpcError>, Outcome> {
-    let outcome = if route.upstream_modern {
-        poll(st, session, route, id.clone(), sink).await?
-    } else {
-        upstream(
-            st,
-            session,
-            route,
-            id.clone(),
-            "tasks/result",
-            Map::new(),
-            sink,
-        )
-        .await?
-    };
-    let mut result = match outcome {
-        Ok(r) => r,
-        Err(e) => return Ok(Err(e)),
-    };
-    strip_related(&mut result);
-    Ok(guard(st, snap, session, route, "tasks/result", result)
-        .await
-        .map(|mut r| {
-            if let Some(o) = r.as_object_mut() {
-                let m = o.entry("_meta").or_insert_with(|| json!({}));
-                m[RELATED_TASK] = json!({"taskId": route.id});
-            }
-            r
-        }))
-}
-
-/// Follow a 2026-07-28 upstream's task to its end for a legacy client: poll `tasks/get`, ask
-/// the client what the task asks for, and give back its result or error.
-async fn poll(
-    st: &State,
-    session: &Arc<Session>,
-    route: &TaskRoute,
-    id: Value,
-    sink: &Sink,
-) -> Result<Result<Value, RpcError>, Outcome> {
-    let started = Instant::now();
-    let mut rounds = 0;
-    while started.elapsed() < MAX_WAIT {
-        let t = match upstream(
-            st,
-            session,
-            route,
-            id.clone(),
-            "tasks/get",
-            Map::new(),
-            sink,
-        )
-        .await?
-        {
-            Ok(t) => t,
-            Err(e) => return Ok(Err(e)),
-        };
-        match t.get("status").and_then(Value::as_str) {
-            Some("completed") => return Ok(Ok(t.get("result").cloned().unwrap_or(json!({})))),
-            Some("failed") => {
-                let e = t.get("error");
-                return Ok(Err(RpcError {
-                    code: e
-                        .and_then(|e| e.get("code"))
-                        .and_then(Value::as_i64)
-                        .unwrap_or(codes::INTERNAL_ERROR),
-                    message: e
-                        .and_then(|e| e.get("message"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("the task failed")
-                        .to_string(),
-                    data: e.and_then(|e| e.get("data")).cloned(),
-                }));
-            }
-            Some("cancelled") => {
-                return Ok(Err(RpcError::invalid_params(format!(
-                    "Task {} was cancelled",
-                    route.id
-                ))))
-            }
-            Some("input_required") if rounds < MAX_INPUT_ROUNDS => {
-                rounds += 1;
-                let mut answers = Map::new();
-                for (key, request) in t
-                    .get("inputRequests")
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flatten()
-                {
-                    let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-                    let params = request.get("params").cloned();
-                    match super::inbound::ask_client(
-                        st,
-                        session,
-                        sink,
-                        method,
-                        params,
-                        &route.slot.spec.id,
-                    )
-                    .await
-                    {
-                        Ok(a) => {
-                            answers.insert(key.clone(), a);
-                        }
-                        Err(e) => return Ok(Err(e)),
-                    }
-                }
-                let mut p = Map::new();
-                p.insert("inputResponses".into(), Value::Object(answers));
-                if let Err(e) =
-                    upstream(st, session, route, id.clone(), "tasks/update", p, sink).await?
-                {
-                    return Ok(Err(e));
-                }
-                continue;
-            }
-            _ => {}
-        }
-        let wait = t
-            .get("pollIntervalMs")
-            .and_then(Value::as_u64)
-            .unwrap_or(500)
-            .clamp(50, 2000);
-        tokio::time::sleep(Duration::from_millis(wait)).await;
-    }
-    Ok(Err(RpcError::new(
-        codes::REQUEST_TIMEOUT,
-        format!(
-            "Task {} did not end within {} s",
-            route.id,
-            MAX_WAIT.as_secs()
-        ),
-    )))
-}
-
-/// `tasks/cancel` in the client's era: a legacy client gets the task back, a modern one the
-/// empty ack (also for a task that had ended, as the extension says).
-async fn cancel(
-    st: &State,
-    session: &Arc<Session>,
-    route: &TaskRoute,
-    id: Value,
-    sink: &Sink,
-) -> Result<Result<Value, RpcError>, Outcome> {
-    let r = upstream(
-        st,
-        session,
-        route,
-        id.clone(),
-        "tasks/cancel",
-        Map::new(),
-        sink,
-    )
-    .await?;
-    if session.is_modern() {
-        return Ok(match r {
-            Ok(_) => Ok(json!({})),
-            // A 2025-11-25 upstream refuses to cancel an ended task: the extension acks it.
-            Err(e) if !route.upstream_modern && e.code == codes::INVALID_PARAMS => Ok(json!({})),
-            Err(e) => Err(e),
-        });
-    }
-    match r {
-        Ok(Value::Object(t)) if !route.upstream_modern => {
-            Ok(Ok(Value::Object(legacy_task(&t, &route.id))))
-        }
-        Ok(_) => match upstream(st, session, route, id, "tasks/get", Map::new(), sink).await? {
-            Ok(Value::Object(t)) => Ok(Ok(Value::Object(legacy_task(&t, &route.id)))),
-            Ok(_) => Ok(Err(RpcError::internal("tasks/get: not an object"))),
-            Err(e) => Ok(Err(e)),
-        },
-        Err(e) => Ok(Err(e)),
-    }
-}
-
-/// `tasks/list` (legacy): this client's tasks on every upstream, as each upstream sees them now
-/// (one page: the gateway mints no cursor).
-async fn list(
-    st: &State,
-    snap: &Snapshot,
-    session: &Arc<Session>,
-    id: Value,
-    msg: &Message,
-    sink: &Sink,
-) -> Outcome {
-    if let Some(c) = msg.param_str("cursor") {
-        return reply_of(
-            id,
-            Err(RpcError::invalid_params(format!("Invalid cursor: {c:?}"))),
-        );
-    }
-    let mut tasks = Vec::new();
-    for (n, route) in st.rt.tasks.of(session).iter().enumerate() {
-        let aux = json!(format!("sluice-tasks-list-{n}"));
-        match get(st, snap, session, route, aux, sink).await {
-            Ok(Ok(t)) => tasks.push(t),
-            Ok(Err(e)) => {
-                tracing::debug!(task = %route.id, "tasks/list: the upstream no longer has it: {}", e.message)
-            }
-            Err(cancelled) => return cancelled,
-        }
-    }
-    reply_of(id, Ok(json!({"tasks": tasks})))
-}
-
 /// A task's final result as the client will see it: the response phase of the call that
 /// created it (response controls first, then PostToolUse and the other response hooks), and
 /// the audit line with the task id and the outcome.
-async fn guard(
+pub(super) async fn guard(
     st: &State,
     snap: &Snapshot,
     session: &Session,
@@ -835,5 +420,60 @@ pub fn map_related(st: &State, slot: &Slot, msg: &mut Message) {
         if let Some(m) = msg.params_mut().get_mut("_meta") {
             m[RELATED_TASK] = json!({"taskId": route.id});
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasks_are_declared_in_the_clients_era() {
+        let legacy_up = json!({"tools": {}, "tasks": {"list": {}, "cancel": {},
+                               "requests": {"tools": {"call": {}}}}});
+        let modern_up = json!({"tools": {}, "extensions": {EXTENSION: {}, "other/x": {}}});
+        let mut c = legacy_up.clone();
+        fit_capabilities(&mut c, true);
+        assert_eq!(c, json!({"tools": {}, "extensions": {EXTENSION: {}}}));
+        let mut c = modern_up.clone();
+        fit_capabilities(&mut c, false);
+        assert_eq!(
+            c,
+            json!({"tools": {}, "extensions": {"other/x": {}},
+                   "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}})
+        );
+        let mut plain = json!({"tools": {}});
+        fit_capabilities(&mut plain, false);
+        assert_eq!(plain, json!({"tools": {}}));
+        assert_eq!(capability(&[json!({"tools": {}})], false), None);
+        assert_eq!(
+            capability(&[json!({}), modern_up], true),
+            Some(("extensions", json!({EXTENSION: {}})))
+        );
+    }
+
+    #[test]
+    fn tasks_are_shown_in_each_era_under_the_gateways_id() {
+        let up = json!({"taskId": "up", "status": "working", "createdAt": "t", "ttlMs": 5,
+                        "pollIntervalMs": 7, "result": {"content": []}});
+        let up = up.as_object().unwrap();
+        assert_eq!(
+            Value::Object(legacy_task(up, "sluice-task-1")),
+            json!({"taskId": "sluice-task-1", "status": "working", "createdAt": "t",
+                   "ttl": 5, "pollInterval": 7})
+        );
+        let legacy = json!({"taskId": "up", "status": "completed", "ttl": 5});
+        assert_eq!(
+            Value::Object(modern_task(
+                legacy.as_object().unwrap(),
+                "sluice-task-1",
+                true
+            )),
+            json!({"taskId": "sluice-task-1", "status": "completed", "ttlMs": 5})
+        );
+        let reply = Message::response(json!(1), json!({"task": {"taskId": "sluice-task-9"}}));
+        assert_eq!(created_id(&reply), Some("sluice-task-9"));
+        let upstream_id = Message::response(json!(1), json!({"task": {"taskId": "raw"}}));
+        assert_eq!(created_id(&upstream_id), None);
     }
 }
