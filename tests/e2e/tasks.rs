@@ -79,6 +79,15 @@ fn fixture() -> String {
     bin("sluice-fixture").to_string_lossy().into_owned()
 }
 
+/// A PostToolUse hook that writes what it was shown (`tool_name`, `tool_response`) to
+/// `seen.json` in the home folder.
+const RECORD_PY: &str = r#"
+import json, os, sys
+event = json.load(sys.stdin)
+with open(os.path.join(event["cwd"], "seen.json"), "w") as f:
+    json.dump({"tool": event["tool_name"], "response": event["tool_response"]}, f)
+"#;
+
 /// A tree with the tasks fixture over stdio in `era`, the `pii` control on, an audit log.
 fn tasks_home(label: &str, era: &str) -> Home {
     let home = Home::new(label);
@@ -89,10 +98,14 @@ fn tasks_home(label: &str, era: &str) -> Home {
         &json!({"version": 1, "hooks": [
             {"id": "pii", "type": "builtin", "builtin": "pii", "options": {}, "enabled": true},
             {"id": "no-failing", "type": "builtin", "builtin": "deny",
-             "options": {"tools": ["fx_failing_job"]}, "enabled": true}
+             "options": {"tools": ["fx_failing_job"]}, "enabled": true},
+            {"id": "post-tool-use/record", "event": "PostToolUse", "type": "command",
+             "command": "python3 \"${HOOKS_DIR}/scripts/record.py\"", "timeout": 10,
+             "enabled": true}
         ]})
         .to_string(),
     );
+    home.write("hooks/scripts/record.py", RECORD_PY);
     home.write("logs/log.config.json", r#"{"enabled": true}"#);
     home
 }
@@ -159,6 +172,15 @@ async fn legacy_client_tasks(era: &str) {
     assert_eq!(
         result["result"]["_meta"]["io.modelcontextprotocol/related-task"],
         json!({"taskId": id})
+    );
+    // The PostToolUse hook saw the final result of the tool, masked as the client got it.
+    let seen: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join("seen.json")).unwrap())
+            .unwrap();
+    assert_eq!(seen["tool"], json!("fx_card_report"), "{seen}");
+    assert_eq!(
+        seen["response"]["content"], result["result"]["content"],
+        "{seen}"
     );
     let done = status_of(&c, &id).await;
     assert_eq!(done["result"]["status"], json!("completed"), "{done}");
@@ -388,5 +410,48 @@ fn server_everything_runs_a_research_task_for_the_ts_sdk_client_through_the_gate
         other["results"][0]["error"]["code"],
         json!(-32602),
         "{other}"
+    );
+}
+
+#[tokio::test]
+async fn a_2026_07_28_upstreams_task_asks_a_legacy_client_for_input_while_it_collects_it() {
+    let home = tasks_home("tasks-input-bridge", "modern");
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({"elicitation": {}})).await;
+    let task = create(&c, "fx_confirm_delete", json!({"filename": "notes.txt"})).await;
+    let id = task["taskId"].as_str().unwrap().to_string();
+    // tasks/result blocks; the task's question reaches the client on its stream.
+    let collect = json!({"jsonrpc": "2.0", "id": 41, "method": "tasks/result",
+                         "params": {"taskId": id}});
+    let mut events = sluice_e2e::mcp::SseReader::new(c.post_streaming(collect).await);
+    let (_, asked) = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("the question in time")
+        .expect("the question");
+    assert_eq!(asked["method"], json!("elicitation/create"), "{asked}");
+    assert_eq!(
+        asked["params"]["message"],
+        json!("Delete notes.txt?"),
+        "{asked}"
+    );
+    let answered = c
+        .post(json!({"jsonrpc": "2.0", "id": asked["id"],
+                     "result": {"action": "accept", "content": {"confirm": true}}}))
+        .await;
+    assert_eq!(answered.status, 202);
+    let (_, done) = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("the result in time")
+        .expect("the result");
+    assert_eq!(done["id"], json!(41), "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        json!("Deleted notes.txt: {\"confirm\":{\"action\":\"accept\",\"content\":{\"confirm\":true}}}"),
+        "{done}"
+    );
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/related-task"],
+        json!({"taskId": id})
     );
 }

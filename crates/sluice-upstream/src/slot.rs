@@ -11,7 +11,8 @@
 //! the client before its reply.
 
 use crate::lists::{fetch_lists, UpstreamLists};
-use crate::{Connection, Event, Incoming, OpenOptions, StderrTail};
+use crate::pump::pump;
+use crate::{Connection, Incoming, OpenOptions, StderrTail};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_config::{Isolation, Transport, UpstreamSpec};
@@ -83,7 +84,7 @@ pub struct SlotEnv {
 
 /// Held while the gateway handles a connection's event; the connection's next events (and the
 /// reply that may follow) wait until it is dropped.
-pub struct Done(Option<oneshot::Sender<()>>);
+pub struct Done(pub(crate) Option<oneshot::Sender<()>>);
 
 impl Drop for Done {
     fn drop(&mut self) {
@@ -200,16 +201,6 @@ const PKG_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The `clientInfo` Sluice sends upstream.
 pub fn client_info() -> Value {
     json!({"name": "sluice", "title": "Sluice MCP gateway", "version": PKG_VERSION})
-}
-
-/// The list_changed notifications an upstream may send, as the static names clients get.
-fn list_changed(method: &str) -> Option<&'static str> {
-    match method {
-        "notifications/tools/list_changed" => Some("notifications/tools/list_changed"),
-        "notifications/prompts/list_changed" => Some("notifications/prompts/list_changed"),
-        "notifications/resources/list_changed" => Some("notifications/resources/list_changed"),
-        _ => None,
-    }
 }
 
 impl Slot {
@@ -458,7 +449,7 @@ impl Slot {
     }
 
     /// Fetch the lists again after the upstream said one changed, and tell the gateway.
-    async fn refresh_lists(self: Arc<Slot>, said: &'static str) {
+    pub(crate) async fn refresh_lists(self: Arc<Slot>, said: &'static str) {
         let conn = {
             let mut st = self.state.lock();
             match st.control.clone() {
@@ -634,75 +625,4 @@ impl Slot {
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
-}
-
-/// Hand a connection's events to the gateway until it closes: replies resolve here, behind
-/// every earlier event the gateway is still handling.
-async fn pump(
-    slot: Arc<Slot>,
-    conn: Connection,
-    owner: Option<Arc<str>>,
-    mut rx: mpsc::UnboundedReceiver<Event>,
-) {
-    while let Some(ev) = rx.recv().await {
-        match ev {
-            Event::Message(incoming) => {
-                let method = incoming.msg.method().unwrap_or("");
-                if let Some(said) = list_changed(method) {
-                    // Re-listing calls this same connection, whose replies this pump resolves:
-                    // do it beside, not here. A session's own connection re-lists for it.
-                    match &owner {
-                        None => {
-                            tokio::spawn(slot.clone().refresh_lists(said));
-                        }
-                        Some(id) => {
-                            tokio::spawn(slot.clone().refresh_session_lists(
-                                id.clone(),
-                                conn.clone(),
-                                said,
-                            ));
-                        }
-                    }
-                } else if method == "notifications/subscriptions/acknowledged" {
-                    // A 2026-07-28 upstream accepted one of Sluice's own listen streams.
-                    tracing::debug!(upstream = %slot.spec.id, "listen stream acknowledged: {}", incoming.msg.to_json());
-                } else {
-                    hand_over(&slot, |done| SlotEvent::Message {
-                        slot: slot.clone(),
-                        conn: conn.clone(),
-                        owner: owner.clone(),
-                        incoming,
-                        done,
-                    })
-                    .await;
-                }
-            }
-            // The hot path: a reply resolves here, with nothing handed over.
-            Event::Reply(msg) => conn.resolve(msg),
-            Event::Stream {
-                related,
-                paused,
-                retry,
-            } => {
-                hand_over(&slot, |done| SlotEvent::Stream {
-                    conn: conn.clone(),
-                    related,
-                    paused,
-                    retry,
-                    done,
-                })
-                .await
-            }
-            Event::Closed(_) => break,
-        }
-        conn.event_done();
-    }
-}
-
-/// Hand one event to the gateway and wait until it is handled (the `Done` it carries dropped).
-async fn hand_over(slot: &Slot, build: impl FnOnce(Done) -> SlotEvent) {
-    let (tx, handled) = oneshot::channel();
-    if slot.env.events.send(build(Done(Some(tx)))).is_ok() {
-        let _ = handled.await;
-    }
 }
