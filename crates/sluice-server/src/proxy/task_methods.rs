@@ -237,6 +237,12 @@ async fn collect(
     let outcome = if route.upstream_modern {
         poll(st, session, route, id.clone(), sink).await?
     } else {
+        // Wait with tasks/get (each call within the upstream's timeout, however long the task
+        // works), then read tasks/result: at once when the task has ended, or to carry the
+        // questions a task waiting for input sends on its stream.
+        if let Err(e) = wait_legacy(st, session, route, id.clone(), sink).await? {
+            return Ok(Err(e));
+        }
         upstream(
             st,
             session,
@@ -262,6 +268,53 @@ async fn collect(
             }
             r
         }))
+}
+
+/// Poll a 2025-11-25 upstream's task until it has ended or waits for input.
+async fn wait_legacy(
+    st: &State,
+    session: &Arc<Session>,
+    route: &TaskRoute,
+    id: Value,
+    sink: &Sink,
+) -> Result<Result<(), RpcError>, Outcome> {
+    let started = Instant::now();
+    while started.elapsed() < MAX_WAIT {
+        let t = match upstream(
+            st,
+            session,
+            route,
+            id.clone(),
+            "tasks/get",
+            Map::new(),
+            sink,
+        )
+        .await?
+        {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        if matches!(
+            t.get("status").and_then(Value::as_str),
+            Some("completed" | "failed" | "cancelled" | "input_required") | None
+        ) {
+            return Ok(Ok(()));
+        }
+        let wait = t
+            .get("pollInterval")
+            .and_then(Value::as_u64)
+            .unwrap_or(500)
+            .clamp(50, 2000);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+    }
+    Ok(Err(RpcError::new(
+        codes::REQUEST_TIMEOUT,
+        format!(
+            "Task {} did not end within {} s",
+            route.id,
+            MAX_WAIT.as_secs()
+        ),
+    )))
 }
 
 /// Follow a 2026-07-28 upstream's task to its end for a legacy client: poll `tasks/get`, ask
