@@ -459,12 +459,19 @@ async fn a_2026_07_28_upstreams_task_asks_a_legacy_client_for_input_while_it_col
 #[tokio::test]
 async fn tasks_result_waits_for_a_task_longer_than_the_upstreams_request_timeout() {
     let home = Home::new("tasks-long");
-    home.expose(&json!({"upstreams": [{"id": "fx", "command": fixture(), "timeout_ms": 1000,
-        "args": ["--stdio", "--tasks", "--era", "legacy"], "expose_all": true}]}));
+    home.expose(
+        &json!({"upstreams": [{"id": "fx", "command": fixture(), "timeout_ms": 1000,
+        "args": ["--stdio", "--tasks", "--era", "legacy"], "expose_all": true}]}),
+    );
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
     let mut c = Client::new(&url);
     c.initialize(json!({})).await;
-    let task = create(&c, "fx_slow_compute", json!({"seconds": 2, "label": "long"})).await;
+    let task = create(
+        &c,
+        "fx_slow_compute",
+        json!({"seconds": 2, "label": "long"}),
+    )
+    .await;
     let r = c
         .request("tasks/result", json!({"taskId": task["taskId"]}))
         .await;
