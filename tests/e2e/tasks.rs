@@ -348,9 +348,41 @@ async fn a_modern_client_gets_a_2025_11_25_upstreams_tasks_in_its_own_era() {
                "data": {"taskId": id, "upstream": "fx"}}),
         "{update}"
     );
-    // Without the extension: -32021, naming it.
+    // Without the extension: -32021, naming it, for the tasks methods and for a tool that must
+    // run as a task; a tool that may is run at once.
     let gated = modern(&url, "tasks/get", json!({"taskId": id}), json!({})).await;
     assert_eq!(gated["error"]["code"], json!(-32021), "{gated}");
+    let required = modern(
+        &url,
+        "tools/call",
+        json!({"name": "fx_test_tool_with_task", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        required["error"],
+        json!({"code": -32021,
+               "message": "Missing required client capability: extensions[\"io.modelcontextprotocol/tasks\"]",
+               "data": {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}}),
+        "{required}"
+    );
+    let at_once = modern(
+        &url,
+        "tools/call",
+        json!({"name": "fx_slow_compute", "arguments": {"seconds": 0, "label": "now"}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        at_once["result"]["resultType"],
+        json!("complete"),
+        "{at_once}"
+    );
+    assert_eq!(
+        at_once["result"]["content"],
+        json!([{"type": "text", "text": "Computed now in 0 s"}]),
+        "{at_once}"
+    );
     // Cancelling an ended task is the extension's empty ack.
     let ack = modern(&url, "tasks/cancel", json!({"taskId": id}), ext).await;
     assert_eq!(ack["result"]["resultType"], json!("complete"), "{ack}");

@@ -240,8 +240,9 @@ async fn dispatch(
         Target::Local(r) => reply_of(id, r),
         Target::Upstream(u) => {
             // A task-augmented call (or one a modern client may get a task for).
-            let task_tool = (msg.method() == Some("tools/call") && tasks::involved(session, &msg))
-                .then(|| msg.param_str("name").unwrap_or("").to_string());
+            let task_tool = (msg.method() == Some("tools/call")
+                && tasks::involved(session, &u.slot, &msg))
+            .then(|| msg.param_str("name").unwrap_or("").to_string());
             if let Some(name) = &u.name {
                 route::rename(&mut msg, name);
             }

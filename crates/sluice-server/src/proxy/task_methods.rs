@@ -6,8 +6,8 @@
 
 use super::forward;
 use super::tasks::{
-    declares_extension, guard, legacy_task, modern_task, runs_tasks, with_extension, EXTENSION,
-    RELATED_TASK,
+    declares_extension, guard, legacy_task, missing_extension, modern_task, runs_tasks,
+    with_extension, RELATED_TASK,
 };
 use crate::channel::{Outcome, Sink};
 use crate::session::Session;
@@ -89,12 +89,7 @@ pub async fn dispatch(
         return reply_of(id, Err(RpcError::method_not_found(&method)));
     }
     if modern && !declares_extension(&session.init.capabilities) {
-        let e = RpcError::new(
-            codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
-            format!("Missing required client capability: extensions[\"{EXTENSION}\"]"),
-        )
-        .with_data(json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}}));
-        return reply_of(id, Err(e));
+        return reply_of(id, Err(missing_extension()));
     }
     let removed = if modern {
         matches!(method.as_str(), "tasks/result" | "tasks/list")

@@ -111,14 +111,24 @@ pub fn fit_capabilities(caps: &mut Value, modern_client: bool) {
     }
 }
 
-/// Does this `tools/call` involve a task: a legacy client asking for one, or a modern client
-/// that can take one?
-pub fn involved(session: &Session, msg: &Message) -> bool {
-    if session.is_modern() {
-        declares_extension(&session.init.capabilities)
-    } else {
-        msg.params().is_some_and(|p| p.get("task").is_some())
+/// Does this `tools/call` involve a task: a legacy client asking for one, a modern client that
+/// can take one, or a modern client that cannot, calling a 2025-11-25 upstream that runs tasks
+/// (whose tool may require one: -32021 then, as a 2026-07-28 upstream would answer)?
+pub fn involved(session: &Session, slot: &Slot, msg: &Message) -> bool {
+    if !session.is_modern() {
+        return msg.params().is_some_and(|p| p.get("task").is_some());
     }
+    declares_extension(&session.init.capabilities)
+        || (!slot.is_modern() && slot.capabilities().is_some_and(|c| legacy_tasks(&c)))
+}
+
+/// -32021: the client must declare the extension.
+pub(super) fn missing_extension() -> RpcError {
+    RpcError::new(
+        codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!("Missing required client capability: extensions[\"{EXTENSION}\"]"),
+    )
+    .with_data(json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}}))
 }
 
 /// The gateway task id a reply created, for the audit line.
@@ -167,11 +177,20 @@ pub async fn call_tool(
     if runs {
         let params = msg.params_mut();
         match (session.is_modern(), upstream_modern) {
-            // A modern client on a legacy upstream: ask for a task where the tool can be one.
+            // A modern client on a legacy upstream: ask for a task where the tool can be one
+            // and the client can take it; a tool that must be one needs the extension.
             (true, false) => {
                 let support = tool_support(slot, &upstream_name);
-                if matches!(support.as_deref(), Some("optional" | "required")) {
-                    params.insert("task".into(), json!({"ttl": DEFAULT_TTL_MS}));
+                let can_take = declares_extension(&session.init.capabilities);
+                match support.as_deref() {
+                    Some("required") if !can_take => {
+                        let id = msg.id().cloned().unwrap_or(Value::Null);
+                        return Outcome::Reply(Message::error(id, &missing_extension()));
+                    }
+                    Some("optional" | "required") if can_take => {
+                        params.insert("task".into(), json!({"ttl": DEFAULT_TTL_MS}));
+                    }
+                    _ => {}
                 }
             }
             // A legacy client on a modern upstream: the upstream decides; tell it this client
