@@ -513,3 +513,39 @@ async fn tasks_result_waits_for_a_task_longer_than_the_upstreams_request_timeout
         "{r}"
     );
 }
+
+#[tokio::test]
+async fn a_task_result_over_the_size_cap_is_refused_as_a_direct_one_is() {
+    let home = Home::new("tasks-size-cap");
+    home.expose(&json!({"upstreams": [{"id": "fx", "command": fixture(),
+        "args": ["--stdio", "--tasks", "--era", "legacy"], "expose_all": true}]}));
+    home.write(
+        "hooks/hooks.manifest.json",
+        &json!({"version": 1, "hooks": [{"id": "cap", "type": "builtin", "builtin": "size-cap",
+            "options": {"mode": "refuse", "per_tool": {"fx_card_report": 10}}, "enabled": true}]})
+        .to_string(),
+    );
+    home.write("logs/log.config.json", r#"{"enabled": true}"#);
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let task = create(&c, "fx_card_report", json!({})).await;
+    let id = task["taskId"].as_str().unwrap().to_string();
+    let r = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32031, "message": "Response rejected", "data": {"reason":
+            "Response too large: the result of tool \"fx_card_report\" is 48 bytes, over the 10-byte cap of this gateway. Ask for less (a narrower query, a page, a range) and try again."}}),
+        "{r}"
+    );
+    let lines = home.audit_lines(2).await;
+    let collected = lines
+        .iter()
+        .find(|l| l["method"] == "tasks/result")
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(
+        (&collected["task"], &collected["outcome"]),
+        (&json!(id), &json!("refused")),
+        "{collected}"
+    );
+}

@@ -6,7 +6,7 @@
 
 use super::forward;
 use super::tasks::{
-    declares_extension, guard, legacy_task, missing_extension, modern_task, runs_tasks,
+    declares_extension, error_of, guard, legacy_task, missing_extension, modern_task, runs_tasks,
     with_extension, RELATED_TASK,
 };
 use crate::channel::{Outcome, Sink};
@@ -56,18 +56,7 @@ async fn upstream(
     match forward::call(st, session, &route.slot, msg, sink).await {
         Outcome::Reply(r) => Ok(match (r.result(), r.error_obj()) {
             (Some(v), _) => Ok(v.clone()),
-            (None, Some(e)) => Err(RpcError {
-                code: e
-                    .get("code")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(codes::INTERNAL_ERROR),
-                message: e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                data: e.get("data").cloned(),
-            }),
+            (None, Some(e)) => Err(error_of(Some(e), codes::INTERNAL_ERROR)),
             _ => Err(RpcError::internal("an empty reply")),
         }),
         cancelled => Err(cancelled),
@@ -342,18 +331,7 @@ async fn poll(
             Some("completed") => return Ok(Ok(t.get("result").cloned().unwrap_or(json!({})))),
             Some("failed") => {
                 let e = t.get("error");
-                return Ok(Err(RpcError {
-                    code: e
-                        .and_then(|e| e.get("code"))
-                        .and_then(Value::as_i64)
-                        .unwrap_or(codes::INTERNAL_ERROR),
-                    message: e
-                        .and_then(|e| e.get("message"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("the task failed")
-                        .to_string(),
-                    data: e.and_then(|e| e.get("data")).cloned(),
-                }));
+                return Ok(Err(error_of(e, codes::INTERNAL_ERROR)));
             }
             Some("cancelled") => {
                 return Ok(Err(RpcError::invalid_params(format!(

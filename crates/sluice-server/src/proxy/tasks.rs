@@ -368,23 +368,17 @@ pub(super) async fn guard(
                 (if failed { "error" } else { "ok" }, None, Ok(v))
             }
             (None, e) => {
-                let msg = e
-                    .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                ("error", Some(msg.clone()), Err(RpcError::internal(msg)))
+                let e = error_of(e, codes::INTERNAL_ERROR);
+                ("error", Some(e.message.clone()), Err(e))
             }
         },
+        // The refusal the client gets is the one a direct result gets (-32031, the reason in
+        // `data`).
         Err(refusal) => {
             let reason = refusal.reason.clone();
             let e = refusal.to_error(sluice_hooks::Phase::Response, json!(0));
-            let code = e.error_code().unwrap_or(codes::RESPONSE_REJECTED);
-            (
-                "refused",
-                Some(reason.clone()),
-                Err(RpcError::new(code, reason)),
-            )
+            let e = error_of(e.error_obj(), codes::RESPONSE_REJECTED);
+            ("refused", Some(reason), Err(e))
         }
     };
     st.record_task(
@@ -402,6 +396,22 @@ pub(super) async fn guard(
         Some(&route.id),
     );
     r
+}
+
+/// A JSON-RPC error object as an [`RpcError`] (`code` when it has none).
+pub(super) fn error_of(e: Option<&Value>, code: i64) -> RpcError {
+    RpcError {
+        code: e
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_i64)
+            .unwrap_or(code),
+        message: e
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        data: e.and_then(|e| e.get("data")).cloned(),
+    }
 }
 
 /// `notifications/tasks/status` from an upstream: to the client that created the task, under
