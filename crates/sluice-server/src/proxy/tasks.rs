@@ -282,50 +282,60 @@ fn adopt(
     *r = shown;
 }
 
-/// A task as a 2025-11-25 `Task` under the gateway's id.
+/// A task as a 2025-11-25 `Task` under the gateway's id: the upstream's fields (unknown ones
+/// kept), the 2026-07-28 names renamed, and nothing of the modern detailed envelope.
 pub(super) fn legacy_task(t: &Map<String, Value>, id: &str) -> Map<String, Value> {
-    let mut out = Map::new();
+    let mut out = t.clone();
     out.insert("taskId".into(), json!(id));
-    for (legacy, modern) in [
-        ("status", "status"),
-        ("statusMessage", "statusMessage"),
-        ("createdAt", "createdAt"),
-        ("lastUpdatedAt", "lastUpdatedAt"),
-        ("ttl", "ttlMs"),
-        ("pollInterval", "pollIntervalMs"),
-    ] {
-        if let Some(v) = t.get(legacy).or_else(|| t.get(modern)) {
-            out.insert(legacy.into(), v.clone());
+    for (legacy, modern) in [("ttl", "ttlMs"), ("pollInterval", "pollIntervalMs")] {
+        if let Some(v) = out.remove(modern) {
+            out.entry(legacy).or_insert(v);
         }
     }
+    for k in [
+        "resultType",
+        "result",
+        "error",
+        "inputRequests",
+        "requestState",
+    ] {
+        out.remove(k);
+    }
+    without_server_info(&mut out);
     out
 }
 
-/// A task as the 2026-07-28 flat envelope under the gateway's id; with `detailed`, what
-/// `tasks/get` inlines (result, error, input requests) as the upstream gave them.
+/// A task as the 2026-07-28 flat envelope under the gateway's id (unknown fields kept, the
+/// 2025-11-25 names renamed); with `detailed`, what `tasks/get` inlines (result, error, input
+/// requests) as the upstream gave them.
 pub(super) fn modern_task(t: &Map<String, Value>, id: &str, detailed: bool) -> Map<String, Value> {
-    let mut out = Map::new();
+    let mut out = t.clone();
     out.insert("taskId".into(), json!(id));
-    for (modern, legacy) in [
-        ("status", "status"),
-        ("statusMessage", "statusMessage"),
-        ("createdAt", "createdAt"),
-        ("lastUpdatedAt", "lastUpdatedAt"),
-        ("ttlMs", "ttl"),
-        ("pollIntervalMs", "pollInterval"),
-    ] {
-        if let Some(v) = t.get(modern).or_else(|| t.get(legacy)) {
-            out.insert(modern.into(), v.clone());
+    for (modern, legacy) in [("ttlMs", "ttl"), ("pollIntervalMs", "pollInterval")] {
+        if let Some(v) = out.remove(legacy) {
+            out.entry(modern).or_insert(v);
         }
     }
-    if detailed {
+    out.remove("resultType");
+    out.remove("requestState");
+    if !detailed {
         for k in ["result", "error", "inputRequests"] {
-            if let Some(v) = t.get(k) {
-                out.insert(k.into(), v.clone());
-            }
+            out.remove(k);
         }
     }
+    without_server_info(&mut out);
     out
+}
+
+/// Drop the upstream's serverInfo stamp (the modern face adds the gateway's own).
+fn without_server_info(t: &mut Map<String, Value>) {
+    let empty = t.get_mut("_meta").and_then(Value::as_object_mut).map(|m| {
+        m.remove(meta::SERVER_INFO);
+        m.is_empty()
+    });
+    if empty == Some(true) {
+        t.remove("_meta");
+    }
 }
 
 /// A task's final result as the client will see it: the response phase of the call that
@@ -484,12 +494,12 @@ mod tests {
     #[test]
     fn tasks_are_shown_in_each_era_under_the_gateways_id() {
         let up = json!({"taskId": "up", "status": "working", "createdAt": "t", "ttlMs": 5,
-                        "pollIntervalMs": 7, "result": {"content": []}});
+                        "pollIntervalMs": 7, "result": {"content": []}, "x-kept": 1});
         let up = up.as_object().unwrap();
         assert_eq!(
             Value::Object(legacy_task(up, "sluice-task-1")),
             json!({"taskId": "sluice-task-1", "status": "working", "createdAt": "t",
-                   "ttl": 5, "pollInterval": 7})
+                   "ttl": 5, "pollInterval": 7, "x-kept": 1})
         );
         let legacy = json!({"taskId": "up", "status": "completed", "ttl": 5});
         assert_eq!(
