@@ -175,6 +175,8 @@ async fn the_upstreams_server_info_and_instructions_reach_clients_of_both_eras()
     const INSTRUCTIONS: &str = "Sluice's fixture MCP server: conformance test tools, prompts and \
                                 resources, plus echo, add, slow and friends for gateway tests.";
     assert_eq!(init["instructions"], json!(INSTRUCTIONS), "{init}");
+    // This fixture runs no tasks: the gateway declares none (in either era).
+    assert_eq!(init["capabilities"].get("tasks"), None, "{init}");
     // Modern: the serverInfo stamp in `_meta` is the upstream's, on discover and on results.
     let modern = reqwest::Client::new();
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -203,6 +205,12 @@ async fn the_upstreams_server_info_and_instructions_reach_clients_of_both_eras()
         );
         if method == "server/discover" {
             assert_eq!(body["result"]["instructions"], json!(INSTRUCTIONS));
+            let caps = &body["result"]["capabilities"];
+            assert_eq!(caps.get("tasks"), None, "{body}");
+            assert_eq!(
+                caps.pointer("/extensions/io.modelcontextprotocol~1tasks"),
+                None
+            );
         }
     }
 }
