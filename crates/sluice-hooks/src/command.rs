@@ -1,8 +1,13 @@
-//! The `command` hook kind: a process per event (`sh -c`, event JSON on stdin), read with the
-//! Claude Code / toolfunnel exit-code and JSON protocols, so existing hook scripts run unchanged.
+//! The `command` hook kind: a process per event (`sh -c`, or Claude Code's exec form with
+//! `args`; event JSON on stdin), read with the Claude Code / toolfunnel exit-code and JSON
+//! protocols, so existing hook scripts run unchanged.
 //!
-//! For each event the command runs with `sh -c <command>` in the hook's folder, in a process
-//! group of its own, with [`HookEvent::to_json`] (and a newline) on stdin, which is then closed.
+//! For each event the command runs with `sh -c <command>` (or, with `args`, the program
+//! `command` with those arguments and no shell; `${CLAUDE_PROJECT_DIR}` and
+//! `${CLAUDE_PLUGIN_ROOT}` in them are expanded) in the hook's folder, in a process group of its
+//! own, with `CLAUDE_PROJECT_DIR` (the gateway's home) and, for a hook imported from a plugin,
+//! `CLAUDE_PLUGIN_ROOT` in its environment, and [`HookEvent::to_json`] (and a newline) on
+//! stdin, which is then closed.
 //! stdout and stderr are captured (at most 1 MiB each; the rest is read and dropped). Past the
 //! timeout the whole process group is killed and the hook fails (`timed out after 5s`); the
 //! chain then applies the hook's `on_error`.
@@ -17,13 +22,18 @@
 //!   number) is read as that death too (`killed by signal SIGSEGV (exit code 139)`).
 //! - **exit 2** blocks: refuse, with stderr (trimmed; `blocked by hook` when empty) as the reason.
 //!   In this protocol stderr is feedback for the model, so the reason is meant for the agent.
+//!   On PostToolUse and PostToolUseFailure the tool has already run, so exit 2 keeps the result
+//!   and appends the reason to it as a text item (Claude Code feeds stderr to the model beside
+//!   the result); the audit line records the hook's decision as `feedback` with the reason.
 //! - **any other non-zero exit** is a non-blocking error, as in Claude Code: logged, pass.
 //! - **exit 0** passes, unless stdout is a JSON object (the JSON protocol), read in this order:
 //!   1. `hookSpecificOutput.permissionDecision`: `"deny"` refuses with
-//!      `permissionDecisionReason`; `"allow"` goes on reading; `"ask"` is logged (there is no one
-//!      to ask in an autonomous host) and reading goes on, as for `"allow"`.
+//!      `permissionDecisionReason`; `"ask"` asks a person (the chain collects it, a later
+//!      refusal still wins, and the server asks the client with an elicitation); `"allow"` and
+//!      `"defer"` go on reading.
 //!   2. `decision: "block"` refuses with `reason`.
-//!   3. `continue: false` refuses with `stopReason` (`stopped by hook` when absent).
+//!   3. `continue: false` refuses with `stopReason` (`stopped by hook` when absent): behind a
+//!      gateway stopping the agent means not making the call.
 //!   4. The Zato-style hook services' shape, for hooks written for Sluice: `{"response": {…}}` answers (request
 //!      phase) or replaces the reply (response phase); `{"request": {…}}` replaces the request.
 //!      See [`crate::http`] for the details.
@@ -36,6 +46,15 @@
 //!
 //!   Every refusal of the JSON protocol is meant for the agent, as in Claude Code, where these
 //!   reasons are shown to the model. stdout that is not JSON is advisory: pass.
+//!
+//!   On PostToolUse and PostToolUseFailure (the response phase of a call, which already ran)
+//!   the output is read as Claude Code reads it there: `hookSpecificOutput.updatedMCPToolOutput`
+//!   (or `updatedToolOutput`) replaces the result (an object is the new result, an array its
+//!   `content`, a string one text item); then `decision: "block"` with `reason`, `continue:
+//!   false` with `stopReason`, and `additionalContext` are appended as text items, in that
+//!   order. A block or stop is recorded as `feedback` with its reason. `systemMessage` (shown to
+//!   the user in Claude Code) is logged; `suppressOutput` (hides stdout from Claude Code's
+//!   transcript view) has nothing to hide behind a gateway and is ignored.
 
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
@@ -62,8 +81,10 @@ const DRAIN_GRACE: Duration = Duration::from_millis(200);
 #[derive(Debug, Clone)]
 pub struct CommandHook {
     command: String,
+    args: Option<Vec<String>>,
     cwd: PathBuf,
     timeout: Duration,
+    plugin_root: Option<PathBuf>,
 }
 
 /// What one run produced.
@@ -79,9 +100,34 @@ impl CommandHook {
     pub fn new(command: String, cwd: PathBuf, timeout: Duration) -> CommandHook {
         CommandHook {
             command,
+            args: None,
             cwd,
             timeout,
+            plugin_root: None,
         }
+    }
+
+    /// Run `command` as a program with these arguments, without a shell (Claude Code's exec
+    /// form), when `args` is given.
+    pub fn with_args(mut self, args: Option<Vec<String>>) -> CommandHook {
+        self.args = args;
+        self
+    }
+
+    /// The plugin folder the hook came from (`CLAUDE_PLUGIN_ROOT`).
+    pub fn with_plugin_root(mut self, root: Option<PathBuf>) -> CommandHook {
+        self.plugin_root = root;
+        self
+    }
+
+    /// `${CLAUDE_PROJECT_DIR}` and `${CLAUDE_PLUGIN_ROOT}` expanded (the exec form has no shell
+    /// to do it).
+    fn expand(&self, s: &str) -> String {
+        let mut s = s.replace("${CLAUDE_PROJECT_DIR}", &self.cwd.to_string_lossy());
+        if let Some(root) = &self.plugin_root {
+            s = s.replace("${CLAUDE_PLUGIN_ROOT}", &root.to_string_lossy());
+        }
+        s
     }
 
     /// The command line.
@@ -107,15 +153,21 @@ impl CommandHook {
                 }
                 read_json_protocol(&self.command, ev, &out.stdout)
             }
-            Some(2) => Ok(Decision::Refuse(Refusal {
-                reason: if stderr.is_empty() {
-                    "blocked by hook".into()
+            Some(2) => {
+                let reason = if stderr.is_empty() {
+                    "blocked by hook".to_string()
                 } else {
                     stderr.to_string()
-                },
-                for_agent: true,
-                error: None,
-            })),
+                };
+                if after_the_call(ev) {
+                    return Ok(feedback(&ev.message, reason));
+                }
+                Ok(Decision::Refuse(Refusal {
+                    reason,
+                    for_agent: true,
+                    error: None,
+                }))
+            }
             Some(code) if shell_reported_signal(code).is_some() => {
                 let sig = shell_reported_signal(code).expect("a signal");
                 if !stderr.is_empty() {
@@ -153,10 +205,22 @@ impl CommandHook {
             .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
         input.push(b'\n');
 
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(&self.command)
-            .current_dir(&self.cwd)
+        let mut cmd = match &self.args {
+            Some(args) => {
+                let mut c = Command::new(self.expand(&self.command));
+                c.args(args.iter().map(|a| self.expand(a)));
+                c
+            }
+            None => {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(&self.command);
+                c
+            }
+        };
+        if let Some(root) = &self.plugin_root {
+            cmd.env("CLAUDE_PLUGIN_ROOT", root);
+        }
+        cmd.current_dir(&self.cwd)
             // Claude Code hook scripts find their project through this.
             .env("CLAUDE_PROJECT_DIR", &self.cwd)
             .stdin(Stdio::piped())
@@ -287,18 +351,43 @@ pub(crate) fn read_json_protocol(
     }
     let specific = out.get("hookSpecificOutput").and_then(Value::as_object);
     let field = |k: &str| specific.and_then(|s| s.get(k)).and_then(Value::as_str);
+    if after_the_call(ev) {
+        if let Some(d) = native_decision(ev, &out)? {
+            return Ok(d);
+        }
+        return Ok(after_call_output(command, ev, &out));
+    }
 
     match field("permissionDecision") {
         Some("deny") => {
             return Ok(refuse(field("permissionDecisionReason"), "denied by hook"));
         }
-        Some("ask") => tracing::info!(
-            command = %short(command),
-            reason = field("permissionDecisionReason").unwrap_or(""),
-            "hook asked for permission; there is no one to ask in an autonomous host, so this is not blocking"
-        ),
+        Some("ask") if ev.phase == Phase::Request => {
+            let reason = field("permissionDecisionReason")
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .unwrap_or("the hook asks for confirmation");
+            // A later refusal wins over an ask (deny > ask > allow), so read on for one.
+            let rest = read_after_permission(command, ev, &out)?;
+            return Ok(match rest {
+                Decision::Refuse(r) => Decision::Refuse(r),
+                _ => Decision::Ask(reason.to_string()),
+            });
+        }
         _ => {}
     }
+    read_after_permission(command, ev, &out)
+}
+
+/// The JSON protocol after `permissionDecision`: block, stop, the Zato-style shape,
+/// `updatedInput`, `additionalContext`.
+fn read_after_permission(
+    command: &str,
+    ev: &HookEvent,
+    out: &serde_json::Map<String, Value>,
+) -> Result<Decision, HookFailure> {
+    let specific = out.get("hookSpecificOutput").and_then(Value::as_object);
+    let field = |k: &str| specific.and_then(|s| s.get(k)).and_then(Value::as_str);
     let str_of = |k: &str| out.get(k).and_then(Value::as_str);
     if str_of("decision") == Some("block") {
         return Ok(refuse(str_of("reason"), "blocked by hook"));
@@ -306,7 +395,7 @@ pub(crate) fn read_json_protocol(
     if out.get("continue") == Some(&Value::Bool(false)) {
         return Ok(refuse(str_of("stopReason"), "stopped by hook"));
     }
-    if let Some(d) = native_decision(ev, &out)? {
+    if let Some(d) = native_decision(ev, out)? {
         return Ok(d);
     }
 
@@ -342,6 +431,99 @@ pub(crate) fn read_json_protocol(
         );
     }
     Ok(Decision::Pass)
+}
+
+/// Is this the response phase of a call, on Claude Code's events after the tool ran?
+fn after_the_call(ev: &HookEvent) -> bool {
+    ev.phase == Phase::Response
+        && ev.method == "tools/call"
+        && matches!(ev.event_name, "PostToolUse" | "PostToolUseFailure")
+}
+
+/// Keep the reply, append `reason` for the agent (when the reply can carry it), record it.
+fn feedback(reply: &Message, reason: String) -> Decision {
+    let msg = with_context(reply, &reason).unwrap_or_else(|| reply.clone());
+    Decision::Feedback(msg, reason)
+}
+
+/// PostToolUse / PostToolUseFailure JSON output (see the module docs).
+fn after_call_output(
+    command: &str,
+    ev: &HookEvent,
+    out: &serde_json::Map<String, Value>,
+) -> Decision {
+    let specific = out.get("hookSpecificOutput").and_then(Value::as_object);
+    let text = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let mut msg = ev.message.clone();
+    let mut changed = false;
+    let updated = specific.and_then(|s| {
+        s.get("updatedMCPToolOutput")
+            .or_else(|| s.get("updatedToolOutput"))
+    });
+    if let Some(v) = updated {
+        match replace_output(&msg, v) {
+            Some(m) => {
+                msg = m;
+                changed = true;
+            }
+            None => {
+                tracing::warn!(command = %short(command), "ignored the hook's updated tool output: it must be an object, an array or a string")
+            }
+        }
+    }
+    let mut reason = None;
+    let mut notes = Vec::new();
+    if out.get("decision").and_then(Value::as_str) == Some("block") {
+        let r = text(out.get("reason")).unwrap_or_else(|| "blocked by hook".into());
+        notes.push(r.clone());
+        reason = Some(r);
+    }
+    if out.get("continue") == Some(&Value::Bool(false)) {
+        let r = text(out.get("stopReason")).unwrap_or_else(|| "stopped by hook".into());
+        notes.push(r.clone());
+        reason.get_or_insert(r);
+    }
+    if let Some(c) = text(specific.and_then(|s| s.get("additionalContext")))
+        .or_else(|| text(out.get("additionalContext")))
+    {
+        notes.push(c);
+    }
+    for n in &notes {
+        match with_context(&msg, n) {
+            Some(m) => {
+                msg = m;
+                changed = true;
+            }
+            None => {
+                tracing::info!(command = %short(command), note = %n, "hook feedback not added (an error reply cannot carry it)")
+            }
+        }
+    }
+    match reason {
+        Some(r) => Decision::Feedback(msg, r),
+        None if changed => Decision::Modify(msg),
+        None => Decision::Pass,
+    }
+}
+
+/// The reply with its result replaced by a hook's updated output: an object is the new result,
+/// an array its `content`, a string one text item. `None` for anything else.
+fn replace_output(reply: &Message, v: &Value) -> Option<Message> {
+    let result = match v {
+        Value::Object(_) => v.clone(),
+        Value::Array(_) => json!({"content": v}),
+        Value::String(s) => json!({"content": [{"type": "text", "text": s}]}),
+        _ => return None,
+    };
+    Some(Message::response(
+        reply.id().cloned().unwrap_or(Value::Null),
+        result,
+    ))
 }
 
 /// The reply with a text item appended to `result.content` (created when absent); `None` for an
@@ -425,6 +607,7 @@ mod tests {
             era: "legacy",
             cwd: PathBuf::from("/"),
             principal: None,
+            claude: Default::default(),
         }
     }
 
@@ -465,7 +648,7 @@ mod tests {
             read(&ev, json!({"continue":false})),
             refused("stopped by hook")
         );
-        // allow and ask go on reading.
+        // allow goes on reading.
         assert_eq!(
             read(
                 &ev,
@@ -477,6 +660,21 @@ mod tests {
             read(
                 &ev,
                 json!({"hookSpecificOutput":{"permissionDecision":"ask"}})
+            ),
+            Decision::Ask("the hook asks for confirmation".into())
+        );
+        // A refusal after an ask wins; defer reads on.
+        assert_eq!(
+            read(
+                &ev,
+                json!({"hookSpecificOutput":{"permissionDecision":"ask"},"decision":"block","reason":"no"})
+            ),
+            refused("no")
+        );
+        assert_eq!(
+            read(
+                &ev,
+                json!({"hookSpecificOutput":{"permissionDecision":"defer"}})
             ),
             Decision::Pass
         );
@@ -547,6 +745,58 @@ mod tests {
             read(&err, json!({"additionalContext":"note"})),
             Decision::Pass
         );
+    }
+
+    #[test]
+    fn after_the_call_output_keeps_the_result_and_feeds_back() {
+        let resp = call(Phase::Response);
+        let ok = |extra: Vec<Value>| {
+            let mut content = vec![json!({"type":"text","text":"ok"})];
+            content.extend(extra);
+            Message::from_value(json!({"jsonrpc":"2.0","id":"r1","result":{"content": content}}))
+                .unwrap()
+        };
+        assert_eq!(
+            read(&resp, json!({"decision":"block","reason":"lint failed"})),
+            Decision::Feedback(
+                ok(vec![json!({"type":"text","text":"lint failed"})]),
+                "lint failed".into()
+            )
+        );
+        assert_eq!(
+            read(
+                &resp,
+                json!({"continue":false,"stopReason":"halt","systemMessage":"shown"})
+            ),
+            Decision::Feedback(
+                ok(vec![json!({"type":"text","text":"halt"})]),
+                "halt".into()
+            )
+        );
+        let replaced = read(
+            &resp,
+            json!({"hookSpecificOutput":{"hookEventName":"PostToolUse","updatedMCPToolOutput":[{"type":"text","text":"[redacted]"}]}}),
+        );
+        assert_eq!(
+            replaced,
+            Decision::Modify(
+                Message::from_value(json!({"jsonrpc":"2.0","id":"r1","result":{"content":[{"type":"text","text":"[redacted]"}]}}))
+                    .unwrap()
+            )
+        );
+        assert_eq!(
+            read(
+                &resp,
+                json!({"hookSpecificOutput":{"updatedToolOutput":{"content":[],"isError":false}}})
+            ),
+            Decision::Modify(
+                Message::from_value(
+                    json!({"jsonrpc":"2.0","id":"r1","result":{"content":[],"isError":false}})
+                )
+                .unwrap()
+            )
+        );
+        assert_eq!(read(&resp, json!({"suppressOutput": true})), Decision::Pass);
     }
 
     #[test]

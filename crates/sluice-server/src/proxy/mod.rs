@@ -88,6 +88,16 @@ pub async fn client_request(
     let before = owned_key(&msg);
     // Request hooks.
     let (outcome, depth) = snap.chain.request(&cx, msg, &mut trace).await;
+    // A hook asked: a person decides, through the client.
+    let outcome = match outcome {
+        RequestOutcome::Ask(m, asks) => {
+            match hooks::ask(st, session, sink, &facts, &m, &asks).await {
+                Ok(()) => RequestOutcome::Forward(m),
+                Err(r) => RequestOutcome::Refuse(r),
+            }
+        }
+        o => o,
+    };
     let mut refused_in = None;
     let reply = match outcome {
         RequestOutcome::Forward(m) => {
@@ -125,6 +135,7 @@ pub async fn client_request(
             refused_in = Some(r.reason.clone());
             r.to_error(Phase::Request, id.clone())
         }
+        RequestOutcome::Ask(..) => unreachable!("asks are decided above"),
     };
     // Response hooks (only those the request reached).
     let reply = match snap
@@ -308,6 +319,10 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
         let started = Instant::now();
         match snap.chain.request(&cx, msg, &mut trace).await.0 {
             RequestOutcome::Forward(m) => m,
+            RequestOutcome::Ask(m, _) => {
+                tracing::info!(session = %session.id, method = %facts.method, "a hook asked about a notification or reply; there is no call to allow, so it goes on");
+                m
+            }
             RequestOutcome::Answer(_) => {
                 tracing::warn!(session = %session.id, method = %facts.method, "a hook answered a notification or reply; nothing to answer, dropped");
                 return;
@@ -413,7 +428,9 @@ async fn initialize_hooks(
     let request_copy = msg.clone();
     let (outcome, depth) = snap.chain.request(&cx, msg, trace).await;
     let (reply, refused) = match outcome {
-        RequestOutcome::Forward(_) => (Message::response(id.clone(), result()), None),
+        RequestOutcome::Forward(_) | RequestOutcome::Ask(..) => {
+            (Message::response(id.clone(), result()), None)
+        }
         RequestOutcome::Answer(m) => (m, None),
         RequestOutcome::Refuse(r) => (r.to_error(Phase::Request, id.clone()), Some(r.reason)),
     };
