@@ -734,3 +734,84 @@ async fn the_explain_hook_with_civics_preset_and_a_reason_that_is_not_text() {
         "{stdout}"
     );
 }
+
+/// Answers an upstream's elicitation for the client when it asks for a name (recording what it
+/// was shown), declines with exit 2 when it asks for a secret, and leaves the rest to the client.
+const ELICITATION_PY: &str = r#"import json, os, sys
+e = json.load(sys.stdin)
+with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "seen-" + e["hook_event_name"] + ".json"), "w") as f:
+    json.dump(e, f)
+if e["hook_event_name"] == "Elicitation":
+    if "secret" in e["message"]:
+        print("no secrets", file=sys.stderr)
+        sys.exit(2)
+    if "name" in e["message"]:
+        print(json.dumps({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"response": "Hook"}}}))
+else:
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "ElicitationResult", "action": "accept", "content": {"response": e["action"] + " then changed"}}}))
+"#;
+
+#[tokio::test]
+async fn elicitation_hooks_answer_decline_or_change_what_an_upstream_asks() {
+    let home = Home::new("cc-elicitation");
+    // fx speaks 2026-07-28 (the gateway asks the client on its behalf), fxl is pinned to the
+    // legacy era (its elicitation/create is relayed).
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true},
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+    ]}));
+    home.write("hooks/elicit.py", ELICITATION_PY);
+    let script = json!(["${CLAUDE_PROJECT_DIR}/hooks/elicit.py"]);
+    write_manifest(
+        &home,
+        &json!([
+            {"id": "elicitation/elicit", "event": "Elicitation", "matcher": "fx", "type": "command", "command": "python3", "args": script, "enabled": true},
+            {"id": "elicitation-result/elicit", "event": "ElicitationResult", "matcher": "fxl", "type": "command", "command": "python3", "args": script, "enabled": true},
+            {"id": "elicitation/other", "event": "Elicitation", "matcher": "other", "type": "command", "command": "exit 2", "enabled": true}
+        ]),
+    );
+    let (_gw, url) = serve(&home, &[]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({"elicitation": {}})).await;
+    // Answered by the hook: the client is never asked.
+    let r = c
+        .call_tool("fx_test_elicitation", json!({"message": "Your name?"}))
+        .await;
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "User response: action=accept, content={\"response\":\"Hook\"}",
+        "{r}"
+    );
+    let home_dir = std::fs::canonicalize(home.path()).unwrap();
+    let seen = read_json(&home_dir.join("seen-Elicitation.json"));
+    assert_eq!(seen["mcp_server_name"], "fx");
+    assert_eq!(seen["message"], "Your name?");
+    assert_eq!(seen["mode"], "form");
+    assert_eq!(seen["requested_schema"]["required"], json!(["response"]));
+    // Exit 2 declines.
+    let r = c
+        .call_tool("fx_test_elicitation", json!({"message": "Your secret?"}))
+        .await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "User response: action=decline, content={}",
+        "{r}"
+    );
+    // The client answers; the ElicitationResult hook changes the answer on its way back.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fxl_test_elicitation",
+        json!({"message": "Your age?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"][0]["message"], "Your age?", "{r}");
+    assert_eq!(
+        r["result"]["text"],
+        json!(["User response: action=accept, content={\"response\":\"accept then changed\"}"]),
+        "{r}"
+    );
+    let seen = read_json(&home_dir.join("seen-ElicitationResult.json"));
+    assert_eq!(seen["mcp_server_name"], "fxl");
+    assert_eq!(seen["action"], "accept");
+    assert_eq!(seen["content"], json!({"allow": true}));
+}

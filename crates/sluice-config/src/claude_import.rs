@@ -21,6 +21,8 @@ const FIRED: &[&str] = &[
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
+    "Elicitation",
+    "ElicitationResult",
     "SessionStart",
     "Stop",
     "SessionEnd",
@@ -52,9 +54,6 @@ pub fn never_fired_because(event: &str) -> &'static str {
             "it is Claude Code's own permission dialog; behind Sluice a PreToolUse hook's `ask` reaches the person"
         }
         "PostToolBatch" => "Sluice sees tool calls one by one, not the agent's batches",
-        "Elicitation" | "ElicitationResult" => {
-            "Sluice does not fire the elicitation events yet; its hooks see elicitation/create with a Response hook"
-        }
         "StopFailure" => "the agent's turn failing never crosses the wire",
         _ => "it happens inside Claude Code (its settings, files, worktrees, model or terminal) and never crosses the wire",
     }

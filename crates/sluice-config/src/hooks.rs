@@ -29,6 +29,11 @@ pub enum HookEventKind {
     SessionEnd,
     /// Response phase of a `tools/call` that failed (an error reply or `isError: true`).
     PostToolUseFailure,
+    /// An upstream's `elicitation/create` on its way to the client (the matcher matches the
+    /// upstream: Claude Code's `mcp_server_name`).
+    Elicitation,
+    /// The client's answer to an upstream's elicitation, on its way back.
+    ElicitationResult,
     /// Happens inside the agent; never crosses the wire (accepted, never fired).
     PreCompact,
     /// Every message of the request phase (a Zato-style request hook).
@@ -48,6 +53,8 @@ impl HookEventKind {
             "Stop" => HookEventKind::Stop,
             "SessionEnd" => HookEventKind::SessionEnd,
             "PostToolUseFailure" => HookEventKind::PostToolUseFailure,
+            "Elicitation" => HookEventKind::Elicitation,
+            "ElicitationResult" => HookEventKind::ElicitationResult,
             "PreCompact" => HookEventKind::PreCompact,
             "Request" => HookEventKind::Request,
             "Response" => HookEventKind::Response,
@@ -65,6 +72,8 @@ impl HookEventKind {
             HookEventKind::Stop => "Stop",
             HookEventKind::SessionEnd => "SessionEnd",
             HookEventKind::PostToolUseFailure => "PostToolUseFailure",
+            HookEventKind::Elicitation => "Elicitation",
+            HookEventKind::ElicitationResult => "ElicitationResult",
             HookEventKind::PreCompact => "PreCompact",
             HookEventKind::Request => "Request",
             HookEventKind::Response => "Response",
@@ -78,6 +87,8 @@ impl HookEventKind {
             | HookEventKind::PostToolUse
             | HookEventKind::PostToolUseFailure => vec!["tools/call".into()],
             HookEventKind::SessionStart => vec!["initialize".into()],
+            HookEventKind::Elicitation => vec!["elicitation/create".into()],
+            HookEventKind::ElicitationResult => vec!["(reply)".into()],
             _ => vec!["*".into()],
         }
     }
@@ -332,7 +343,7 @@ pub(crate) fn load(
             Some(e) => match HookEventKind::parse(&e) {
                 Some(k) => Some(k),
                 None => {
-                    f.err("event", format!("unknown event {e:?} (SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure, Stop, SessionEnd, PreCompact, Request, Response)"));
+                    f.err("event", format!("unknown event {e:?} (SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure, Elicitation, ElicitationResult, Stop, SessionEnd, PreCompact, Request, Response)"));
                     None
                 }
             },

@@ -376,6 +376,8 @@ pub(crate) const EVENTS: &[&str] = &[
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
+    "Elicitation",
+    "ElicitationResult",
     "Stop",
     "SessionEnd",
     "PreCompact",

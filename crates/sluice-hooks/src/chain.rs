@@ -182,6 +182,17 @@ impl Hook {
         if !method_ok {
             return false;
         }
+        if matches!(
+            self.event,
+            HookEventKind::Elicitation | HookEventKind::ElicitationResult
+        ) {
+            // Claude Code matches elicitation hooks on the server's name.
+            return match &self.matcher {
+                Matcher::Always => true,
+                Matcher::Never => false,
+                Matcher::Regex(r) => ctx.upstream.is_some_and(|u| r.is_match(u)),
+            };
+        }
         match &self.matcher {
             Matcher::Always => true,
             Matcher::Never => false,
@@ -195,6 +206,9 @@ impl Hook {
     /// Does its event take this reply of a call? PostToolUse takes successes,
     /// PostToolUseFailure failures; every other event takes both.
     fn takes_reply(&self, ctx: &Ctx, reply: &Message) -> bool {
+        if self.event == HookEventKind::Elicitation {
+            return reply.kind() == sluice_core::Kind::Request;
+        }
         if ctx.method != "tools/call" {
             return self.event != HookEventKind::PostToolUseFailure;
         }
@@ -279,7 +293,9 @@ impl Chain {
                 | HookEventKind::Request => (true, false),
                 HookEventKind::PostToolUse
                 | HookEventKind::PostToolUseFailure
+                | HookEventKind::Elicitation
                 | HookEventKind::Response => (false, true),
+                HookEventKind::ElicitationResult => (true, false),
                 HookEventKind::Stop | HookEventKind::SessionEnd => (false, false),
                 HookEventKind::UserPromptSubmit | HookEventKind::PreCompact => continue,
             };
@@ -462,6 +478,8 @@ impl Chain {
                 HookEventKind::PreToolUse
                 | HookEventKind::PostToolUse
                 | HookEventKind::PostToolUseFailure
+                | HookEventKind::Elicitation
+                | HookEventKind::ElicitationResult
                 | HookEventKind::SessionStart,
                 _,
             ) => hook.event.name(),
@@ -538,6 +556,12 @@ impl Chain {
         let mut asks = Vec::new();
         for (i, hook) in self.hooks.iter().enumerate() {
             if !hook.selects(Phase::Request, ctx) {
+                continue;
+            }
+            // ElicitationResult: only the client's answer to an elicitation (it has `action`).
+            if hook.event == HookEventKind::ElicitationResult
+                && msg.result().and_then(|r| r.get("action")).is_none()
+            {
                 continue;
             }
             let started = Instant::now();

@@ -162,6 +162,9 @@ impl CommandHook {
                 if after_the_call(ev) {
                     return Ok(feedback(&ev.message, reason));
                 }
+                if let Some(d) = elicitation_answer(ev, "decline", None) {
+                    return Ok(d);
+                }
                 Ok(Decision::Refuse(Refusal {
                     reason,
                     for_agent: true,
@@ -357,6 +360,19 @@ pub(crate) fn read_json_protocol(
         }
         return Ok(after_call_output(command, ev, &out));
     }
+    if matches!(ev.event_name, "Elicitation" | "ElicitationResult") {
+        let action = specific
+            .and_then(|s| s.get("action"))
+            .and_then(Value::as_str)
+            .or_else(|| {
+                (out.get("decision").and_then(Value::as_str) == Some("block")).then_some("decline")
+            });
+        if let Some(d) =
+            action.and_then(|a| elicitation_answer(ev, a, specific.and_then(|s| s.get("content"))))
+        {
+            return Ok(d);
+        }
+    }
 
     match field("permissionDecision") {
         Some("deny") => {
@@ -431,6 +447,27 @@ fn read_after_permission(
         );
     }
     Ok(Decision::Pass)
+}
+
+/// An Elicitation hook's answer for the upstream (the client is not asked), or an
+/// ElicitationResult hook's change of the client's answer: `{"action": …, "content": …}`.
+/// `None` for other events, or an action that is not accept, decline or cancel.
+fn elicitation_answer(ev: &HookEvent, action: &str, content: Option<&Value>) -> Option<Decision> {
+    if !matches!(action, "accept" | "decline" | "cancel") {
+        return None;
+    }
+    let mut result = serde_json::Map::new();
+    result.insert("action".into(), json!(action));
+    if let (Some(c), "accept") = (content, action) {
+        result.insert("content".into(), c.clone());
+    }
+    let id = ev.message.id().cloned().unwrap_or(Value::Null);
+    let answer = Message::response(id, Value::Object(result));
+    match ev.event_name {
+        "Elicitation" => Some(Decision::Answer(answer)),
+        "ElicitationResult" => Some(crate::wire::replace(ev, answer)),
+        _ => None,
+    }
 }
 
 /// Is this the response phase of a call, on Claude Code's events after the tool ran?

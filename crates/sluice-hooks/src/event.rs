@@ -182,6 +182,40 @@ impl HookEvent {
                 o.insert("response".into(), self.message.to_value());
             }
         }
+        // Claude Code's elicitation fields; its `message` (the question) wins over the raw
+        // JSON-RPC message, which stays under `response`.
+        match self.event_name {
+            "Elicitation" => {
+                let p = self.message.params();
+                let get = |k: &str| p.and_then(|p| p.get(k)).cloned();
+                o.insert("mcp_server_name".into(), json!(self.upstream));
+                o.insert("message".into(), get("message").unwrap_or(Value::Null));
+                o.insert("mode".into(), get("mode").unwrap_or_else(|| json!("form")));
+                for (key, param) in [
+                    ("url", "url"),
+                    ("elicitation_id", "elicitationId"),
+                    ("requested_schema", "requestedSchema"),
+                ] {
+                    if let Some(v) = get(param) {
+                        o.insert(key.into(), v);
+                    }
+                }
+            }
+            "ElicitationResult" => {
+                let r = self.message.result();
+                o.insert("mcp_server_name".into(), json!(self.upstream));
+                o.insert(
+                    "action".into(),
+                    r.and_then(|r| r.get("action"))
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                );
+                if let Some(c) = r.and_then(|r| r.get("content")) {
+                    o.insert("content".into(), c.clone());
+                }
+            }
+            _ => {}
+        }
         Value::Object(o)
     }
 }

@@ -313,7 +313,17 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
             Kind::Notification => msg.method().unwrap_or(""),
             _ => "(reply)",
         };
-        let facts = Facts::plain(method, None);
+        // A reply to an upstream's request: the upstream that asked (an ElicitationResult
+        // hook's `mcp_server_name`).
+        let asked_by = (msg.kind() != Kind::Notification)
+            .then(|| {
+                let id = msg.id()?.as_str()?;
+                let pending = session.routes.server_requests.lock();
+                let label = pending.get(id)?.conn.label().to_string();
+                Some(label.split('#').next().unwrap_or("").to_string())
+            })
+            .flatten();
+        let facts = Facts::plain(method, asked_by.as_deref());
         let cx = facts.ctx(session);
         let mut trace = Trace::default();
         let started = Instant::now();
