@@ -182,6 +182,17 @@ impl HookEvent {
                 o.insert("response".into(), self.message.to_value());
             }
         }
+        match self.event_name {
+            // Sluice cannot tell why a client went away (a DELETE, an idle timeout, a closed
+            // stdin, a 2026-07-28 request that ended): Claude Code's word for that is "other".
+            "SessionEnd" => {
+                o.insert("reason".into(), json!("other"));
+            }
+            "Stop" => {
+                o.insert("stop_hook_active".into(), json!(false));
+            }
+            _ => {}
+        }
         // Claude Code's elicitation fields; its `message` (the question) wins over the raw
         // JSON-RPC message, which stays under `response`.
         match self.event_name {

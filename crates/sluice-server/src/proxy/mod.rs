@@ -179,6 +179,60 @@ pub async fn client_request(
     Outcome::Reply(reply)
 }
 
+/// A 2026-07-28 request. Such a client has no session, so each request is a session of its
+/// own (the session the driver runs it on): when there are hooks on the session events, the
+/// SessionStart hooks are shown an `initialize` made of the request's `_meta` (protocol
+/// version, capabilities, client info) before its request hooks — a refusal refuses the
+/// request —, and the Stop and SessionEnd hooks fire after its reply.
+pub async fn modern_request(
+    st: &Arc<State>,
+    snap: &Snapshot,
+    session: &Arc<Session>,
+    msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    if !snap.chain.has_session_hooks() {
+        return client_request(st, snap, session, msg, sink).await;
+    }
+    let init = Message::request(
+        json!(0),
+        "initialize",
+        Some(json!({
+            "protocolVersion": session.init.protocol_version,
+            "capabilities": session.init.capabilities,
+            "clientInfo": session.init.client_info,
+        })),
+    );
+    let facts = Facts::plain("initialize", None);
+    let mut trace = Trace::default();
+    let refused = snap
+        .chain
+        .session_start(&facts.ctx(session), init, &mut trace)
+        .await;
+    let outcome = match refused {
+        Some(r) => {
+            let id = msg.id().cloned().unwrap_or(Value::Null);
+            let started = Instant::now();
+            record(
+                st,
+                snap,
+                session,
+                &facts,
+                started,
+                "refused",
+                Some(r.reason.clone()),
+                &trace,
+            );
+            Outcome::Reply(r.to_error(Phase::Request, id))
+        }
+        None => client_request(st, snap, session, msg, sink).await,
+    };
+    let chain = snap.chain.clone();
+    let sid = session.id.clone();
+    tokio::spawn(async move { chain.stop_era(&sid, "modern").await });
+    outcome
+}
+
 /// The client side of `session`'s requests, for OpenTelemetry's MCP conventions.
 fn peer(session: &Session) -> sluice_telemetry::Peer<'_> {
     sluice_telemetry::Peer {
