@@ -189,7 +189,7 @@ pub(crate) fn read_claude_code_reply(
         return Ok(Decision::Pass);
     }
     match serde_json::from_slice::<Value>(buf) {
-        Ok(Value::Object(_)) => crate::command::read_json_protocol(url, ev, buf),
+        Ok(Value::Object(_)) => crate::claude::read_json_protocol(url, ev, buf),
         _ => {
             tracing::warn!(url, body = %truncate_chars(text.trim(), 200), "http hook answered 2xx with a body that is not a JSON object (a non-blocking error: the message passes)");
             Ok(Decision::Pass)

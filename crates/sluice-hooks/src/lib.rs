@@ -11,6 +11,7 @@
 pub mod builtin;
 pub mod chain;
 pub mod civic;
+mod claude;
 pub mod command;
 pub mod decision;
 pub mod event;
