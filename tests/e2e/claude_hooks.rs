@@ -156,7 +156,16 @@ async fn the_hook_input_is_complete_names_work_both_ways_and_post_tool_use_feedb
             {"id": "post-tool-use/lint", "event": "PostToolUse", "matcher": "mcp__fx__echo", "type": "command",
              "command": "echo 'lint: the change adds 2 comments' >&2; exit 2", "enabled": true},
             {"id": "post-tool-use-failure/record", "event": "PostToolUseFailure", "type": "command",
-             "command": py, "args": record, "timeout": 10, "enabled": true}
+             "command": py, "args": record, "timeout": 10, "enabled": true},
+            // updatedMCPToolOutput replaces a result.
+            {"id": "post-tool-use/redact", "event": "PostToolUse", "matcher": "mcp__fx__add", "type": "command", "tool_name": "mcp",
+             "command": "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PostToolUse\", \"updatedMCPToolOutput\": [{\"type\": \"text\", \"text\": \"[redacted]\"}]}}'", "enabled": true},
+            // Two hooks disagree: an ask, then a deny for some arguments (deny wins), and an
+            // ask whose fallback for a client without elicitation is allow.
+            {"id": "pre-tool-use/ask", "event": "PreToolUse", "matcher": "fx_add|fx_echo", "type": "command", "ask_fallback": "allow",
+             "command": "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"ask\", \"permissionDecisionReason\": \"sure?\"}}'", "enabled": true},
+            {"id": "pre-tool-use/deny-big", "event": "PreToolUse", "matcher": "fx_add", "type": "command",
+             "command": "grep -q '\"b\":99' && { echo 'no big numbers' >&2; exit 2; }; exit 0", "enabled": true}
         ]),
     );
     let (_gw, url) = serve(&home, &[]);
@@ -238,6 +247,20 @@ async fn the_hook_input_is_complete_names_work_both_ways_and_post_tool_use_feedb
     assert_eq!(
         read_json(&home_dir.join("seen-PostToolUse.json"))["tool_use_id"],
         json!(id)
+    );
+
+    // updatedMCPToolOutput replaced the result of a successful add.
+    let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(
+        r["result"],
+        json!({"content": [{"type": "text", "text": "[redacted]"}]}),
+        "{r}"
+    );
+    // deny wins over ask (this client cannot be asked, and the ask's fallback is allow).
+    let r = c.call_tool("fx_add", json!({"a": 1, "b": 99})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "no big numbers"}})
     );
 
     // The audit line records the feedback with its reason.
@@ -658,6 +681,19 @@ async fn civic_hook_servers_modify_abort_and_answer() {
         r["error"],
         json!({"code": -32030, "message": "Request rejected", "data": {"reason": "Civic says no to fx_add"}})
     );
+    // A result the second refuses in the response phase: -32031 with its reason.
+    let r = c.call_tool("fx_echo", json!({"note": "a secret"})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32031, "message": "Response rejected", "data": {"reason": "the result holds a secret"}})
+    );
+    // The error procedure: an unknown tool's error (the gateway's -32602) replaced by a result.
+    let r = c.call_tool("fx_missing", json!({})).await;
+    assert_eq!(
+        r["result"],
+        json!({"content": [{"type": "text", "text": "civic replaced error -32602"}]}),
+        "{r}"
+    );
     let calls = std::fs::read_to_string(modify_dir.join("calls.log")).unwrap();
     assert_eq!(
         calls.lines().collect::<Vec<_>>(),
@@ -666,7 +702,21 @@ async fn civic_hook_servers_modify_abort_and_answer() {
             "processCallToolRequest fx_echo session",
             "processCallToolResult fx_echo",
             "processCallToolRequest fx_add session",
+            // The abort's error travels back through the hooks the request reached.
+            "processCallToolError fx_add -32030",
+            // (The response-phase refusal stops the phase: this server never sees that reply.)
+            "processCallToolRequest fx_echo session",
+            "processCallToolRequest fx_missing session",
+            // Tail → head: the second server replaced the error, so this one sees a result.
+            "processCallToolResult fx_missing",
         ]
+    );
+    let aborts = std::fs::read_to_string(abort_dir.join("calls.log")).unwrap();
+    assert!(
+        aborts
+            .lines()
+            .any(|l| l == "processCallToolError fx_missing -32602"),
+        "{aborts}"
     );
 
     // A server that answers: the upstream is not called.

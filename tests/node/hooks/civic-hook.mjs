@@ -6,8 +6,10 @@
 // MODE `modify`: every tools/list result gets "[civic] " before each description, and a
 //   tools/call gets `"civic": true` added to its arguments (the fixture's echo shows it).
 // MODE `abort`: a call of fx_add is refused by throwing an McpError with a reason (how
-//   hook-common 0.9.0 aborts); other calls go on.
+//   hook-common 0.9.0 aborts), and so is a result that says "secret" (in the response phase);
+//   other calls go on.
 // MODE `respond`: every call is answered by the hook without reaching the upstream.
+// In every mode, an error reply to a call of fx_missing is replaced by a result.
 // Every call the server gets is appended to calls.log beside this file's working directory
 // (one procedure name a line), so a test can see what was called.
 import { AbstractHook, startHookServer } from "@civic/hook-common";
@@ -53,7 +55,19 @@ class TestHook extends AbstractHook {
 
   async processCallToolResult(response, originalRequest, extra) {
     log(`processCallToolResult ${originalRequest.params.name}`);
+    const text = JSON.stringify(response.content ?? []);
+    if (mode === "abort" && text.includes("secret")) {
+      throw new Error("the result holds a secret");
+    }
     return { resultType: "continue", response };
+  }
+
+  async processCallToolError(error, originalToolCall, extra) {
+    log(`processCallToolError ${originalToolCall.params.name} ${error.code}`);
+    if (originalToolCall.params.name === "fx_missing") {
+      return { resultType: "respond", response: { content: [{ type: "text", text: `civic replaced error ${error.code}` }] } };
+    }
+    return { resultType: "continue" };
   }
 }
 
