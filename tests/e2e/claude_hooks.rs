@@ -654,7 +654,9 @@ async fn civic_hook_servers_modify_abort_and_answer() {
     );
     let (_gw, url) = serve(&home, &[]);
     let mut c = Client::new(&url);
-    c.initialize(json!({})).await;
+    // initialize (request and result) and the client's notification go through both.
+    let init = c.initialize(json!({})).await;
+    assert_eq!(init["instructions"], "civic was here", "{init}");
     let list = c.request("tools/list", json!({})).await;
     let tools = list["result"]["tools"].as_array().unwrap();
     let echo = tools.iter().find(|t| t["name"] == "fx_echo").unwrap();
@@ -694,10 +696,35 @@ async fn civic_hook_servers_modify_abort_and_answer() {
         json!({"content": [{"type": "text", "text": "civic replaced error -32602"}]}),
         "{r}"
     );
+    // Server→client traffic: an upstream's elicitation, changed on its way to the client.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fx_test_elicitation",
+        json!({"message": "Your name?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"][0]["message"], "[civic] Your name?", "{r}");
     let calls = std::fs::read_to_string(modify_dir.join("calls.log")).unwrap();
+    assert!(
+        calls
+            .lines()
+            .any(|l| l == "processTargetRequest elicitation/create"),
+        "{calls}"
+    );
+    // What the raw client's session caused, up to the SDK client's initialize.
+    let calls: Vec<&str> = calls.lines().collect();
+    let sdk = calls
+        .iter()
+        .skip(1)
+        .position(|l| l.starts_with("processInitializeResult "))
+        .map_or(calls.len(), |p| p + 1);
+    let calls = &calls[..sdk];
     assert_eq!(
-        calls.lines().collect::<Vec<_>>(),
+        calls,
         [
+            "processInitializeResult sluice-e2e",
+            "processNotification notifications/initialized",
             "processListToolsResult tools/list",
             "processCallToolRequest fx_echo session",
             "processCallToolResult fx_echo",

@@ -3,8 +3,10 @@
 //
 //   node civic-hook.mjs PORT MODE
 //
-// MODE `modify`: every tools/list result gets "[civic] " before each description, and a
-//   tools/call gets `"civic": true` added to its arguments (the fixture's echo shows it).
+// MODE `modify`: every tools/list result gets "[civic] " before each description, a
+//   tools/call gets `"civic": true` added to its arguments (the fixture's echo shows it), the
+//   initialize result gets instructions, and an upstream's elicitation/create on its way to the
+//   client gets "[civic] " before its message.
 // MODE `abort`: a call of fx_add is refused by throwing an McpError with a reason (how
 //   hook-common 0.9.0 aborts), and so is a result that says "secret" (in the response phase);
 //   other calls go on.
@@ -34,6 +36,23 @@ class TestHook extends AbstractHook {
         tools: response.tools.map((t) => ({ ...t, description: `[civic] ${t.description ?? ""}` })),
       },
     };
+  }
+
+  async processInitializeResult(response, originalRequest, extra) {
+    log(`processInitializeResult ${originalRequest.params.clientInfo.name}`);
+    if (mode !== "modify") return { resultType: "continue", response };
+    return { resultType: "continue", response: { ...response, instructions: "civic was here" } };
+  }
+
+  async processNotification(notification) {
+    log(`processNotification ${notification.method}`);
+    return { resultType: "continue", notification };
+  }
+
+  async processTargetRequest(request, extra) {
+    log(`processTargetRequest ${request.method}`);
+    if (mode !== "modify" || request.method !== "elicitation/create") return { resultType: "continue", request };
+    return { resultType: "continue", request: { ...request, params: { ...request.params, message: `[civic] ${request.params.message}` } } };
   }
 
   async processCallToolRequest(request, extra) {
