@@ -896,7 +896,7 @@ async fn elicitation_hooks_answer_decline_or_change_what_an_upstream_asks() {
 /// Writes one line per event it is shown to `events.jsonl` in the project folder.
 const SESSION_PY: &str = r#"import json, os, sys
 e = json.load(sys.stdin)
-keep = {k: e.get(k) for k in ("hook_event_name", "session_id", "reason", "stop_hook_active", "era")}
+keep = {k: e.get(k) for k in ("hook_event_name", "session_id", "source", "reason", "stop_hook_active", "era")}
 keep["protocol"] = (e.get("message") or {}).get("params", {}).get("protocolVersion")
 with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "events.jsonl"), "a") as f:
     f.write(json.dumps(keep) + "\n")
@@ -959,9 +959,9 @@ async fn session_events_fire_for_both_eras() {
     assert_eq!(
         legacy,
         [
-            json!({"hook_event_name": "SessionStart", "session_id": sid, "reason": null, "stop_hook_active": null, "era": "legacy", "protocol": "2025-11-25"}),
-            json!({"hook_event_name": "Stop", "session_id": sid, "reason": null, "stop_hook_active": false, "era": "legacy", "protocol": null}),
-            json!({"hook_event_name": "SessionEnd", "session_id": sid, "reason": "other", "stop_hook_active": null, "era": "legacy", "protocol": null}),
+            json!({"hook_event_name": "SessionStart", "session_id": sid, "source": "startup", "reason": null, "stop_hook_active": null, "era": "legacy", "protocol": "2025-11-25"}),
+            json!({"hook_event_name": "Stop", "session_id": sid, "source": null, "reason": null, "stop_hook_active": false, "era": "legacy", "protocol": null}),
+            json!({"hook_event_name": "SessionEnd", "session_id": sid, "source": null, "reason": "other", "stop_hook_active": null, "era": "legacy", "protocol": null}),
         ]
     );
     // 2026-07-28: one request, one session.

@@ -358,6 +358,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_exec_form_expands_the_project_and_plugin_folders() {
+        let h = CommandHook::new(
+            "node".into(),
+            PathBuf::from("/home/p"),
+            Duration::from_secs(1),
+        )
+        .with_plugin_root(Some(PathBuf::from("/plugins/x")));
+        assert_eq!(
+            h.expand("${CLAUDE_PLUGIN_ROOT}/hooks/a.js ${CLAUDE_PROJECT_DIR}/b"),
+            "/plugins/x/hooks/a.js /home/p/b"
+        );
+        let bare = CommandHook::new(
+            "node".into(),
+            PathBuf::from("/home/p"),
+            Duration::from_secs(1),
+        );
+        assert_eq!(
+            bare.expand("${CLAUDE_PLUGIN_ROOT}/a"),
+            "${CLAUDE_PLUGIN_ROOT}/a"
+        );
+    }
+
+    #[test]
     fn exit_codes_129_to_159_are_a_death_by_signal_as_a_shell_reports_it() {
         assert_eq!(shell_reported_signal(139), Some(Signal::SIGSEGV));
         assert_eq!(shell_reported_signal(137), Some(Signal::SIGKILL));

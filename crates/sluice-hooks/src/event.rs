@@ -191,6 +191,11 @@ impl HookEvent {
             "Stop" => {
                 o.insert("stop_hook_active".into(), json!(false));
             }
+            // A session behind a gateway always starts fresh (Claude Code's `resume`, `clear`
+            // and `compact` are the agent's own).
+            "SessionStart" => {
+                o.insert("source".into(), json!("startup"));
+            }
             _ => {}
         }
         // Claude Code's elicitation fields; its `message` (the question) wins over the raw
