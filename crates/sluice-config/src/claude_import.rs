@@ -195,8 +195,14 @@ pub fn translate(
                         e.insert("type".into(), json!("http"));
                         e.insert("url".into(), json!(url));
                         e.insert("protocol".into(), json!("claude-code"));
-                        if let Some(hd) = h.get("headers").filter(|v| v.is_object()) {
-                            e.insert("headers".into(), hd.clone());
+                        if let Some(hd) = h.get("headers").and_then(Value::as_object) {
+                            if hd
+                                .values()
+                                .any(|v| v.as_str().is_some_and(|s| s.contains('$')))
+                            {
+                                out.warnings.push(format!("{at}: a header value names an environment variable (Claude Code's allowedEnvVars); Sluice sends header values as written, so put the value in the manifest"));
+                            }
+                            e.insert("headers".into(), Value::Object(hd.clone()));
                         }
                         url.trim_end_matches('/')
                             .rsplit('/')

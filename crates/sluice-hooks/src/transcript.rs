@@ -16,11 +16,14 @@
 //! the first event a command or http hook is shown. A gateway never sees prompts or the model's
 //! text, so there are no other lines. Files are kept when a session ends (as Claude Code keeps
 //! its transcripts); writing is best effort (a failure is logged once and the call goes on).
+//! They hold the calls' arguments and results, so the folder is made `0700` and each file
+//! `0600`. A line is a small append, written in line so the hook that runs next finds it.
 
 use crate::event::{failure_text, is_failure};
 use serde_json::{json, Value};
 use sluice_core::Message;
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -112,10 +115,16 @@ impl Transcripts {
 
     fn append(&self, path: &Path, line: Option<&Value>) {
         let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(&self.dir)?;
+            if !self.dir.is_dir() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&self.dir)?;
+            }
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(path)?;
             if let Some(line) = line {
                 let mut text = serde_json::to_vec(&sluice_core::exact::Exact(line))?;
@@ -145,6 +154,15 @@ mod tests {
         assert_eq!(t.path(".."), dir.join("s...jsonl"));
         let p = t.touch("s1");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
         t.tool_use(
             "s1",
             Path::new("/h"),

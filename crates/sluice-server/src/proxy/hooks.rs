@@ -92,6 +92,9 @@ impl Facts {
     }
 }
 
+/// The most characters of the arguments an `ask` shows a person.
+const ASK_ARGS_CHARS: usize = 2000;
+
 /// The schema of the question an `ask` puts to a person: one required boolean `allow`.
 pub fn ask_schema() -> Value {
     json!({
@@ -129,6 +132,15 @@ pub async fn ask(
         .and_then(|p| p.get("arguments").or(Some(p)))
         .map(sluice_core::exact::to_string)
         .unwrap_or_else(|| "{}".into());
+    // A person reads this: very long arguments are cut.
+    let args = match args.char_indices().nth(ASK_ARGS_CHARS) {
+        Some((i, _)) => format!(
+            "{}… ({} characters in all)",
+            &args[..i],
+            args.chars().count()
+        ),
+        None => args,
+    };
     let hooks: Vec<&str> = asks.iter().map(|a| a.hook.as_str()).collect();
     let reasons: Vec<&str> = asks.iter().map(|a| a.reason.as_str()).collect();
     let reasons = reasons.join("; ");
