@@ -754,9 +754,26 @@ async fn civic_hook_servers_modify_abort_and_answer() {
     let respond_dir = home2.path().join("respond");
     std::fs::create_dir_all(&respond_dir).unwrap();
     let (_r, rport) = civic_server(&respond_dir, "respond");
-    write_manifest(
-        &home2,
-        &json!([{"id": "civic-respond", "type": "civic", "url": format!("http://127.0.0.1:{rport}"), "enabled": true}]),
+    // Added with the CLI (a civic hook has no event).
+    let civic_url = format!("http://127.0.0.1:{rport}");
+    let (ok, stdout, stderr) = sluice(&[
+        "hook",
+        "add",
+        "--home",
+        &home2.arg(),
+        "--id",
+        "civic-respond",
+        "--type",
+        "civic",
+        "--url",
+        &civic_url,
+        "--enabled",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "added hook civic-respond\n");
+    assert_eq!(
+        manifest(&home2)["hooks"],
+        json!([{"id": "civic-respond", "matcher": "", "type": "civic", "url": civic_url, "enabled": true}])
     );
     let (_gw2, url2) = serve(&home2, &[]);
     let mut c2 = Client::new(&url2);
