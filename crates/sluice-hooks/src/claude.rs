@@ -14,7 +14,8 @@ use sluice_core::Message;
 fn short(command: &str) -> &str {
     truncate_chars(command, 200)
 }
-/// Read the JSON protocol from stdout of an exit 0 (see the module docs).
+
+/// Read the JSON protocol from stdout of an exit 0 (see [`crate::command`]'s module docs).
 pub(crate) fn read_json_protocol(
     command: &str,
     ev: &HookEvent,

@@ -44,8 +44,9 @@
 //!      the request phase there is no model context to add it to (the agent's context is built
 //!      by the agent, not the gateway), so it is logged and the hook passes.
 //!
-//!   (The JSON protocol is read in `claude.rs`.) Every refusal of the JSON protocol is meant for the agent, as in Claude Code, where these
-//!   reasons are shown to the model. stdout that is not JSON is advisory: pass.
+//!   Every refusal of the JSON protocol (read in `claude.rs`) is meant for the agent, as in
+//!   Claude Code, where these reasons are shown to the model. stdout that is not JSON is
+//!   advisory: pass.
 //!
 //!   On PostToolUse and PostToolUseFailure (the response phase of a call, which already ran)
 //!   the output is read as Claude Code reads it there: `hookSpecificOutput.updatedMCPToolOutput`
@@ -55,6 +56,11 @@
 //!   order. A block or stop is recorded as `feedback` with its reason. `systemMessage` (shown to
 //!   the user in Claude Code) is logged; `suppressOutput` (hides stdout from Claude Code's
 //!   transcript view) has nothing to hide behind a gateway and is ignored.
+//!
+//!   On Elicitation (an upstream's `elicitation/create`) `hookSpecificOutput.action` (`accept`
+//!   with `content`, `decline`, `cancel`) answers the upstream without asking the client, and
+//!   exit 2 or `decision: "block"` declines; on ElicitationResult the same fields replace the
+//!   client's answer.
 
 use crate::claude::{after_the_call, elicitation_answer, feedback, read_json_protocol};
 use crate::decision::{Decision, HookFailure, Refusal};
