@@ -5,6 +5,7 @@ mod admin;
 mod aggregation;
 mod apply;
 mod auth;
+mod claude_hooks;
 mod cli;
 mod client;
 mod conformance;

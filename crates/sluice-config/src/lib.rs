@@ -7,6 +7,7 @@
 
 mod auth;
 pub mod builtin;
+pub mod claude_import;
 pub mod drift;
 mod error;
 mod expose;
@@ -22,10 +23,13 @@ pub mod tools;
 pub use auth::{
     AccessRule, AuthConfig, Effect, JwksSource, OAuth, StaticToken, DEFAULT_ALGORITHMS,
 };
-pub use builtin::{BuiltinOptions, OptionError, BUILTINS};
+pub use builtin::{BuiltinOptions, ExplainOptions, OptionError, BUILTINS, EXPLAIN_PRESETS};
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
-pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError};
+pub use hooks::{
+    AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HooksFile, HttpProtocol,
+    OnError, ToolNameForm, PERMISSION_MODES,
+};
 pub use logs::LogConfig;
 pub use schema::FileKind;
 pub use settings::{Settings, TelemetrySettings};

@@ -118,7 +118,7 @@ pub async fn start(
         let session = session.clone();
         tokio::spawn(async move {
             let snap = st.snapshot();
-            let outcome = proxy::client_request(&st, &snap, &session, msg, &tx).await;
+            let outcome = proxy::modern_request(&st, &snap, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         })
     };

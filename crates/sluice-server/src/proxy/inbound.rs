@@ -139,10 +139,17 @@ pub async fn deliver(
     msg: Message,
     upstream: &str,
 ) -> bool {
+    let was_request = msg.kind() == Kind::Request;
     let msg = match to_client(st, session, msg, Some(upstream)).await {
         Ok(m) => m,
         Err(_) => return false,
     };
+    if was_request && matches!(msg.kind(), Kind::Response | Kind::Error) {
+        // A hook answered for the client (an Elicitation hook's accept, decline or cancel):
+        // the answer goes back to whoever asked, and the client is not asked.
+        relay_client_reply(session, msg);
+        return true;
+    }
     match sink {
         Some(sink) => {
             if let Err(msg) = send_msg(sink, msg) {
