@@ -185,6 +185,7 @@ fn event(phase: Phase, name: &'static str, message: Value, request: Option<Value
         era: "legacy",
         cwd: PathBuf::from("/"),
         principal: None,
+        claude: Default::default(),
     }
 }
 

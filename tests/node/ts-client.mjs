@@ -31,6 +31,7 @@
 //   {"op":"subscribeResource", "uri":"..."}  {"op":"unsubscribeResource", "uri":"..."}
 //   {"op":"complete", "params":{...}}  {"op":"setLoggingLevel", "level":"debug"}  {"op":"ping"}
 //   {"op":"request", "method":"...", "params":{...}}   any request; the raw result is recorded
+//       "taskFrom": N sets params.taskId to the task step N created (result.task.taskId)
 //   {"op":"notify", "method":"...", "params":{...}}    send a notification; result is null
 //   {"op":"sleep", "ms":100}                           wait (e.g. for notifications); result is null
 //   {"op":"terminateSession"}                           HTTP DELETE of the session; result is null
@@ -195,8 +196,14 @@ async function runStep(step, index) {
       return client.setLoggingLevel(step.level, options);
     case "ping":
       return client.ping(options);
-    case "request":
-      return client.request({ method: step.method, params: step.params }, ResultSchema, options);
+    case "request": {
+      let params = step.params;
+      if (step.taskFrom !== undefined) {
+        // The task a previous step created (2025-11-25 CreateTaskResult).
+        params = { ...(params ?? {}), taskId: output.results[step.taskFrom]?.task?.taskId };
+      }
+      return client.request({ method: step.method, params }, ResultSchema, options);
+    }
     case "notify":
       await client.notification({ method: step.method, params: step.params });
       return null;

@@ -21,12 +21,15 @@ pub enum BusMsg {
     },
     /// The session with this handle ended (DELETE on some replica).
     Ended(String),
-    /// Replica `from` heard `upstream` say its lists changed.
+    /// Replica `from` heard `upstream` say its lists changed (for every client, or on the
+    /// upstream session of one client session).
     Lists {
         /// The replica that heard it.
         from: String,
         /// The upstream's id.
         upstream: String,
+        /// The client session whose own upstream session said it.
+        session: Option<String>,
     },
     /// A client cancelled a request, on some replica (JSON naming the session and request).
     Cancelled(String),
@@ -54,10 +57,11 @@ fn parse(channel: &str, payload: String, direct: &str) -> Option<BusMsg> {
         "end" => Some(BusMsg::Ended(payload)),
         "cancel" => Some(BusMsg::Cancelled(payload)),
         "lists" => {
-            let (from, upstream) = payload.split_once(' ')?;
+            let mut words = payload.split(' ');
             Some(BusMsg::Lists {
-                from: from.to_string(),
-                upstream: upstream.to_string(),
+                from: words.next()?.to_string(),
+                upstream: words.next()?.to_string(),
+                session: words.next().map(str::to_string),
             })
         }
         _ => None,
@@ -142,7 +146,16 @@ mod tests {
             parse("sluice:c:lists", "r1 fx".into(), d),
             Some(BusMsg::Lists {
                 from: "r1".into(),
-                upstream: "fx".into()
+                upstream: "fx".into(),
+                session: None
+            })
+        );
+        assert_eq!(
+            parse("sluice:c:lists", "r1 fx s1abc".into(), d),
+            Some(BusMsg::Lists {
+                from: "r1".into(),
+                upstream: "fx".into(),
+                session: Some("s1abc".into())
             })
         );
         assert_eq!(

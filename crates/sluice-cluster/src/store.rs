@@ -367,9 +367,18 @@ impl Store {
         Ok(pairs.into_iter().map(|(m, s)| (s, m)).collect())
     }
 
-    /// Tell every replica that `upstream` said its lists changed (heard by `replica`).
-    pub async fn lists_changed(&self, replica: &str, upstream: &str) -> Result<(), StoreError> {
-        let payload = format!("{replica} {upstream}");
+    /// Tell every replica that `upstream` said its lists changed (heard by `replica`), on its
+    /// control connection, or on the upstream session of the client session `session`.
+    pub async fn lists_changed(
+        &self,
+        replica: &str,
+        upstream: &str,
+        session: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let payload = match session {
+            Some(s) => format!("{replica} {upstream} {s}"),
+            None => format!("{replica} {upstream}"),
+        };
         self.with(|mut c| async move {
             redis::cmd("PUBLISH")
                 .arg(format!("{PREFIX}lists"))

@@ -73,8 +73,8 @@ pub const BUILTINS: &[&str] = &[
 /// The options of one builtin.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BuiltinOptions {
-    /// `explain` (no options).
-    Explain,
+    /// `explain`.
+    Explain(ExplainOptions),
     /// `deny`.
     Deny(DenyOptions),
     /// `rewrite`.
@@ -97,7 +97,7 @@ impl BuiltinOptions {
     /// Parse the `options` of the builtin `name`; `None` when no builtin has that name.
     pub fn parse(name: &str, options: &Value) -> Option<Result<BuiltinOptions, Vec<OptionError>>> {
         Some(match name {
-            "explain" => parse::<NoOptions>(options).map(|_| BuiltinOptions::Explain),
+            "explain" => parse(options).map(BuiltinOptions::Explain),
             "deny" => parse(options).map(BuiltinOptions::Deny),
             "rewrite" => parse(options).map(BuiltinOptions::Rewrite),
             "validate" => parse::<NoOptions>(options).map(|_| BuiltinOptions::Validate),
@@ -113,7 +113,7 @@ impl BuiltinOptions {
     /// The builtin's name.
     pub fn name(&self) -> &'static str {
         match self {
-            BuiltinOptions::Explain => "explain",
+            BuiltinOptions::Explain(_) => "explain",
             BuiltinOptions::Deny(_) => "deny",
             BuiltinOptions::Rewrite(_) => "rewrite",
             BuiltinOptions::Validate => "validate",
@@ -130,7 +130,8 @@ impl BuiltinOptions {
     /// builtin has that name.
     pub fn json_schema(name: &str, generator: &mut SchemaGenerator) -> Option<Schema> {
         Some(match name {
-            "explain" | "validate" => generator.subschema_for::<NoOptions>(),
+            "explain" => generator.subschema_for::<ExplainOptions>(),
+            "validate" => generator.subschema_for::<NoOptions>(),
             "deny" => generator.subschema_for::<DenyOptions>(),
             "rewrite" => generator.subschema_for::<RewriteOptions>(),
             "describe" => generator.subschema_for::<DescribeOptions>(),
@@ -143,7 +144,21 @@ impl BuiltinOptions {
     }
 }
 
-/// The options of a builtin that has none (`explain`, `validate`).
+/// `explain`: the description of the `reason` parameter it adds.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, expecting = "an object")]
+pub struct ExplainOptions {
+    /// The description of the added `reason` parameter (instead of the default text).
+    pub description: Option<String>,
+    /// A named description: `"civic"` for the text Civic's explain hook ships today (`GOAL: …
+    /// JUSTIFICATION: … CHOICE: …`), `"readme"` for the text of its README (the default).
+    pub preset: Option<String>,
+}
+
+/// The presets of the explain hook's `reason` description.
+pub const EXPLAIN_PRESETS: &[&str] = &["readme", "civic"];
+
+/// The options of a builtin that has none (`validate`).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 struct NoOptions {}
@@ -521,6 +536,33 @@ fn listed(raw: &Map<String, Value>, key: &str) -> bool {
 
 impl Checked for NoOptions {
     fn check(&self, _: &Map<String, Value>, _: &mut Check) {}
+}
+
+impl Checked for ExplainOptions {
+    fn check(&self, _: &Map<String, Value>, c: &mut Check) {
+        if let Some(p) = &self.preset {
+            if !EXPLAIN_PRESETS.contains(&p.as_str()) {
+                c.err(
+                    "options.preset",
+                    format!(
+                        "unknown preset {p:?} (known: {})",
+                        EXPLAIN_PRESETS.join(", ")
+                    ),
+                );
+            }
+        }
+        if let Some(d) = &self.description {
+            if d.trim().is_empty() {
+                c.err("options.description", "must not be empty");
+            }
+            if self.preset.is_some() {
+                c.err(
+                    "options.description",
+                    "give either `description` or `preset`, not both",
+                );
+            }
+        }
+    }
 }
 
 impl Checked for DenyOptions {
@@ -1007,8 +1049,20 @@ mod tests {
             ["options.colour: unknown option (known: paths, keys, replacement)"]
         );
         assert_eq!(
-            problems("explain", json!({"x": 1})),
+            problems("validate", json!({"x": 1})),
             ["options.x: unknown option (known: none)"]
+        );
+        assert_eq!(
+            problems("explain", json!({"x": 1})),
+            ["options.x: unknown option (known: description, preset)"]
+        );
+        assert_eq!(
+            problems("explain", json!({"preset": "zato", "description": " "})),
+            [
+                "options.preset: unknown preset \"zato\" (known: readme, civic)",
+                "options.description: must not be empty",
+                "options.description: give either `description` or `preset`, not both"
+            ]
         );
         assert_eq!(
             problems(
@@ -1078,7 +1132,10 @@ mod tests {
 
     #[test]
     fn defaults_and_order_are_kept() {
-        assert_eq!(parsed("explain", Value::Null), BuiltinOptions::Explain);
+        assert_eq!(
+            parsed("explain", Value::Null),
+            BuiltinOptions::Explain(ExplainOptions::default())
+        );
         assert_eq!(parsed("validate", json!({})), BuiltinOptions::Validate);
         let BuiltinOptions::SizeCap(cap) = parsed(
             "size-cap",

@@ -1,6 +1,8 @@
 //! `hooks/hooks.manifest.json` and its overlay `hooks/hooks.state.json` (toolfunnel's format),
-//! plus Sluice's additions: the `Request` / `Response` events, `methods`, `on_error`, and the
-//! `process`, `http` and `builtin` kinds.
+//! plus Sluice's additions: the `Request` / `Response` events, `methods`, `on_error`, the
+//! `process`, `http`, `builtin` and `civic` kinds, and the Claude Code settings of a hook
+//! ([`ClaudeSettings`]: which tool name its payload carries, `permission_mode`, the plugin
+//! root, what an `ask` becomes when no one can be asked).
 
 use crate::builtin::{BuiltinOptions, BUILTINS};
 use crate::error::ConfigError;
@@ -23,6 +25,15 @@ pub enum HookEventKind {
     PostToolUse,
     /// The session ended.
     Stop,
+    /// The session ended (Claude Code's name for the end of a session; fires beside `Stop`).
+    SessionEnd,
+    /// Response phase of a `tools/call` that failed (an error reply or `isError: true`).
+    PostToolUseFailure,
+    /// An upstream's `elicitation/create` on its way to the client (the matcher matches the
+    /// upstream: Claude Code's `mcp_server_name`).
+    Elicitation,
+    /// The client's answer to an upstream's elicitation, on its way back.
+    ElicitationResult,
     /// Happens inside the agent; never crosses the wire (accepted, never fired).
     PreCompact,
     /// Every message of the request phase (a Zato-style request hook).
@@ -40,6 +51,10 @@ impl HookEventKind {
             "PreToolUse" => HookEventKind::PreToolUse,
             "PostToolUse" => HookEventKind::PostToolUse,
             "Stop" => HookEventKind::Stop,
+            "SessionEnd" => HookEventKind::SessionEnd,
+            "PostToolUseFailure" => HookEventKind::PostToolUseFailure,
+            "Elicitation" => HookEventKind::Elicitation,
+            "ElicitationResult" => HookEventKind::ElicitationResult,
             "PreCompact" => HookEventKind::PreCompact,
             "Request" => HookEventKind::Request,
             "Response" => HookEventKind::Response,
@@ -55,6 +70,10 @@ impl HookEventKind {
             HookEventKind::PreToolUse => "PreToolUse",
             HookEventKind::PostToolUse => "PostToolUse",
             HookEventKind::Stop => "Stop",
+            HookEventKind::SessionEnd => "SessionEnd",
+            HookEventKind::PostToolUseFailure => "PostToolUseFailure",
+            HookEventKind::Elicitation => "Elicitation",
+            HookEventKind::ElicitationResult => "ElicitationResult",
             HookEventKind::PreCompact => "PreCompact",
             HookEventKind::Request => "Request",
             HookEventKind::Response => "Response",
@@ -64,8 +83,12 @@ impl HookEventKind {
     /// The methods a hook on this event sees unless it says otherwise.
     pub fn default_methods(self) -> Vec<String> {
         match self {
-            HookEventKind::PreToolUse | HookEventKind::PostToolUse => vec!["tools/call".into()],
+            HookEventKind::PreToolUse
+            | HookEventKind::PostToolUse
+            | HookEventKind::PostToolUseFailure => vec!["tools/call".into()],
             HookEventKind::SessionStart => vec!["initialize".into()],
+            HookEventKind::Elicitation => vec!["elicitation/create".into()],
+            HookEventKind::ElicitationResult => vec!["(reply)".into()],
             _ => vec!["*".into()],
         }
     }
@@ -80,13 +103,84 @@ pub enum OnError {
     Pass,
 }
 
+/// Which name of an upstream tool a hook's payload carries in `tool_name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolNameForm {
+    /// The gateway's name (`<upstream>_<tool>`, or the `as` rename): what the client calls.
+    #[default]
+    Gateway,
+    /// Claude Code's name for an MCP tool, `mcp__<upstream>__<tool>` (the upstream's own tool
+    /// name), so scripts written for Claude Code see what they expect.
+    Mcp,
+}
+
+/// What a hook's `ask` becomes for a client that cannot be asked (it declared no elicitation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AskFallback {
+    /// Refuse the call (-32030; the default).
+    #[default]
+    Deny,
+    /// Let it go on.
+    Allow,
+}
+
+/// How an `http` hook's answers are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpProtocol {
+    /// The Zato-style hook service contract (`{"request": …}` / `{"response": …}`, non-2xx
+    /// refuses; the default).
+    #[default]
+    Zato,
+    /// Claude Code's http hook contract: a 2xx JSON body is read like a command hook's stdout,
+    /// a non-2xx answer is a non-blocking error.
+    ClaudeCode,
+}
+
+/// The permission modes Claude Code names (`permission_mode` of the payload).
+pub const PERMISSION_MODES: &[&str] = &[
+    "default",
+    "plan",
+    "acceptEdits",
+    "auto",
+    "dontAsk",
+    "bypassPermissions",
+];
+
+/// A hook's Claude Code settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaudeSettings {
+    /// Which name `tool_name` carries (`tool_name` in the manifest: `gateway` or `mcp`).
+    pub tool_name: ToolNameForm,
+    /// `permission_mode` of the payload (`default` unless configured).
+    pub permission_mode: String,
+    /// The plugin folder the hook came from (`CLAUDE_PLUGIN_ROOT`), set by `sluice import
+    /// claude-hooks --plugin`.
+    pub plugin_root: Option<PathBuf>,
+    /// What an `ask` becomes for a client without elicitation.
+    pub ask_fallback: AskFallback,
+}
+
+impl Default for ClaudeSettings {
+    fn default() -> ClaudeSettings {
+        ClaudeSettings {
+            tool_name: ToolNameForm::Gateway,
+            permission_mode: "default".into(),
+            plugin_root: None,
+            ask_fallback: AskFallback::Deny,
+        }
+    }
+}
+
 /// How a hook runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HookKindSpec {
-    /// Spawned per event with the shell (as toolfunnel does).
+    /// Spawned per event: with the shell (as toolfunnel does), or, with `args`, as a program
+    /// and its arguments without a shell (Claude Code's exec form).
     Command {
-        /// The command line, `${HOOKS_DIR}` expanded.
+        /// The command line (or, with `args`, the program), `${HOOKS_DIR}` expanded.
         command: String,
+        /// The exec form's arguments (no shell).
+        args: Option<Vec<String>>,
         /// The script file, relative to the hooks folder (for editing).
         script: Option<String>,
     },
@@ -101,6 +195,14 @@ pub enum HookKindSpec {
         url: String,
         /// Extra request headers.
         headers: BTreeMap<String, String>,
+        /// How its answers are read.
+        protocol: HttpProtocol,
+    },
+    /// A hook server built on Civic's `@civic/hook-common` (its tRPC protocol), taking part in
+    /// both phases as in Civic's passthrough.
+    Civic {
+        /// The server's URL (Civic's `HOOKS` URL).
+        url: String,
     },
     /// Rust, in process.
     Builtin {
@@ -132,6 +234,8 @@ pub struct HookSpec {
     pub enabled: bool,
     /// For people.
     pub description: String,
+    /// Its Claude Code settings.
+    pub claude: ClaudeSettings,
 }
 
 /// The loaded manifest.
@@ -239,12 +343,13 @@ pub(crate) fn load(
             Some(e) => match HookEventKind::parse(&e) {
                 Some(k) => Some(k),
                 None => {
-                    f.err("event", format!("unknown event {e:?} (SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop, PreCompact, Request, Response)"));
+                    f.err("event", format!("unknown event {e:?} (SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure, Elicitation, ElicitationResult, Stop, SessionEnd, PreCompact, Request, Response)"));
                     None
                 }
             },
-            // A builtin chooses its own selection; the others need an event.
-            None if kind_name == "builtin" => Some(HookEventKind::Request),
+            // A builtin chooses its own selection, a Civic hook server takes part in both
+            // phases; the others need an event.
+            None if kind_name == "builtin" || kind_name == "civic" => Some(HookEventKind::Request),
             None => {
                 f.err("event", "is required");
                 None
@@ -265,13 +370,21 @@ pub(crate) fn load(
         let kind = match kind_name.as_str() {
             "command" => {
                 let command = expand(f.required_string("command"));
+                let args = obj
+                    .get("args")
+                    .is_some()
+                    .then(|| f.strings("args").into_iter().map(expand).collect());
                 let script = f.string("script");
                 if let Some(s) = &script {
                     if !inside(&dir, s) {
                         f.err("script", format!("{s:?} escapes the hooks folder"));
                     }
                 }
-                Some(HookKindSpec::Command { command, script })
+                Some(HookKindSpec::Command {
+                    command,
+                    args,
+                    script,
+                })
             }
             "process" => Some(HookKindSpec::Process {
                 command: expand(f.required_string("command")),
@@ -282,10 +395,37 @@ pub(crate) fn load(
                 if !url.is_empty() && !http_url {
                     f.err("url", format!("{url:?} is not an http:// or https:// URL"));
                 }
+                let protocol = match f.string("protocol").as_deref() {
+                    None | Some("zato") => HttpProtocol::Zato,
+                    Some("claude-code") => HttpProtocol::ClaudeCode,
+                    Some(other) => {
+                        f.err(
+                            "protocol",
+                            format!("unknown protocol {other:?} (zato or claude-code)"),
+                        );
+                        HttpProtocol::Zato
+                    }
+                };
                 Some(HookKindSpec::Http {
                     url,
                     headers: f.string_map("headers"),
+                    protocol,
                 })
+            }
+            "civic" => {
+                let url = f.required_string("url");
+                if !url.is_empty() && !url.starts_with("http://") && !url.starts_with("https://") {
+                    f.err("url", format!("{url:?} is not an http:// or https:// URL"));
+                }
+                if let Some(e) = f.string("event") {
+                    f.err(
+                        "event",
+                        format!(
+                            "a civic hook takes part in both phases; leave out `event` (got {e:?})"
+                        ),
+                    );
+                }
+                Some(HookKindSpec::Civic { url })
             }
             "builtin" => {
                 let name = f.required_string("builtin");
@@ -315,7 +455,9 @@ pub(crate) fn load(
             other => {
                 f.err(
                     "type",
-                    format!("unknown hook type {other:?} (command, process, http or builtin)"),
+                    format!(
+                        "unknown hook type {other:?} (command, process, http, builtin or civic)"
+                    ),
                 );
                 None
             }
@@ -361,6 +503,7 @@ pub(crate) fn load(
                 .unwrap_or_default(),
         };
         let description = f.string("description").unwrap_or_default();
+        let claude = claude_settings(&mut f);
         if let Some(ev @ (HookEventKind::UserPromptSubmit | HookEventKind::PreCompact)) = event {
             warnings.push(format!(
                 "{}: hook {id:?}: {} happens inside the agent and never crosses the wire; Sluice accepts it and never fires it",
@@ -379,11 +522,48 @@ pub(crate) fn load(
                 on_error,
                 enabled,
                 description,
+                claude,
             });
         }
     }
     order_warnings(&file, &out.hooks, warnings);
     out
+}
+
+/// A hook's Claude Code settings: `tool_name`, `permission_mode`, `plugin_root`, `ask_fallback`.
+fn claude_settings(f: &mut Fields) -> ClaudeSettings {
+    let mut c = ClaudeSettings::default();
+    match f.string("tool_name").as_deref() {
+        None | Some("gateway") => {}
+        Some("mcp") => c.tool_name = ToolNameForm::Mcp,
+        Some(other) => f.err(
+            "tool_name",
+            format!("unknown tool name form {other:?} (gateway or mcp)"),
+        ),
+    }
+    if let Some(mode) = f.string("permission_mode") {
+        if PERMISSION_MODES.contains(&mode.as_str()) {
+            c.permission_mode = mode;
+        } else {
+            f.err(
+                "permission_mode",
+                format!(
+                    "unknown permission mode {mode:?} ({})",
+                    PERMISSION_MODES.join(", ")
+                ),
+            );
+        }
+    }
+    c.plugin_root = f.string("plugin_root").map(PathBuf::from);
+    match f.string("ask_fallback").as_deref() {
+        None | Some("deny") => {}
+        Some("allow") => c.ask_fallback = AskFallback::Allow,
+        Some(other) => f.err(
+            "ask_fallback",
+            format!("unknown ask_fallback {other:?} (deny or allow)"),
+        ),
+    }
+    c
 }
 
 /// `validate` checks the arguments as they are when it runs: an `explain` after it still has the

@@ -7,6 +7,7 @@
 
 mod auth;
 pub mod builtin;
+pub mod claude_import;
 mod cluster;
 pub mod drift;
 mod error;
@@ -23,11 +24,14 @@ pub mod tools;
 pub use auth::{
     AccessRule, AuthConfig, Effect, JwksSource, OAuth, StaticToken, DEFAULT_ALGORITHMS,
 };
-pub use builtin::{BuiltinOptions, OptionError, BUILTINS};
+pub use builtin::{BuiltinOptions, ExplainOptions, OptionError, BUILTINS, EXPLAIN_PRESETS};
 pub use cluster::{key_bytes, ClusterSettings};
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
-pub use hooks::{HookEventKind, HookKindSpec, HookSpec, HooksFile, OnError};
+pub use hooks::{
+    AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HooksFile, HttpProtocol,
+    OnError, ToolNameForm, PERMISSION_MODES,
+};
 pub use logs::LogConfig;
 pub use schema::FileKind;
 pub use settings::{Settings, TelemetrySettings};
@@ -97,8 +101,10 @@ impl Config {
     }
 
     /// A tree with one upstream exposed transparently (every tool under its own name), built
-    /// from the command line (`sluice serve --passthrough`).
-    pub fn passthrough(upstream: UpstreamSpec, settings: Settings) -> Config {
+    /// from the command line (`sluice serve --passthrough`). Nothing is read from the working
+    /// folder: no register, and the funnel stays off (a `tools/` folder there changes nothing).
+    pub fn passthrough(upstream: UpstreamSpec, mut settings: Settings) -> Config {
+        settings.funnel.get_or_insert(false);
         Config {
             home: std::env::current_dir().unwrap_or_default(),
             settings,

@@ -413,6 +413,33 @@ pub fn import_mcp_servers(home: &Path, doc: &Value) -> Result<Vec<String>, Manag
     Ok(ids)
 }
 
+/// `sluice import claude-hooks`: append the hooks of a Claude Code settings file or plugin
+/// `hooks.json` (`doc`) to the manifest (see [`crate::claude_import`]), validated and atomic.
+/// Returns the new ids and the warnings.
+pub fn import_claude_hooks(
+    home: &Path,
+    doc: &Value,
+    plugin_root: Option<&Path>,
+    tool_name: &str,
+) -> Result<(Vec<String>, Vec<String>), ManageError> {
+    let rel = "hooks/hooks.manifest.json";
+    let mut m = read(home, rel, json!({"version": 1, "hooks": []}))?;
+    let taken = array(&mut m, "hooks")
+        .iter()
+        .filter_map(|h| h.get("id").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    let t = crate::claude_import::translate(doc, &taken, plugin_root, tool_name)
+        .map_err(ManageError::Bad)?;
+    let ids = t
+        .entries
+        .iter()
+        .map(|e| e["id"].as_str().unwrap_or("").to_string())
+        .collect();
+    array(&mut m, "hooks").extend(t.entries);
+    commit(home, rel, &m)?;
+    Ok((ids, t.warnings))
+}
+
 /// Accept a drifted curated tool: its current definition becomes the accepted one.
 pub fn tool_accept(home: &Path, name: &str) -> Result<(), ManageError> {
     let mut marks = crate::drift::load(home);

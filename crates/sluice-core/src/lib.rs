@@ -14,6 +14,7 @@ pub mod message;
 pub mod principal;
 #[cfg(feature = "process")]
 pub mod process;
+pub mod time;
 pub mod version;
 
 pub use error::{codes, RpcError};

@@ -22,14 +22,22 @@ const CACHEABLE: [&str; 6] = [
 ];
 
 /// The capabilities this fixture announces.
-fn capabilities() -> Value {
-    json!({
+fn capabilities(ctx: &Ctx) -> Value {
+    let mut caps = json!({
         "tools": { "listChanged": true },
         "prompts": { "listChanged": true },
         "resources": { "subscribe": true, "listChanged": true },
         "logging": {},
         "completions": {}
-    })
+    });
+    if ctx.session.fixture.config.tasks {
+        if ctx.is_modern() {
+            caps["extensions"] = json!({ crate::tasks::EXTENSION: {} });
+        } else {
+            caps["tasks"] = crate::task_methods::legacy_capability();
+        }
+    }
+    caps
 }
 
 /// `{name, version}` of this server.
@@ -69,6 +77,12 @@ fn list(ctx: &Ctx, key: &str, items: Vec<Value>, params: &Value) -> Result<Value
 /// Handle request `method` in the request's era, returning its result (cancellation is
 /// handled by the caller).
 pub async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcError> {
+    if let Some(r) = crate::task_methods::handle(ctx, method, &params).await {
+        return r.map(|result| match ctx.is_modern() {
+            true => decorate(ctx, method, result),
+            false => result,
+        });
+    }
     if ctx.is_modern() {
         let result = modern(ctx, method, params).await?;
         return Ok(decorate(ctx, method, result));
@@ -81,7 +95,7 @@ pub async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, Rpc
             ctx.session.set_initialized(version, client_caps);
             Ok(json!({
                 "protocolVersion": version,
-                "capabilities": capabilities(),
+                "capabilities": capabilities(ctx),
                 "serverInfo": server_info(ctx)
             }))
         }
@@ -159,7 +173,7 @@ async fn modern(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcErro
     match method {
         "server/discover" => Ok(json!({
             "supportedVersions": ctx.session.fixture.supported_versions(),
-            "capabilities": capabilities(),
+            "capabilities": capabilities(ctx),
             "instructions": "Sluice's fixture MCP server: conformance test tools, prompts and \
                              resources, plus echo, add, slow and friends for gateway tests."
         })),

@@ -511,7 +511,7 @@ fn modern_preflight(
         ))));
     }
     protocol::check_modern_version(&meta.version, &fixture.supported_versions()).map_err(bad)?;
-    if !protocol::is_modern_method(method) {
+    if !fixture.serves_modern(method) {
         return Err((StatusCode::NOT_FOUND, RpcError::method_not_found(method)));
     }
     let name_source = match method {
@@ -519,6 +519,10 @@ fn modern_preflight(
         "resources/read" => params.get("uri"),
         _ => None,
     };
+    // The tasks methods name their task (SEP-2663): checked when the header is sent.
+    let task_named = matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel")
+        && headers.contains_key(NAME_HEADER);
+    let name_source = name_source.or(task_named.then(|| params.get("taskId")).flatten());
     if let Some(Value::String(expected)) = name_source {
         let Some(h) = trimmed_header(headers, NAME_HEADER).map_err(bad)? else {
             return Err(bad(RpcError::header_mismatch("missing Mcp-Name header")));

@@ -13,6 +13,7 @@
 //!   --page-size N       paginate tools/list, prompts/list, resources/list (and templates)
 //!   --era ERA           legacy | modern | both (default): the protocol eras served
 //!   --ttl-ms N          the ttlMs caching hint on 2026-07-28 cacheable results (default 0)
+//!   --tasks             serve tasks (2025-11-25 and the 2026-07-28 extension) and their tools
 //! ```
 
 mod catalog;
@@ -23,6 +24,8 @@ mod protocol;
 mod session;
 mod sse;
 mod stdio;
+mod task_methods;
+mod tasks;
 mod tools;
 
 use std::net::SocketAddr;
@@ -31,7 +34,7 @@ use std::process::ExitCode;
 use session::{Config, EraMode, Fixture};
 
 const USAGE: &str =
-    "usage: sluice-fixture (--stdio | --http ADDR) [--name NAME] [--many-tools N] [--page-size N] [--describe TOOL=TEXT] [--era legacy|modern|both] [--ttl-ms N]";
+    "usage: sluice-fixture (--stdio | --http ADDR) [--name NAME] [--many-tools N] [--page-size N] [--describe TOOL=TEXT] [--era legacy|modern|both] [--ttl-ms N] [--tasks]";
 
 enum Mode {
     Stdio,
@@ -47,6 +50,7 @@ fn parse_args(args: &[String]) -> Result<(Mode, Config), String> {
         describe: Vec::new(),
         era: EraMode::Both,
         ttl_ms: 0,
+        tasks: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -107,6 +111,7 @@ fn parse_args(args: &[String]) -> Result<(Mode, Config), String> {
                     .parse()
                     .map_err(|_| format!("--ttl-ms: not a number: {v}"))?;
             }
+            "--tasks" => config.tasks = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument: {other}")),
         }

@@ -67,6 +67,8 @@ pub struct Config {
     pub era: EraMode,
     /// `--ttl-ms`: the `ttlMs` caching hint on modern cacheable results.
     pub ttl_ms: u64,
+    /// `--tasks`: serve tasks and the task tools.
+    pub tasks: bool,
 }
 
 /// What a `subscriptions/listen` stream asked for (and was granted).
@@ -160,6 +162,8 @@ pub struct Fixture {
     subscriptions: Mutex<Vec<Subscription>>,
     next_subscription: AtomicU64,
     state_key: RandomState,
+    /// Tasks (`--tasks`).
+    pub tasks: crate::tasks::Store,
 }
 
 impl Fixture {
@@ -172,6 +176,7 @@ impl Fixture {
             subscriptions: Mutex::new(Vec::new()),
             next_subscription: AtomicU64::new(1),
             state_key: RandomState::new(),
+            tasks: crate::tasks::Store::default(),
         })
     }
 
@@ -260,7 +265,16 @@ impl Fixture {
                 .map(|n| catalog::dynamic_tool(n)),
         );
         tools.extend((0..self.config.many_tools).map(catalog::bulk_tool));
+        if self.config.tasks {
+            tools.extend(crate::tasks::tools());
+        }
         tools
+    }
+
+    /// Whether a modern request may name `method` (the extension's methods with `--tasks`).
+    pub fn serves_modern(&self, method: &str) -> bool {
+        protocol::is_modern_method(method)
+            || (self.config.tasks && crate::task_methods::MODERN_METHODS.contains(&method))
     }
 
     /// Whether `name` is a dynamic tool added by `trigger_list_changed`.
@@ -671,6 +685,7 @@ pub(crate) mod tests {
             describe: Vec::new(),
             era,
             ttl_ms: 0,
+            tasks: false,
         })
     }
 

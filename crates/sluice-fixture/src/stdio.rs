@@ -40,7 +40,7 @@ pub fn classify(fixture: &Fixture, method: &str, params: &Value) -> Result<Era, 
     }
     let meta = protocol::parse_modern_meta(params)?;
     protocol::check_modern_version(&meta.version, &fixture.supported_versions())?;
-    if !protocol::is_modern_method(method) {
+    if !fixture.serves_modern(method) {
         return Err(RpcError::method_not_found(method));
     }
     Ok(Era::Modern(Box::new(ModernReq::new(meta, method, params))))

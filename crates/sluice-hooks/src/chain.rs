@@ -3,24 +3,37 @@
 //! the hooks the request reached (the onion). Each hook selects by phase, method glob and
 //! tool-name matcher, and has a timeout and an `on_error`.
 //!
+//! A matcher matches the client-facing tool name or its Claude Code form
+//! `mcp__<upstream>__<tool>`, so matchers written for Claude Code work unchanged. A hook that
+//! answers `ask` does not stop the phase: a later refusal still wins (deny > ask > allow), and
+//! when the phase ends with asks the outcome is [`RequestOutcome::Ask`] (the server asks a
+//! person through the client). PostToolUse hooks see successful calls, PostToolUseFailure hooks
+//! failed ones (an error reply or `isError: true`).
+//!
 //! Response controls (the `mask`, `pii` and `size-cap` builtins) are a stage of their own: they
 //! run first in [`Chain::response`], whatever their place in the manifest, so every other
 //! response hook sees what the agent will see (as Zato-style hook services expect). What they changed is counted in
 //! [`Trace::controls`].
 
 use crate::builtin::{Builtin, Selection};
+use crate::civic::CivicHook;
 use crate::command::CommandHook;
 use crate::decision::{Decision, HookFailure, Refusal};
-use crate::event::{HookEvent, Phase};
+use crate::event::{is_failure, ClaudeFields, HookEvent, Phase};
 use crate::http::HttpHook;
 use crate::process::ProcessHook;
+use crate::transcript::Transcripts;
 use regex::Regex;
 use serde_json::{Map, Value};
-use sluice_config::{HookEventKind, HookKindSpec, HookSpec, OnError};
+use sluice_config::{
+    AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, OnError, ToolNameForm,
+};
 use sluice_core::{Message, Principal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod session;
 
 /// How a hook runs.
 pub enum Kind {
@@ -32,6 +45,8 @@ pub enum Kind {
     Process(ProcessHook),
     /// A hook service.
     Http(HttpHook),
+    /// A server built on Civic's `@civic/hook-common`.
+    Civic(CivicHook),
 }
 
 enum Matcher {
@@ -52,6 +67,7 @@ pub struct Hook {
     matcher: Matcher,
     timeout: Duration,
     on_error: OnError,
+    claude: ClaudeSettings,
     kind: Kind,
 }
 
@@ -83,6 +99,8 @@ pub struct Trace {
     /// "CARD": 1}, "size-cap": {"blocks": 1, "bytes": 1234}}` (a refused reply counts
     /// `"size-cap": {"refused": 1}`). Empty when they changed nothing.
     pub controls: Map<String, Value>,
+    /// When the request phase let the request go on (a call's `duration_ms` runs from here).
+    pub dispatched: Option<Instant>,
 }
 
 /// Where an event comes from: the facts hooks select on and are shown.
@@ -104,6 +122,29 @@ pub struct Ctx<'a> {
     pub tool: Option<&'a Value>,
     /// Who is calling, when the listener authenticates.
     pub principal: Option<Arc<Principal>>,
+    /// The name the upstream knows the tool by (tools/call to an upstream): with `upstream`
+    /// it makes Claude Code's `mcp__<upstream>__<tool>`.
+    pub upstream_tool: Option<&'a str>,
+    /// The call's id shown to hooks as `tool_use_id` (tools/call).
+    pub tool_use_id: Option<&'a str>,
+}
+
+impl Ctx<'_> {
+    /// Claude Code's name of the tool, `mcp__<upstream>__<tool>`, for an upstream's tool.
+    pub fn mcp_tool_name(&self) -> Option<String> {
+        Some(format!("mcp__{}__{}", self.upstream?, self.upstream_tool?))
+    }
+}
+
+/// A hook's `ask`: who asked, why, and what it becomes when no one can be asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskRequest {
+    /// The hook id.
+    pub hook: String,
+    /// The hook's reason (`permissionDecisionReason`).
+    pub reason: String,
+    /// The hook's `ask_fallback`.
+    pub fallback: AskFallback,
 }
 
 /// The outcome of the request phase.
@@ -115,6 +156,9 @@ pub enum RequestOutcome {
     Answer(Message),
     /// Refused.
     Refuse(Refusal),
+    /// Go on with this message only if a person allows it (hooks answered `ask` and none
+    /// refused).
+    Ask(Message, Vec<AskRequest>),
 }
 
 pub use sluice_core::glob_match;
@@ -140,10 +184,40 @@ impl Hook {
         if !method_ok {
             return false;
         }
+        if matches!(
+            self.event,
+            HookEventKind::Elicitation | HookEventKind::ElicitationResult
+        ) {
+            // Claude Code matches elicitation hooks on the server's name.
+            return match &self.matcher {
+                Matcher::Always => true,
+                Matcher::Never => false,
+                Matcher::Regex(r) => ctx.upstream.is_some_and(|u| r.is_match(u)),
+            };
+        }
         match &self.matcher {
             Matcher::Always => true,
             Matcher::Never => false,
-            Matcher::Regex(r) => ctx.tool_name.is_some_and(|t| r.is_match(t)),
+            Matcher::Regex(r) => {
+                ctx.tool_name.is_some_and(|t| r.is_match(t))
+                    || ctx.mcp_tool_name().is_some_and(|m| r.is_match(&m))
+            }
+        }
+    }
+
+    /// Does its event take this reply of a call? PostToolUse takes successes,
+    /// PostToolUseFailure failures; every other event takes both.
+    fn takes_reply(&self, ctx: &Ctx, reply: &Message) -> bool {
+        if self.event == HookEventKind::Elicitation {
+            return reply.kind() == sluice_core::Kind::Request;
+        }
+        if ctx.method != "tools/call" {
+            return self.event != HookEventKind::PostToolUseFailure;
+        }
+        match self.event {
+            HookEventKind::PostToolUse => !is_failure(reply),
+            HookEventKind::PostToolUseFailure => is_failure(reply),
+            _ => true,
         }
     }
 
@@ -182,6 +256,7 @@ impl Hook {
                 Kind::Command(c) => c.decide(ev).await,
                 Kind::Process(p) => p.decide(ev).await,
                 Kind::Http(h) => h.decide(ev).await,
+                Kind::Civic(c) => c.decide(ev).await,
             }
         };
         // The kinds enforce their own timeouts (and kill what they started); this is the net.
@@ -201,6 +276,9 @@ pub struct Chain {
     hooks: Vec<Hook>,
     controls: Vec<Hook>,
     cwd: PathBuf,
+    /// The session transcripts, when a hook is shown payloads (a command, process, http or
+    /// civic hook).
+    transcripts: Option<Transcripts>,
 }
 
 impl Chain {
@@ -215,8 +293,12 @@ impl Chain {
                 HookEventKind::PreToolUse
                 | HookEventKind::SessionStart
                 | HookEventKind::Request => (true, false),
-                HookEventKind::PostToolUse | HookEventKind::Response => (false, true),
-                HookEventKind::Stop => (false, false),
+                HookEventKind::PostToolUse
+                | HookEventKind::PostToolUseFailure
+                | HookEventKind::Elicitation
+                | HookEventKind::Response => (false, true),
+                HookEventKind::ElicitationResult => (true, false),
+                HookEventKind::Stop | HookEventKind::SessionEnd => (false, false),
                 HookEventKind::UserPromptSubmit | HookEventKind::PreCompact => continue,
             };
             let matcher = match s.matcher.as_str() {
@@ -235,34 +317,46 @@ impl Chain {
                         continue;
                     }
                 },
-                HookKindSpec::Command { command, .. } => Kind::Command(CommandHook::new(
-                    command.clone(),
-                    cwd.to_path_buf(),
-                    s.timeout,
-                )),
+                HookKindSpec::Command { command, args, .. } => Kind::Command(
+                    CommandHook::new(command.clone(), cwd.to_path_buf(), s.timeout)
+                        .with_args(args.clone())
+                        .with_plugin_root(s.claude.plugin_root.clone()),
+                ),
                 HookKindSpec::Process { command } => Kind::Process(ProcessHook::new(
                     s.id.clone(),
                     command.clone(),
                     cwd.to_path_buf(),
                     s.timeout,
                 )),
-                HookKindSpec::Http { url, headers } => {
+                HookKindSpec::Http {
+                    url,
+                    headers,
+                    protocol,
+                } => {
                     let headers = headers
                         .iter()
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect();
                     match HttpHook::new(url.clone(), headers, s.timeout) {
-                        Ok(h) => Kind::Http(h),
+                        Ok(h) => Kind::Http(h.with_protocol(*protocol)),
                         Err(e) => {
                             warnings.push(format!("hook {:?}: {e}; skipped", s.id));
                             continue;
                         }
                     }
                 }
+                HookKindSpec::Civic { url } => match CivicHook::new(url.clone(), s.timeout) {
+                    Ok(h) => Kind::Civic(h),
+                    Err(e) => {
+                        warnings.push(format!("hook {:?}: {e}; skipped", s.id));
+                        continue;
+                    }
+                },
             };
-            // Builtins choose their own phases.
+            // Builtins choose their own phases; a Civic hook server takes part in both.
             let (request, response) = match &kind {
                 Kind::Builtin(b) => (b.phases().request, b.phases().response),
+                Kind::Civic(_) => (true, true),
                 _ => (request, response),
             };
             let stage = if matches!(&kind, Kind::Builtin(b) if b.control().is_some()) {
@@ -279,17 +373,29 @@ impl Chain {
                 matcher,
                 timeout: s.timeout,
                 on_error: s.on_error,
+                claude: s.claude.clone(),
                 kind,
             });
         }
+        let transcripts = hooks
+            .iter()
+            .any(|h| !h.is_builtin())
+            .then(|| Transcripts::new(cwd.join("transcripts")));
         (
             Chain {
                 hooks,
                 controls,
                 cwd: cwd.to_path_buf(),
+                transcripts,
             },
             warnings,
         )
+    }
+
+    /// The transcript file of `session_id` (see [`crate::transcript`]), when hooks are shown
+    /// payloads.
+    pub fn transcript_path(&self, session_id: &str) -> Option<PathBuf> {
+        self.transcripts.as_ref().map(|t| t.path(session_id))
     }
 
     /// No hooks at all (the fast path).
@@ -359,6 +465,7 @@ impl Chain {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn event(
         &self,
         phase: Phase,
@@ -366,29 +473,73 @@ impl Chain {
         ctx: &Ctx,
         message: Message,
         request: Option<Message>,
+        trace: &Trace,
     ) -> HookEvent {
         let event_name = match (hook.event, phase) {
             (
                 HookEventKind::PreToolUse
                 | HookEventKind::PostToolUse
+                | HookEventKind::PostToolUseFailure
+                | HookEventKind::Elicitation
+                | HookEventKind::ElicitationResult
                 | HookEventKind::SessionStart,
                 _,
             ) => hook.event.name(),
             (_, Phase::Request) => "Request",
             (_, Phase::Response) => "Response",
         };
+        let tool_name = match hook.claude.tool_name {
+            ToolNameForm::Mcp => ctx.mcp_tool_name().or(ctx.tool_name.map(str::to_string)),
+            ToolNameForm::Gateway => ctx.tool_name.map(str::to_string),
+        };
+        let claude = if hook.is_builtin() {
+            ClaudeFields::default()
+        } else {
+            ClaudeFields {
+                transcript_path: self.transcripts.as_ref().map(|t| t.touch(ctx.session_id)),
+                permission_mode: Some(hook.claude.permission_mode.clone()),
+                tool_use_id: ctx.tool_use_id.map(str::to_string),
+                duration_ms: match phase {
+                    Phase::Response => trace.dispatched.map(|d| d.elapsed().as_millis() as u64),
+                    Phase::Request => None,
+                },
+            }
+        };
         HookEvent {
             phase,
             event_name,
             method: ctx.method.to_string(),
             session_id: ctx.session_id.to_string(),
-            tool_name: ctx.tool_name.map(str::to_string),
+            tool_name,
             upstream: ctx.upstream.map(str::to_string),
             message,
             request,
             era: ctx.era,
             cwd: self.cwd.clone(),
             principal: ctx.principal.clone(),
+            claude,
+        }
+    }
+
+    /// The transcript line of a call, before its request hooks.
+    fn transcript_use(&self, ctx: &Ctx, msg: &Message) {
+        let (Some(t), Some(id), Some(name)) = (&self.transcripts, ctx.tool_use_id, ctx.tool_name)
+        else {
+            return;
+        };
+        let input = msg
+            .params()
+            .and_then(|p| p.get("arguments"))
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        t.tool_use(ctx.session_id, &self.cwd, id, name, &input);
+    }
+
+    /// The transcript line of a call's reply, after its response hooks.
+    fn transcript_result(&self, ctx: &Ctx, reply: &Message) {
+        if let (Some(t), Some(id), "tools/call") = (&self.transcripts, ctx.tool_use_id, ctx.method)
+        {
+            t.tool_result(ctx.session_id, id, reply);
         }
     }
 
@@ -401,12 +552,22 @@ impl Chain {
         trace: &mut Trace,
     ) -> (RequestOutcome, usize) {
         let original_id = msg.id().cloned();
+        if ctx.method == "tools/call" && msg.method() == Some("tools/call") {
+            self.transcript_use(ctx, &msg);
+        }
+        let mut asks = Vec::new();
         for (i, hook) in self.hooks.iter().enumerate() {
             if !hook.selects(Phase::Request, ctx) {
                 continue;
             }
+            // ElicitationResult: only the client's answer to an elicitation (it has `action`).
+            if hook.event == HookEventKind::ElicitationResult
+                && msg.result().and_then(|r| r.get("action")).is_none()
+            {
+                continue;
+            }
             let started = Instant::now();
-            let ev = self.event(Phase::Request, hook, ctx, msg, None);
+            let ev = self.event(Phase::Request, hook, ctx, msg, None, trace);
             let result = hook.decide(&ev, ctx, trace).await;
             msg = ev.message;
             let mut record = |decision: &'static str, reason: Option<String>| {
@@ -416,7 +577,15 @@ impl Chain {
             };
             match result {
                 Ok(Decision::Pass) => record("pass", None),
-                Ok(Decision::Modify(mut m)) => {
+                Ok(Decision::Ask(reason)) => {
+                    record("ask", Some(reason.clone()));
+                    asks.push(AskRequest {
+                        hook: hook.id.clone(),
+                        reason,
+                        fallback: hook.claude.ask_fallback,
+                    });
+                }
+                Ok(Decision::Modify(mut m)) | Ok(Decision::Feedback(mut m, _)) => {
                     record("modify", None);
                     if let Some(id) = &original_id {
                         m.set_id(id.clone());
@@ -451,13 +620,36 @@ impl Chain {
                 }
             }
         }
-        (RequestOutcome::Forward(msg), self.hooks.len())
+        trace.dispatched = Some(Instant::now());
+        if asks.is_empty() {
+            (RequestOutcome::Forward(msg), self.hooks.len())
+        } else {
+            (RequestOutcome::Ask(msg, asks), self.hooks.len())
+        }
     }
 
     /// Run the response phase: the response controls first, then the first `depth` hooks,
     /// tail → head. `request` is the request the message answers (shown to hooks as
     /// `tool_input` and `request`).
     pub async fn response(
+        &self,
+        ctx: &Ctx<'_>,
+        msg: Message,
+        request: Option<&Message>,
+        depth: usize,
+        trace: &mut Trace,
+    ) -> Result<Message, Refusal> {
+        let r = self.response_hooks(ctx, msg, request, depth, trace).await;
+        match &r {
+            Ok(reply) => self.transcript_result(ctx, reply),
+            Err(refusal) => {
+                self.transcript_result(ctx, &refusal.to_error(Phase::Response, Value::Null))
+            }
+        }
+        r
+    }
+
+    async fn response_hooks(
         &self,
         ctx: &Ctx<'_>,
         mut msg: Message,
@@ -468,11 +660,11 @@ impl Chain {
         self.run_controls(ctx, &mut msg, trace)?;
         let original_id = msg.id().cloned();
         for hook in self.hooks[..depth.min(self.hooks.len())].iter().rev() {
-            if !hook.selects(Phase::Response, ctx) {
+            if !hook.selects(Phase::Response, ctx) || !hook.takes_reply(ctx, &msg) {
                 continue;
             }
             let started = Instant::now();
-            let ev = self.event(Phase::Response, hook, ctx, msg, request.cloned());
+            let ev = self.event(Phase::Response, hook, ctx, msg, request.cloned(), trace);
             let result = hook.decide(&ev, ctx, trace).await;
             msg = ev.message;
             let mut record = |decision: &'static str, reason: Option<String>| {
@@ -482,6 +674,17 @@ impl Chain {
             };
             match result {
                 Ok(Decision::Pass) => record("pass", None),
+                Ok(Decision::Ask(reason)) => {
+                    tracing::info!(hook = %hook.id, method = ctx.method, reason = %reason, "a response hook asked; there is nothing left to allow (the call ran), so it passes");
+                    record("pass", None);
+                }
+                Ok(Decision::Feedback(mut m, reason)) => {
+                    record("feedback", Some(reason));
+                    if let Some(id) = &original_id {
+                        m.set_id(id.clone());
+                    }
+                    msg = m;
+                }
                 Ok(Decision::Modify(mut m)) | Ok(Decision::Answer(mut m)) => {
                     record("modify", None);
                     if let Some(id) = &original_id {
@@ -510,35 +713,6 @@ impl Chain {
         Ok(msg)
     }
 
-    /// Fire the `Stop` hooks for a session that ended (decisions are only logged).
-    pub async fn stop(&self, session_id: &str) {
-        for hook in self
-            .hooks
-            .iter()
-            .filter(|h| h.event == HookEventKind::Stop && !h.is_builtin())
-        {
-            let ctx = Ctx {
-                session_id,
-                method: "notifications/stop",
-                tool_name: None,
-                upstream: None,
-                era: "legacy",
-                tool: None,
-                principal: None,
-            };
-            let msg = Message::notification("notifications/stop", None);
-            let mut ev = self.event(Phase::Request, hook, &ctx, msg, None);
-            ev.event_name = "Stop";
-            let mut trace = Trace::default();
-            match hook.decide(&ev, &ctx, &mut trace).await {
-                Ok(d) => tracing::debug!(hook = %hook.id, session = session_id, "Stop hook: {d:?}"),
-                Err(e) => {
-                    tracing::warn!(hook = %hook.id, session = session_id, "Stop hook failed: {e}")
-                }
-            }
-        }
-    }
-
     /// Stop the long-lived hook processes.
     pub async fn shutdown(&self) {
         for h in &self.hooks {
@@ -550,289 +724,5 @@ impl Chain {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("*", "tools/call"));
-        assert!(glob_match("tools/*", "tools/call"));
-        assert!(!glob_match("tools/*", "prompts/get"));
-        assert!(glob_match(
-            "notifications/*/list_changed",
-            "notifications/tools/list_changed"
-        ));
-        assert!(glob_match("tools/call", "tools/call"));
-        assert!(!glob_match("tools/call", "tools/list"));
-    }
-
-    fn builtin(id: &str, name: &str, options: Value, methods: &[&str]) -> HookSpec {
-        HookSpec {
-            id: id.into(),
-            event: HookEventKind::Request,
-            matcher: String::new(),
-            methods: methods.iter().map(|m| m.to_string()).collect(),
-            kind: HookKindSpec::Builtin {
-                name: name.into(),
-                options: crate::builtin::parsed(name, options),
-            },
-            timeout: Duration::from_secs(1),
-            on_error: OnError::Refuse,
-            enabled: true,
-            description: String::new(),
-        }
-    }
-
-    fn ctx<'a>(method: &'a str, tool: Option<&'a str>) -> Ctx<'a> {
-        Ctx {
-            session_id: "s",
-            method,
-            tool_name: tool,
-            upstream: None,
-            era: "legacy",
-            tool: None,
-            principal: None,
-        }
-    }
-
-    /// What the configuration accepts, the chain builds.
-    #[test]
-    fn every_option_the_configuration_accepts_builds() {
-        use serde_json::json;
-        let home =
-            std::env::temp_dir().join(format!("sluice-hooks-accepts-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&home);
-        std::fs::create_dir_all(home.join("hooks")).unwrap();
-        let b = |id: &str, name: &str, options: Value| json!({"id": id, "type": "builtin", "builtin": name, "options": options, "enabled": true});
-        let hooks = json!([
-            b("explain", "explain", json!({})),
-            b(
-                "deny",
-                "deny",
-                json!({"tools": ["a", "b.*"], "arguments": [{"pattern": "x"}, {"path": "/a/b", "pattern": "^y$", "tool": "t", "reason": "r"}], "reason": "no"})
-            ),
-            b(
-                "deny-args",
-                "deny",
-                json!({"tools": [], "arguments": [{"path": "a.*.b", "pattern": "z"}]})
-            ),
-            b(
-                "rewrite",
-                "rewrite",
-                json!({"rules": [{"tool": "t", "set": {"a": 1, "/b/c": [1]}, "default": {"d": null}, "remove": ["e", "f.*"]}, {"remove": ["x"]}]})
-            ),
-            b("validate", "validate", Value::Null),
-            b(
-                "describe",
-                "describe",
-                json!({"tools": {"t": {"title": "T", "description": "D", "properties": {"p": {"type": "string"}}, "hide": ["h"]}, "u": {}}})
-            ),
-            b("describe-empty", "describe", json!({"tools": {}})),
-            b(
-                "mask",
-                "mask",
-                json!({"paths": ["/a", "b.c", "d.*"], "keys": [], "replacement": "[x]"})
-            ),
-            b("mask-keys", "mask", json!({"keys": ["k"]})),
-            b(
-                "pii",
-                "pii",
-                json!({"kinds": ["email", "Card", "PRIVATE_KEY"], "allow_tools": ["t.*"]})
-            ),
-            b("pii-all", "pii", Value::Null),
-            b(
-                "cap",
-                "size-cap",
-                json!({"max_bytes": 1, "mode": "truncate", "per_tool": {"a*": 2, "b\\..*": 3}})
-            ),
-            b(
-                "cap-tools",
-                "size-cap",
-                json!({"per_tool": {"x": 5}, "mode": "refuse"})
-            ),
-            b(
-                "rate",
-                "rate-limit",
-                json!({"global": {"rate": 1.5, "per": "second", "burst": 3}, "per_principal": {"rate": 1, "per": "hour"}, "per_tool": {"*": {"rate": 2, "per": "minute"}, "a\\..*": {"rate": 1, "per": "second"}}, "key_prefix": "test:accepts:"})
-            ),
-            b(
-                "rate-redis",
-                "rate-limit",
-                json!({"per_tool": {"x": {"rate": 1, "per": "second"}}, "redis": "redis://u:p@[::1]:6379/2"})
-            )
-        ]);
-        std::fs::write(
-            home.join("hooks/hooks.manifest.json"),
-            json!({"hooks": hooks}).to_string(),
-        )
-        .unwrap();
-        let loaded = sluice_config::Config::load(&home, &|_| None);
-        let _ = std::fs::remove_dir_all(&home);
-        let (config, _) = loaded.unwrap_or_else(|e| panic!("{e}"));
-        let (chain, warnings) = Chain::build(&config.hooks.hooks, Path::new("/"));
-        assert!(warnings.is_empty(), "{warnings:?}");
-        assert_eq!((chain.hooks().len(), chain.controls().len()), (9, 6));
-        assert!(chain.wants_tool_definitions());
-    }
-
-    #[tokio::test]
-    async fn controls_run_first_whatever_their_place_and_are_counted() {
-        use serde_json::json;
-        let specs = [
-            builtin("deny", "deny", json!({"tools": ["blocked"]}), &["*"]),
-            builtin("mask", "mask", json!({"keys": ["token"]}), &["tools/call"]),
-            builtin(
-                "pii",
-                "pii",
-                json!({"allow_tools": ["trusted"]}),
-                &["tools/call"],
-            ),
-        ];
-        let (chain, warnings) = Chain::build(&specs, Path::new("/"));
-        assert!(warnings.is_empty(), "{warnings:?}");
-        assert_eq!((chain.hooks().len(), chain.controls().len()), (1, 2));
-        let reply = || {
-            Message::response(
-                json!(7),
-                json!({"content": [{"type": "text", "text": "{\"token\":\"t\",\"mail\":\"a@b.io\"}"}]}),
-            )
-        };
-        // Depth 0 (refused at the head, say): the controls still run.
-        let mut trace = Trace::default();
-        let cx = ctx("tools/call", Some("fx_echo"));
-        let out = chain
-            .response(&cx, reply(), None, 0, &mut trace)
-            .await
-            .unwrap();
-        assert_eq!(
-            out.result().unwrap()["content"][0]["text"],
-            json!("{\"token\":\"***\",\"mail\":\"[EMAIL]\"}")
-        );
-        assert_eq!(
-            Value::Object(trace.controls.clone()),
-            json!({"mask": 1, "pii": {"EMAIL": 1}})
-        );
-        let decisions: Vec<(&str, &str)> = trace
-            .records
-            .iter()
-            .map(|r| (r.id.as_str(), r.decision))
-            .collect();
-        assert_eq!(decisions, [("mask", "modify"), ("pii", "modify")]);
-        // An allowed tool skips pii; another method skips both.
-        let mut trace = Trace::default();
-        let cx = ctx("tools/call", Some("trusted"));
-        let out = chain
-            .response(&cx, reply(), None, 1, &mut trace)
-            .await
-            .unwrap();
-        assert!(out.result().unwrap()["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("a@b.io"));
-        assert_eq!(Value::Object(trace.controls), json!({"mask": 1}));
-        let mut trace = Trace::default();
-        let cx = ctx("prompts/get", None);
-        assert_eq!(
-            chain
-                .response(&cx, reply(), None, 1, &mut trace)
-                .await
-                .unwrap(),
-            reply()
-        );
-        assert!(trace.records.is_empty());
-        assert!(chain.selects(Phase::Response, &ctx("tools/call", None), 0));
-        assert!(!chain.selects(Phase::Response, &ctx("tools/list", None), 0));
-    }
-
-    #[tokio::test]
-    async fn a_size_cap_refusal_stops_the_response_phase() {
-        use serde_json::json;
-        let specs = [builtin(
-            "cap",
-            "size-cap",
-            json!({"max_bytes": 4, "mode": "refuse"}),
-            &["tools/call"],
-        )];
-        let (chain, _) = Chain::build(&specs, Path::new("/"));
-        let mut trace = Trace::default();
-        let msg = Message::response(
-            json!(1),
-            json!({"content": [{"type": "text", "text": "hello"}]}),
-        );
-        let r = chain
-            .response(
-                &ctx("tools/call", Some("t")),
-                msg,
-                None,
-                usize::MAX,
-                &mut trace,
-            )
-            .await
-            .unwrap_err();
-        assert!(r.for_agent && r.reason.contains("5 bytes, over the 4-byte cap"));
-        assert_eq!(trace.records[0].decision, "refuse");
-        assert_eq!(
-            Value::Object(trace.controls),
-            json!({"size-cap": {"blocks": 0, "bytes": 0, "refused": 1}})
-        );
-    }
-
-    #[tokio::test]
-    async fn request_builtins_select_tools_call_and_honour_the_matcher() {
-        use serde_json::json;
-        let mut deny = builtin(
-            "deny",
-            "deny",
-            json!({"arguments": [{"pattern": "x"}]}),
-            &["*"],
-        );
-        deny.matcher = "fx_.*".into();
-        let specs = [
-            deny,
-            builtin(
-                "rw",
-                "rewrite",
-                json!({"rules": [{"set": {"r": 1}}]}),
-                &["*"],
-            ),
-            HookSpec {
-                kind: HookKindSpec::Builtin {
-                    name: "rewrite".into(),
-                    options: sluice_config::BuiltinOptions::Rewrite(Default::default()),
-                },
-                ..builtin("bad", "explain", Value::Null, &["*"])
-            },
-        ];
-        let (chain, warnings) = Chain::build(&specs, Path::new("/"));
-        assert_eq!(
-            warnings,
-            ["hook \"bad\": builtin \"rewrite\": options.rules: is required (an array of rules); skipped"]
-        );
-        let call = |tool: &str| {
-            Message::request(
-                json!(1),
-                "tools/call",
-                Some(json!({"name": tool, "arguments": {"a": "x"}})),
-            )
-        };
-        let mut trace = Trace::default();
-        let (out, depth) = chain
-            .request(&ctx("tools/call", Some("fx_a")), call("fx_a"), &mut trace)
-            .await;
-        assert!(matches!(out, RequestOutcome::Refuse(_)));
-        assert_eq!(depth, 1);
-        let (out, _) = chain
-            .request(&ctx("tools/call", Some("other")), call("other"), &mut trace)
-            .await;
-        let RequestOutcome::Forward(m) = out else {
-            panic!("{out:?}")
-        };
-        assert_eq!(m.params().unwrap()["arguments"], json!({"a": "x", "r": 1}));
-        // Other methods are not theirs.
-        let list = Message::request(json!(2), "tools/list", None);
-        let (out, _) = chain
-            .request(&ctx("tools/list", None), list.clone(), &mut trace)
-            .await;
-        assert!(matches!(out, RequestOutcome::Forward(m) if m == list));
-    }
-}
+#[path = "chain_tests.rs"]
+mod tests;

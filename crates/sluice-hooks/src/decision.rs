@@ -61,6 +61,12 @@ pub enum Decision {
     /// Refuse: -32030 in the request phase, -32031 in the response phase (or the refusal's own
     /// error).
     Refuse(Refusal),
+    /// Request phase: a person must decide (Claude Code's `permissionDecision: "ask"`, with
+    /// the hook's reason). The gateway asks the client with an elicitation.
+    Ask(String),
+    /// Response phase: the reply goes on as given (the hook's reason appended to a call's
+    /// result for the agent), and the reason is recorded (Claude Code's PostToolUse block).
+    Feedback(Message, String),
 }
 
 /// A hook failed to decide (timed out, crashed, answered something unreadable). The chain

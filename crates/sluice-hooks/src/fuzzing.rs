@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 
 /// A command hook's stdout after exit 0, read as [`crate::command::CommandHook`] reads it.
 pub fn command_stdout(ev: &HookEvent, stdout: &[u8]) -> Result<Decision, HookFailure> {
-    crate::command::read_json_protocol("fuzz", ev, stdout)
+    crate::claude::read_json_protocol("fuzz", ev, stdout)
 }
 
 /// A process hook's stdout stream, cut into lines as the hook's reader cuts them (through a

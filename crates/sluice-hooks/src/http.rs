@@ -1,5 +1,12 @@
 //! The `http` hook kind: POST each event to a hook service over a shared keep-alive pool and read
-//! its answer with the Zato-style hook service contract (`{"request": …}` / `{"response": …}`, non-2xx refuses).
+//! its answer with the Zato-style hook service contract (`{"request": …}` / `{"response": …}`, non-2xx refuses)
+//! or, with `"protocol": "claude-code"`, Claude Code's http hook contract.
+//!
+//! **Claude Code's contract**: the body is the same event; a 2xx answer with an empty body
+//! passes, a 2xx JSON object is read exactly like a command hook's stdout after exit 0 (see
+//! [`crate::command`]: `permissionDecision`, `decision: "block"`, `updatedInput`, …), and a
+//! non-2xx answer or a 2xx body that is not a JSON object is a non-blocking error (logged,
+//! pass), as Claude Code treats them. Timeouts and refused connections are failures (`on_error`).
 //!
 //! The contract, for an event POSTed as `application/json` (the body is
 //! [`HookEvent::to_json`]):
@@ -29,6 +36,7 @@ use crate::event::HookEvent;
 use crate::wire::{fmt_duration, native_decision, truncate_chars};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use serde_json::Value;
+use sluice_config::HttpProtocol;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -39,7 +47,7 @@ const MAX_REASON_CHARS: usize = 500;
 
 /// One HTTP client for every http hook: connection pooling and keep-alive, kept across
 /// reloads (a rebuilt hook reuses warm connections).
-fn shared_client() -> Result<reqwest::Client, String> {
+pub(crate) fn shared_client() -> Result<reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
@@ -61,6 +69,7 @@ pub struct HttpHook {
     headers: HeaderMap,
     timeout: Duration,
     client: reqwest::Client,
+    protocol: HttpProtocol,
 }
 
 impl HttpHook {
@@ -91,7 +100,14 @@ impl HttpHook {
             headers: map,
             timeout,
             client: shared_client()?,
+            protocol: HttpProtocol::Zato,
         })
+    }
+
+    /// Read answers with `protocol`.
+    pub fn with_protocol(mut self, protocol: HttpProtocol) -> HttpHook {
+        self.protocol = protocol;
+        self
     }
 
     /// The URL events are POSTed to.
@@ -103,39 +119,81 @@ impl HttpHook {
     pub async fn decide(&self, ev: &HookEvent) -> Result<Decision, HookFailure> {
         let body = serde_json::to_vec(&sluice_core::exact::Exact(&ev.to_json()))
             .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
-        let exchange = async {
-            let mut resp = self
-                .client
-                .post(self.url.clone())
-                .headers(self.headers.clone())
-                .header(CONTENT_TYPE, "application/json")
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| HookFailure(format!("hook service request failed: {}", chain(&e))))?;
-            let status = resp.status();
-            let mut buf = Vec::new();
-            while let Some(chunk) = resp.chunk().await.map_err(|e| {
-                HookFailure(format!(
-                    "reading the hook service's answer failed: {}",
-                    chain(&e)
-                ))
-            })? {
-                if buf.len() + chunk.len() > MAX_BODY {
-                    return Err(HookFailure(format!(
-                        "the hook service's answer is larger than {MAX_BODY} bytes"
-                    )));
-                }
-                buf.extend_from_slice(&chunk);
-            }
-            Ok((status, buf))
-        };
-        let (status, buf) = tokio::time::timeout(self.timeout, exchange)
-            .await
-            .map_err(|_| {
-                HookFailure(format!("timed out after {}", fmt_duration(self.timeout)))
-            })??;
+        let (status, buf) = post(
+            &self.client,
+            self.url.clone(),
+            self.headers.clone(),
+            body,
+            self.timeout,
+        )
+        .await?;
+        if self.protocol == HttpProtocol::ClaudeCode {
+            return read_claude_code_reply(self.url.as_str(), ev, status, &buf);
+        }
         read_reply(ev, status, &buf)
+    }
+}
+
+/// POST `body` (JSON) to `url` and read the whole answer, within `timeout`.
+pub(crate) async fn post(
+    client: &reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<(reqwest::StatusCode, Vec<u8>), HookFailure> {
+    let exchange = async {
+        let mut resp = client
+            .post(url)
+            .headers(headers)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| HookFailure(format!("hook service request failed: {}", chain(&e))))?;
+        let status = resp.status();
+        let mut buf = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| {
+            HookFailure(format!(
+                "reading the hook service's answer failed: {}",
+                chain(&e)
+            ))
+        })? {
+            if buf.len() + chunk.len() > MAX_BODY {
+                return Err(HookFailure(format!(
+                    "the hook service's answer is larger than {MAX_BODY} bytes"
+                )));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok((status, buf))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| HookFailure(format!("timed out after {}", fmt_duration(timeout))))?
+}
+
+/// Claude Code's http hook contract (see the module docs).
+pub(crate) fn read_claude_code_reply(
+    url: &str,
+    ev: &HookEvent,
+    status: reqwest::StatusCode,
+    buf: &[u8],
+) -> Result<Decision, HookFailure> {
+    let text = String::from_utf8_lossy(buf);
+    if !status.is_success() {
+        tracing::warn!(url, status = status.as_u16(), body = %truncate_chars(text.trim(), 200), "http hook answered non-2xx (a non-blocking error: the message passes)");
+        return Ok(Decision::Pass);
+    }
+    if text.trim().is_empty() {
+        return Ok(Decision::Pass);
+    }
+    match serde_json::from_slice::<Value>(buf) {
+        Ok(Value::Object(_)) => crate::claude::read_json_protocol(url, ev, buf),
+        _ => {
+            tracing::warn!(url, body = %truncate_chars(text.trim(), 200), "http hook answered 2xx with a body that is not a JSON object (a non-blocking error: the message passes)");
+            Ok(Decision::Pass)
+        }
     }
 }
 

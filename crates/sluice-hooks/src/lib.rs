@@ -1,13 +1,17 @@
 //! Sluice's hooks: the decision vocabulary ([`Decision`]), the event every hook is shown
 //! ([`HookEvent`]), the hook kinds — [`builtin`] (Rust, in process), [`command`] (a process per
 //! event, Claude Code / toolfunnel protocols), [`process`] (one long-lived child, JSON lines) and
-//! [`http`] (a hook service) — and the [`chain`] that runs them in onion order.
+//! [`http`] (a hook service, Zato-style or Claude Code's contract), [`civic`] (a server built
+//! on Civic's `@civic/hook-common`) — the [`chain`] that runs them in onion order, and the
+//! session [`transcript`]s Claude Code hook scripts read.
 //!
 //! Hooks know nothing of transports: the server builds a [`HookEvent`], the chain returns what
 //! to do.
 
 pub mod builtin;
 pub mod chain;
+pub mod civic;
+mod claude;
 pub mod command;
 pub mod decision;
 pub mod event;
@@ -15,8 +19,9 @@ pub mod event;
 pub mod fuzzing;
 pub mod http;
 pub mod process;
+pub mod transcript;
 mod wire;
 
-pub use chain::{Chain, Ctx, HookRecord, RequestOutcome, Trace};
+pub use chain::{AskRequest, Chain, Ctx, HookRecord, RequestOutcome, Trace};
 pub use decision::{Decision, HookFailure, Refusal};
-pub use event::{HookEvent, Phase};
+pub use event::{ClaudeFields, HookEvent, Phase};

@@ -602,6 +602,7 @@ mod tests {
             era: "modern",
             cwd: PathBuf::from("/"),
             principal: None,
+            claude: Default::default(),
         }
     }
 

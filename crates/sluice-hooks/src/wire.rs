@@ -120,6 +120,7 @@ mod tests {
             era: "legacy",
             cwd: PathBuf::from("/"),
             principal: None,
+            claude: Default::default(),
         }
     }
 

@@ -104,15 +104,17 @@ impl Cluster {
         self.by_handle.lock().get(handle).cloned()
     }
 
-    /// An upstream said its lists changed: every other replica re-reads them.
-    pub fn lists_changed(&self, upstream: &str) {
+    /// An upstream said its lists changed (on the upstream session of client session
+    /// `session`, when given): every other replica re-reads them.
+    pub fn lists_changed(&self, upstream: &str, session: Option<&str>) {
+        let session = session.map(str::to_string);
         let (store, me, up) = (
             self.store.clone(),
             self.replica.clone(),
             upstream.to_string(),
         );
         tokio::spawn(async move {
-            if let Err(e) = store.lists_changed(&me, &up).await {
+            if let Err(e) = store.lists_changed(&me, &up, session.as_deref()).await {
                 tracing::warn!(upstream = %up, "other replicas not told of a list change: {e}");
             }
         });

@@ -91,6 +91,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         swapping: Mutex::new(()),
         reloading: tokio::sync::Mutex::new(()),
         catalog_version: AtomicU64::new(0),
+        tasks: Default::default(),
         cluster: config.settings.cluster.as_ref().and_then(|c| {
             crate::cluster::Cluster::new(c)
                 .map_err(|e| tracing::error!("cluster: {e}"))
@@ -206,6 +207,26 @@ fn build_catalog(st: &State, config: &Config, slots: &Arc<[Arc<Slot>]>, funnel: 
         .map(|(s, l)| (&s.spec, l.as_ref()))
         .collect();
     let version = st.rt.catalog_version.fetch_add(1, Ordering::Relaxed) + 1;
+    let (catalog, warnings) = catalog_over(config, slots, &pairs, version, funnel);
+    crate::drift::check(config, slots, &lists);
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    catalog
+}
+
+/// The catalog of `config` over these lists of `slots` (no drift check, no new version): the
+/// gateway's, or one session's view (`views.rs`). Returns it and its warnings.
+pub fn catalog_over(
+    config: &Config,
+    slots: &Arc<[Arc<Slot>]>,
+    pairs: &[(
+        &sluice_config::UpstreamSpec,
+        Option<&sluice_upstream::UpstreamLists>,
+    )],
+    version: u64,
+    funnel: bool,
+) -> (Catalog, Vec<String>) {
     let settings = &config.settings;
     let mut own = Vec::new();
     if settings.management_tools {
@@ -215,13 +236,9 @@ fn build_catalog(st: &State, config: &Config, slots: &Arc<[Arc<Slot>]>, funnel: 
         own.extend(gateway_tools::funnel_tools(&settings.funnel_prefix));
     }
     let (mut catalog, warnings) =
-        Catalog::build(version, &pairs, &config.expose.expose, own, funnel);
+        Catalog::build(version, pairs, &config.expose.expose, own, funnel);
     catalog.slots = slots.clone();
-    crate::drift::check(config, slots, &lists);
-    for w in warnings {
-        tracing::warn!("{w}");
-    }
-    catalog
+    (catalog, warnings)
 }
 
 /// Which lists differ between two catalogs, as the notifications that say so.

@@ -25,9 +25,11 @@ pub mod replicas;
 pub mod session;
 pub mod state;
 pub mod stream;
+pub mod tasks;
 #[cfg(test)]
 mod testing;
 pub mod transport;
+pub mod views;
 
 use parking_lot::Mutex;
 use sluice_auth::Authenticator;

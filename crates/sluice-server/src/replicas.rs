@@ -489,15 +489,33 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                     });
                 }
             }
-            BusMsg::Lists { from, upstream } if *from != *c.replica => {
+            BusMsg::Lists {
+                from,
+                upstream,
+                session,
+            } if *from != *c.replica => {
                 let slot = st
                     .snapshot()
                     .slots
                     .iter()
                     .find(|s| s.spec.id == upstream)
                     .cloned();
-                if let Some(slot) = slot {
-                    tokio::spawn(slot.relist());
+                match (slot, session) {
+                    (Some(slot), None) => {
+                        tokio::spawn(slot.relist());
+                    }
+                    (Some(slot), Some(id)) => {
+                        // The client's own upstream session here re-reads its lists (opened
+                        // now if it was not: its lists are what the client must see here).
+                        if let Some(s) = st.rt.sessions.get(&id) {
+                            tokio::spawn(async move {
+                                if let Ok(conn) = slot.connection_for(s.upstream_ref()).await {
+                                    slot.read_session_lists(&id, &conn).await;
+                                }
+                            });
+                        }
+                    }
+                    (None, _) => {}
                 }
             }
             BusMsg::Lists { .. } => {}

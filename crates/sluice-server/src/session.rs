@@ -87,9 +87,23 @@ pub struct InflightCall {
     pub cancelled: Arc<AtomicBool>,
 }
 
+/// The session's own view of the catalog (`views.rs`) and what it was built from: the
+/// gateway's catalog version and the generations of the session's own upstream lists.
+#[derive(Default)]
+pub struct CatalogView {
+    /// The gateway catalog's version it was built on.
+    pub base: u64,
+    /// (slot index, generation) of each upstream list of the session's own.
+    pub key: Vec<(usize, u64)>,
+    /// The view.
+    pub catalog: Option<Arc<crate::catalog::Catalog>>,
+}
+
 /// This process's routing tables for one session.
 #[derive(Default)]
 pub struct Routes {
+    /// The session's own view of the catalog, when its upstream sessions list something else.
+    pub view: Mutex<CatalogView>,
     /// Client requests in flight, by the client's id (as JSON text).
     pub inflight: Mutex<HashMap<String, InflightCall>>,
     /// Upstream requests sent to the client, by the id the client saw.

@@ -55,6 +55,17 @@ impl State {
 
     /// Record one exchange: to the audit log and to live traffic subscribers.
     pub fn record(&self, snap: &Snapshot, session: &Session, call: Call<'_>) {
+        self.record_task(snap, session, call, None)
+    }
+
+    /// [`State::record`] of an exchange that created or collected a task (its gateway id).
+    pub fn record_task(
+        &self,
+        snap: &Snapshot,
+        session: &Session,
+        call: Call<'_>,
+        task: Option<&str>,
+    ) {
         let watchers = self.rt.traffic.receiver_count() > 0;
         if !snap.audit.enabled() && !watchers {
             return;
@@ -65,7 +76,8 @@ impl State {
             client: session.init.client_info.get("name"),
             principal: principal.as_ref().map(|p| p.id.as_str()),
         };
-        let exchange = Exchange::new(caller, call);
+        let mut exchange = Exchange::new(caller, call);
+        exchange.task = task.map(str::to_string);
         snap.audit.write(&exchange);
         if watchers {
             let _ = self.rt.traffic.send(Arc::new(exchange));
@@ -106,6 +118,8 @@ pub struct Runtime {
     pub(crate) reloading: tokio::sync::Mutex<()>,
     /// Numbers catalogs (part of cursors).
     pub(crate) catalog_version: AtomicU64,
+    /// Tasks clients created through the gateway (`tasks.rs`).
+    pub tasks: crate::tasks::Tasks,
     /// This replica's part of a cluster (`cluster` in `sluice.json`; needs a restart).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }

@@ -3,7 +3,8 @@
 //!
 //! It serializes to the audit line's JSON, field for field in this order (`time`, `session`,
 //! `client`, `principal`, `method`, `tool`, `upstream`, `duration_ms`, `outcome`, `error`,
-//! `explain_reason`, `controls`, `hooks`); the e2e tests and the admin page read that shape.
+//! `explain_reason`, `controls`, `hooks`, and `task` when the exchange created or collected a
+//! task); the e2e tests and the admin page read that shape.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -39,6 +40,9 @@ pub struct Exchange {
     pub controls: Map<String, Value>,
     /// Each hook's decision, in the order they ran.
     pub hooks: Vec<HookLine>,
+    /// The task the exchange created or collected (the gateway's task id), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 /// One hook's decision in an [`Exchange`].
@@ -119,6 +123,7 @@ impl Exchange {
             explain_reason: call.trace.explain_reason.clone(),
             controls: call.trace.controls.clone(),
             hooks,
+            task: None,
         }
     }
 
@@ -133,28 +138,7 @@ impl Exchange {
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a Unix time in milliseconds.
-pub fn rfc3339(ms: u128) -> String {
-    let secs = (ms / 1000) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
-}
+pub use sluice_core::time::rfc3339;
 
 #[cfg(test)]
 mod tests {

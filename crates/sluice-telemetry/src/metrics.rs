@@ -434,6 +434,7 @@ mod tests {
                 reason: None,
                 us,
             }],
+            task: None,
         })
     }
 

@@ -135,9 +135,16 @@ impl Connection {
                     w.set_protocol_version(v);
                 }
             }
-            conn.notify("notifications/initialized", None)?;
-            if let Some(Wire::Http(w)) = wire.get() {
-                w.open_get_stream(&inner);
+            match wire.get() {
+                // Over HTTP the notification is a POST of its own: wait for its 202, so the
+                // lists read next come from a session the upstream has finished initialising
+                // (servers that register tools when initialised list them then).
+                Some(Wire::Http(w)) => {
+                    let done = Message::notification("notifications/initialized", None);
+                    w.send_and_wait(&inner, &done).await?;
+                    w.open_get_stream(&inner);
+                }
+                _ => conn.notify("notifications/initialized", None)?,
             }
             Ok::<Value, UpstreamError>(result)
         })

@@ -196,6 +196,7 @@ impl HttpWire {
             let name = match msg.method() {
                 Some("tools/call") | Some("prompts/get") => msg.param_str("name"),
                 Some("resources/read") => msg.param_str("uri"),
+                Some("tasks/get" | "tasks/update" | "tasks/cancel") => msg.param_str("taskId"),
                 _ => None,
             };
             if let Some(n) = name {
@@ -247,6 +248,21 @@ impl HttpWire {
             }
         }
         Ok(())
+    }
+
+    /// POST one notification and wait for the server's answer (202), for the one message
+    /// whose order matters to what follows: `notifications/initialized`.
+    pub async fn send_and_wait(
+        &self,
+        inner: &Arc<Inner>,
+        msg: &Message,
+    ) -> Result<(), UpstreamError> {
+        let rb = self
+            .request(reqwest::Method::POST)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(msg.to_json());
+        post(rb, &self.core, inner, None, false).await
     }
 
     /// Open the GET stream for messages unrelated to any request (405 = the server has none).

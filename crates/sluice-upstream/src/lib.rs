@@ -19,6 +19,8 @@ pub mod framing;
 mod http;
 mod lists;
 pub mod local;
+mod pump;
+mod session_lists;
 pub mod slot;
 mod sse;
 mod stdio;

@@ -11,7 +11,8 @@
 //! the client before its reply.
 
 use crate::lists::{fetch_lists, UpstreamLists};
-use crate::{Connection, Event, Incoming, OpenOptions, StderrTail};
+use crate::pump::pump;
+use crate::{Connection, Incoming, OpenOptions, StderrTail};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_config::{Isolation, Transport, UpstreamSpec};
@@ -52,6 +53,9 @@ pub struct SlotState {
     /// Resource URIs a 2026-07-28 upstream reports updates of (listen streams opened on the
     /// control connection; opened again after a restart).
     pub watched: std::collections::HashSet<String>,
+    /// A list_changed that came while the control connection was still being opened (its
+    /// lists may be older than it): re-listed as soon as the connection is in place.
+    pub stale: Option<&'static str>,
 }
 
 /// The timing settings a slot works with (live: a reload of `sluice.json` changes them).
@@ -80,7 +84,7 @@ pub struct SlotEnv {
 
 /// Held while the gateway handles a connection's event; the connection's next events (and the
 /// reply that may follow) wait until it is dropped.
-pub struct Done(Option<oneshot::Sender<()>>);
+pub struct Done(pub(crate) Option<oneshot::Sender<()>>);
 
 impl Drop for Done {
     fn drop(&mut self) {
@@ -128,6 +132,16 @@ pub enum SlotEvent {
         /// The upstream's notification, when it said one.
         said: Option<&'static str>,
     },
+    /// The lists one session's own connection shows changed (the upstream said so on that
+    /// connection): that session's view is stale, and it should be told.
+    SessionLists {
+        /// The slot.
+        slot: Arc<Slot>,
+        /// The session whose connection it is.
+        session: Arc<str>,
+        /// The upstream's notification.
+        said: &'static str,
+    },
 }
 
 /// Who a per-session connection is for.
@@ -151,6 +165,9 @@ impl SessionRef<'_> {
     }
 }
 
+/// A session's own lists: a generation number and the lists.
+pub(crate) type SessionLists = (u64, Arc<UpstreamLists>);
+
 /// One configured upstream.
 pub struct Slot {
     /// A number unique to this slot in the process (a reload that keeps the upstream keeps
@@ -169,6 +186,9 @@ pub struct Slot {
     env: SlotEnv,
     /// Per-session connections by session id (opened on first use).
     sessions: Mutex<HashMap<Arc<str>, Arc<OnceCell<Connection>>>>,
+    /// The lists of per-session connections that show something else than the control
+    /// connection (`session_lists.rs`), by session id, with a generation number.
+    pub(crate) session_lists: Mutex<HashMap<Arc<str>, SessionLists>>,
 }
 
 impl std::fmt::Debug for Slot {
@@ -185,16 +205,6 @@ const PKG_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The `clientInfo` Sluice sends upstream.
 pub fn client_info() -> Value {
     json!({"name": "sluice", "title": "Sluice MCP gateway", "version": PKG_VERSION})
-}
-
-/// The list_changed notifications an upstream may send, as the static names clients get.
-fn list_changed(method: &str) -> Option<&'static str> {
-    match method {
-        "notifications/tools/list_changed" => Some("notifications/tools/list_changed"),
-        "notifications/prompts/list_changed" => Some("notifications/prompts/list_changed"),
-        "notifications/resources/list_changed" => Some("notifications/resources/list_changed"),
-        _ => None,
-    }
 }
 
 impl Slot {
@@ -219,6 +229,7 @@ impl Slot {
             stderr: StderrTail::default(),
             env,
             sessions: Mutex::new(HashMap::new()),
+            session_lists: Mutex::new(HashMap::new()),
         }
     }
 
@@ -240,6 +251,7 @@ impl Slot {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         self.stop.notify_waiters();
+        self.session_lists.lock().clear();
         let conns: Vec<_> = self.sessions.lock().drain().collect();
         for (_, cell) in conns {
             if let Some(c) = cell.get().cloned() {
@@ -433,6 +445,9 @@ impl Slot {
             .with_data(json!({"upstream": self.spec.id}))
         })?;
         tokio::spawn(pump(self.clone(), conn.clone(), Some(Arc::from(key)), rx));
+        // What this session's own upstream session lists (it may differ from the control
+        // connection's: tools registered per session, after `initialize`).
+        self.read_session_lists(key, &conn).await;
         Ok(conn)
     }
 
@@ -447,13 +462,13 @@ impl Slot {
 
     /// The session ended: close its own connection.
     pub async fn close_session(&self, session_id: &str) {
+        self.session_lists.lock().remove(session_id);
         let cell = self.sessions.lock().remove(session_id);
         if let Some(c) = cell.and_then(|c| c.get().cloned()) {
             c.shutdown().await;
         }
     }
 
-    /// Fetch the lists again after the upstream said one changed, and tell the gateway.
     /// Re-read the lists now, because another replica of a cluster heard this upstream say
     /// they changed; reported as a plain change (the gateway tells other replicas only of what
     /// an upstream said itself).
@@ -461,12 +476,27 @@ impl Slot {
         self.refresh(None).await;
     }
 
-    async fn refresh_lists(self: Arc<Slot>, said: &'static str) {
+    /// Fetch the lists again after the upstream said one changed, and tell the gateway.
+    pub(crate) async fn refresh_lists(self: Arc<Slot>, said: &'static str) {
         self.refresh(Some(said)).await;
     }
 
+    /// Fetch the lists again and report the change (`said`: the upstream's own notification).
     async fn refresh(self: Arc<Slot>, said: Option<&'static str>) {
-        let Some(conn) = self.control() else { return };
+        let conn = {
+            let mut st = self.state.lock();
+            match st.control.clone() {
+                Some(c) => c,
+                None => {
+                    // The control connection is being opened: re-list once it is in place
+                    // (it lists anyway when it opens).
+                    if said.is_some() {
+                        st.stale = said;
+                    }
+                    return;
+                }
+            }
+        };
         let caps = conn
             .init_result()
             .get("capabilities")
@@ -484,6 +514,11 @@ impl Slot {
             }
             Err(e) => tracing::warn!(upstream = %self.spec.id, "refreshing lists failed: {e}"),
         }
+    }
+
+    /// Where this slot's events go.
+    pub(crate) fn env_events(&self) -> &mpsc::UnboundedSender<SlotEvent> {
+        &self.env.events
     }
 
     fn changed(self: &Arc<Slot>, said: Option<&'static str>) {
@@ -511,12 +546,16 @@ impl Slot {
             match self.open_control().await {
                 Ok((conn, lists, pump_task)) => {
                     tracing::info!(upstream = %self.spec.id, tools = lists.tools.len(), prompts = lists.prompts.len(), resources = lists.resources.len(), "upstream connected");
-                    {
+                    let stale = {
                         let mut st = self.state.lock();
                         st.status = Some(Status::Up);
                         st.init = Some(conn.init_result().clone());
                         st.lists = Some(lists);
                         st.control = Some(conn.clone());
+                        st.stale.take()
+                    };
+                    if let Some(said) = stale {
+                        tokio::spawn(self.clone().refresh_lists(said));
                     }
                     // A 2026-07-28 upstream tells about list changes on a listen stream.
                     conn.listen();
@@ -622,64 +661,4 @@ impl Slot {
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
-}
-
-/// Hand a connection's events to the gateway until it closes: replies resolve here, behind
-/// every earlier event the gateway is still handling.
-async fn pump(
-    slot: Arc<Slot>,
-    conn: Connection,
-    owner: Option<Arc<str>>,
-    mut rx: mpsc::UnboundedReceiver<Event>,
-) {
-    while let Some(ev) = rx.recv().await {
-        match ev {
-            Event::Message(incoming) => {
-                let method = incoming.msg.method().unwrap_or("");
-                if let Some(said) = list_changed(method) {
-                    // Re-listing calls this same connection, whose replies this pump resolves:
-                    // do it beside, not here.
-                    tokio::spawn(slot.clone().refresh_lists(said));
-                } else if method == "notifications/subscriptions/acknowledged" {
-                    // A 2026-07-28 upstream accepted one of Sluice's own listen streams.
-                    tracing::debug!(upstream = %slot.spec.id, "listen stream acknowledged: {}", incoming.msg.to_json());
-                } else {
-                    hand_over(&slot, |done| SlotEvent::Message {
-                        slot: slot.clone(),
-                        conn: conn.clone(),
-                        owner: owner.clone(),
-                        incoming,
-                        done,
-                    })
-                    .await;
-                }
-            }
-            // The hot path: a reply resolves here, with nothing handed over.
-            Event::Reply(msg) => conn.resolve(msg),
-            Event::Stream {
-                related,
-                paused,
-                retry,
-            } => {
-                hand_over(&slot, |done| SlotEvent::Stream {
-                    conn: conn.clone(),
-                    related,
-                    paused,
-                    retry,
-                    done,
-                })
-                .await
-            }
-            Event::Closed(_) => break,
-        }
-        conn.event_done();
-    }
-}
-
-/// Hand one event to the gateway and wait until it is handled (the `Done` it carries dropped).
-async fn hand_over(slot: &Slot, build: impl FnOnce(Done) -> SlotEvent) {
-    let (tx, handled) = oneshot::channel();
-    if slot.env.events.send(build(Done(Some(tx)))).is_ok() {
-        let _ = handled.await;
-    }
 }

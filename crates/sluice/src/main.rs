@@ -87,6 +87,24 @@ enum ImportCmd {
         /// The JSON file.
         file: PathBuf,
     },
+    /// Add the hooks of a Claude Code `settings.json` (FILE), or of a plugin's
+    /// `hooks/hooks.json` (--plugin), to the hook manifest. Events Sluice never fires are left
+    /// out with a warning saying why.
+    ClaudeHooks {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// A plugin folder: its `hooks/hooks.json` is read, and `${CLAUDE_PLUGIN_ROOT}` means it.
+        #[arg(long, value_name = "PLUGIN_DIR", conflicts_with = "file")]
+        plugin: Option<PathBuf>,
+        /// Which tool name the hooks are shown: `mcp` (Claude Code's `mcp__<upstream>__<tool>`)
+        /// or `gateway` (the name clients call).
+        #[arg(long, default_value = "mcp", value_parser = ["mcp", "gateway"])]
+        tool_name: String,
+        /// The settings file (`.claude/settings.json`, `~/.claude/settings.json`, …).
+        #[arg(required_unless_present = "plugin")]
+        file: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -138,6 +156,12 @@ fn main() -> ExitCode {
         Command::Upstream(c) => manage::upstream(c),
         Command::Log(c) => manage::log(c),
         Command::Import(ImportCmd::McpServers { home, file }) => import(&home, &file),
+        Command::Import(ImportCmd::ClaudeHooks {
+            home,
+            plugin,
+            tool_name,
+            file,
+        }) => import_claude_hooks(&home, plugin.as_deref(), file.as_deref(), &tool_name),
         Command::Auth(c) => manage::auth(c),
         Command::Schema(a) => manage::schema(a),
         Command::Client(args) => client::run(args),
@@ -177,6 +201,51 @@ fn import(home: &std::path::Path, file: &std::path::Path) -> ExitCode {
     match sluice_config::manage::import_mcp_servers(home, &doc) {
         Ok(ids) => {
             println!("imported {} upstream(s): {}", ids.len(), ids.join(", "));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn import_claude_hooks(
+    home: &std::path::Path,
+    plugin: Option<&std::path::Path>,
+    file: Option<&std::path::Path>,
+    tool_name: &str,
+) -> ExitCode {
+    let (path, root) = match (plugin, file) {
+        (Some(p), _) => {
+            let root = match std::fs::canonicalize(p) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("sluice: cannot read the plugin folder {}: {e}", p.display());
+                    return ExitCode::from(1);
+                }
+            };
+            (root.join("hooks/hooks.json"), Some(root))
+        }
+        (None, Some(f)) => (f.to_path_buf(), None),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    let doc = match std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("sluice: cannot read {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    };
+    match sluice_config::manage::import_claude_hooks(home, &doc, root.as_deref(), tool_name) {
+        Ok((ids, warnings)) => {
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            println!("imported {} hook(s): {}", ids.len(), ids.join(", "));
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -243,13 +312,14 @@ fn default_config() -> Result<Config> {
         methods: vec!["*".into()],
         kind: HookKindSpec::Builtin {
             name: "explain".into(),
-            options: sluice_config::BuiltinOptions::Explain,
+            options: sluice_config::BuiltinOptions::Explain(Default::default()),
         },
         timeout: std::time::Duration::from_secs(1),
         on_error: OnError::Refuse,
         enabled: true,
         description: "Asks the agent for a reason for every tool call (Civic's explain hook)."
             .into(),
+        claude: Default::default(),
     });
     Ok(config)
 }

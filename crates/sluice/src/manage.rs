@@ -86,16 +86,17 @@ pub enum HookCmd {
         /// Unique id.
         #[arg(long)]
         id: String,
-        /// The event (PreToolUse, PostToolUse, SessionStart, Stop, Request, Response).
+        /// The event (PreToolUse, PostToolUse, PostToolUseFailure, SessionStart, Stop,
+        /// SessionEnd, Elicitation, ElicitationResult, Request, Response); none for civic.
         #[arg(long)]
-        event: String,
-        /// command, process or http.
+        event: Option<String>,
+        /// command, process, http or civic.
         #[arg(long = "type", default_value = "command")]
         kind: String,
         /// The command (command, process).
         #[arg(long)]
         command: Option<String>,
-        /// The URL (http).
+        /// The URL (http, civic).
         #[arg(long)]
         url: Option<String>,
         /// Tool-name regex.
@@ -358,7 +359,9 @@ pub fn hook(cmd: HookCmd) -> ExitCode {
         } => {
             let mut entry = Map::new();
             entry.insert("id".into(), json!(id));
-            entry.insert("event".into(), json!(event));
+            if let Some(e) = event {
+                entry.insert("event".into(), json!(e));
+            }
             entry.insert("matcher".into(), json!(matcher));
             entry.insert("type".into(), json!(kind));
             if let Some(c) = command {

@@ -262,7 +262,8 @@ async fn a_list_change_reaches_every_replica_and_the_get_stream_once() {
         {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true, "era": "legacy"}
     ]}));
     // Legacy era: only the upstream session of the client that changed the list hears it (no
-    // listen streams), so the other replicas learn it from the one that heard it.
+    // listen streams), so the other replicas serving that client learn it from the one that
+    // heard it, and re-read the client's own upstream sessions.
     let cl = Cluster::start("lists", home, json!({}));
     let [a, c] = [&cl.replicas[0], &cl.replicas[2]];
     let mut ca = Client::new(&a.url());

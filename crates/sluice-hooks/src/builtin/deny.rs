@@ -157,6 +157,7 @@ pub(crate) mod tests {
             era: "legacy",
             cwd: std::path::PathBuf::new(),
             principal: None,
+            claude: Default::default(),
         }
     }
 

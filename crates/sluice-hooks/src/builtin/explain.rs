@@ -1,14 +1,22 @@
 //! The explain hook (Civic's explain hook): every tool in `tools/list` gains a required `reason` parameter;
 //! on `tools/call` the reason is recorded, stripped, and the call forwarded; a call without a
-//! reason is refused with a message the agent can act on.
+//! reason, or with one that is not a non-empty string, is refused with a message that says
+//! what is wrong. The parameter's description is Civic's README text by default,
+//! `options.description`, or `options.preset: "civic"` for the text Civic's explain hook asks
+//! for today (`GOAL: … JUSTIFICATION: … CHOICE: …`).
 
 use crate::decision::{Decision, Refusal};
 use crate::event::{HookEvent, Phase};
 use serde_json::{json, Value};
+use sluice_config::ExplainOptions;
 
-/// The description of the added parameter (Civic's explain hook, verbatim).
+/// The description of the added parameter (Civic's explain hook's README, verbatim; preset
+/// `readme`, the default).
 pub const REASON_DESCRIPTION: &str =
     "A concise justification for using this tool, explaining how it helps achieve your goal";
+
+/// The description Civic's explain hook sets today (its source, verbatim; preset `civic`).
+pub const CIVIC_REASON_DESCRIPTION: &str = "A justification for using this tool, explaining how it helps achieve your goal. Should contain the following: GOAL: <Your current goal>, JUSTIFICATION: <how this tool helps achieve the goal>, CHOICE: <why you chose to use this tool over other available tools>.";
 
 /// The `_meta` key under which the stripped reason travels inside the gateway.
 pub const EXPLAIN_REASON_META: &str = "sluice/reason";
@@ -16,12 +24,43 @@ pub const EXPLAIN_REASON_META: &str = "sluice/reason";
 /// What the agent is told when it leaves the reason out.
 pub const MISSING_REASON: &str = "Missing required parameter 'reason': add a concise justification for using this tool, explaining how it helps achieve your goal, and call it again.";
 
-/// The explain hook.
-#[derive(Debug, Default, Clone)]
-pub struct Explain;
+/// The explain hook: the description its `reason` parameter carries.
+#[derive(Debug, Clone)]
+pub struct Explain {
+    description: String,
+}
 
-/// Add `reason` to one tool's input schema (property, and `required` without duplicates).
+impl Default for Explain {
+    fn default() -> Explain {
+        Explain {
+            description: REASON_DESCRIPTION.into(),
+        }
+    }
+}
+
+/// Add `reason` with the default description to one tool's input schema.
 pub fn add_reason(tool: &mut Value) {
+    add_reason_described(tool, REASON_DESCRIPTION)
+}
+
+/// What is wrong with a `reason` argument that is there but is not a non-empty string.
+fn bad_reason(v: &Value) -> String {
+    let what = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+        Value::String(_) => {
+            return "The 'reason' parameter is empty: give a concise justification for using this tool, explaining how it helps achieve your goal, and call it again.".into()
+        }
+    };
+    format!("The 'reason' parameter must be a string, not {what}: give a concise justification for using this tool, explaining how it helps achieve your goal, as text, and call it again.")
+}
+
+/// Add `reason` described by `description` to one tool's input schema (property, and
+/// `required` without duplicates).
+fn add_reason_described(tool: &mut Value, description: &str) {
     let Some(tool) = tool.as_object_mut() else {
         return;
     };
@@ -35,7 +74,7 @@ pub fn add_reason(tool: &mut Value) {
     if let Some(props) = props.as_object_mut() {
         props.insert(
             "reason".into(),
-            json!({"type": "string", "description": REASON_DESCRIPTION}),
+            json!({"type": "string", "description": description}),
         );
     }
     let required = schema.entry("required").or_insert_with(|| json!([]));
@@ -49,6 +88,16 @@ pub fn add_reason(tool: &mut Value) {
 }
 
 impl Explain {
+    /// From its options: `description`, or `preset` (`readme`, `civic`).
+    pub fn from_options(o: &ExplainOptions) -> Explain {
+        let description = match (&o.description, o.preset.as_deref()) {
+            (Some(d), _) => d.clone(),
+            (None, Some("civic")) => CIVIC_REASON_DESCRIPTION.into(),
+            _ => REASON_DESCRIPTION.into(),
+        };
+        Explain { description }
+    }
+
     /// The methods and phases it acts on: the response of `tools/list`, the request of
     /// `tools/call`.
     pub fn selects(phase: Phase, method: &str) -> bool {
@@ -71,22 +120,20 @@ impl Explain {
                     return Decision::Pass;
                 };
                 for t in tools.iter_mut() {
-                    add_reason(t);
+                    add_reason_described(t, &self.description);
                 }
                 Decision::Modify(msg)
             }
             (Phase::Request, "tools/call") => {
-                let reason = ev
+                let given = ev
                     .message
                     .params()
                     .and_then(|p| p.get("arguments"))
-                    .and_then(|a| a.get("reason"))
-                    .and_then(Value::as_str)
-                    .map(str::trim)
-                    .filter(|r| !r.is_empty())
-                    .map(str::to_string);
-                let Some(reason) = reason else {
-                    return Decision::Refuse(Refusal::for_agent(MISSING_REASON));
+                    .and_then(|a| a.get("reason"));
+                let reason = match given {
+                    None => return Decision::Refuse(Refusal::for_agent(MISSING_REASON)),
+                    Some(Value::String(r)) if !r.trim().is_empty() => r.trim().to_string(),
+                    Some(v) => return Decision::Refuse(Refusal::for_agent(bad_reason(v))),
                 };
                 tracing::info!(
                     session = %ev.session_id,
@@ -135,5 +182,33 @@ mod tests {
         let mut bare = json!({"name": "x", "inputSchema": {"type": "object"}});
         add_reason(&mut bare);
         assert_eq!(bare["inputSchema"]["required"], json!(["reason"]));
+    }
+
+    #[test]
+    fn presets_and_descriptions() {
+        let civic = Explain::from_options(&ExplainOptions {
+            preset: Some("civic".into()),
+            ..Default::default()
+        });
+        assert!(civic
+            .description
+            .contains("GOAL: <Your current goal>, JUSTIFICATION:"));
+        let own = Explain::from_options(&ExplainOptions {
+            description: Some("Why?".into()),
+            ..Default::default()
+        });
+        assert_eq!(own.description, "Why?");
+        assert_eq!(
+            Explain::from_options(&ExplainOptions::default()).description,
+            REASON_DESCRIPTION
+        );
+    }
+
+    #[test]
+    fn a_reason_that_is_not_text_says_so() {
+        assert!(bad_reason(&json!(42))
+            .starts_with("The 'reason' parameter must be a string, not a number"));
+        assert!(bad_reason(&json!("")).starts_with("The 'reason' parameter is empty"));
+        assert!(bad_reason(&json!(["a"])).contains("not an array"));
     }
 }

@@ -82,7 +82,7 @@ impl Builtin {
     /// Redis calls).
     pub fn build(options: &BuiltinOptions, timeout: Duration) -> Result<Builtin, OptionError> {
         Ok(match options {
-            BuiltinOptions::Explain => Builtin::Explain(Explain),
+            BuiltinOptions::Explain(o) => Builtin::Explain(Explain::from_options(o)),
             BuiltinOptions::Deny(o) => Builtin::Deny(Deny::from_options(o)?),
             BuiltinOptions::Rewrite(o) => Builtin::Rewrite(Rewrite::from_options(o)?),
             BuiltinOptions::Validate => Builtin::Validate(Validate::default()),

@@ -150,7 +150,13 @@ sys.exit(2)
         ))
         .await
         .unwrap();
-    assert_eq!(d, refused("PostToolUse found cats"));
+    // The call ran: exit 2 keeps its result and appends the reason for the agent.
+    let kept = sluice_core::Message::from_value(
+        json!({"jsonrpc": "2.0", "id": 41, "result": {"content": [
+        {"type": "text", "text": "found"}, {"type": "text", "text": "PostToolUse found cats"}]}}),
+    )
+    .unwrap();
+    assert_eq!(d, Decision::Feedback(kept, "PostToolUse found cats".into()));
 }
 
 /// The JSON protocol: permissionDecision deny with a reason.
@@ -185,7 +191,7 @@ exit 0
             .unwrap(),
         Decision::Pass
     );
-    // "ask" does not block in an autonomous host.
+    // "ask" asks a person (the server does), with the hook's reason.
     let d = hook(
         &dir,
         r#"echo '{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"sure?"}}'"#,
@@ -193,7 +199,7 @@ exit 0
     .decide(&call("Bash", json!({})))
     .await
     .unwrap();
-    assert_eq!(d, Decision::Pass);
+    assert_eq!(d, Decision::Ask("sure?".into()));
 }
 
 #[tokio::test]

@@ -374,6 +374,7 @@ fn hook_row(h: &sluice_config::HookSpec, active: bool, raw: Option<&Value>) -> V
         HookKindSpec::Command { command, .. } => ("command", json!(command)),
         HookKindSpec::Process { command } => ("process", json!(command)),
         HookKindSpec::Http { url, .. } => ("http", json!(url)),
+        HookKindSpec::Civic { url } => ("civic", json!(url)),
         HookKindSpec::Builtin { name, .. } => ("builtin", json!(name)),
     };
     json!({
@@ -516,6 +517,8 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
         era: "legacy",
         tool: tool.as_deref().and_then(|n| catalog.tool_definition(n)),
         principal: None,
+        upstream_tool: None,
+        tool_use_id: None,
     };
     let mut trace = Trace::default();
     let run = async {
@@ -543,6 +546,10 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
                 }
                 RequestOutcome::Refuse(r) => {
                     json!({"outcome": "refuse", "reason": r.reason, "for_agent": r.for_agent})
+                }
+                RequestOutcome::Ask(m, asks) => {
+                    let reasons: Vec<&str> = asks.iter().map(|a| a.reason.as_str()).collect();
+                    json!({"outcome": "ask", "reason": reasons.join("; "), "message": m.into_value()})
                 }
             }
         }

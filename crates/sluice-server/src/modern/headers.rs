@@ -87,6 +87,12 @@ pub fn check(
     let name_key = match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        // The tasks extension names the task (SEP-2663): checked when the header is sent.
+        "tasks/get" | "tasks/update" | "tasks/cancel"
+            if headers.header(sluice_core::headers::NAME).is_some() =>
+        {
+            Some("taskId")
+        }
         _ => None,
     };
     if let Some(key) = name_key {

@@ -34,6 +34,9 @@ const METHODS: &[&str] = &[
     "resources/templates/list",
     "resources/read",
     "completion/complete",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// Results clients may cache (`ttlMs`, `cacheScope`).
@@ -132,7 +135,10 @@ pub fn admit(
             .with_data(json!({"supported": version::ALL_VERSIONS, "requested": requested})),
         ));
     }
-    if !METHODS.contains(&method) {
+    let tasks_method = matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel");
+    if !METHODS.contains(&method)
+        || (tasks_method && !crate::proxy::tasks::runs_tasks(&st.snapshot()))
+    {
         return Err(Refusal {
             error: RpcError::new(
                 codes::METHOD_NOT_FOUND,
@@ -276,6 +282,7 @@ fn discover(st: &State, id: Value) -> Message {
         }
         c.remove("logging");
     }
+    crate::proxy::tasks::fit_capabilities(&mut capabilities, true);
     let mut result = json!({
         "supportedVersions": version::ALL_VERSIONS,
         "capabilities": capabilities,
@@ -286,9 +293,14 @@ fn discover(st: &State, id: Value) -> Message {
     Message::response(id, result)
 }
 
-/// The gateway's `serverInfo`, as modern results carry it in `_meta`.
-fn server_info() -> Value {
-    json!({"name": "sluice", "version": env!("CARGO_PKG_VERSION")})
+/// The `serverInfo` modern results carry in `_meta`: the gateway's, or under `--passthrough`
+/// the upstream's own (so the gateway stays invisible).
+fn server_info(snap: &crate::state::Snapshot) -> Value {
+    crate::proxy::route::passthrough(&snap.catalog)
+        .and_then(|slot| slot.state.lock().init.clone())
+        .and_then(|init| init.get("serverInfo").cloned())
+        .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+        .unwrap_or_else(|| json!({"name": "sluice", "version": env!("CARGO_PKG_VERSION")}))
 }
 
 /// Mark a reply for a modern client: `resultType`, `ttlMs` / `cacheScope` on cacheable results,
@@ -314,7 +326,7 @@ fn decorate(st: &State, method: &str, mut reply: Message) -> Message {
         }
         let m = result.entry("_meta").or_insert_with(|| json!({}));
         if let Some(m) = m.as_object_mut() {
-            m.insert(meta::SERVER_INFO.into(), server_info());
+            m.insert(meta::SERVER_INFO.into(), server_info(&snap));
         }
     }
     reply

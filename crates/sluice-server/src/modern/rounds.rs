@@ -14,14 +14,13 @@
 //! Answers missing from a retry are asked for again, under a fresh state.
 
 use super::state::{self, Claims, Signer};
-use super::{decorate, log_rank, server_info, strip_meta, wanted_log_rank};
+use super::{decorate, log_rank, strip_meta, wanted_log_rank};
 use crate::channel::{is_reply, Out};
 use crate::proxy;
 use crate::session::Session;
 use crate::state::State;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
-use sluice_core::version::meta;
 use sluice_core::{codes, Kind, Message, RpcError};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -152,7 +151,7 @@ pub async fn start(
         let session = session.clone();
         tokio::spawn(async move {
             let snap = st.snapshot();
-            let outcome = proxy::client_request(&st, &snap, &session, msg, &tx).await;
+            let outcome = proxy::modern_request(&st, &snap, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         })
     };
@@ -202,7 +201,8 @@ async fn round(
             return;
         }
         if m.kind() == Kind::Request {
-            let reply = park(&rounds, call, m, request);
+            let method = request.method.clone();
+            let reply = decorate(&st, &method, park(&rounds, call, m, request));
             let _ = out.send(reply);
             return;
         }
@@ -286,7 +286,6 @@ fn park(rounds: &Rounds, mut call: Call, first: Message, request: Request) -> Me
             "resultType": "input_required",
             "inputRequests": input_requests,
             "requestState": state,
-            "_meta": {meta::SERVER_INFO: server_info()},
         }),
     )
 }

@@ -287,7 +287,9 @@ fn modern_upstream_request(
     let params = msg.params_mut();
     let meta = params.entry("_meta").or_insert_with(|| json!({}));
     if let Some(m) = meta.as_object_mut() {
-        m.insert(sluice_core::version::meta::CLIENT_CAPABILITIES.into(), caps);
+        // (A task-augmented call may carry the capabilities it needs: `proxy/tasks.rs`.)
+        m.entry(sluice_core::version::meta::CLIENT_CAPABILITIES)
+            .or_insert(caps);
         if let Some(level) = level {
             m.entry(sluice_core::version::meta::LOG_LEVEL)
                 .or_insert_with(|| json!(level));

@@ -65,9 +65,30 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
         }
         SlotEvent::Lists { said, slot } => {
             if let (Some(c), Some(_)) = (&st.rt.cluster, said) {
-                c.lists_changed(&slot.spec.id);
+                c.lists_changed(&slot.spec.id, None);
             }
             control::rebuild_catalog(st, said);
+        }
+        SlotEvent::SessionLists {
+            session,
+            said,
+            slot,
+        } => {
+            // Only that session's lists changed (its view is rebuilt on its next request).
+            if let Some(s) = st.rt.sessions.get(&session) {
+                if let (Some(c), true) = (&st.rt.cluster, s.shared.is_some()) {
+                    // The other replicas serving it re-read its own upstream sessions.
+                    c.lists_changed(&slot.spec.id, Some(&session));
+                }
+                let st = st.clone();
+                tokio::spawn(async move {
+                    if let Ok(msg) =
+                        to_client(&st, &s, Message::notification(said, None), None).await
+                    {
+                        s.send_unrelated(msg);
+                    }
+                });
+            }
         }
     }
 }
@@ -129,10 +150,17 @@ pub async fn deliver(
     msg: Message,
     upstream: &str,
 ) -> bool {
+    let was_request = msg.kind() == Kind::Request;
     let msg = match to_client(st, session, msg, Some(upstream)).await {
         Ok(m) => m,
         Err(_) => return false,
     };
+    if was_request && matches!(msg.kind(), Kind::Response | Kind::Error) {
+        // A hook answered for the client (an Elicitation hook's accept, decline or cancel):
+        // the answer goes back to whoever asked, and the client is not asked.
+        relay_client_reply(session, msg);
+        return true;
+    }
     match sink {
         Some(sink) => {
             if let Err(msg) = send_msg(sink, msg) {
@@ -165,6 +193,15 @@ async fn on_message(
     let Incoming { mut msg, related } = inc;
     let method = msg.method().unwrap_or("").to_string();
     let up = slot.spec.id.as_str();
+    // Tasks: their status goes to the client that created them, and whatever names a task
+    // names it by the gateway's id.
+    if method == "notifications/tasks/status" {
+        if let Some((session, msg)) = super::tasks::status_for_client(st, slot, &msg) {
+            deliver(st, &session, None, msg, up).await;
+        }
+        return;
+    }
+    super::tasks::map_related(st, slot, &mut msg);
     // The call this message belongs to: the request whose stream carried it, or for progress
     // its token (which is the upstream id Sluice gave the call).
     let route_key = match (related, method.as_str()) {

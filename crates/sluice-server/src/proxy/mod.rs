@@ -16,6 +16,8 @@ pub mod forward;
 pub mod hooks;
 pub mod inbound;
 pub mod route;
+pub mod task_methods;
+pub mod tasks;
 
 use crate::access;
 use crate::channel::{Outcome, Sink};
@@ -44,7 +46,12 @@ pub async fn client_request(
     sink: &Sink,
 ) -> Outcome {
     let principal = session.principal();
-    let mut target = route::resolve(snap, principal.as_deref(), &msg);
+    // The session's own upstream sessions (if any) are open, and their lists are its view.
+    if msg.method() != Some("ping") {
+        crate::views::prepare(snap, session).await;
+    }
+    let catalog = crate::views::catalog_for(snap, session);
+    let mut target = route::resolve_in(snap, &catalog, principal.as_deref(), &msg);
     // Access: a target the caller may not use is answered like one that does not exist.
     if !snap.policy.is_open() {
         if let Err(refused) = access::check(&snap.policy, principal.as_deref(), &msg) {
@@ -88,11 +95,21 @@ pub async fn client_request(
     let before = owned_key(&msg);
     // Request hooks.
     let (outcome, depth) = snap.chain.request(&cx, msg, &mut trace).await;
+    // A hook asked: a person decides, through the client.
+    let outcome = match outcome {
+        RequestOutcome::Ask(m, asks) => {
+            match hooks::ask(st, session, sink, &facts, &m, &asks).await {
+                Ok(()) => RequestOutcome::Forward(m),
+                Err(r) => RequestOutcome::Refuse(r),
+            }
+        }
+        o => o,
+    };
     let mut refused_in = None;
     let reply = match outcome {
         RequestOutcome::Forward(m) => {
             if owned_key(&m) != before {
-                target = route::resolve(snap, principal.as_deref(), &m);
+                target = route::resolve_in(snap, &catalog, principal.as_deref(), &m);
             }
             // Dispatch, under the request's span when tracing (its upstream call is a child).
             let work = op.scope(dispatch(st, snap, session, target, m, sink));
@@ -125,6 +142,7 @@ pub async fn client_request(
             refused_in = Some(r.reason.clone());
             r.to_error(Phase::Request, id.clone())
         }
+        RequestOutcome::Ask(..) => unreachable!("asks are decided above"),
     };
     // Response hooks (only those the request reached).
     let reply = match snap
@@ -150,22 +168,76 @@ pub async fn client_request(
             .and_then(|e| e.get("message"))
             .and_then(Value::as_str)
             .map(str::to_string);
-        record(
-            st,
-            snap,
-            session,
-            &facts,
+        let call = Call {
+            method: &facts.method,
+            tool: facts.tool_name.as_deref(),
+            upstream: facts.upstream.as_deref(),
             started,
             outcome,
-            refused_in.or(error),
-            &trace,
-        );
+            error: refused_in.or(error),
+            trace: &trace,
+        };
+        st.record_task(snap, session, call, tasks::created_id(&reply));
     }
     if let Some(s) = span {
         s.finish(outcome, Some(&reply), &trace);
     }
     op.finish(&reply);
     Outcome::Reply(reply)
+}
+
+/// A 2026-07-28 request. Such a client has no session, so each request is a session of its
+/// own (the session the driver runs it on): when there are hooks on the session events, the
+/// SessionStart hooks are shown an `initialize` made of the request's `_meta` (protocol
+/// version, capabilities, client info) before its request hooks — a refusal refuses the
+/// request —, and the Stop and SessionEnd hooks fire after its reply.
+pub async fn modern_request(
+    st: &Arc<State>,
+    snap: &Snapshot,
+    session: &Arc<Session>,
+    msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    if !snap.chain.has_session_hooks() {
+        return client_request(st, snap, session, msg, sink).await;
+    }
+    let init = Message::request(
+        json!(0),
+        "initialize",
+        Some(json!({
+            "protocolVersion": session.init.protocol_version,
+            "capabilities": session.init.capabilities,
+            "clientInfo": session.init.client_info,
+        })),
+    );
+    let facts = Facts::plain("initialize", None);
+    let mut trace = Trace::default();
+    let refused = snap
+        .chain
+        .session_start(&facts.ctx(session), init, &mut trace)
+        .await;
+    let outcome = match refused {
+        Some(r) => {
+            let id = msg.id().cloned().unwrap_or(Value::Null);
+            let started = Instant::now();
+            record(
+                st,
+                snap,
+                session,
+                &facts,
+                started,
+                "refused",
+                Some(r.reason.clone()),
+                &trace,
+            );
+            Outcome::Reply(r.to_error(Phase::Request, id))
+        }
+        None => client_request(st, snap, session, msg, sink).await,
+    };
+    let chain = snap.chain.clone();
+    let sid = session.id.clone();
+    tokio::spawn(async move { chain.stop_era(&sid, "modern").await });
+    outcome
 }
 
 /// The client side of `session`'s requests, for OpenTelemetry's MCP conventions.
@@ -232,8 +304,15 @@ async fn dispatch(
     match target {
         Target::Local(r) => reply_of(id, r),
         Target::Upstream(u) => {
+            // A task-augmented call (or one a modern client may get a task for).
+            let task_tool = (msg.method() == Some("tools/call")
+                && tasks::involved(session, &u.slot, &msg))
+            .then(|| msg.param_str("name").unwrap_or("").to_string());
             if let Some(name) = &u.name {
                 route::rename(&mut msg, name);
+            }
+            if let Some(tool) = task_tool {
+                return tasks::call_tool(st, session, &u.slot, tool, msg, sink).await;
             }
             // In a cluster, a session's own process may run on another replica.
             if let (Some(c), true) = (&st.rt.cluster, u.slot.isolated_stdio()) {
@@ -285,6 +364,7 @@ async fn dispatch(
                 }
             }
         }
+        Target::Task => task_methods::dispatch(st, snap, session, msg, sink).await,
         Target::SetLevel(level) => {
             session.set_log_level(level).await;
             forward::set_level(snap, session, &msg).await;
@@ -304,12 +384,26 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
             Kind::Notification => msg.method().unwrap_or(""),
             _ => "(reply)",
         };
-        let facts = Facts::plain(method, None);
+        // A reply to an upstream's request: the upstream that asked (an ElicitationResult
+        // hook's `mcp_server_name`).
+        let asked_by = (msg.kind() != Kind::Notification)
+            .then(|| {
+                let id = msg.id()?.as_str()?;
+                let pending = session.routes.server_requests.lock();
+                let label = pending.get(id)?.conn.label().to_string();
+                Some(label.split('#').next().unwrap_or("").to_string())
+            })
+            .flatten();
+        let facts = Facts::plain(method, asked_by.as_deref());
         let cx = facts.ctx(session);
         let mut trace = Trace::default();
         let started = Instant::now();
         match snap.chain.request(&cx, msg, &mut trace).await.0 {
             RequestOutcome::Forward(m) => m,
+            RequestOutcome::Ask(m, _) => {
+                tracing::info!(session = %session.id, method = %facts.method, "a hook asked about a notification or reply; there is no call to allow, so it goes on");
+                m
+            }
             RequestOutcome::Answer(_) => {
                 tracing::warn!(session = %session.id, method = %facts.method, "a hook answered a notification or reply; nothing to answer, dropped");
                 return;
@@ -415,7 +509,9 @@ async fn initialize_hooks(
     let request_copy = msg.clone();
     let (outcome, depth) = snap.chain.request(&cx, msg, trace).await;
     let (reply, refused) = match outcome {
-        RequestOutcome::Forward(_) => (Message::response(id.clone(), result()), None),
+        RequestOutcome::Forward(_) | RequestOutcome::Ask(..) => {
+            (Message::response(id.clone(), result()), None)
+        }
         RequestOutcome::Answer(m) => (m, None),
         RequestOutcome::Refuse(r) => (r.to_error(Phase::Request, id.clone()), Some(r.reason)),
     };

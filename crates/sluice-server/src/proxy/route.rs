@@ -22,6 +22,8 @@ pub enum Target {
     Gateway(GatewayTool),
     /// `logging/setLevel` to every upstream with logging (and the session's own level).
     SetLevel(String),
+    /// `tasks/*`: the task the gateway recorded, at the upstream that runs it (`tasks.rs`).
+    Task,
 }
 
 /// A request for one upstream.
@@ -72,7 +74,17 @@ pub fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
 
 /// Resolve a request of an initialised session (or a modern client's request).
 pub fn resolve(snap: &Snapshot, principal: Option<&Principal>, msg: &Message) -> Target {
-    let catalog = &snap.catalog;
+    resolve_in(snap, &snap.catalog, principal, msg)
+}
+
+/// [`resolve`] against one session's view of the catalog (`views.rs`: what its own upstream
+/// sessions list), which shares the snapshot's slots.
+pub fn resolve_in(
+    snap: &Snapshot,
+    catalog: &Catalog,
+    principal: Option<&Principal>,
+    msg: &Message,
+) -> Target {
     let method = msg.method().unwrap_or("");
     let list = |kind: ListKind| {
         let cursor = msg.param_str("cursor");
@@ -106,9 +118,19 @@ pub fn resolve(snap: &Snapshot, principal: Option<&Principal>, msg: &Message) ->
                     rounds: true,
                     subscription: None,
                 }),
-                None => match catalog.down_owner(name) {
-                    Some(slot) => local(catalog.slots[slot].unavailable()),
-                    None => local(RpcError::invalid_params(format!("Unknown tool: {name}"))),
+                None => match (catalog.down_owner(name), passthrough(catalog)) {
+                    (Some(slot), _) => local(catalog.slots[slot].unavailable()),
+                    // `--passthrough`: a name the gateway has not listed is the upstream's to
+                    // answer (it may register tools per session, or answer with isError).
+                    (None, Some(slot)) => Target::Upstream(Upstream {
+                        slot: slot.clone(),
+                        name: None,
+                        rounds: true,
+                        subscription: None,
+                    }),
+                    (None, None) => {
+                        local(RpcError::invalid_params(format!("Unknown tool: {name}")))
+                    }
                 },
             }
         }
@@ -116,14 +138,20 @@ pub fn resolve(snap: &Snapshot, principal: Option<&Principal>, msg: &Message) ->
             let Some(name) = msg.param_str("name") else {
                 return local(RpcError::invalid_params("prompts/get needs params.name"));
             };
-            match catalog.prompt(name) {
-                Some(r) => Target::Upstream(Upstream {
+            match (catalog.prompt(name), passthrough(catalog)) {
+                (Some(r), _) => Target::Upstream(Upstream {
                     slot: catalog.slots[r.slot].clone(),
                     name: Some(r.name.clone()),
                     rounds: true,
                     subscription: None,
                 }),
-                None => local(RpcError::invalid_params(format!("Unknown prompt: {name}"))),
+                (None, Some(slot)) => Target::Upstream(Upstream {
+                    slot: slot.clone(),
+                    name: None,
+                    rounds: true,
+                    subscription: None,
+                }),
+                (None, None) => local(RpcError::invalid_params(format!("Unknown prompt: {name}"))),
             }
         }
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
@@ -153,14 +181,22 @@ pub fn resolve(snap: &Snapshot, principal: Option<&Principal>, msg: &Message) ->
             match field("type") {
                 Some("ref/prompt") => {
                     let name = field("name").unwrap_or("");
-                    match catalog.prompt(name) {
-                        Some(r) => Target::Upstream(Upstream {
+                    match (catalog.prompt(name), passthrough(catalog)) {
+                        (Some(r), _) => Target::Upstream(Upstream {
                             slot: catalog.slots[r.slot].clone(),
                             name: Some(r.name.clone()),
                             rounds: false,
                             subscription: None,
                         }),
-                        None => local(RpcError::invalid_params(format!("Unknown prompt: {name}"))),
+                        (None, Some(slot)) => Target::Upstream(Upstream {
+                            slot: slot.clone(),
+                            name: None,
+                            rounds: false,
+                            subscription: None,
+                        }),
+                        (None, None) => {
+                            local(RpcError::invalid_params(format!("Unknown prompt: {name}")))
+                        }
                     }
                 }
                 Some("ref/resource") => {
@@ -181,6 +217,9 @@ pub fn resolve(snap: &Snapshot, principal: Option<&Principal>, msg: &Message) ->
                     "completion/complete needs params.ref of type ref/prompt or ref/resource",
                 )),
             }
+        }
+        "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list" | "tasks/update" => {
+            Target::Task
         }
         "logging/setLevel" => match msg.param_str("level") {
             Some(level) => Target::SetLevel(level.to_string()),
@@ -207,10 +246,25 @@ pub fn rename(msg: &mut Message, name: &str) {
     }
 }
 
-/// The slot serving a resource URI; with a single upstream offering resources, that one.
+/// The one upstream of `sluice serve --passthrough` (a single transparent upstream that is
+/// not the first-party register): names the gateway has not listed go to it unchanged.
+pub fn passthrough(catalog: &Catalog) -> Option<&Arc<Slot>> {
+    match &*catalog.slots {
+        [one] if one.spec.transparent && one.spec.transport != sluice_config::Transport::Local => {
+            Some(one)
+        }
+        _ => None,
+    }
+}
+
+/// The slot serving a resource URI; with a single upstream offering resources (or the one
+/// upstream of `--passthrough`), that one.
 pub fn resource_slot(catalog: &Catalog, uri: &str) -> Option<Arc<Slot>> {
     if let Some(s) = catalog.resource(uri) {
         return Some(catalog.slots[s].clone());
+    }
+    if let Some(one) = passthrough(catalog) {
+        return Some(one.clone());
     }
     let with_resources: Vec<&Arc<Slot>> = catalog
         .slots
@@ -236,20 +290,29 @@ pub fn initialize_result(snap: &Snapshot, version: &str) -> Value {
                 let mut r = init;
                 if let Some(o) = r.as_object_mut() {
                     o.insert("protocolVersion".into(), json!(version));
+                    if let Some(c) = o.get_mut("capabilities") {
+                        super::tasks::fit_capabilities(c, false);
+                    }
                 }
                 return r;
             }
         }
     }
+    let mut capabilities = json!({
+        "tools": {"listChanged": true},
+        "prompts": {"listChanged": true},
+        "resources": {"subscribe": true, "listChanged": true},
+        "logging": {},
+        "completions": {},
+    });
+    // Tasks only when an upstream that is up can run them.
+    let caps: Vec<Value> = snap.slots.iter().filter_map(|s| s.capabilities()).collect();
+    if let Some((key, value)) = super::tasks::capability(&caps, false) {
+        capabilities[key] = value;
+    }
     json!({
         "protocolVersion": version,
-        "capabilities": {
-            "tools": {"listChanged": true},
-            "prompts": {"listChanged": true},
-            "resources": {"subscribe": true, "listChanged": true},
-            "logging": {},
-            "completions": {},
-        },
+        "capabilities": capabilities,
         "serverInfo": {"name": "sluice", "title": "Sluice MCP gateway", "version": env!("CARGO_PKG_VERSION")},
         "instructions": instructions(snap),
     })

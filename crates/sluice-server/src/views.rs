@@ -1,0 +1,92 @@
+//! One session's view of the catalog. A legacy client whose calls go through upstream sessions
+//! of its own (HTTP upstreams, stdio with `"isolation": "session"`) sees the lists those
+//! sessions show: an upstream may register tools on a session after `initialize`, or announce a
+//! change with `list_changed` there only. [`prepare`] opens the session's own connections before
+//! its first request (the slot reads their lists as they open), and [`catalog_for`] is the
+//! gateway's catalog with those lists in place of the control connection's, built once per
+//! change and kept on the session. Sessions whose upstreams list the same everywhere (the usual
+//! case) use the gateway's catalog itself.
+
+use crate::catalog::Catalog;
+use crate::control;
+use crate::session::Session;
+use crate::state::Snapshot;
+use sluice_upstream::Status;
+use std::sync::Arc;
+
+/// Does any upstream of the snapshot give a legacy session a connection of its own?
+fn has_own_sessions(snap: &Snapshot, session: &Session) -> bool {
+    !session.is_modern() && snap.slots.iter().any(|s| s.per_session())
+}
+
+/// Open the session's own connection to every upstream that gives it one and is up, so what
+/// they list is known before the session lists or calls anything. Once per session and
+/// upstream; a failed open is tried again on the next request (and reported by the call).
+pub async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
+    if !has_own_sessions(snap, session) {
+        return;
+    }
+    let opens = snap.slots.iter().filter(|slot| {
+        slot.per_session()
+            && slot.status() == Status::Up
+            && slot.session_connection(&session.id).is_none()
+    });
+    let opens = opens.map(|slot| async move {
+        if let Err(e) = slot.connection_for(session.upstream_ref()).await {
+            tracing::debug!(upstream = %slot.spec.id, session = %session.id, "opening the session's connection: {}", e.message);
+        }
+    });
+    futures_util::future::join_all(opens).await;
+}
+
+/// The catalog `session` sees: the gateway's, or its own view when an upstream session of its
+/// own lists something else.
+pub fn catalog_for(snap: &Snapshot, session: &Session) -> Arc<Catalog> {
+    if !has_own_sessions(snap, session) {
+        return snap.catalog.clone();
+    }
+    let own: Vec<(usize, u64, Arc<sluice_upstream::UpstreamLists>)> = snap
+        .slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.per_session())
+        .filter_map(|(i, s)| s.session_lists(&session.id).map(|(g, l)| (i, g, l)))
+        .collect();
+    if own.is_empty() {
+        return snap.catalog.clone();
+    }
+    let key: Vec<(usize, u64)> = own.iter().map(|(i, g, _)| (*i, *g)).collect();
+    let mut view = session.routes.view.lock();
+    if let Some(c) = &view.catalog {
+        if view.base == snap.catalog.version && view.key == key {
+            return c.clone();
+        }
+    }
+    let lists: Vec<Option<Arc<sluice_upstream::UpstreamLists>>> = snap
+        .slots
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match own.iter().find(|(j, _, _)| *j == i) {
+            Some((_, _, l)) => Some(l.clone()),
+            None => s.state.lock().lists.clone().map(Arc::new),
+        })
+        .collect();
+    let pairs: Vec<_> = snap
+        .slots
+        .iter()
+        .zip(lists.iter())
+        .map(|(s, l)| (&s.spec, l.as_deref()))
+        .collect();
+    let (catalog, _warnings) = control::catalog_over(
+        &snap.config,
+        &snap.slots,
+        &pairs,
+        snap.catalog.version,
+        snap.funnel_prefix.is_some(),
+    );
+    let catalog = Arc::new(catalog);
+    view.base = snap.catalog.version;
+    view.key = key;
+    view.catalog = Some(catalog.clone());
+    catalog
+}
