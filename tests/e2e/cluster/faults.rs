@@ -318,5 +318,22 @@ async fn a_redis_outage_answers_clearly_readyz_says_why_and_local_work_goes_on()
     let mut again = Client::new(&cl.replicas[1].url());
     again.initialize(json!({})).await;
     assert_eq!(echo(&again, "after-outage").await, Outcome::Right);
+    // The bus is back too: an update heard on replica 1 reaches the GET stream on replica 0.
+    let uri = "test://static-text";
+    again
+        .request("resources/subscribe", json!({"uri": uri}))
+        .await;
+    let mut held = Client::new(&cl.replicas[0].url());
+    held.session = again.session.clone();
+    let mut stream = sluice_e2e::mcp::SseReader::new(held.open_get(None).await);
+    again
+        .call_tool("fx_touch_resource", json!({"uri": uri}))
+        .await;
+    let (_, msg) = stream.next().await.expect("the GET stream stays open");
+    assert_eq!(
+        msg["method"],
+        json!("notifications/resources/updated"),
+        "{msg}"
+    );
     late.kill9();
 }
