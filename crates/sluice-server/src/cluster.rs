@@ -14,6 +14,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Low bits of an SSE stream number that count a replica's streams.
+const STREAM_BITS: u32 = 24;
+
 /// How long a Redis call may take before it counts as failed.
 pub const STORE_TIMEOUT: Duration = Duration::from_millis(1500);
 
@@ -26,6 +29,9 @@ pub struct Cluster {
     /// This replica's id (random per process): the bus channel it listens on, the prefix of
     /// the request ids it sends clients.
     pub replica: Arc<str>,
+    /// Raw SSE of streams another replica replays for a `Last-Event-ID` that reached this
+    /// one, by correlation id (`Err`: it has no such stream).
+    pub replaying: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<Result<String, ()>>>>,
     /// Local sessions by handle.
     by_handle: Mutex<HashMap<String, String>>,
     /// Retries of 2026-07-28 calls handed to the replica holding them, by correlation id:
@@ -49,14 +55,27 @@ impl Cluster {
     pub fn new(settings: &ClusterSettings) -> Result<Cluster, String> {
         let shown = sluice_config::builtin::redis_url_shown(&settings.redis);
         let store = Store::new(&settings.redis, &shown, STORE_TIMEOUT).map_err(|e| e.0)?;
-        let replica = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        // 8 hex digits: also the high bits of this replica's SSE stream numbers, so an event
+        // id names the replica whose stream it is.
+        let replica = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
         Ok(Cluster {
             keys: Keyring::new(&settings.keys),
             store: Arc::new(store),
             replica: replica.into(),
             by_handle: Mutex::new(HashMap::new()),
             handed: Mutex::new(HashMap::new()),
+            replaying: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The first SSE stream number of this replica's sessions (its id in the high bits).
+    pub fn stream_base(&self) -> u64 {
+        u64::from_str_radix(&self.replica, 16).unwrap_or(0) << STREAM_BITS
+    }
+
+    /// The replica whose stream `stream` is (None: a lone gateway's, or the GET stream).
+    pub fn stream_owner(stream: u64) -> Option<String> {
+        (stream >> STREAM_BITS != 0).then(|| format!("{:08x}", stream >> STREAM_BITS))
     }
 
     /// Seal a new session's id: `(id, handle)`.

@@ -120,12 +120,9 @@ fn take_up(
         settings.replay_events as usize,
         settings.replay_bytes as usize,
     );
-    let session = Session::new(
-        id.to_string(),
-        sealed.init,
-        Outbound::Http(HttpStreams::new(buf)),
-    )
-    .with_shared(shared);
+    let streams = HttpStreams::new(buf).numbered_from(c.stream_base());
+    let session =
+        Session::new(id.to_string(), sealed.init, Outbound::Http(streams)).with_shared(shared);
     session.set_principal(principal.cloned());
     let level = session.apply_shared(fields);
     // It has seen (or been told of) this replica's lists as they are now.
@@ -427,6 +424,95 @@ fn on_cancelled(st: &State, c: &Cluster, payload: &str) {
     }
 }
 
+/// A `Last-Event-ID` naming a POST stream of another replica: that replica replays it (and
+/// goes on with it) over the bus. None when it is gone or has no such stream (the caller
+/// answers 404 as for any stream it cannot resume).
+pub async fn replay_elsewhere(
+    c: &Arc<Cluster>,
+    session: &Session,
+    owner: &str,
+    last_event_id: &str,
+) -> Option<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let corr = uuid::Uuid::new_v4().simple().to_string();
+    c.replaying.lock().insert(corr.clone(), tx);
+    let payload = json!({"t": "replay", "c": corr, "f": &*c.replica, "s": session.id,
+        "e": last_event_id});
+    let forget = |c: &Cluster| {
+        c.replaying.lock().remove(&corr);
+    };
+    if !matches!(c.store.send_to(owner, &payload.to_string()).await, Ok(n) if n > 0) {
+        forget(c);
+        return None;
+    }
+    let first = match tokio::time::timeout(c.store.timeout(), rx.recv()).await {
+        Ok(Some(Ok(chunk))) => chunk,
+        _ => {
+            forget(c);
+            return None;
+        }
+    };
+    let c = c.clone();
+    let body = futures_util::stream::unfold(
+        (Some(first), rx, Some((c, corr))),
+        |(first, mut rx, mut guard)| async move {
+            let chunk = match first {
+                Some(f) => Some(f),
+                None => rx.recv().await.and_then(Result::ok),
+            };
+            match chunk {
+                Some(b) => Some((
+                    Ok::<_, std::convert::Infallible>(bytes::Bytes::from(b)),
+                    (None, rx, guard),
+                )),
+                None => {
+                    if let Some((c, corr)) = guard.take() {
+                        c.replaying.lock().remove(&corr);
+                    }
+                    None
+                }
+            }
+        },
+    );
+    Some(crate::http_parts::sse_headers(
+        axum::body::Body::from_stream(body).into_response(),
+    ))
+}
+
+/// Replay here one of this replica's POST streams for another replica, raw SSE over the bus.
+async fn replay_for(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option<()> {
+    use futures_util::StreamExt;
+    let corr = v.get("c")?.as_str()?.to_string();
+    let from = v.get("f")?.as_str()?.to_string();
+    let id = v.get("s")?.as_str()?;
+    let (stream, seq) = StreamBuf::parse_event_id(v.get("e")?.as_str()?)?;
+    let buf = st.rt.sessions.get(id).and_then(|s| {
+        s.http()
+            .and_then(|h| h.streams.lock().get(&stream).cloned())
+    });
+    let Some(buf) = buf else {
+        let _ = c
+            .store
+            .send_to(&from, &json!({"t": "missing", "c": corr}).to_string())
+            .await;
+        return Some(());
+    };
+    let mut reader = Box::pin(buf.reader(seq, false, crate::http_parts::KEEPALIVE, None));
+    while let Some(Ok(chunk)) = reader.next().await {
+        let text = String::from_utf8_lossy(&chunk).into_owned();
+        let p = json!({"t": "sse", "c": corr, "b": text}).to_string();
+        if !matches!(c.store.send_to(&from, &p).await, Ok(n) if n > 0) {
+            return Some(());
+        }
+    }
+    let _ = c
+        .store
+        .send_to(&from, &json!({"t": "end", "c": corr}).to_string())
+        .await;
+    Some(())
+}
+
 /// Is the session's GET stream attached on this replica?
 fn attached(session: &Session) -> bool {
     session.http().is_some_and(|h| *h.get_owner.borrow() != 0)
@@ -553,6 +639,25 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                     Some("end") => {
                         let corr = v.get("c").and_then(Value::as_str).unwrap_or("");
                         c.handed.lock().remove(corr);
+                        c.replaying.lock().remove(corr);
+                    }
+                    Some("replay") => {
+                        let (st, c) = (st.clone(), c.clone());
+                        tokio::spawn(async move {
+                            let _ = replay_for(&st, &c, &v).await;
+                        });
+                    }
+                    Some("sse") | Some("missing") => {
+                        let corr = v.get("c").and_then(Value::as_str).unwrap_or("");
+                        let chunk = v
+                            .get("b")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                            .ok_or(());
+                        let tx = c.replaying.lock().get(corr).cloned();
+                        if let Some(tx) = tx {
+                            let _ = tx.send(chunk);
+                        }
                     }
                     _ => tracing::warn!("a bus message of no known type: {payload}"),
                 }

@@ -140,6 +140,12 @@ impl HttpStreams {
         }
     }
 
+    /// These streams, numbered from `base` on (a cluster replica's streams carry its id).
+    pub fn numbered_from(self, base: u64) -> HttpStreams {
+        self.next_stream.store(base + 1, Ordering::Relaxed);
+        self
+    }
+
     /// A new POST stream (registered for resumption; the oldest finished ones are dropped).
     pub fn new_stream(&self, cap: usize, max_bytes: usize) -> Arc<StreamBuf> {
         let n = self.next_stream.fetch_add(1, Ordering::Relaxed);

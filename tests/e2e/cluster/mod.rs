@@ -9,6 +9,7 @@
 //! - `messages`: notifications reach a GET stream held by another replica; `Last-Event-ID`
 //!   resumes on another replica; a client's replies reach the replica that asked.
 //! - `modern`: a 2026-07-28 client's `requestState` retried on another replica.
+//! - `polling`: a paused POST stream resumed with `Last-Event-ID` on another replica.
 //! - `isolation`: a session's own process serves it from every replica.
 //! - `faults`: `kill -9` of a replica under load, a rolling restart, a Redis outage.
 
@@ -16,6 +17,7 @@ mod faults;
 mod isolation;
 mod messages;
 mod modern;
+mod polling;
 mod sessions;
 
 use serde_json::{json, Value};

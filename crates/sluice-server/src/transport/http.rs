@@ -327,7 +327,9 @@ async fn initialize(
         settings.replay_events as usize,
         settings.replay_bytes as usize,
     );
-    let mut session = Session::new(id.clone(), init, Outbound::Http(HttpStreams::new(buf)));
+    let base = gw.rt.cluster.as_ref().map_or(0, |c| c.stream_base());
+    let streams = HttpStreams::new(buf).numbered_from(base);
+    let mut session = Session::new(id.clone(), init, Outbound::Http(streams));
     if let Some(shared) = shared {
         session = session.with_shared(shared);
     }
@@ -526,7 +528,17 @@ async fn get(gw: &Arc<State>, headers: HeaderMap, principal: Option<Arc<Principa
                 None,
             );
         };
-        let Some(buf) = http.streams.lock().get(&stream).cloned() else {
+        let local = http.streams.lock().get(&stream).cloned();
+        // In a cluster a POST stream lives on the replica that ran the request: it replays it.
+        if let (None, Some(c)) = (&local, &gw.rt.cluster) {
+            let owner = crate::cluster::Cluster::stream_owner(stream);
+            if let Some(owner) = owner.filter(|o| **o != *c.replica) {
+                if let Some(r) = replicas::replay_elsewhere(c, &session, &owner, last).await {
+                    return r;
+                }
+            }
+        }
+        let Some(buf) = local else {
             return json_error(
                 StatusCode::NOT_FOUND,
                 RpcError::invalid_request(format!(
