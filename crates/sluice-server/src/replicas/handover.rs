@@ -1,157 +1,21 @@
-//! Serving sessions across the replicas of a cluster: finding a session by its sealed id on any
-//! replica (opened with the key, checked against the store, taken up here as a local session
-//! when another replica began it), feeding a GET stream from the events in the store, sending a
-//! client's reply to the replica that asked, and hearing the bus (new events, ended sessions,
-//! replies for this replica).
+//! What a cluster replica hands to the one that holds it, and what it does for another: a
+//! client's reply to the replica that asked, a cancellation to the replica that runs the call,
+//! a 2026-07-28 retry to the replica holding the parked call, a call to the replica running a
+//! session's own isolated process, a `Last-Event-ID` to the replica whose POST stream it names.
+//! Each goes over the bus (Redis pub/sub) and its answers come back the same way, under a
+//! correlation id.
 
-use crate::cluster::{same_principal, Cluster, Sealed};
-use crate::control;
+use crate::cluster::Cluster;
 use crate::modern::rounds::Rounds;
 use crate::modern::{self, Admitted};
 use crate::proxy;
-use crate::session::{HttpStreams, Outbound, Session, Shared};
+use crate::session::Session;
 use crate::state::State;
 use crate::stream::StreamBuf;
 use serde_json::{json, Value};
-use sluice_cluster::{Bus, BusMsg, StoreError};
 use sluice_core::{codes, Kind, Message, Principal, RpcError};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Why a session was not found.
-#[derive(Debug)]
-pub enum Miss {
-    /// Unknown, ended, expired, forged, tampered, sealed under another key, or another
-    /// principal's: all answered alike.
-    NotFound,
-    /// The store did not answer, and the session is not served here yet.
-    Unavailable(String),
-}
-
-/// Is `session` `principal`'s to use? (Without authentication, anyone's.)
-pub fn owned_by(session: &Session, principal: Option<&Principal>) -> bool {
-    match (principal, session.principal()) {
-        (None, _) => true,
-        (Some(p), Some(owner)) => p.id == owner.id && p.kind == owner.kind,
-        (Some(_), None) => false,
-    }
-}
-
-/// The session named `id`, on this replica or taken up from the store; its live state renewed
-/// and read from the store. A store that does not answer does not stop a session this replica
-/// serves already (single-replica work goes on).
-pub async fn find(
-    st: &Arc<State>,
-    c: &Cluster,
-    id: &str,
-    principal: Option<&Arc<Principal>>,
-) -> Result<Arc<Session>, Miss> {
-    let ttl = Duration::from_secs(st.snapshot().settings().session_idle_secs);
-    let local = st.rt.sessions.get(id);
-    let (handle, sealed) = match &local {
-        Some(s) => {
-            if !owned_by(s, principal.map(|p| &**p)) {
-                return Err(Miss::NotFound);
-            }
-            match &s.shared {
-                Some(sh) => (sh.handle.clone(), None),
-                None => return Ok(s.clone()),
-            }
-        }
-        None => {
-            let sealed = c.open(id).ok_or(Miss::NotFound)?;
-            if !same_principal(principal.map(|p| &**p), sealed.principal.as_ref()) {
-                return Err(Miss::NotFound);
-            }
-            (sealed.handle.clone(), Some(sealed))
-        }
-    };
-    match (c.store.touch(&handle, ttl).await, local, sealed) {
-        (Ok(None), local, _) => {
-            if local.is_some() {
-                control::end_session(st, id).await;
-            }
-            Err(Miss::NotFound)
-        }
-        (Ok(Some(fields)), Some(s), _) => {
-            if let Some(level) = s.apply_shared(&fields) {
-                tell_level(st, &s, level).await;
-            }
-            Ok(s)
-        }
-        (Ok(Some(fields)), None, Some(sealed)) => {
-            let (s, level) = take_up(st, c, id, sealed, &fields, ttl, principal);
-            if let Some(level) = level {
-                tell_level(st, &s, level).await;
-            }
-            Ok(s)
-        }
-        (Err(e), Some(s), _) => {
-            tracing::warn!(session = %id, "serving without the cluster store: {e}");
-            Ok(s)
-        }
-        (Err(e), None, _) => Err(Miss::Unavailable(e.0)),
-        (Ok(Some(_)), None, None) => Err(Miss::NotFound),
-    }
-}
-
-/// The client set its log level on another replica: tell this replica's upstreams too.
-async fn tell_level(st: &State, session: &Arc<Session>, level: String) {
-    let msg = Message::request(json!(0), "logging/setLevel", Some(json!({"level": level})));
-    proxy::forward::set_level(&st.snapshot(), session, &msg).await;
-}
-
-/// Serve here a session another replica began (and the log level it set elsewhere).
-fn take_up(
-    st: &State,
-    c: &Cluster,
-    id: &str,
-    sealed: Sealed,
-    fields: &HashMap<String, String>,
-    ttl: Duration,
-    principal: Option<&Arc<Principal>>,
-) -> (Arc<Session>, Option<String>) {
-    let snap = st.snapshot();
-    let settings = snap.settings();
-    let shared = shared(c, sealed.handle.clone(), ttl, settings.replay_events);
-    let buf = StreamBuf::new(
-        0,
-        settings.replay_events as usize,
-        settings.replay_bytes as usize,
-    );
-    let streams = HttpStreams::new(buf).numbered_from(c.stream_base());
-    let session =
-        Session::new(id.to_string(), sealed.init, Outbound::Http(streams)).with_shared(shared);
-    session.set_principal(principal.cloned());
-    let level = session.apply_shared(fields);
-    // It has seen (or been told of) this replica's lists as they are now.
-    session
-        .live
-        .catalog_seen
-        .store(snap.catalog.version, std::sync::atomic::Ordering::Release);
-    let session = st.rt.sessions.get_or_add(Arc::new(session));
-    c.remember(&sealed.handle, id);
-    tracing::info!(session = %id, "session taken up from the cluster");
-    (session, level)
-}
-
-/// The shared part of a session served by this replica.
-pub fn shared(c: &Cluster, handle: String, ttl: Duration, cap: u64) -> Shared {
-    Shared::new(handle, c.store.clone(), c.replica.clone(), ttl, cap)
-}
-
-/// Bring the session's GET stream up to date with its events in the store.
-pub async fn feed(c: &Cluster, session: &Session) -> Result<(), StoreError> {
-    let (Some(sh), Some(http)) = (&session.shared, session.http()) else {
-        return Ok(());
-    };
-    let last = http.get.last_seq();
-    for (seq, json) in c.store.events_after(&sh.handle, last).await? {
-        http.get.push_at(seq, json.into());
-    }
-    Ok(())
-}
 
 /// A client's reply to a request another replica sent it goes to that replica (the request
 /// id names it). True when it was sent on (or could not be: logged).
@@ -260,7 +124,7 @@ pub async fn hand_retry(
 
 /// Run here a call another replica handed over (this replica runs the session's own process
 /// of that upstream), sending its related messages and reply back there.
-async fn run_handed_call(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option<()> {
+pub(super) async fn run_handed_call(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option<()> {
     let corr = v.get("c")?.as_str()?.to_string();
     let from = v.get("f")?.as_str()?.to_string();
     let id = v.get("s")?.as_str()?;
@@ -274,7 +138,7 @@ async fn run_handed_call(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option
         .iter()
         .find(|s| s.spec.id == upstream)
         .cloned();
-    let session = find(st, c, id, None).await.ok();
+    let session = super::find(st, c, id, None).await.ok();
     if let Some(s) = &session {
         // In use through another replica: not idle here either.
         s.touch();
@@ -308,7 +172,7 @@ async fn run_handed_call(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option
 }
 
 /// Continue here a retry another replica handed over, sending what it emits back there.
-fn continue_retry(
+pub(super) fn continue_retry(
     st: &Arc<State>,
     rounds: &Arc<Rounds>,
     c: &Arc<Cluster>,
@@ -393,7 +257,7 @@ pub async fn forward_cancel(c: &Cluster, session: &Session, msg: &Message) {
 }
 
 /// Another replica heard a cancellation: stop the call here if it runs here.
-fn on_cancelled(st: &State, c: &Cluster, payload: &str) {
+pub(super) fn on_cancelled(st: &State, c: &Cluster, payload: &str) {
     let Ok(v) = serde_json::from_str::<Value>(payload) else {
         return;
     };
@@ -481,7 +345,7 @@ pub async fn replay_elsewhere(
 }
 
 /// Replay here one of this replica's POST streams for another replica, raw SSE over the bus.
-async fn replay_for(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option<()> {
+pub(super) async fn replay_for(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option<()> {
     use futures_util::StreamExt;
     let corr = v.get("c")?.as_str()?.to_string();
     let from = v.get("f")?.as_str()?.to_string();
@@ -513,13 +377,8 @@ async fn replay_for(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> Option<()> 
     Some(())
 }
 
-/// Is the session's GET stream attached on this replica?
-fn attached(session: &Session) -> bool {
-    session.http().is_some_and(|h| *h.get_owner.borrow() != 0)
-}
-
 /// A client's reply another replica received for a request this one sent.
-fn on_reply(st: &Arc<State>, v: &Value) {
+pub(super) fn on_reply(st: &Arc<State>, v: &Value) {
     let parsed = (|| {
         let id = v.get("s")?.as_str()?.to_string();
         let m = Message::parse(v.get("m")?.as_str()?.as_bytes()).ok()?;
@@ -535,144 +394,5 @@ fn on_reply(st: &Arc<State>, v: &Value) {
             tokio::spawn(async move { proxy::client_message(&st, &s, m).await });
         }
         None => tracing::warn!("a reply for a session not served here"),
-    }
-}
-
-/// Hear the bus until the gateway shuts down (nothing without a cluster).
-pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
-    let Some(c) = st.rt.cluster.clone() else {
-        return;
-    };
-    let mut rx = Bus::start(c.store.clone(), &c.replica);
-    loop {
-        let msg = tokio::select! {
-            m = rx.recv() => match m {
-                Some(m) => m,
-                None => return,
-            },
-            () = st.rt.shutdown.cancelled() => return,
-        };
-        match msg {
-            BusMsg::Event { handle, seq } => {
-                let Some(s) = c.local(&handle).and_then(|id| st.rt.sessions.get(&id)) else {
-                    continue;
-                };
-                let behind = s.http().is_some_and(|h| h.get.last_seq() < seq);
-                if behind && attached(&s) {
-                    let c = c.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = feed(&c, &s).await {
-                            tracing::warn!(session = %s.id, "GET stream not fed: {e}");
-                        }
-                    });
-                }
-            }
-            BusMsg::Ended(handle) => {
-                if let Some(id) = c.local(&handle) {
-                    let st = st.clone();
-                    tokio::spawn(async move {
-                        control::end_session(&st, &id).await;
-                    });
-                }
-            }
-            BusMsg::Lists {
-                from,
-                upstream,
-                session,
-            } if *from != *c.replica => {
-                let slot = st
-                    .snapshot()
-                    .slots
-                    .iter()
-                    .find(|s| s.spec.id == upstream)
-                    .cloned();
-                match (slot, session) {
-                    (Some(slot), None) => {
-                        tokio::spawn(slot.relist());
-                    }
-                    (Some(slot), Some(id)) => {
-                        // The client's own upstream session here re-reads its lists (opened
-                        // now if it was not: its lists are what the client must see here).
-                        if let Some(s) = st.rt.sessions.get(&id) {
-                            tokio::spawn(async move {
-                                if let Ok(conn) = slot.connection_for(s.upstream_ref()).await {
-                                    slot.read_session_lists(&id, &conn).await;
-                                }
-                            });
-                        }
-                    }
-                    (None, _) => {}
-                }
-            }
-            BusMsg::Lists { .. } => {}
-            BusMsg::Direct(payload) => {
-                let Ok(v) = serde_json::from_str::<Value>(&payload) else {
-                    tracing::warn!("a bus message that is not JSON: {payload}");
-                    continue;
-                };
-                match v.get("t").and_then(Value::as_str) {
-                    Some("reply") => on_reply(&st, &v),
-                    Some("retry") => {
-                        if continue_retry(&st, &rounds, &c, &v).is_none() {
-                            tracing::warn!("a handed-over retry that is not one");
-                        }
-                    }
-                    Some("call") => {
-                        let (st, c) = (st.clone(), c.clone());
-                        tokio::spawn(async move {
-                            if run_handed_call(&st, &c, &v).await.is_none() {
-                                tracing::warn!("a handed-over call that is not one");
-                            }
-                        });
-                    }
-                    Some("out") => {
-                        let corr = v.get("c").and_then(Value::as_str).unwrap_or("");
-                        let m = v
-                            .get("m")
-                            .and_then(Value::as_str)
-                            .and_then(|m| Message::parse(m.as_bytes()).ok());
-                        let tx = c.handed.lock().get(corr).cloned();
-                        if let (Some(tx), Some(m)) = (tx, m) {
-                            let _ = tx.send(m);
-                        }
-                    }
-                    Some("end") => {
-                        let corr = v.get("c").and_then(Value::as_str).unwrap_or("");
-                        c.handed.lock().remove(corr);
-                        c.replaying.lock().remove(corr);
-                    }
-                    Some("replay") => {
-                        let (st, c) = (st.clone(), c.clone());
-                        tokio::spawn(async move {
-                            let _ = replay_for(&st, &c, &v).await;
-                        });
-                    }
-                    Some("sse") | Some("missing") => {
-                        let corr = v.get("c").and_then(Value::as_str).unwrap_or("");
-                        let chunk = v
-                            .get("b")
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                            .ok_or(());
-                        let tx = c.replaying.lock().get(corr).cloned();
-                        if let Some(tx) = tx {
-                            let _ = tx.send(chunk);
-                        }
-                    }
-                    _ => tracing::warn!("a bus message of no known type: {payload}"),
-                }
-            }
-            BusMsg::Cancelled(payload) => on_cancelled(&st, &c, &payload),
-            BusMsg::Resync => {
-                for s in st.rt.sessions.all() {
-                    if s.shared.is_some() && attached(&s) {
-                        let c = c.clone();
-                        tokio::spawn(async move {
-                            let _ = feed(&c, &s).await;
-                        });
-                    }
-                }
-            }
-        }
     }
 }
