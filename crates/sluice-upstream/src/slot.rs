@@ -582,6 +582,11 @@ impl Slot {
                         }
                     }
                     pump_task.abort();
+                    if shutdown.is_cancelled() {
+                        // Closed by the gateway's own shutdown: no restart, nothing to report.
+                        conn.shutdown().await;
+                        return;
+                    }
                     let reason = conn
                         .close_reason()
                         .unwrap_or_else(|| "the connection closed".into());
