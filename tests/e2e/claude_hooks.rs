@@ -1026,3 +1026,181 @@ async fn session_events_fire_for_both_eras() {
     assert_eq!(r["error"]["code"], -32030, "{r}");
     assert_eq!(r["error"]["data"]["reason"], "sessions are closed");
 }
+
+/// `ask` with `updatedInput`: the person is asked about the updated arguments, and when they
+/// allow it the call runs with them (both eras); declined, nothing runs.
+#[tokio::test]
+async fn an_ask_with_updated_input_asks_about_the_update_and_runs_it() {
+    let home = Home::new("cc-ask-update");
+    home.expose(&json!({
+        "upstreams": [{"id": "shell", "command": fixture(), "args": ["--stdio"]}],
+        "expose": [{"upstream": "shell", "tool": "echo", "as": "Bash"}]
+    }));
+    // Rewrites a force-push to --force-with-lease and asks about it.
+    home.write(
+        "hooks/lease.py",
+        r#"import json, sys
+e = json.load(sys.stdin)
+cmd = e["tool_input"].get("command", "")
+if "--force " in cmd:
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "ask", "permissionDecisionReason": "force-push rewritten to --force-with-lease",
+        "updatedInput": {"command": cmd.replace("--force ", "--force-with-lease ")}}}))
+"#,
+    );
+    write_manifest(
+        &home,
+        &json!([
+            {"id": "pre-tool-use/lease", "event": "PreToolUse", "matcher": "Bash", "type": "command",
+             "command": "python3", "args": ["${CLAUDE_PROJECT_DIR}/hooks/lease.py"], "timeout": 10, "enabled": true},
+            // A later hook sees the updated arguments.
+            {"id": "pre-tool-use/no-plain-force", "event": "PreToolUse", "matcher": "Bash", "type": "command",
+             "command": "grep -q -- '--force origin' && { echo 'plain force-push' >&2; exit 2; }; exit 0", "enabled": true}
+        ]),
+    );
+    let (_gw, url) = serve(&home, &[]);
+    let push = json!({"command": "git push --force origin main"});
+    let leased = json!({"command": "git push --force-with-lease origin main"});
+    for mode in ["legacy", "auto"] {
+        let r = ask_client(mode, &url, "Bash", push.clone(), "allow");
+        assert_eq!(r["result"]["structured"], leased, "{mode}: {r}");
+        let asked = r["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{mode}: {r}");
+        assert_eq!(
+            asked[0]["message"],
+            "Allow the call of the tool Bash with the arguments {\"command\":\"git push --force-with-lease origin main\"}? Hook pre-tool-use/lease asks: force-push rewritten to --force-with-lease",
+            "{mode}: {r}"
+        );
+    }
+    let r = ask_client("legacy", &url, "Bash", push.clone(), "decline");
+    assert_eq!(r["error"]["code"], -32030, "{r}");
+    assert_eq!(
+        r["error"]["data"]["reason"],
+        "force-push rewritten to --force-with-lease (the person asked declined the call)"
+    );
+    // Not asked about, not changed.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "Bash",
+        json!({"command": "git status"}),
+        "decline",
+    );
+    assert_eq!(
+        r["result"]["structured"],
+        json!({"command": "git status"}),
+        "{r}"
+    );
+    assert_eq!(r["asked"], json!([]));
+}
+
+/// Civic hook servers on an upstream's request to the client and the client's reply to it, as
+/// Civic's passthrough runs them: `processTargetRequest` may change the request, refuse it (the
+/// upstream hears why) or answer it (`respond`: the upstream gets that answer and the client is
+/// not asked); `processTargetResult` sees the client's answer with the request it answers, and
+/// may change it or refuse it (the upstream hears why).
+#[tokio::test]
+async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the_clients_reply() {
+    let home = Home::new("cc-civic-target");
+    // Pinned to 2025-11-25: its elicitation is a request of its own to the client.
+    home.expose(&json!({"upstreams": [
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+    ]}));
+    let modify_dir = home.path().join("modify");
+    let abort_dir = home.path().join("abort");
+    std::fs::create_dir_all(&modify_dir).unwrap();
+    std::fs::create_dir_all(&abort_dir).unwrap();
+    let (_m, mport) = civic_server(&modify_dir, "modify");
+    let (_a, aport) = civic_server(&abort_dir, "abort");
+    write_manifest(
+        &home,
+        &json!([
+            {"id": "civic-modify", "type": "civic", "url": format!("http://127.0.0.1:{mport}"), "enabled": true},
+            {"id": "civic-abort", "type": "civic", "url": format!("http://127.0.0.1:{aport}"), "enabled": true}
+        ]),
+    );
+    let (_gw, url) = serve(&home, &[]);
+    // The request is changed on its way to the client, the answer on its way back.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fxl_test_elicitation",
+        json!({"message": "Your name?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"][0]["message"], "[civic] Your name?", "{r}");
+    assert_eq!(
+        r["result"]["text"],
+        json!(["User response: action=accept, content={\"allow\":true,\"civic\":true}"]),
+        "{r}"
+    );
+    let calls = std::fs::read_to_string(modify_dir.join("calls.log")).unwrap();
+    let target: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.starts_with("processTarget"))
+        .collect();
+    assert_eq!(target.len(), 2, "{calls}");
+    assert_eq!(target[0], "processTargetRequest elicitation/create");
+    // The reply's hook is shown the request it answers, and the id the client saw.
+    let rest = target[1]
+        .strip_prefix("processTargetResult elicitation/create accept ")
+        .unwrap_or_else(|| panic!("{calls}"));
+    assert!(!rest.is_empty() && rest != "undefined", "{calls}");
+    // The client's answer refused on its way back: the upstream hears why.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fxl_test_elicitation",
+        json!({"message": "Your secret?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"][0]["message"], "[civic] Your secret?", "{r}");
+    assert_eq!(
+        r["result"]["text"],
+        json!(["Elicitation not supported or error: MCP error -32031: Response rejected"]),
+        "{r}"
+    );
+    // The request refused on its way to the client: the client is not asked.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fxl_test_elicitation",
+        json!({"message": "Something forbidden?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"], json!([]), "{r}");
+    assert_eq!(
+        r["result"]["text"],
+        json!(["Elicitation not supported or error: MCP error -32031: Response rejected"]),
+        "{r}"
+    );
+
+    // A server that answers the upstream's request: the client is never asked.
+    let home2 = Home::new("cc-civic-target-respond");
+    home2.expose(&json!({"upstreams": [
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+    ]}));
+    let respond_dir = home2.path().join("respond");
+    std::fs::create_dir_all(&respond_dir).unwrap();
+    let (_r, rport) = civic_server(&respond_dir, "respond");
+    write_manifest(
+        &home2,
+        &json!([{"id": "civic-respond", "type": "civic", "url": format!("http://127.0.0.1:{rport}"), "enabled": true}]),
+    );
+    let (_gw2, url2) = serve(&home2, &[]);
+    let r = ask_client(
+        "legacy",
+        &url2,
+        "fxl_test_elicitation",
+        json!({"message": "Your name?"}),
+        "decline",
+    );
+    assert_eq!(r["asked"], json!([]), "{r}");
+    let text = r["result"]["text"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(
+        text.starts_with("User response: action=accept, content={\"response\":\"civic answered "),
+        "{r}"
+    );
+}

@@ -127,6 +127,9 @@ pub struct Ctx<'a> {
     pub upstream_tool: Option<&'a str>,
     /// The call's id shown to hooks as `tool_use_id` (tools/call).
     pub tool_use_id: Option<&'a str>,
+    /// For a client's reply to an upstream's request: that request, as the upstream sent it
+    /// (a Civic hook's `processTargetResult` is shown it as `originalRequest`).
+    pub answers: Option<&'a Message>,
 }
 
 impl Ctx<'_> {
@@ -567,7 +570,7 @@ impl Chain {
                 continue;
             }
             let started = Instant::now();
-            let ev = self.event(Phase::Request, hook, ctx, msg, None, trace);
+            let ev = self.event(Phase::Request, hook, ctx, msg, ctx.answers.cloned(), trace);
             let result = hook.decide(&ev, ctx, trace).await;
             msg = ev.message;
             let mut record = |decision: &'static str, reason: Option<String>| {
@@ -577,8 +580,15 @@ impl Chain {
             };
             match result {
                 Ok(Decision::Pass) => record("pass", None),
-                Ok(Decision::Ask(reason)) => {
+                Ok(Decision::Ask(reason, updated)) => {
                     record("ask", Some(reason.clone()));
+                    // The ask's `updatedInput`: the person is asked about the changed call.
+                    if let Some(mut m) = updated {
+                        if let Some(id) = &original_id {
+                            m.set_id(id.clone());
+                        }
+                        msg = m;
+                    }
                     asks.push(AskRequest {
                         hook: hook.id.clone(),
                         reason,
@@ -659,6 +669,7 @@ impl Chain {
     ) -> Result<Message, Refusal> {
         self.run_controls(ctx, &mut msg, trace)?;
         let original_id = msg.id().cloned();
+        let was_request = msg.kind() == sluice_core::Kind::Request;
         for hook in self.hooks[..depth.min(self.hooks.len())].iter().rev() {
             if !hook.selects(Phase::Response, ctx) || !hook.takes_reply(ctx, &msg) {
                 continue;
@@ -674,7 +685,7 @@ impl Chain {
             };
             match result {
                 Ok(Decision::Pass) => record("pass", None),
-                Ok(Decision::Ask(reason)) => {
+                Ok(Decision::Ask(reason, _)) => {
                     tracing::info!(hook = %hook.id, method = ctx.method, reason = %reason, "a response hook asked; there is nothing left to allow (the call ran), so it passes");
                     record("pass", None);
                 }
@@ -691,6 +702,11 @@ impl Chain {
                         m.set_id(id.clone());
                     }
                     msg = m;
+                    // An upstream's request to the client answered by the hook: the answer
+                    // goes back to the upstream, and the hooks nearer the client never see it.
+                    if was_request && msg.kind() != sluice_core::Kind::Request {
+                        return Ok(msg);
+                    }
                 }
                 Ok(Decision::Refuse(r)) => {
                     record("refuse", Some(r.reason.clone()));

@@ -84,6 +84,7 @@ impl Chain {
                 principal: None,
                 upstream_tool: None,
                 tool_use_id: None,
+                answers: None,
             };
             let msg = Message::notification("notifications/stop", None);
             let mut trace = Trace::default();

@@ -30,6 +30,8 @@ pub struct Facts {
     pub upstream_tool: Option<String>,
     /// The call's `tool_use_id` (tools/call, when there are hooks).
     pub tool_use_id: Option<String>,
+    /// For a client's reply to an upstream's request: that request (as the upstream sent it).
+    pub answers: Option<Message>,
 }
 
 impl Facts {
@@ -58,6 +60,7 @@ impl Facts {
             catalog,
             upstream_tool,
             tool_use_id,
+            answers: None,
         }
     }
 
@@ -70,6 +73,7 @@ impl Facts {
             catalog: None,
             upstream_tool: None,
             tool_use_id: None,
+            answers: None,
         }
     }
 
@@ -88,6 +92,7 @@ impl Facts {
             principal: session.principal(),
             upstream_tool: self.upstream_tool.as_deref(),
             tool_use_id: self.tool_use_id.as_deref(),
+            answers: self.answers.as_ref(),
         }
     }
 }

@@ -383,16 +383,27 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
             _ => "(reply)",
         };
         // A reply to an upstream's request: the upstream that asked (an ElicitationResult
-        // hook's `mcp_server_name`).
-        let asked_by = (msg.kind() != Kind::Notification)
+        // hook's `mcp_server_name`) and the request it answers.
+        let asked = (msg.kind() != Kind::Notification)
             .then(|| {
                 let id = msg.id()?.as_str()?;
                 let pending = session.routes.server_requests.lock();
-                let label = pending.get(id)?.conn.label().to_string();
-                Some(label.split('#').next().unwrap_or("").to_string())
+                let p = pending.get(id)?;
+                let label = p.conn.label().to_string();
+                Some((
+                    label.split('#').next().unwrap_or("").to_string(),
+                    p.request.clone(),
+                ))
             })
             .flatten();
-        let facts = Facts::plain(method, asked_by.as_deref());
+        let (asked_by, answers) = match asked {
+            Some((up, req)) => (Some(up), req),
+            None => (None, None),
+        };
+        let is_reply = msg.kind() != Kind::Notification;
+        let reply_id = msg.id().cloned();
+        let mut facts = Facts::plain(method, asked_by.as_deref());
+        facts.answers = answers;
         let cx = facts.ctx(session);
         let mut trace = Trace::default();
         let started = Instant::now();
@@ -408,6 +419,11 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
             }
             RequestOutcome::Refuse(r) => {
                 tracing::info!(session = %session.id, method = %facts.method, reason = %r.reason, "message dropped by a hook");
+                // A refused reply: the upstream that asked hears why (-32031, as a refused
+                // message toward it), instead of waiting for an answer that never comes.
+                if let (true, Some(id)) = (is_reply, reply_id) {
+                    inbound::relay_client_reply(session, r.to_error(Phase::Response, id));
+                }
                 record(
                     st,
                     &snap,
