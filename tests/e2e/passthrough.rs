@@ -245,3 +245,86 @@ async fn a_list_changed_on_a_clients_own_upstream_session_reaches_that_client_an
     let r = c.call_tool("fx_dynamic_0", json!({"k": 1})).await;
     assert_eq!(r["result"]["structuredContent"], json!({"k": 1}), "{r}");
 }
+
+/// The funnel and the `validate` hook read the catalog the client sees: a tool its own upstream
+/// session registered (after a `list_changed` there only) is in `sluice_list_tools`, runs
+/// through `sluice_run_tool`, and its calls are checked against its own `inputSchema`.
+#[tokio::test]
+async fn the_funnel_and_the_validate_hook_use_the_clients_own_view() {
+    let (_fx, fx_url) = start_fixture_http(&["--era", "legacy"]);
+    let home = Home::new("view-funnel-validate");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true}
+    ]}));
+    home.write(
+        "tools/tools.register.json",
+        &json!({"version": 1, "description": "Tools.", "tools": [
+            {"id": "guide", "name": "Guide", "summary": "How to.", "category": "docs", "mode": "reference",
+             "instructions": "Read the docs."}
+        ]})
+        .to_string(),
+    );
+    home.write(
+        "hooks/hooks.manifest.json",
+        &json!({"version": 1, "hooks": [
+            {"id": "validate", "event": "PreToolUse", "type": "builtin", "builtin": "validate", "enabled": true}
+        ]})
+        .to_string(),
+    );
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let mut get = sluice_e2e::mcp::SseReader::new(c.open_get(None).await);
+    let listed = |r: &Value| -> Vec<String> {
+        r["result"]["structuredContent"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|b| b["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let r = c.call_tool("sluice_list_tools", json!({})).await;
+    assert!(!listed(&r).iter().any(|n| n == "fx_dynamic_0"), "{r}");
+    let r = c
+        .call_tool(
+            "sluice_run_tool",
+            json!({"name": "fx_trigger_list_changed", "args": {}}),
+        )
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], json!("ok"), "{r}");
+    let (_, said) = tokio::time::timeout(Duration::from_secs(10), get.next())
+        .await
+        .expect("a notification in time")
+        .expect("a notification");
+    assert_eq!(said["method"], json!("notifications/tools/list_changed"));
+    // The funnel lists and runs the session's own tool.
+    let r = c.call_tool("sluice_list_tools", json!({})).await;
+    assert!(listed(&r).iter().any(|n| n == "fx_dynamic_0"), "{r}");
+    let r = c
+        .call_tool(
+            "sluice_run_tool",
+            json!({"name": "fx_dynamic_0", "args": {"text": "hi"}}),
+        )
+        .await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"text": "hi"}),
+        "{r}"
+    );
+    // validate checks its calls against its own schema (`text` is a string), directly and
+    // through the funnel.
+    let r = c.call_tool("fx_dynamic_0", json!({"text": 5})).await;
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        json!("Invalid arguments for tool \"fx_dynamic_0\": /text: 5 is not of type \"string\""),
+        "{r}"
+    );
+    let r = c
+        .call_tool(
+            "sluice_run_tool",
+            json!({"name": "fx_dynamic_0", "args": {"text": 5}}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+}

@@ -56,7 +56,7 @@ pub async fn client_request(
     if !snap.policy.is_open() {
         if let Err(refused) = access::check(&snap.policy, principal.as_deref(), &msg) {
             let access::Refused { error, reason } = *refused;
-            let facts = Facts::of_request(snap, &msg, target.upstream_id());
+            let facts = Facts::of_request(snap, &catalog, &msg, target.upstream_id());
             tracing::info!(session = %session.id, "{reason}");
             let none = Trace::default();
             let now = Instant::now();
@@ -81,7 +81,7 @@ pub async fn client_request(
         return dispatch(st, snap, session, target, msg, sink).await;
     }
     let started = Instant::now();
-    let facts = Facts::of_request(snap, &msg, target.upstream_id());
+    let facts = Facts::of_request(snap, &catalog, &msg, target.upstream_id());
     let cx = facts.ctx(session);
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let peer = peer(session);
@@ -348,13 +348,9 @@ async fn dispatch(
         }
         Target::Gateway(tool) => {
             let principal = session.principal();
-            match funnel::answer(
-                &snap.catalog,
-                &snap.policy,
-                principal.as_deref(),
-                tool,
-                &msg,
-            ) {
+            // The funnel lists and runs what this client sees (its own view, views.rs).
+            let catalog = crate::views::catalog_for(snap, session);
+            match funnel::answer(&catalog, &snap.policy, principal.as_deref(), tool, &msg) {
                 funnel::Answer::Reply(r) => reply_of(id, r),
                 // The real call: resolved, checked and hooked like a direct one.
                 funnel::Answer::Run(inner) => {
