@@ -549,3 +549,60 @@ async fn a_task_result_over_the_size_cap_is_refused_as_a_direct_one_is() {
         "{collected}"
     );
 }
+
+/// `tasks/list` pages with a cursor like the other lists (`page_size` a page, in the order the
+/// tasks were created); the pages together hold every task once; a cursor the gateway did not
+/// mint is -32602.
+#[tokio::test]
+async fn tasks_list_pages_with_a_cursor() {
+    let home = tasks_home("tasks-list-pages", "legacy");
+    home.write("sluice.json", &json!({"page_size": 2}).to_string());
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let mut created = Vec::new();
+    for _ in 0..5 {
+        let task = create(&c, "fx_card_report", json!({})).await;
+        created.push(task["taskId"].as_str().unwrap().to_string());
+    }
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let r = c.request("tasks/list", params).await;
+        let ids: Vec<String> = r["result"]["tasks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|t| t["taskId"].as_str().unwrap().to_string())
+            .collect();
+        pages.push(ids);
+        match r["result"].get("nextCursor") {
+            Some(next) => cursor = Some(next.as_str().unwrap().to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(
+        pages,
+        vec![
+            created[0..2].to_vec(),
+            created[2..4].to_vec(),
+            created[4..5].to_vec()
+        ]
+    );
+    for bad in [json!("nope"), json!("sluice-tasks-x"), json!(7)] {
+        let r = c.request("tasks/list", json!({"cursor": bad})).await;
+        let shown = match &bad {
+            Value::String(s) => format!("{s:?}"),
+            other => other.to_string(),
+        };
+        assert_eq!(
+            r["error"],
+            json!({"code": -32602, "message": format!("Invalid cursor: {shown}")}),
+            "{r}"
+        );
+    }
+}

@@ -39,6 +39,8 @@ pub struct TaskRoute {
     pub arguments: Value,
     /// When it expires here.
     pub expires: Instant,
+    /// Its place in the order tasks were created here (`tasks/list` pages by it).
+    pub seq: u64,
 }
 
 /// Who a session's tasks belong to: a legacy session's own (its upstream sessions hold them),
@@ -59,6 +61,8 @@ pub struct Tasks {
     by_id: Mutex<HashMap<String, Arc<TaskRoute>>>,
     /// (slot serial, upstream id) → gateway id, for what the upstream says about a task.
     by_upstream: Mutex<HashMap<(u64, String), String>>,
+    /// The last `seq` given.
+    last_seq: std::sync::atomic::AtomicU64,
 }
 
 impl Tasks {
@@ -86,6 +90,10 @@ impl Tasks {
             tool: tool.to_string(),
             arguments,
             expires: now + ttl,
+            seq: self
+                .last_seq
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1,
         });
         let mut by_id = self.by_id.lock();
         let mut by_upstream = self.by_upstream.lock();
@@ -117,7 +125,7 @@ impl Tasks {
             .cloned()
     }
 
-    /// Every live task of `session`'s owner, oldest first.
+    /// Every live task of `session`'s owner, in the order they were created.
     pub fn of(&self, session: &Session) -> Vec<Arc<TaskRoute>> {
         let owner = owner_of(session);
         let now = Instant::now();
@@ -128,7 +136,7 @@ impl Tasks {
             .filter(|t| t.owner == owner && t.expires > now)
             .cloned()
             .collect();
-        v.sort_by_key(|t| t.expires);
+        v.sort_by_key(|t| t.seq);
         v
     }
 

@@ -434,8 +434,10 @@ async fn cancel(
     }
 }
 
-/// `tasks/list` (legacy): this client's tasks on every upstream, as each upstream sees them now
-/// (one page: the gateway mints no cursor).
+/// `tasks/list` (legacy): this client's tasks on every upstream, in the order they were
+/// created, as each upstream sees them now; `page_size` a page, with a `nextCursor`
+/// (`sluice-tasks-<seq>`: the tasks created after that one) while more follow. A cursor the
+/// gateway did not mint is -32602.
 async fn list(
     st: &State,
     snap: &Snapshot,
@@ -444,14 +446,41 @@ async fn list(
     msg: &Message,
     sink: &Sink,
 ) -> Outcome {
-    if let Some(c) = msg.param_str("cursor") {
-        return reply_of(
-            id,
-            Err(RpcError::invalid_params(format!("Invalid cursor: {c:?}"))),
-        );
-    }
+    let cursor = msg.params().and_then(|p| p.get("cursor"));
+    let after = match cursor {
+        None | Some(Value::Null) => 0,
+        Some(c) => match c
+            .as_str()
+            .and_then(|s| s.strip_prefix(TASKS_CURSOR))
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            Some(n) => n,
+            None => {
+                let shown = c
+                    .as_str()
+                    .map_or_else(|| c.to_string(), |s| format!("{s:?}"));
+                return reply_of(
+                    id,
+                    Err(RpcError::invalid_params(format!("Invalid cursor: {shown}"))),
+                );
+            }
+        },
+    };
+    let page_size = (snap.settings().page_size as usize).max(1);
+    let mut mine: Vec<_> = st
+        .rt
+        .tasks
+        .of(session)
+        .into_iter()
+        .filter(|t| t.seq > after)
+        .collect();
+    let more = mine.len() > page_size;
+    mine.truncate(page_size);
+    let next = more
+        .then(|| mine.last().map(|t| format!("{TASKS_CURSOR}{}", t.seq)))
+        .flatten();
     let mut tasks = Vec::new();
-    for (n, route) in st.rt.tasks.of(session).iter().enumerate() {
+    for (n, route) in mine.iter().enumerate() {
         let aux = json!(format!("sluice-tasks-list-{n}"));
         match get(st, snap, session, route, aux, sink).await {
             Ok(Ok(t)) => tasks.push(t),
@@ -461,5 +490,12 @@ async fn list(
             Err(cancelled) => return cancelled,
         }
     }
-    reply_of(id, Ok(json!({"tasks": tasks})))
+    let mut result = json!({"tasks": tasks});
+    if let Some(next) = next {
+        result["nextCursor"] = json!(next);
+    }
+    reply_of(id, Ok(result))
 }
+
+/// What a `tasks/list` cursor starts with.
+const TASKS_CURSOR: &str = "sluice-tasks-";
