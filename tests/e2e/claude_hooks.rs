@@ -573,11 +573,13 @@ async fn claude_code_http_hooks_decide_with_2xx_json_and_do_not_block_otherwise(
     use axum::routing::post;
     let app = axum::Router::new().route(
         "/hook",
-        post(|body: axum::Json<Value>| async move {
+        post(|headers: axum::http::HeaderMap, body: axum::Json<Value>| async move {
             let cmd = body["tool_input"]["command"].as_str().unwrap_or("").to_string();
+            let header = |k: &str| headers.get(k).map(|v| v.to_str().unwrap_or("?").to_string());
             if cmd.contains("rm -rf") {
+                let seen = format!("{}, auth={:?}, team={:?}", body["hook_event_name"].as_str().unwrap_or(""), header("authorization"), header("x-team"));
                 (axum::http::StatusCode::OK, axum::Json(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
-                    "permissionDecision": "deny", "permissionDecisionReason": format!("no rm -rf ({})", body["hook_event_name"].as_str().unwrap_or(""))}})))
+                    "permissionDecision": "deny", "permissionDecisionReason": format!("no rm -rf ({seen})")}})))
             } else {
                 (axum::http::StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"error": "busy"})))
             }
@@ -592,7 +594,9 @@ async fn claude_code_http_hooks_decide_with_2xx_json_and_do_not_block_otherwise(
     ]}));
     home.write(
         ".claude/settings.json",
-        &json!({"hooks": {"PreToolUse": [{"matcher": "mcp__fx__echo", "hooks": [{"type": "http", "url": format!("http://{addr}/hook"), "timeout": 5}]}]}}).to_string(),
+        // Header values name environment variables; only those allowedEnvVars lists are filled.
+        &json!({"hooks": {"PreToolUse": [{"matcher": "mcp__fx__echo", "hooks": [{"type": "http", "url": format!("http://{addr}/hook"), "timeout": 5,
+            "headers": {"Authorization": "Bearer $HOOK_TOKEN", "X-Team": "${HOOK_TEAM}"}, "allowedEnvVars": ["HOOK_TOKEN"]}]}]}}).to_string(),
     );
     let (ok, stdout, stderr) = sluice(&[
         "import",
@@ -604,13 +608,23 @@ async fn claude_code_http_hooks_decide_with_2xx_json_and_do_not_block_otherwise(
     assert!(ok, "{stderr}");
     assert_eq!(stdout.trim(), "imported 1 hook(s): pre-tool-use/hook");
     assert_eq!(manifest(&home)["hooks"][0]["protocol"], "claude-code");
-    let (_gw, url) = serve(&home, &[]);
+    assert_eq!(
+        manifest(&home)["hooks"][0]["allowed_env_vars"],
+        json!(["HOOK_TOKEN"])
+    );
+    let (_gw, url) = serve(
+        &home,
+        &[
+            ("HOOK_TOKEN", "s3cret".to_string()),
+            ("HOOK_TEAM", "red".to_string()),
+        ],
+    );
     let mut c = Client::new(&url);
     c.initialize(json!({})).await;
     let r = c.call_tool("fx_echo", json!({"command": "rm -rf /"})).await;
     assert_eq!(
         r["error"],
-        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "no rm -rf (PreToolUse)"}})
+        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "no rm -rf (PreToolUse, auth=Some(\"Bearer s3cret\"), team=Some(\"\"))"}})
     );
     let r = c.call_tool("fx_echo", json!({"command": "ls"})).await;
     assert_eq!(
@@ -1202,5 +1216,85 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
     assert!(
         text.starts_with("User response: action=accept, content={\"response\":\"civic answered "),
         "{r}"
+    );
+}
+
+/// A plugin whose hooks are inline in `.claude-plugin/plugin.json` (no `hooks/hooks.json`),
+/// one of them in a file the manifest names: both are imported, and `${CLAUDE_PLUGIN_ROOT}`
+/// is the plugin's folder when they run.
+#[tokio::test]
+async fn an_imported_plugin_with_hooks_inline_in_its_manifest() {
+    let home = Home::new("cc-plugin-inline");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    let plugin = home.path().join("plugins/inline-guard");
+    home.write(
+        "plugins/inline-guard/guard.sh",
+        "grep -q 'DROP TABLE' && { echo \"inline-guard: no DROP TABLE ($(basename \"$CLAUDE_PLUGIN_ROOT\"))\" >&2; exit 2; }; exit 0\n",
+    );
+    home.write(
+        "plugins/inline-guard/more/hooks.json",
+        &json!({"hooks": {"PostToolUse": [{"matcher": "mcp__fx__echo", "hooks": [
+            {"type": "command", "command": "echo 'checked by inline-guard' >&2; exit 2"}]}]}})
+        .to_string(),
+    );
+    home.write(
+        "plugins/inline-guard/.claude-plugin/plugin.json",
+        &json!({"name": "inline-guard", "version": "1.0.0", "hooks": [
+            {"PreToolUse": [{"matcher": "mcp__fx__.*", "hooks": [
+                {"type": "command", "command": "sh", "args": ["${CLAUDE_PLUGIN_ROOT}/guard.sh"]}]}]},
+            "./more/hooks.json"
+        ]})
+        .to_string(),
+    );
+    let (ok, stdout, stderr) = sluice(&[
+        "import",
+        "claude-hooks",
+        "--home",
+        &home.arg(),
+        "--plugin",
+        &plugin.to_string_lossy(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        "imported 2 hook(s): pre-tool-use/guard, post-tool-use/echo"
+    );
+    let (_gw, url) = serve(&home, &[]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let r = c
+        .call_tool("fx_echo", json!({"q": "DROP TABLE users"}))
+        .await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "inline-guard: no DROP TABLE (inline-guard)"}}),
+        "{r}"
+    );
+    let r = c.call_tool("fx_echo", json!({"q": "select 1"})).await;
+    assert_eq!(
+        r["result"]["content"][1],
+        json!({"type": "text", "text": "checked by inline-guard"}),
+        "{r}"
+    );
+    // A plugin with no hooks at all: a clear error.
+    home.write(
+        "plugins/empty/.claude-plugin/plugin.json",
+        r#"{"name": "empty"}"#,
+    );
+    let empty = home.path().join("plugins/empty");
+    let (ok, _, stderr) = sluice(&[
+        "import",
+        "claude-hooks",
+        "--home",
+        &home.arg(),
+        "--plugin",
+        &empty.to_string_lossy(),
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.trim().ends_with("has no hooks: neither hooks/hooks.json nor a `hooks` field in .claude-plugin/plugin.json"),
+        "{stderr}"
     );
 }

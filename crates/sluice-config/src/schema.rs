@@ -409,6 +409,7 @@ pub(crate) static HOOK: Obj = Obj {
         f("script", Ty::Str, "command: the script, relative to `hooks/` (for editing); it must not escape `hooks/`."),
         f("url", HTTP_URL, "http: the hook service's URL; civic: the hook server's URL (Civic's `HOOKS` URL)."),
         f("headers", Ty::StringMap, "http: extra request headers.").def("{}"),
+        f("allowed_env_vars", Ty::Strings, "http: Claude Code's `allowedEnvVars`, the environment variables header values may name as `$NAME` or `${NAME}` (expanded when set, or with the claude-code protocol; an unlisted name becomes empty)."),
         f("protocol", Ty::Enum(&["zato", "claude-code"]), "http: how answers are read: the Zato-style contract, or Claude Code's http hook contract.").def("\"zato\""),
         f("tool_name", Ty::Enum(&["gateway", "mcp"]), "Which name the payload's `tool_name` carries: the gateway's, or Claude Code's `mcp__<upstream>__<tool>`.").def("\"gateway\""),
         f("permission_mode", Ty::Enum(crate::hooks::PERMISSION_MODES), "`permission_mode` of the payload.").def("\"default\""),

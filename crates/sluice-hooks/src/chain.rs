@@ -26,7 +26,8 @@ use crate::transcript::Transcripts;
 use regex::Regex;
 use serde_json::{Map, Value};
 use sluice_config::{
-    AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, OnError, ToolNameForm,
+    AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HttpProtocol, OnError,
+    ToolNameForm,
 };
 use sluice_core::{Message, Principal};
 use std::path::{Path, PathBuf};
@@ -334,11 +335,24 @@ impl Chain {
                 HookKindSpec::Http {
                     url,
                     headers,
+                    allowed_env_vars,
                     protocol,
                 } => {
+                    // Claude Code's `allowedEnvVars`: header values naming environment
+                    // variables are expanded (claude-code protocol, or a list given).
+                    let expand =
+                        allowed_env_vars.is_some() || *protocol == HttpProtocol::ClaudeCode;
+                    let allowed = allowed_env_vars.as_deref().unwrap_or(&[]);
                     let headers = headers
                         .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .map(|(k, v)| {
+                            let v = if expand {
+                                crate::http::expand_env(v, allowed, |n| std::env::var(n).ok())
+                            } else {
+                                v.clone()
+                            };
+                            (k.clone(), v)
+                        })
                         .collect();
                     match HttpHook::new(url.clone(), headers, s.timeout) {
                         Ok(h) => Kind::Http(h.with_protocol(*protocol)),
