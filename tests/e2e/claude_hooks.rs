@@ -927,7 +927,7 @@ async fn elicitation_hooks_answer_decline_or_change_what_an_upstream_asks() {
 /// Writes one line per event it is shown to `events.jsonl` in the project folder.
 const SESSION_PY: &str = r#"import json, os, sys
 e = json.load(sys.stdin)
-keep = {k: e.get(k) for k in ("hook_event_name", "session_id", "source", "reason", "stop_hook_active", "era")}
+keep = {k: e.get(k) for k in ("hook_event_name", "session_id", "source", "reason", "sluice_reason", "stop_hook_active", "era")}
 keep["protocol"] = (e.get("message") or {}).get("params", {}).get("protocolVersion")
 with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "events.jsonl"), "a") as f:
     f.write(json.dumps(keep) + "\n")
@@ -938,7 +938,8 @@ if e["hook_event_name"] == "SessionStart" and e.get("era") == "modern" and os.pa
 
 fn events(home: &Path, n: usize) -> Vec<Value> {
     let path = home.join("events.jsonl");
-    for _ in 0..100 {
+    // Bounded: up to 20 s (a loaded machine), returning as soon as they are there.
+    for _ in 0..400 {
         let lines: Vec<Value> = std::fs::read_to_string(&path)
             .unwrap_or_default()
             .lines()
@@ -990,10 +991,24 @@ async fn session_events_fire_for_both_eras() {
     assert_eq!(
         legacy,
         [
-            json!({"hook_event_name": "SessionStart", "session_id": sid, "source": "startup", "reason": null, "stop_hook_active": null, "era": "legacy", "protocol": "2025-11-25"}),
-            json!({"hook_event_name": "Stop", "session_id": sid, "source": null, "reason": null, "stop_hook_active": false, "era": "legacy", "protocol": null}),
-            json!({"hook_event_name": "SessionEnd", "session_id": sid, "source": null, "reason": "other", "stop_hook_active": null, "era": "legacy", "protocol": null}),
+            json!({"hook_event_name": "SessionStart", "session_id": sid, "source": "startup", "reason": null, "sluice_reason": null, "stop_hook_active": null, "era": "legacy", "protocol": "2025-11-25"}),
+            json!({"hook_event_name": "Stop", "session_id": sid, "source": null, "reason": null, "sluice_reason": null, "stop_hook_active": false, "era": "legacy", "protocol": null}),
+            // The client ended it: Claude Code's `logout`.
+            json!({"hook_event_name": "SessionEnd", "session_id": sid, "source": null, "reason": "logout", "sluice_reason": "client_delete", "stop_hook_active": null, "era": "legacy", "protocol": null}),
         ]
+    );
+    // Its transcript is removed once its end hooks ran (keep_transcripts is off).
+    let transcript = dir.join(format!("transcripts/{sid}.jsonl"));
+    for _ in 0..100 {
+        if !transcript.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !transcript.exists(),
+        "{} is still there",
+        transcript.display()
     );
     // 2026-07-28: one request, one session.
     let r = ask_client("auto", &url, "fx_echo", json!({"x": 1}), "allow");
@@ -1032,6 +1047,10 @@ async fn session_events_fire_for_both_eras() {
             .collect();
         assert_eq!(names, ["SessionStart", "Stop", "SessionEnd"], "{all:?}");
         assert!(of.iter().all(|e| e["era"] == "modern"), "{all:?}");
+        assert_eq!(
+            (&of[2]["reason"], &of[2]["sluice_reason"]),
+            (&json!("other"), &json!("request_done"))
+        );
         assert_eq!(of[0]["protocol"], "2026-07-28");
     }
     // A SessionStart hook that refuses refuses the request.
@@ -1297,4 +1316,46 @@ async fn an_imported_plugin_with_hooks_inline_in_its_manifest() {
         stderr.trim().ends_with("has no hooks: neither hooks/hooks.json nor a `hooks` field in .claude-plugin/plugin.json"),
         "{stderr}"
     );
+}
+
+/// A session ended by the idle timeout: SessionEnd says so (`other`, `idle_timeout`), and with
+/// `keep_transcripts` its transcript stays.
+#[tokio::test]
+async fn an_idle_session_ends_with_its_reason_and_keep_transcripts_keeps_its_file() {
+    let home = Home::new("cc-session-idle");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    home.write(
+        "sluice.json",
+        &json!({"session_idle_secs": 1, "keep_transcripts": true}).to_string(),
+    );
+    home.write("hooks/session.py", SESSION_PY);
+    write_manifest(
+        &home,
+        &json!([{"id": "session-end/s", "event": "SessionEnd", "type": "command", "command": "python3",
+                 "args": ["${CLAUDE_PROJECT_DIR}/hooks/session.py"], "enabled": true}]),
+    );
+    let (_gw, url) = serve(&home, &[]);
+    let dir = std::fs::canonicalize(home.path()).unwrap();
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let sid = c.session.clone().unwrap();
+    let r = c.call_tool("fx_echo", json!({"text": "hi"})).await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"text": "hi"}),
+        "{r}"
+    );
+    // The reaper looks every second; the events helper waits (bounded) for the event.
+    let ended = events(&dir, 1);
+    assert_eq!(
+        ended,
+        [
+            json!({"hook_event_name": "SessionEnd", "session_id": sid, "source": null, "reason": "other", "sluice_reason": "idle_timeout", "stop_hook_active": null, "era": "legacy", "protocol": null})
+        ]
+    );
+    let transcript = dir.join(format!("transcripts/{sid}.jsonl"));
+    let lines = std::fs::read_to_string(&transcript).unwrap();
+    assert_eq!(lines.lines().count(), 2, "{lines}");
 }

@@ -299,6 +299,7 @@ pub(crate) static SETTINGS: Obj = Obj {
         f("funnel", Ty::Bool, "List the funnel's meta-tools (`<prefix>_list_tools`, `_tool_instructions`, `_run_tool`). Default: on when the tree has a `tools/` folder."),
         f("funnel_prefix", Ty::Pattern(r"^[A-Za-z0-9_.-]+$"), "The meta-tools' name prefix.").def("\"sluice\""),
         f("list_register_tools", Ty::Bool, "Also list first-party register tools directly in tools/list (under their ids).").def("false"),
+        f("keep_transcripts", Ty::Bool, "Keep a session's hook transcript (`transcripts/<session>.jsonl`) when the session ends; by default it is removed after its Stop and SessionEnd hooks ran.").def("false"),
         f("management_tools", Ty::Bool, "List the MCP management tools (`<prefix>_list`, `_tool_add`, `_tool_set`, `_hook_add`, `_hook_set`, `_upstream_add`, `_upstream_set`, `_log`).").def("false"),
         f("admin", HOST_PORT, "Where the admin listener binds, IP:PORT (`--admin` overrides it). Default 127.0.0.1:8751."),
         f("admin_token", Ty::MinLen(16), "The admin token (at least 16 characters). Else `SLUICE_ADMIN_TOKEN`; else one is generated at start."),

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod session;
+pub use session::EndReason;
 
 /// How a hook runs.
 pub enum Kind {
@@ -283,6 +284,8 @@ pub struct Chain {
     /// The session transcripts, when a hook is shown payloads (a command, process, http or
     /// civic hook).
     transcripts: Option<Transcripts>,
+    /// Keep a session's transcript when it ends (the `keep_transcripts` setting).
+    keep_transcripts: bool,
 }
 
 impl Chain {
@@ -404,9 +407,17 @@ impl Chain {
                 controls,
                 cwd: cwd.to_path_buf(),
                 transcripts,
+                keep_transcripts: false,
             },
             warnings,
         )
+    }
+
+    /// Keep each session's transcript when the session ends (else it is removed after its Stop
+    /// and SessionEnd hooks ran).
+    pub fn keeping_transcripts(mut self, keep: bool) -> Chain {
+        self.keep_transcripts = keep;
+        self
     }
 
     /// The transcript file of `session_id` (see [`crate::transcript`]), when hooks are shown

@@ -199,7 +199,10 @@ pub async fn modern_request(
     sink: &Sink,
 ) -> Outcome {
     if !snap.chain.has_session_hooks() {
-        return client_request(st, snap, session, msg, sink).await;
+        let outcome = client_request(st, snap, session, msg, sink).await;
+        // The request's session ended: its transcript goes (unless kept).
+        snap.chain.drop_transcript(&session.id);
+        return outcome;
     }
     let init = Message::request(
         json!(0),
@@ -236,7 +239,11 @@ pub async fn modern_request(
     };
     let chain = snap.chain.clone();
     let sid = session.id.clone();
-    tokio::spawn(async move { chain.stop_era(&sid, "modern").await });
+    tokio::spawn(async move {
+        chain
+            .stop_era(&sid, "modern", sluice_hooks::EndReason::RequestDone)
+            .await
+    });
     outcome
 }
 

@@ -319,7 +319,7 @@ async fn initialize(
         // Another initialize took the last place meanwhile: nothing stays.
         let chain = snap.chain.clone();
         let sid = id.clone();
-        tokio::spawn(async move { chain.stop(&sid).await });
+        tokio::spawn(async move { chain.stop(&sid, sluice_hooks::EndReason::NotAdmitted).await });
         return too_many_sessions(cap, reply.id());
     }
     tracing::info!(session = %id, version, client, "session started");
@@ -572,6 +572,6 @@ async fn delete(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>
         Ok(s) => s,
         Err(r) => return r,
     };
-    control::end_session(gw, &session.id).await;
+    control::end_session(gw, &session.id, sluice_hooks::EndReason::Deleted).await;
     StatusCode::OK.into_response()
 }
