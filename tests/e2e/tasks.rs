@@ -333,7 +333,7 @@ async fn a_modern_client_gets_a_2025_11_25_upstreams_tasks_in_its_own_era() {
         json!([{"type": "text", "text": "Card on file: [CARD], expires 12/30"}]),
         "{got}"
     );
-    // The pairing that cannot work: input for a 2025-11-25 upstream's task.
+    // Input for a 2025-11-25 upstream's task that asks nothing.
     let update = modern(
         &url,
         "tasks/update",
@@ -344,7 +344,7 @@ async fn a_modern_client_gets_a_2025_11_25_upstreams_tasks_in_its_own_era() {
     assert_eq!(
         update["error"],
         json!({"code": -32602,
-               "message": format!("Task {id} runs on a 2025-11-25 upstream; tasks/update cannot reach it"),
+               "message": format!("Task {id} runs on a 2025-11-25 upstream and asks nothing now; tasks/update has nothing to answer"),
                "data": {"taskId": id, "upstream": "fx"}}),
         "{update}"
     );
@@ -605,4 +605,76 @@ async fn tasks_list_pages_with_a_cursor() {
             "{r}"
         );
     }
+}
+
+/// A 2025-11-25 upstream's task that waits for input, for a 2026-07-28 client: `tasks/get`
+/// shows its question as `inputRequests` (the gateway collects it from the upstream's
+/// `tasks/result` stream), `tasks/update` answers it, and the task completes with the answer.
+#[tokio::test]
+async fn a_modern_client_answers_a_2025_11_25_upstreams_task_question() {
+    let home = tasks_home("tasks-modern-input", "legacy");
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let caps = json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let created = modern(
+        &url,
+        "tools/call",
+        json!({"name": "fx_confirm_delete", "arguments": {"filename": "notes.txt"}}),
+        caps.clone(),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], json!("task"), "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    let mut got = Value::Null;
+    for _ in 0..100 {
+        got = modern(&url, "tasks/get", json!({"taskId": id}), caps.clone()).await;
+        if got["result"].get("inputRequests").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(got["result"]["status"], json!("input_required"), "{got}");
+    let asked = got["result"]["inputRequests"].as_object().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{got}");
+    let (key, question) = asked.iter().next().unwrap();
+    assert_eq!(question["method"], json!("elicitation/create"), "{got}");
+    assert_eq!(
+        question["params"]["message"],
+        json!("Delete notes.txt?"),
+        "{got}"
+    );
+    // An answer to a question never asked is refused; the real one goes through.
+    let wrong = modern(
+        &url,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"nope": {"action": "decline"}}}),
+        caps.clone(),
+    )
+    .await;
+    assert_eq!(
+        wrong["error"],
+        json!({"code": -32602, "message": format!("Task {id} asked nothing under the key \"nope\""),
+               "data": {"taskId": id, "key": "nope"}}),
+        "{wrong}"
+    );
+    let update = modern(
+        &url,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key.clone(): {"action": "accept", "content": {"confirm": true}}}}),
+        caps.clone(),
+    )
+    .await;
+    assert!(update.get("error").is_none(), "{update}");
+    for _ in 0..100 {
+        got = modern(&url, "tasks/get", json!({"taskId": id}), caps.clone()).await;
+        if got["result"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(got["result"]["status"], json!("completed"), "{got}");
+    assert_eq!(
+        got["result"]["result"]["content"][0]["text"],
+        json!("Deleted notes.txt: {\"confirm\":{\"action\":\"accept\",\"content\":{\"confirm\":true}}}"),
+        "{got}"
+    );
 }

@@ -16,6 +16,7 @@ pub mod forward;
 pub mod hooks;
 pub mod inbound;
 pub mod route;
+mod task_input;
 pub mod task_methods;
 pub mod tasks;
 

@@ -65,7 +65,7 @@ async fn upstream(
 
 /// `tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/update`, `tasks/list` of a client.
 pub async fn dispatch(
-    st: &State,
+    st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
     msg: Message,
@@ -110,6 +110,10 @@ pub async fn dispatch(
     params.remove("_meta");
     let r = match method.as_str() {
         "tasks/get" => get(st, snap, session, &route, id.clone(), sink).await,
+        // A 2025-11-25 upstream's questions, held for this modern client (task_input.rs).
+        "tasks/update" if !route.upstream_modern => {
+            Ok(super::task_input::answer(st, &route, params.get("inputResponses")).await)
+        }
         "tasks/result" => collect(st, snap, session, &route, id.clone(), sink).await,
         "tasks/cancel" => cancel(st, session, &route, id.clone(), sink).await,
         _ if !route.upstream_modern => Ok(Err(RpcError::invalid_params(format!(
@@ -135,12 +139,13 @@ pub async fn dispatch(
     }
 }
 
-/// `tasks/get` in the client's era (a modern client gets the final result inlined, guarded).
+/// `tasks/get` in the client's era (a modern client gets the final result inlined, guarded,
+/// and a 2025-11-25 upstream's questions as `inputRequests`).
 async fn get(
-    st: &State,
+    st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
-    route: &TaskRoute,
+    route: &Arc<TaskRoute>,
     id: Value,
     sink: &Sink,
 ) -> Result<Result<Value, RpcError>, Outcome> {
@@ -164,6 +169,12 @@ async fn get(
     }
     let mut shown = modern_task(&got, &route.id, true);
     let status = got.get("status").and_then(Value::as_str);
+    if !route.upstream_modern && status == Some("input_required") {
+        let asked = super::task_input::questions(st, session, route).await;
+        if asked.as_object().is_some_and(|a| !a.is_empty()) {
+            shown.insert("inputRequests".into(), asked);
+        }
+    }
     if !route.upstream_modern && matches!(status, Some("completed" | "failed")) {
         // A 2025-11-25 upstream keeps the result behind tasks/result.
         match upstream(
@@ -439,7 +450,7 @@ async fn cancel(
 /// (`sluice-tasks-<seq>`: the tasks created after that one) while more follow. A cursor the
 /// gateway did not mint is -32602.
 async fn list(
-    st: &State,
+    st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
     id: Value,
