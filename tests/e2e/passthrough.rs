@@ -246,15 +246,17 @@ async fn a_list_changed_on_a_clients_own_upstream_session_reaches_that_client_an
     assert_eq!(r["result"]["structuredContent"], json!({"k": 1}), "{r}");
 }
 
-/// The funnel and the `validate` hook read the catalog the client sees: a tool its own upstream
-/// session registered (after a `list_changed` there only) is in `sluice_list_tools`, runs
-/// through `sluice_run_tool`, and its calls are checked against its own `inputSchema`.
+/// The funnel and the `validate` hook read the catalog the client sees: server-everything
+/// registers `get-roots-list` and `trigger-sampling-request` only on sessions of clients that
+/// declare roots and sampling, so they are in that client's view (its own upstream session) and
+/// not in the gateway's catalog; `sluice_list_tools` lists them, `sluice_run_tool` runs them,
+/// and their calls are checked against their own `inputSchema`.
 #[tokio::test]
 async fn the_funnel_and_the_validate_hook_use_the_clients_own_view() {
-    let (_fx, fx_url) = start_fixture_http(&["--era", "legacy"]);
+    let (_ev, ev_url) = start_everything_http();
     let home = Home::new("view-funnel-validate");
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true}
+        {"id": "ev", "transport": "http", "url": ev_url, "expose_all": true}
     ]}));
     home.write(
         "tools/tools.register.json",
@@ -273,58 +275,31 @@ async fn the_funnel_and_the_validate_hook_use_the_clients_own_view() {
     );
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
     let mut c = Client::new(&url);
-    c.initialize(json!({})).await;
-    let mut get = sluice_e2e::mcp::SseReader::new(c.open_get(None).await);
-    let listed = |r: &Value| -> Vec<String> {
-        r["result"]["structuredContent"]["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{r}"))
-            .iter()
-            .map(|b| b["name"].as_str().unwrap().to_string())
-            .collect()
-    };
+    c.initialize(json!({"roots": {}, "sampling": {}})).await;
     let r = c.call_tool("sluice_list_tools", json!({})).await;
-    assert!(!listed(&r).iter().any(|n| n == "fx_dynamic_0"), "{r}");
+    let listed: Vec<String> = r["result"]["structuredContent"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_string())
+        .collect();
+    for t in ["ev_get-roots-list", "ev_trigger-sampling-request"] {
+        assert!(listed.iter().any(|n| n == t), "{t} missing: {listed:?}");
+    }
+    // validate checks the session's own tool against its own schema (`prompt` is a string),
+    // directly and through the funnel.
+    let want = json!({"code": -32602,
+        "message": "Invalid arguments for tool \"ev_trigger-sampling-request\": /prompt: 5 is not of type \"string\""});
+    let r = c
+        .call_tool("ev_trigger-sampling-request", json!({"prompt": 5}))
+        .await;
+    assert_eq!(r["error"]["code"], want["code"], "{r}");
+    assert_eq!(r["error"]["message"], want["message"], "{r}");
     let r = c
         .call_tool(
             "sluice_run_tool",
-            json!({"name": "fx_trigger_list_changed", "args": {}}),
+            json!({"name": "ev_trigger-sampling-request", "args": {"prompt": 5}}),
         )
         .await;
-    assert_eq!(r["result"]["content"][0]["text"], json!("ok"), "{r}");
-    let (_, said) = tokio::time::timeout(Duration::from_secs(10), get.next())
-        .await
-        .expect("a notification in time")
-        .expect("a notification");
-    assert_eq!(said["method"], json!("notifications/tools/list_changed"));
-    // The funnel lists and runs the session's own tool.
-    let r = c.call_tool("sluice_list_tools", json!({})).await;
-    assert!(listed(&r).iter().any(|n| n == "fx_dynamic_0"), "{r}");
-    let r = c
-        .call_tool(
-            "sluice_run_tool",
-            json!({"name": "fx_dynamic_0", "args": {"text": "hi"}}),
-        )
-        .await;
-    assert_eq!(
-        r["result"]["structuredContent"],
-        json!({"text": "hi"}),
-        "{r}"
-    );
-    // validate checks its calls against its own schema (`text` is a string), directly and
-    // through the funnel.
-    let r = c.call_tool("fx_dynamic_0", json!({"text": 5})).await;
-    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
-    assert_eq!(
-        r["error"]["message"],
-        json!("Invalid arguments for tool \"fx_dynamic_0\": /text: 5 is not of type \"string\""),
-        "{r}"
-    );
-    let r = c
-        .call_tool(
-            "sluice_run_tool",
-            json!({"name": "fx_dynamic_0", "args": {"text": 5}}),
-        )
-        .await;
-    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+    assert_eq!(r["error"]["message"], want["message"], "{r}");
 }
