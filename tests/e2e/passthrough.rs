@@ -4,7 +4,7 @@
 //! listed are the upstream's to answer; the upstream's serverInfo and instructions reach clients
 //! of both eras; a client whose upstream session registers tools for it (server-everything's
 //! capability-dependent tools) sees and calls them, and a client without those capabilities
-//! does not see them.
+//! does not see them; the funnel and the `validate` hook use that client's view too.
 
 use crate::interop::{node22, node_module_file, ts_client};
 use serde_json::{json, Value};
