@@ -4,9 +4,10 @@
 //! Python SDK client's elicitation callback (both eras) and refused for a client without
 //! elicitation; public hook packages run unchanged after `sluice import claude-hooks` — azet-guard
 //! (PyPI: deny, ask, PostToolUse feedback), claude-compress (PyPI: updatedInput) and the
-//! sensitive-canary plugin (npm: an exit-2 secret guard imported from its `hooks/hooks.json`);
-//! Claude Code's http hook contract; Civic hook servers written with `@civic/hook-common`; and the
-//! explain hook's Civic preset.
+//! sensitive-canary plugin (npm: an exit-2 secret guard imported from its `hooks/hooks.json`), a
+//! plugin whose hooks are inline in its `plugin.json`; `ask` with `updatedInput`; Claude Code's
+//! http hook contract with `allowedEnvVars`; Elicitation hooks. The helpers here serve
+//! `civic_hooks.rs` (Civic hook servers) and `session_hooks.rs` (session events) too.
 
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
@@ -16,11 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-fn fixture() -> String {
+pub(crate) fn fixture() -> String {
     bin("sluice-fixture").to_string_lossy().into_owned()
 }
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let p = std::env::var_os("SLUICE_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("tests/python/.venv/bin/python"));
@@ -28,7 +29,7 @@ fn python() -> PathBuf {
     p
 }
 
-fn node22() -> PathBuf {
+pub(crate) fn node22() -> PathBuf {
     let p = std::env::var_os("SLUICE_NODE22")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -38,14 +39,14 @@ fn node22() -> PathBuf {
     p
 }
 
-fn node_dir() -> PathBuf {
+pub(crate) fn node_dir() -> PathBuf {
     std::env::var_os("SLUICE_NODE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("tests/node"))
 }
 
 /// PATH with `dirs` in front (the tests' Node.js 22 and the venv's console scripts).
-fn path_with(dirs: &[&Path]) -> String {
+pub(crate) fn path_with(dirs: &[&Path]) -> String {
     let mut parts: Vec<String> = dirs
         .iter()
         .map(|d| d.to_string_lossy().into_owned())
@@ -55,7 +56,7 @@ fn path_with(dirs: &[&Path]) -> String {
 }
 
 /// `sluice serve --home HOME` with extra environment; its /mcp URL once it listens.
-fn serve(home: &Home, env: &[(&str, String)]) -> (Proc, String) {
+pub(crate) fn serve(home: &Home, env: &[(&str, String)]) -> (Proc, String) {
     let port = free_port();
     let mut cmd = Command::new(bin("sluice"));
     cmd.args(["serve", "--no-admin", "--home", &home.arg(), "--listen"])
@@ -73,7 +74,7 @@ fn serve(home: &Home, env: &[(&str, String)]) -> (Proc, String) {
 }
 
 /// Run `sluice ARGS`; (success, stdout, stderr).
-fn sluice(args: &[&str]) -> (bool, String, String) {
+pub(crate) fn sluice(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(bin("sluice")).args(args).output().unwrap();
     (
         out.status.success(),
@@ -82,14 +83,14 @@ fn sluice(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn manifest(home: &Home) -> Value {
+pub(crate) fn manifest(home: &Home) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(home.path().join("hooks/hooks.manifest.json")).unwrap(),
     )
     .unwrap()
 }
 
-fn write_manifest(home: &Home, hooks: &Value) {
+pub(crate) fn write_manifest(home: &Home, hooks: &Value) {
     home.write(
         "hooks/hooks.manifest.json",
         &serde_json::to_string_pretty(&json!({"version": 1, "hooks": hooks})).unwrap(),
@@ -97,7 +98,7 @@ fn write_manifest(home: &Home, hooks: &Value) {
 }
 
 /// One call through the Python SDK client whose elicitation callback answers `answer`.
-fn ask_client(mode: &str, url: &str, tool: &str, args: Value, answer: &str) -> Value {
+pub(crate) fn ask_client(mode: &str, url: &str, tool: &str, args: Value, answer: &str) -> Value {
     let out = Command::new(python())
         .arg(workspace_root().join("tests/python/ask_client.py"))
         .args([mode, url, tool, &args.to_string(), answer])
@@ -111,7 +112,7 @@ fn ask_client(mode: &str, url: &str, tool: &str, args: Value, answer: &str) -> V
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn read_json(p: &Path) -> Value {
+pub(crate) fn read_json(p: &Path) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
     )
@@ -573,11 +574,13 @@ async fn claude_code_http_hooks_decide_with_2xx_json_and_do_not_block_otherwise(
     use axum::routing::post;
     let app = axum::Router::new().route(
         "/hook",
-        post(|body: axum::Json<Value>| async move {
+        post(|headers: axum::http::HeaderMap, body: axum::Json<Value>| async move {
             let cmd = body["tool_input"]["command"].as_str().unwrap_or("").to_string();
+            let header = |k: &str| headers.get(k).map(|v| v.to_str().unwrap_or("?").to_string());
             if cmd.contains("rm -rf") {
+                let seen = format!("{}, auth={:?}, team={:?}", body["hook_event_name"].as_str().unwrap_or(""), header("authorization"), header("x-team"));
                 (axum::http::StatusCode::OK, axum::Json(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
-                    "permissionDecision": "deny", "permissionDecisionReason": format!("no rm -rf ({})", body["hook_event_name"].as_str().unwrap_or(""))}})))
+                    "permissionDecision": "deny", "permissionDecisionReason": format!("no rm -rf ({seen})")}})))
             } else {
                 (axum::http::StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"error": "busy"})))
             }
@@ -592,7 +595,9 @@ async fn claude_code_http_hooks_decide_with_2xx_json_and_do_not_block_otherwise(
     ]}));
     home.write(
         ".claude/settings.json",
-        &json!({"hooks": {"PreToolUse": [{"matcher": "mcp__fx__echo", "hooks": [{"type": "http", "url": format!("http://{addr}/hook"), "timeout": 5}]}]}}).to_string(),
+        // Header values name environment variables; only those allowedEnvVars lists are filled.
+        &json!({"hooks": {"PreToolUse": [{"matcher": "mcp__fx__echo", "hooks": [{"type": "http", "url": format!("http://{addr}/hook"), "timeout": 5,
+            "headers": {"Authorization": "Bearer $HOOK_TOKEN", "X-Team": "${HOOK_TEAM}"}, "allowedEnvVars": ["HOOK_TOKEN"]}]}]}}).to_string(),
     );
     let (ok, stdout, stderr) = sluice(&[
         "import",
@@ -604,228 +609,29 @@ async fn claude_code_http_hooks_decide_with_2xx_json_and_do_not_block_otherwise(
     assert!(ok, "{stderr}");
     assert_eq!(stdout.trim(), "imported 1 hook(s): pre-tool-use/hook");
     assert_eq!(manifest(&home)["hooks"][0]["protocol"], "claude-code");
-    let (_gw, url) = serve(&home, &[]);
+    assert_eq!(
+        manifest(&home)["hooks"][0]["allowed_env_vars"],
+        json!(["HOOK_TOKEN"])
+    );
+    let (_gw, url) = serve(
+        &home,
+        &[
+            ("HOOK_TOKEN", "s3cret".to_string()),
+            ("HOOK_TEAM", "red".to_string()),
+        ],
+    );
     let mut c = Client::new(&url);
     c.initialize(json!({})).await;
     let r = c.call_tool("fx_echo", json!({"command": "rm -rf /"})).await;
     assert_eq!(
         r["error"],
-        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "no rm -rf (PreToolUse)"}})
+        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "no rm -rf (PreToolUse, auth=Some(\"Bearer s3cret\"), team=Some(\"\"))"}})
     );
     let r = c.call_tool("fx_echo", json!({"command": "ls"})).await;
     assert_eq!(
         r["result"]["structuredContent"],
         json!({"command": "ls"}),
         "{r}"
-    );
-}
-
-/// A hook server written with `@civic/hook-common` (npm, pinned), started on loopback.
-fn civic_server(dir: &Path, mode: &str) -> (Proc, u16) {
-    let port = free_port();
-    let mut cmd = Command::new(node22());
-    cmd.arg(node_dir().join("hooks/civic-hook.mjs"))
-        .arg(port.to_string())
-        .arg(mode)
-        .current_dir(dir);
-    let proc = Proc::spawn(cmd);
-    wait_for_port(port, Duration::from_secs(20));
-    (proc, port)
-}
-
-#[tokio::test]
-async fn civic_hook_servers_modify_abort_and_answer() {
-    let home = Home::new("cc-civic");
-    home.expose(&json!({"upstreams": [
-        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
-    ]}));
-    let modify_dir = home.path().join("modify");
-    let abort_dir = home.path().join("abort");
-    std::fs::create_dir_all(&modify_dir).unwrap();
-    std::fs::create_dir_all(&abort_dir).unwrap();
-    let (_m, mport) = civic_server(&modify_dir, "modify");
-    let (_a, aport) = civic_server(&abort_dir, "abort");
-    write_manifest(
-        &home,
-        &json!([
-            {"id": "civic-modify", "type": "civic", "url": format!("http://127.0.0.1:{mport}"), "enabled": true},
-            {"id": "civic-abort", "type": "civic", "url": format!("http://127.0.0.1:{aport}/"), "enabled": true}
-        ]),
-    );
-    let (_gw, url) = serve(&home, &[]);
-    let mut c = Client::new(&url);
-    // initialize (request and result) and the client's notification go through both.
-    let init = c.initialize(json!({})).await;
-    assert_eq!(init["instructions"], "civic was here", "{init}");
-    let list = c.request("tools/list", json!({})).await;
-    let tools = list["result"]["tools"].as_array().unwrap();
-    let echo = tools.iter().find(|t| t["name"] == "fx_echo").unwrap();
-    assert!(
-        echo["description"]
-            .as_str()
-            .unwrap()
-            .starts_with("[civic] "),
-        "{echo}"
-    );
-    assert!(tools
-        .iter()
-        .all(|t| t["description"].as_str().unwrap().starts_with("[civic] ")));
-    // The call, modified by the first server, passes the second.
-    let r = c.call_tool("fx_echo", json!({"x": 1})).await;
-    assert_eq!(
-        r["result"]["structuredContent"],
-        json!({"x": 1, "civic": true}),
-        "{r}"
-    );
-    // The second aborts by throwing an McpError with a reason.
-    let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
-    assert_eq!(
-        r["error"],
-        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "Civic says no to fx_add"}})
-    );
-    // A result the second refuses in the response phase: -32031 with its reason.
-    let r = c.call_tool("fx_echo", json!({"note": "a secret"})).await;
-    assert_eq!(
-        r["error"],
-        json!({"code": -32031, "message": "Response rejected", "data": {"reason": "the result holds a secret"}})
-    );
-    // The error procedure: an unknown tool's error (the gateway's -32602) replaced by a result.
-    let r = c.call_tool("fx_missing", json!({})).await;
-    assert_eq!(
-        r["result"],
-        json!({"content": [{"type": "text", "text": "civic replaced error -32602"}]}),
-        "{r}"
-    );
-    // Server→client traffic: an upstream's elicitation, changed on its way to the client.
-    let r = ask_client(
-        "legacy",
-        &url,
-        "fx_test_elicitation",
-        json!({"message": "Your name?"}),
-        "allow",
-    );
-    assert_eq!(r["asked"][0]["message"], "[civic] Your name?", "{r}");
-    let calls = std::fs::read_to_string(modify_dir.join("calls.log")).unwrap();
-    assert!(
-        calls
-            .lines()
-            .any(|l| l == "processTargetRequest elicitation/create"),
-        "{calls}"
-    );
-    // What the raw client's session caused, up to the SDK client's initialize.
-    let calls: Vec<&str> = calls.lines().collect();
-    let sdk = calls
-        .iter()
-        .skip(1)
-        .position(|l| l.starts_with("processInitializeResult "))
-        .map_or(calls.len(), |p| p + 1);
-    let calls = &calls[..sdk];
-    assert_eq!(
-        calls,
-        [
-            "processInitializeResult sluice-e2e",
-            "processNotification notifications/initialized",
-            "processListToolsResult tools/list",
-            "processCallToolRequest fx_echo session",
-            "processCallToolResult fx_echo",
-            "processCallToolRequest fx_add session",
-            // The abort's error travels back through the hooks the request reached.
-            "processCallToolError fx_add -32030",
-            // (The response-phase refusal stops the phase: this server never sees that reply.)
-            "processCallToolRequest fx_echo session",
-            "processCallToolRequest fx_missing session",
-            // Tail → head: the second server replaced the error, so this one sees a result.
-            "processCallToolResult fx_missing",
-        ]
-    );
-    let aborts = std::fs::read_to_string(abort_dir.join("calls.log")).unwrap();
-    assert!(
-        aborts
-            .lines()
-            .any(|l| l == "processCallToolError fx_missing -32602"),
-        "{aborts}"
-    );
-
-    // A server that answers: the upstream is not called.
-    let home2 = Home::new("cc-civic-respond");
-    home2.expose(&json!({"upstreams": [
-        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
-    ]}));
-    let respond_dir = home2.path().join("respond");
-    std::fs::create_dir_all(&respond_dir).unwrap();
-    let (_r, rport) = civic_server(&respond_dir, "respond");
-    // Added with the CLI (a civic hook has no event).
-    let civic_url = format!("http://127.0.0.1:{rport}");
-    let (ok, stdout, stderr) = sluice(&[
-        "hook",
-        "add",
-        "--home",
-        &home2.arg(),
-        "--id",
-        "civic-respond",
-        "--type",
-        "civic",
-        "--url",
-        &civic_url,
-        "--enabled",
-    ]);
-    assert!(ok, "{stderr}");
-    assert_eq!(stdout, "added hook civic-respond\n");
-    assert_eq!(
-        manifest(&home2)["hooks"],
-        json!([{"id": "civic-respond", "matcher": "", "type": "civic", "url": civic_url, "enabled": true}])
-    );
-    let (_gw2, url2) = serve(&home2, &[]);
-    let mut c2 = Client::new(&url2);
-    c2.initialize(json!({})).await;
-    let r = c2.call_tool("fx_echo", json!({"x": 1})).await;
-    assert_eq!(
-        r["result"],
-        json!({"content": [{"type": "text", "text": "answered by civic for fx_echo"}]}),
-        "{r}"
-    );
-}
-
-#[tokio::test]
-async fn the_explain_hook_with_civics_preset_and_a_reason_that_is_not_text() {
-    let home = Home::new("cc-explain");
-    home.expose(&json!({"upstreams": [
-        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
-    ]}));
-    write_manifest(
-        &home,
-        &json!([{"id": "explain", "type": "builtin", "builtin": "explain", "options": {"preset": "civic"}, "enabled": true}]),
-    );
-    let (_gw, url) = serve(&home, &[]);
-    let mut c = Client::new(&url);
-    c.initialize(json!({})).await;
-    let list = c.request("tools/list", json!({})).await;
-    for t in list["result"]["tools"].as_array().unwrap() {
-        assert_eq!(
-            t["inputSchema"]["properties"]["reason"]["description"],
-            "A justification for using this tool, explaining how it helps achieve your goal. Should contain the following: GOAL: <Your current goal>, JUSTIFICATION: <how this tool helps achieve the goal>, CHOICE: <why you chose to use this tool over other available tools>."
-        );
-    }
-    let r = c.call_tool("fx_echo", json!({"x": 1, "reason": 42})).await;
-    assert_eq!(r["error"]["code"], -32030);
-    assert_eq!(
-        r["error"]["data"]["reason"],
-        "The 'reason' parameter must be a string, not a number: give a concise justification for using this tool, explaining how it helps achieve your goal, as text, and call it again."
-    );
-    let r = c
-        .call_tool("fx_echo", json!({"x": 1, "reason": "GOAL: test"}))
-        .await;
-    assert_eq!(r["result"]["structuredContent"], json!({"x": 1}), "{r}");
-    // A bad option is an error naming the field.
-    write_manifest(
-        &home,
-        &json!([{"id": "explain", "type": "builtin", "builtin": "explain", "options": {"preset": "zato"}, "enabled": true}]),
-    );
-    let (ok, stdout, _) = sluice(&["check", "--home", &home.arg()]);
-    assert!(!ok);
-    assert!(
-        stdout.contains("hooks[0].options.preset: unknown preset \"zato\" (known: readme, civic)"),
-        "{stdout}"
     );
 }
 
@@ -910,119 +716,149 @@ async fn elicitation_hooks_answer_decline_or_change_what_an_upstream_asks() {
     assert_eq!(seen["content"], json!({"allow": true}));
 }
 
-/// Writes one line per event it is shown to `events.jsonl` in the project folder.
-const SESSION_PY: &str = r#"import json, os, sys
-e = json.load(sys.stdin)
-keep = {k: e.get(k) for k in ("hook_event_name", "session_id", "source", "reason", "stop_hook_active", "era")}
-keep["protocol"] = (e.get("message") or {}).get("params", {}).get("protocolVersion")
-with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "events.jsonl"), "a") as f:
-    f.write(json.dumps(keep) + "\n")
-if e["hook_event_name"] == "SessionStart" and e.get("era") == "modern" and os.path.exists(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "refuse")):
-    print("sessions are closed", file=sys.stderr)
-    sys.exit(2)
-"#;
-
-fn events(home: &Path, n: usize) -> Vec<Value> {
-    let path = home.join("events.jsonl");
-    for _ in 0..100 {
-        let lines: Vec<Value> = std::fs::read_to_string(&path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        if lines.len() >= n {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("fewer than {n} events in {}", path.display());
-}
-
-/// SessionStart, Stop and SessionEnd: at initialize and at the session's end for a legacy
-/// client; around each request for a 2026-07-28 client, whose every request is a session of
-/// its own.
+/// `ask` with `updatedInput`: the person is asked about the updated arguments, and when they
+/// allow it the call runs with them (both eras); declined, nothing runs.
 #[tokio::test]
-async fn session_events_fire_for_both_eras() {
-    let home = Home::new("cc-session");
-    home.expose(&json!({"upstreams": [
-        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
-    ]}));
-    home.write("hooks/session.py", SESSION_PY);
-    let script = json!(["${CLAUDE_PROJECT_DIR}/hooks/session.py"]);
-    let hook = |id: &str, event: &str| json!({"id": id, "event": event, "type": "command", "command": "python3", "args": script, "enabled": true});
+async fn an_ask_with_updated_input_asks_about_the_update_and_runs_it() {
+    let home = Home::new("cc-ask-update");
+    home.expose(&json!({
+        "upstreams": [{"id": "shell", "command": fixture(), "args": ["--stdio"]}],
+        "expose": [{"upstream": "shell", "tool": "echo", "as": "Bash"}]
+    }));
+    // Rewrites a force-push to --force-with-lease and asks about it.
+    home.write(
+        "hooks/lease.py",
+        r#"import json, sys
+e = json.load(sys.stdin)
+cmd = e["tool_input"].get("command", "")
+if "--force " in cmd:
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "ask", "permissionDecisionReason": "force-push rewritten to --force-with-lease",
+        "updatedInput": {"command": cmd.replace("--force ", "--force-with-lease ")}}}))
+"#,
+    );
     write_manifest(
         &home,
         &json!([
-            hook("session-start/s", "SessionStart"),
-            hook("stop/s", "Stop"),
-            hook("session-end/s", "SessionEnd")
+            {"id": "pre-tool-use/lease", "event": "PreToolUse", "matcher": "Bash", "type": "command",
+             "command": "python3", "args": ["${CLAUDE_PROJECT_DIR}/hooks/lease.py"], "timeout": 10, "enabled": true},
+            // A later hook sees the updated arguments.
+            {"id": "pre-tool-use/no-plain-force", "event": "PreToolUse", "matcher": "Bash", "type": "command",
+             "command": "grep -q -- '--force origin' && { echo 'plain force-push' >&2; exit 2; }; exit 0", "enabled": true}
         ]),
     );
     let (_gw, url) = serve(&home, &[]);
-    let dir = std::fs::canonicalize(home.path()).unwrap();
-    // Legacy: initialize starts it, DELETE ends it.
+    let push = json!({"command": "git push --force origin main"});
+    let leased = json!({"command": "git push --force-with-lease origin main"});
+    for mode in ["legacy", "auto"] {
+        let r = ask_client(mode, &url, "Bash", push.clone(), "allow");
+        assert_eq!(r["result"]["structured"], leased, "{mode}: {r}");
+        let asked = r["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{mode}: {r}");
+        assert_eq!(
+            asked[0]["message"],
+            "Allow the call of the tool Bash with the arguments {\"command\":\"git push --force-with-lease origin main\"}? Hook pre-tool-use/lease asks: force-push rewritten to --force-with-lease",
+            "{mode}: {r}"
+        );
+    }
+    let r = ask_client("legacy", &url, "Bash", push.clone(), "decline");
+    assert_eq!(r["error"]["code"], -32030, "{r}");
+    assert_eq!(
+        r["error"]["data"]["reason"],
+        "force-push rewritten to --force-with-lease (the person asked declined the call)"
+    );
+    // Not asked about, not changed.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "Bash",
+        json!({"command": "git status"}),
+        "decline",
+    );
+    assert_eq!(
+        r["result"]["structured"],
+        json!({"command": "git status"}),
+        "{r}"
+    );
+    assert_eq!(r["asked"], json!([]));
+}
+
+/// A plugin whose hooks are inline in `.claude-plugin/plugin.json` (no `hooks/hooks.json`),
+/// one of them in a file the manifest names: both are imported, and `${CLAUDE_PLUGIN_ROOT}`
+/// is the plugin's folder when they run.
+#[tokio::test]
+async fn an_imported_plugin_with_hooks_inline_in_its_manifest() {
+    let home = Home::new("cc-plugin-inline");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    let plugin = home.path().join("plugins/inline-guard");
+    home.write(
+        "plugins/inline-guard/guard.sh",
+        "grep -q 'DROP TABLE' && { echo \"inline-guard: no DROP TABLE ($(basename \"$CLAUDE_PLUGIN_ROOT\"))\" >&2; exit 2; }; exit 0\n",
+    );
+    home.write(
+        "plugins/inline-guard/more/hooks.json",
+        &json!({"hooks": {"PostToolUse": [{"matcher": "mcp__fx__echo", "hooks": [
+            {"type": "command", "command": "echo 'checked by inline-guard' >&2; exit 2"}]}]}})
+        .to_string(),
+    );
+    home.write(
+        "plugins/inline-guard/.claude-plugin/plugin.json",
+        &json!({"name": "inline-guard", "version": "1.0.0", "hooks": [
+            {"PreToolUse": [{"matcher": "mcp__fx__.*", "hooks": [
+                {"type": "command", "command": "sh", "args": ["${CLAUDE_PLUGIN_ROOT}/guard.sh"]}]}]},
+            "./more/hooks.json"
+        ]})
+        .to_string(),
+    );
+    let (ok, stdout, stderr) = sluice(&[
+        "import",
+        "claude-hooks",
+        "--home",
+        &home.arg(),
+        "--plugin",
+        &plugin.to_string_lossy(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        "imported 2 hook(s): pre-tool-use/guard, post-tool-use/echo"
+    );
+    let (_gw, url) = serve(&home, &[]);
     let mut c = Client::new(&url);
     c.initialize(json!({})).await;
-    let sid = c.session.clone().unwrap();
-    let del = c
-        .http
-        .delete(&url)
-        .header("mcp-session-id", &sid)
-        .send()
-        .await
-        .unwrap();
-    assert!(del.status().is_success(), "{}", del.status());
-    let legacy = events(&dir, 3);
+    let r = c
+        .call_tool("fx_echo", json!({"q": "DROP TABLE users"}))
+        .await;
     assert_eq!(
-        legacy,
-        [
-            json!({"hook_event_name": "SessionStart", "session_id": sid, "source": "startup", "reason": null, "stop_hook_active": null, "era": "legacy", "protocol": "2025-11-25"}),
-            json!({"hook_event_name": "Stop", "session_id": sid, "source": null, "reason": null, "stop_hook_active": false, "era": "legacy", "protocol": null}),
-            json!({"hook_event_name": "SessionEnd", "session_id": sid, "source": null, "reason": "other", "stop_hook_active": null, "era": "legacy", "protocol": null}),
-        ]
+        r["error"],
+        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "inline-guard: no DROP TABLE (inline-guard)"}}),
+        "{r}"
     );
-    // 2026-07-28: one request, one session.
-    let r = ask_client("auto", &url, "fx_echo", json!({"x": 1}), "allow");
-    assert_eq!(r["result"]["structured"], json!({"x": 1}), "{r}");
-    // (The SDK client sends more than the call: each request is a session, with its three
-    // events in order.)
-    // The end events follow the reply: wait until every session that started has ended.
-    let mut all = events(&dir, 6);
-    for _ in 0..100 {
-        let ended = |s: &Value| {
-            all.iter()
-                .any(|e| e["hook_event_name"] == "SessionEnd" && e["session_id"] == s["session_id"])
-        };
-        if all
-            .iter()
-            .filter(|e| e["hook_event_name"] == "SessionStart")
-            .all(ended)
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        all = events(&dir, 6);
-    }
-    let modern = &all[3..];
-    let sessions: std::collections::BTreeSet<&str> = modern
-        .iter()
-        .map(|e| e["session_id"].as_str().unwrap())
-        .collect();
-    assert_eq!(modern.len(), 3 * sessions.len(), "{all:?}");
-    for s in sessions {
-        assert!(s.starts_with("modern-"), "{s}");
-        let of: Vec<&Value> = modern.iter().filter(|e| e["session_id"] == s).collect();
-        let names: Vec<&str> = of
-            .iter()
-            .map(|e| e["hook_event_name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["SessionStart", "Stop", "SessionEnd"], "{all:?}");
-        assert!(of.iter().all(|e| e["era"] == "modern"), "{all:?}");
-        assert_eq!(of[0]["protocol"], "2026-07-28");
-    }
-    // A SessionStart hook that refuses refuses the request.
-    home.write("refuse", "");
-    let r = ask_client("auto", &url, "fx_echo", json!({"x": 1}), "allow");
-    assert_eq!(r["error"]["code"], -32030, "{r}");
-    assert_eq!(r["error"]["data"]["reason"], "sessions are closed");
+    let r = c.call_tool("fx_echo", json!({"q": "select 1"})).await;
+    assert_eq!(
+        r["result"]["content"][1],
+        json!({"type": "text", "text": "checked by inline-guard"}),
+        "{r}"
+    );
+    // A plugin with no hooks at all: a clear error.
+    home.write(
+        "plugins/empty/.claude-plugin/plugin.json",
+        r#"{"name": "empty"}"#,
+    );
+    let empty = home.path().join("plugins/empty");
+    let (ok, _, stderr) = sluice(&[
+        "import",
+        "claude-hooks",
+        "--home",
+        &home.arg(),
+        "--plugin",
+        &empty.to_string_lossy(),
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.trim().ends_with("has no hooks: neither hooks/hooks.json nor a `hooks` field in .claude-plugin/plugin.json"),
+        "{stderr}"
+    );
 }

@@ -4,7 +4,7 @@
 //! listed are the upstream's to answer; the upstream's serverInfo and instructions reach clients
 //! of both eras; a client whose upstream session registers tools for it (server-everything's
 //! capability-dependent tools) sees and calls them, and a client without those capabilities
-//! does not see them.
+//! does not see them; the funnel and the `validate` hook use that client's view too.
 
 use crate::interop::{node22, node_module_file, ts_client};
 use serde_json::{json, Value};
@@ -244,4 +244,62 @@ async fn a_list_changed_on_a_clients_own_upstream_session_reaches_that_client_an
     assert!(names.iter().any(|n| n == "fx_dynamic_0"), "{names:?}");
     let r = c.call_tool("fx_dynamic_0", json!({"k": 1})).await;
     assert_eq!(r["result"]["structuredContent"], json!({"k": 1}), "{r}");
+}
+
+/// The funnel and the `validate` hook read the catalog the client sees: server-everything
+/// registers `get-roots-list` and `trigger-sampling-request` only on sessions of clients that
+/// declare roots and sampling, so they are in that client's view (its own upstream session) and
+/// not in the gateway's catalog; `sluice_list_tools` lists them, `sluice_run_tool` runs them,
+/// and their calls are checked against their own `inputSchema`.
+#[tokio::test]
+async fn the_funnel_and_the_validate_hook_use_the_clients_own_view() {
+    let (_ev, ev_url) = start_everything_http();
+    let home = Home::new("view-funnel-validate");
+    home.expose(&json!({"upstreams": [
+        {"id": "ev", "transport": "http", "url": ev_url, "expose_all": true}
+    ]}));
+    home.write(
+        "tools/tools.register.json",
+        &json!({"version": 1, "description": "Tools.", "tools": [
+            {"id": "guide", "name": "Guide", "summary": "How to.", "category": "docs", "mode": "reference",
+             "instructions": "Read the docs."}
+        ]})
+        .to_string(),
+    );
+    home.write(
+        "hooks/hooks.manifest.json",
+        &json!({"version": 1, "hooks": [
+            {"id": "validate", "event": "PreToolUse", "type": "builtin", "builtin": "validate", "enabled": true}
+        ]})
+        .to_string(),
+    );
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({"roots": {}, "sampling": {}})).await;
+    let r = c.call_tool("sluice_list_tools", json!({})).await;
+    let listed: Vec<String> = r["result"]["structuredContent"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_string())
+        .collect();
+    for t in ["ev_get-roots-list", "ev_trigger-sampling-request"] {
+        assert!(listed.iter().any(|n| n == t), "{t} missing: {listed:?}");
+    }
+    // validate checks the session's own tool against its own schema (`prompt` is a string),
+    // directly and through the funnel.
+    let want = json!({"code": -32602,
+        "message": "Invalid arguments for tool \"ev_trigger-sampling-request\": /prompt: 5 is not of type \"string\""});
+    let r = c
+        .call_tool("ev_trigger-sampling-request", json!({"prompt": 5}))
+        .await;
+    assert_eq!(r["error"]["code"], want["code"], "{r}");
+    assert_eq!(r["error"]["message"], want["message"], "{r}");
+    let r = c
+        .call_tool(
+            "sluice_run_tool",
+            json!({"name": "ev_trigger-sampling-request", "args": {"prompt": 5}}),
+        )
+        .await;
+    assert_eq!(r["error"]["message"], want["message"], "{r}");
 }

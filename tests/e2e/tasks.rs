@@ -333,7 +333,7 @@ async fn a_modern_client_gets_a_2025_11_25_upstreams_tasks_in_its_own_era() {
         json!([{"type": "text", "text": "Card on file: [CARD], expires 12/30"}]),
         "{got}"
     );
-    // The pairing that cannot work: input for a 2025-11-25 upstream's task.
+    // Input for a 2025-11-25 upstream's task that asks nothing.
     let update = modern(
         &url,
         "tasks/update",
@@ -344,7 +344,7 @@ async fn a_modern_client_gets_a_2025_11_25_upstreams_tasks_in_its_own_era() {
     assert_eq!(
         update["error"],
         json!({"code": -32602,
-               "message": format!("Task {id} runs on a 2025-11-25 upstream; tasks/update cannot reach it"),
+               "message": format!("Task {id} runs on a 2025-11-25 upstream and asks nothing now; tasks/update has nothing to answer"),
                "data": {"taskId": id, "upstream": "fx"}}),
         "{update}"
     );
@@ -547,5 +547,134 @@ async fn a_task_result_over_the_size_cap_is_refused_as_a_direct_one_is() {
         (&collected["task"], &collected["outcome"]),
         (&json!(id), &json!("refused")),
         "{collected}"
+    );
+}
+
+/// `tasks/list` pages with a cursor like the other lists (`page_size` a page, in the order the
+/// tasks were created); the pages together hold every task once; a cursor the gateway did not
+/// mint is -32602.
+#[tokio::test]
+async fn tasks_list_pages_with_a_cursor() {
+    let home = tasks_home("tasks-list-pages", "legacy");
+    home.write("sluice.json", &json!({"page_size": 2}).to_string());
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let mut created = Vec::new();
+    for _ in 0..5 {
+        let task = create(&c, "fx_card_report", json!({})).await;
+        created.push(task["taskId"].as_str().unwrap().to_string());
+    }
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let r = c.request("tasks/list", params).await;
+        let ids: Vec<String> = r["result"]["tasks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|t| t["taskId"].as_str().unwrap().to_string())
+            .collect();
+        pages.push(ids);
+        match r["result"].get("nextCursor") {
+            Some(next) => cursor = Some(next.as_str().unwrap().to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(
+        pages,
+        vec![
+            created[0..2].to_vec(),
+            created[2..4].to_vec(),
+            created[4..5].to_vec()
+        ]
+    );
+    for bad in [json!("nope"), json!("sluice-tasks-x"), json!(7)] {
+        let r = c.request("tasks/list", json!({"cursor": bad})).await;
+        let shown = match &bad {
+            Value::String(s) => format!("{s:?}"),
+            other => other.to_string(),
+        };
+        assert_eq!(
+            r["error"],
+            json!({"code": -32602, "message": format!("Invalid cursor: {shown}")}),
+            "{r}"
+        );
+    }
+}
+
+/// A 2025-11-25 upstream's task that waits for input, for a 2026-07-28 client: `tasks/get`
+/// shows its question as `inputRequests` (the gateway collects it from the upstream's
+/// `tasks/result` stream), `tasks/update` answers it, and the task completes with the answer.
+#[tokio::test]
+async fn a_modern_client_answers_a_2025_11_25_upstreams_task_question() {
+    let home = tasks_home("tasks-modern-input", "legacy");
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let caps = json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let created = modern(
+        &url,
+        "tools/call",
+        json!({"name": "fx_confirm_delete", "arguments": {"filename": "notes.txt"}}),
+        caps.clone(),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], json!("task"), "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    let mut got = Value::Null;
+    for _ in 0..100 {
+        got = modern(&url, "tasks/get", json!({"taskId": id}), caps.clone()).await;
+        if got["result"].get("inputRequests").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(got["result"]["status"], json!("input_required"), "{got}");
+    let asked = got["result"]["inputRequests"].as_object().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{got}");
+    let (key, question) = asked.iter().next().unwrap();
+    assert_eq!(question["method"], json!("elicitation/create"), "{got}");
+    assert_eq!(
+        question["params"]["message"],
+        json!("Delete notes.txt?"),
+        "{got}"
+    );
+    // An answer to a question never asked is refused; the real one goes through.
+    let wrong = modern(
+        &url,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"nope": {"action": "decline"}}}),
+        caps.clone(),
+    )
+    .await;
+    assert_eq!(
+        wrong["error"],
+        json!({"code": -32602, "message": format!("Task {id} asked nothing under the key \"nope\""),
+               "data": {"taskId": id, "key": "nope"}}),
+        "{wrong}"
+    );
+    let update = modern(
+        &url,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key.clone(): {"action": "accept", "content": {"confirm": true}}}}),
+        caps.clone(),
+    )
+    .await;
+    assert!(update.get("error").is_none(), "{update}");
+    for _ in 0..100 {
+        got = modern(&url, "tasks/get", json!({"taskId": id}), caps.clone()).await;
+        if got["result"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(got["result"]["status"], json!("completed"), "{got}");
+    assert_eq!(
+        got["result"]["result"]["content"][0]["text"],
+        json!("Deleted notes.txt: {\"confirm\":{\"action\":\"accept\",\"content\":{\"confirm\":true}}}"),
+        "{got}"
     );
 }

@@ -196,13 +196,14 @@ pub fn translate(
                         e.insert("url".into(), json!(url));
                         e.insert("protocol".into(), json!("claude-code"));
                         if let Some(hd) = h.get("headers").and_then(Value::as_object) {
-                            if hd
-                                .values()
-                                .any(|v| v.as_str().is_some_and(|s| s.contains('$')))
-                            {
-                                out.warnings.push(format!("{at}: a header value names an environment variable (Claude Code's allowedEnvVars); Sluice sends header values as written, so put the value in the manifest"));
-                            }
                             e.insert("headers".into(), Value::Object(hd.clone()));
+                        }
+                        // Header values name environment variables as in Claude Code: only
+                        // those `allowedEnvVars` lists are filled in (when the gateway runs).
+                        if let Some(allowed) = h.get("allowedEnvVars").and_then(Value::as_array) {
+                            let names: Vec<&str> =
+                                allowed.iter().filter_map(Value::as_str).collect();
+                            e.insert("allowed_env_vars".into(), json!(names));
                         }
                         url.trim_end_matches('/')
                             .rsplit('/')

@@ -195,6 +195,10 @@ pub enum HookKindSpec {
         url: String,
         /// Extra request headers.
         headers: BTreeMap<String, String>,
+        /// Claude Code's `allowedEnvVars`: the environment variables a header value may name
+        /// (`$NAME` / `${NAME}`). With it, or with the claude-code protocol, header values are
+        /// expanded as Claude Code expands them (an unlisted name becomes the empty string).
+        allowed_env_vars: Option<Vec<String>>,
         /// How its answers are read.
         protocol: HttpProtocol,
     },
@@ -406,9 +410,14 @@ pub(crate) fn load(
                         HttpProtocol::Zato
                     }
                 };
+                let allowed_env_vars = f
+                    .obj
+                    .contains_key("allowed_env_vars")
+                    .then(|| f.strings("allowed_env_vars"));
                 Some(HookKindSpec::Http {
                     url,
                     headers: f.string_map("headers"),
+                    allowed_env_vars,
                     protocol,
                 })
             }

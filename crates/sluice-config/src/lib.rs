@@ -8,6 +8,7 @@
 mod auth;
 pub mod builtin;
 pub mod claude_import;
+pub mod claude_plugin;
 mod cluster;
 pub mod drift;
 mod error;

@@ -60,6 +60,9 @@ pub struct Settings {
     /// Also list first-party register tools directly in tools/list (under their ids).
     /// Default false (they are reached through the funnel, as in toolfunnel).
     pub list_register_tools: bool,
+    /// Keep a session's transcript file (`transcripts/<session>.jsonl`) when the session ends.
+    /// Default false: it is removed after the session's Stop and SessionEnd hooks ran.
+    pub keep_transcripts: bool,
     /// List the management tools (`<prefix>_list`, `_tool_add`, `_tool_set`, `_hook_add`,
     /// `_hook_set`, `_upstream_add`, `_upstream_set`, `_log`: toolfunnel's `tf_*` set). Default false.
     pub management_tools: bool,
@@ -114,6 +117,7 @@ impl Default for Settings {
             funnel: None,
             funnel_prefix: "sluice".into(),
             list_register_tools: false,
+            keep_transcripts: false,
             management_tools: false,
             admin: None,
             admin_token: None,
@@ -148,6 +152,7 @@ pub(crate) const KNOWN: &[&str] = &[
     "funnel",
     "funnel_prefix",
     "list_register_tools",
+    "keep_transcripts",
     "management_tools",
     "admin",
     "admin_token",
@@ -247,6 +252,7 @@ pub(crate) fn load(
         }
     }
     s.list_register_tools = f.bool("list_register_tools", false);
+    s.keep_transcripts = f.bool("keep_transcripts", false);
     s.management_tools = f.bool("management_tools", false);
     if let Some(a) = f.string("admin") {
         if a.parse::<std::net::SocketAddr>().is_err() {

@@ -160,8 +160,41 @@ async fn legacy_method(ctx: &Ctx, method: &str, params: &Value) -> Result<Value,
             Ok(task.legacy())
         }
         _ => {
-            // tasks/result: wait for the end, then the tool's own result.
-            task.ended().await;
+            // tasks/result: wait for the end, asking the client on this stream what the task
+            // waits for (its input requests, answered into the task), then the tool's own
+            // result.
+            let mut changes = task.changes();
+            loop {
+                let st = task.state();
+                if matches!(st.status, "completed" | "failed" | "cancelled") {
+                    break;
+                }
+                if st.status == "input_required" && !st.input_requests.is_empty() {
+                    let mut answers = Map::new();
+                    for (key, req) in &st.input_requests {
+                        let method = match req.get("method").and_then(Value::as_str) {
+                            Some("sampling/createMessage") => "sampling/createMessage",
+                            Some("roots/list") => "roots/list",
+                            _ => "elicitation/create",
+                        };
+                        let params = req.get("params").cloned().unwrap_or(json!({}));
+                        match ctx.ask_one(key, method, params).await {
+                            Ok(a) => {
+                                answers.insert(key.clone(), a);
+                            }
+                            Err(AskError::Rpc(e)) => return Err(e),
+                            Err(_) => {
+                                return Err(RpcError::new(-32603, "the client did not answer"))
+                            }
+                        }
+                    }
+                    task.answer(&answers);
+                    continue;
+                }
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
             let st = task.state();
             match (st.status, st.outcome) {
                 ("completed", Some(Ok(mut r))) => {

@@ -212,6 +212,11 @@ impl Task {
         });
     }
 
+    /// A receiver told of each change of its state.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
     /// Resolves when it has ended.
     pub async fn ended(&self) {
         let mut rx = self.changed.subscribe();

@@ -26,7 +26,8 @@ use crate::transcript::Transcripts;
 use regex::Regex;
 use serde_json::{Map, Value};
 use sluice_config::{
-    AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, OnError, ToolNameForm,
+    AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HttpProtocol, OnError,
+    ToolNameForm,
 };
 use sluice_core::{Message, Principal};
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod session;
+pub use session::EndReason;
 
 /// How a hook runs.
 pub enum Kind {
@@ -127,6 +129,9 @@ pub struct Ctx<'a> {
     pub upstream_tool: Option<&'a str>,
     /// The call's id shown to hooks as `tool_use_id` (tools/call).
     pub tool_use_id: Option<&'a str>,
+    /// For a client's reply to an upstream's request: that request, as the upstream sent it
+    /// (a Civic hook's `processTargetResult` is shown it as `originalRequest`).
+    pub answers: Option<&'a Message>,
 }
 
 impl Ctx<'_> {
@@ -279,6 +284,8 @@ pub struct Chain {
     /// The session transcripts, when a hook is shown payloads (a command, process, http or
     /// civic hook).
     transcripts: Option<Transcripts>,
+    /// Keep a session's transcript when it ends (the `keep_transcripts` setting).
+    keep_transcripts: bool,
 }
 
 impl Chain {
@@ -331,11 +338,24 @@ impl Chain {
                 HookKindSpec::Http {
                     url,
                     headers,
+                    allowed_env_vars,
                     protocol,
                 } => {
+                    // Claude Code's `allowedEnvVars`: header values naming environment
+                    // variables are expanded (claude-code protocol, or a list given).
+                    let expand =
+                        allowed_env_vars.is_some() || *protocol == HttpProtocol::ClaudeCode;
+                    let allowed = allowed_env_vars.as_deref().unwrap_or(&[]);
                     let headers = headers
                         .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .map(|(k, v)| {
+                            let v = if expand {
+                                crate::http::expand_env(v, allowed, |n| std::env::var(n).ok())
+                            } else {
+                                v.clone()
+                            };
+                            (k.clone(), v)
+                        })
                         .collect();
                     match HttpHook::new(url.clone(), headers, s.timeout) {
                         Ok(h) => Kind::Http(h.with_protocol(*protocol)),
@@ -387,9 +407,17 @@ impl Chain {
                 controls,
                 cwd: cwd.to_path_buf(),
                 transcripts,
+                keep_transcripts: false,
             },
             warnings,
         )
+    }
+
+    /// Keep each session's transcript when the session ends (else it is removed after its Stop
+    /// and SessionEnd hooks ran).
+    pub fn keeping_transcripts(mut self, keep: bool) -> Chain {
+        self.keep_transcripts = keep;
+        self
     }
 
     /// The transcript file of `session_id` (see [`crate::transcript`]), when hooks are shown
@@ -567,7 +595,7 @@ impl Chain {
                 continue;
             }
             let started = Instant::now();
-            let ev = self.event(Phase::Request, hook, ctx, msg, None, trace);
+            let ev = self.event(Phase::Request, hook, ctx, msg, ctx.answers.cloned(), trace);
             let result = hook.decide(&ev, ctx, trace).await;
             msg = ev.message;
             let mut record = |decision: &'static str, reason: Option<String>| {
@@ -577,8 +605,15 @@ impl Chain {
             };
             match result {
                 Ok(Decision::Pass) => record("pass", None),
-                Ok(Decision::Ask(reason)) => {
+                Ok(Decision::Ask(reason, updated)) => {
                     record("ask", Some(reason.clone()));
+                    // The ask's `updatedInput`: the person is asked about the changed call.
+                    if let Some(mut m) = updated {
+                        if let Some(id) = &original_id {
+                            m.set_id(id.clone());
+                        }
+                        msg = m;
+                    }
                     asks.push(AskRequest {
                         hook: hook.id.clone(),
                         reason,
@@ -659,6 +694,7 @@ impl Chain {
     ) -> Result<Message, Refusal> {
         self.run_controls(ctx, &mut msg, trace)?;
         let original_id = msg.id().cloned();
+        let was_request = msg.kind() == sluice_core::Kind::Request;
         for hook in self.hooks[..depth.min(self.hooks.len())].iter().rev() {
             if !hook.selects(Phase::Response, ctx) || !hook.takes_reply(ctx, &msg) {
                 continue;
@@ -674,7 +710,7 @@ impl Chain {
             };
             match result {
                 Ok(Decision::Pass) => record("pass", None),
-                Ok(Decision::Ask(reason)) => {
+                Ok(Decision::Ask(reason, _)) => {
                     tracing::info!(hook = %hook.id, method = ctx.method, reason = %reason, "a response hook asked; there is nothing left to allow (the call ran), so it passes");
                     record("pass", None);
                 }
@@ -691,6 +727,11 @@ impl Chain {
                         m.set_id(id.clone());
                     }
                     msg = m;
+                    // An upstream's request to the client answered by the hook: the answer
+                    // goes back to the upstream, and the hooks nearer the client never see it.
+                    if was_request && msg.kind() != sluice_core::Kind::Request {
+                        return Ok(msg);
+                    }
                 }
                 Ok(Decision::Refuse(r)) => {
                     record("refuse", Some(r.reason.clone()));

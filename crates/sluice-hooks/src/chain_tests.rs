@@ -44,6 +44,7 @@ fn ctx<'a>(method: &'a str, tool: Option<&'a str>) -> Ctx<'a> {
         principal: None,
         upstream_tool: None,
         tool_use_id: None,
+        answers: None,
     }
 }
 

@@ -16,15 +16,17 @@
 //! | reply (a result) | `processCallToolResult` (`{response, originalCallToolRequest, originalRequestExtra}`), `process<…>Result` (`{response, originalRequest, originalRequestExtra}`), else `processOtherResult` | `continue` with `response` → pass / modify |
 //! | reply (an error) | `processCallToolError` (`{error, originalToolCall, originalRequestExtra}`), `process<…>Error` (`{error, originalRequest, originalRequestExtra}`), else `processOtherError` | `continue` → pass; `respond` with `response` → the error is replaced by that result |
 //! | client notification | `processNotification` (the notification) | `continue` with `notification` → pass / modify |
-//! | upstream request to the client (sampling, elicitation, roots) | `processTargetRequest` (`{request, requestExtra}`) | `continue` → pass / modify; `respond` is not supported there (logged, pass) |
+//! | upstream request to the client (sampling, elicitation, roots) | `processTargetRequest` (`{request, requestExtra}`) | `continue` → pass / modify; `respond` with `response` → the upstream gets that answer and the client is not asked (the hooks nearer the client do not see it) |
 //! | upstream notification | `processTargetNotification` (the notification) | `continue` → pass / modify |
-//! | client reply to an upstream request | — (pass: Sluice does not keep the request it answers) | |
+//! | client reply to an upstream request (a result) | `processTargetResult` (`{response, originalRequest, originalRequestExtra}`) | `continue` with `response` → pass / modify |
+//! | client reply to an upstream request (an error) | `processTargetError` (`{error, originalRequest, originalRequestExtra}`) | `continue` → pass; `respond` with `response` → the error is replaced by that result |
 //!
 //! `requestExtra` is `{"requestId": <the JSON-RPC id>, "sessionId": <the session>}`. An abort —
 //! in 0.9.0 a thrown error (an `McpError` or any `Error`) whose message is the reason; before
 //! it, `{"resultType": "abort", "reason": …}` — refuses: -32030 in the request phase, -32031 in
 //! the response phase, with the reason for the agent (`MCP error -32001: ` in front of it is
-//! taken off). An input the server's schemas reject (`BAD_REQUEST`), an unreadable answer, a
+//! taken off); an upstream's request to the client, or the client's reply to it, refused so
+//! is answered to the upstream with -32031 and the reason. An input the server's schemas reject (`BAD_REQUEST`), an unreadable answer, a
 //! timeout or a refused connection is a failure (the hook's `on_error`).
 
 use crate::decision::{Decision, HookFailure, Refusal};
@@ -237,8 +239,21 @@ fn call_for(ev: &HookEvent) -> Option<(String, Value)> {
                 _ => None,
             }
         }
-        // A client's reply to an upstream request (Sluice does not keep the request).
-        (Phase::Request, _) => None,
+        // A client's reply to an upstream's request (with the request it answers).
+        (Phase::Request, Kind::Response | Kind::Error) => {
+            let original = body_of(ev.request.as_ref()?);
+            match (m.result(), m.error_obj()) {
+                (Some(result), _) => Some((
+                    "processTargetResult".into(),
+                    json!({"response": result, "originalRequest": original, "originalRequestExtra": extra}),
+                )),
+                (None, Some(error)) => Some((
+                    "processTargetError".into(),
+                    json!({"error": error, "originalRequest": original, "originalRequestExtra": extra}),
+                )),
+                _ => None,
+            }
+        }
     }
 }
 
@@ -279,7 +294,13 @@ fn read_output(ev: &HookEvent, procedure: &str, out: &Value) -> Result<Decision,
             (Phase::Request, Kind::Request) => {
                 Ok(Decision::Answer(Message::response(id(), response())))
             }
-            (Phase::Response, Kind::Error) => {
+            // An upstream's request to the client, answered for it: back to the upstream.
+            (Phase::Response, Kind::Request) => {
+                Ok(Decision::Answer(Message::response(id(), response())))
+            }
+            // An error (an upstream's, or the client's reply to an upstream) replaced by a
+            // result.
+            (Phase::Response, Kind::Error) | (Phase::Request, Kind::Error) => {
                 Ok(Decision::Modify(Message::response(id(), response())))
             }
             _ => {
@@ -351,8 +372,24 @@ mod tests {
             call_for(&ev(Phase::Response, "notifications/message", note, None)).unwrap();
         assert_eq!(p, "processTargetNotification");
         assert_eq!(input["method"], "notifications/message");
-        let reply = json!({"jsonrpc":"2.0","id":"g1","result":{}});
-        assert!(call_for(&ev(Phase::Request, "(reply)", reply, None)).is_none());
+        // A client's reply to an upstream's request: with the request, processTargetResult /
+        // processTargetError; without it (unknown), nothing.
+        let reply = json!({"jsonrpc":"2.0","id":"g1","result":{"action":"accept"}});
+        assert!(call_for(&ev(Phase::Request, "(reply)", reply.clone(), None)).is_none());
+        let asked = json!({"jsonrpc":"2.0","id":"g1","method":"elicitation/create","params":{"message":"?"}});
+        let (p, input) =
+            call_for(&ev(Phase::Request, "(reply)", reply, Some(asked.clone()))).unwrap();
+        assert_eq!(p, "processTargetResult");
+        assert_eq!(
+            input,
+            json!({"response": {"action": "accept"},
+                   "originalRequest": {"method": "elicitation/create", "params": {"message": "?"}},
+                   "originalRequestExtra": {"requestId": "g1", "sessionId": "s1"}})
+        );
+        let refused = json!({"jsonrpc":"2.0","id":"g1","error":{"code":-1,"message":"no"}});
+        let (p, input) = call_for(&ev(Phase::Request, "(reply)", refused, Some(asked))).unwrap();
+        assert_eq!(p, "processTargetError");
+        assert_eq!(input["error"], json!({"code": -1, "message": "no"}));
     }
 
     #[test]

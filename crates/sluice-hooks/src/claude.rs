@@ -67,11 +67,13 @@ pub(crate) fn read_json_protocol(
                 .map(str::trim)
                 .filter(|r| !r.is_empty())
                 .unwrap_or("the hook asks for confirmation");
-            // A later refusal wins over an ask (deny > ask > allow), so read on for one.
+            // A later refusal wins over an ask (deny > ask > allow), so read on for one; an
+            // `updatedInput` beside the ask is what the person is asked about, and what runs.
             let rest = read_after_permission(command, ev, &out)?;
             return Ok(match rest {
                 Decision::Refuse(r) => Decision::Refuse(r),
-                _ => Decision::Ask(reason.to_string()),
+                Decision::Modify(m) => Decision::Ask(reason.to_string(), Some(m)),
+                _ => Decision::Ask(reason.to_string(), None),
             });
         }
         _ => {}
@@ -363,7 +365,7 @@ mod tests {
                 &ev,
                 json!({"hookSpecificOutput":{"permissionDecision":"ask"}})
             ),
-            Decision::Ask("the hook asks for confirmation".into())
+            Decision::Ask("the hook asks for confirmation".into(), None)
         );
         // A refusal after an ask wins; defer reads on.
         assert_eq!(
@@ -400,6 +402,19 @@ mod tests {
             m.to_value(),
             json!({"jsonrpc":"2.0","id":"r1","method":"tools/call",
                 "params":{"name":"fs_write","arguments":{"path":"/safe/x"},"_meta":{"k":1}}})
+        );
+        // Beside an ask, the update is what the person is asked about.
+        let d = read(
+            &ev,
+            json!({"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"sure?","updatedInput":{"path":"/safe/y"}}}),
+        );
+        let Decision::Ask(reason, Some(m)) = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(reason, "sure?");
+        assert_eq!(
+            m.to_value()["params"]["arguments"],
+            json!({"path": "/safe/y"})
         );
         // Not an object, or in the response phase: ignored.
         assert_eq!(

@@ -62,8 +62,10 @@ pub enum Decision {
     /// error).
     Refuse(Refusal),
     /// Request phase: a person must decide (Claude Code's `permissionDecision: "ask"`, with
-    /// the hook's reason). The gateway asks the client with an elicitation.
-    Ask(String),
+    /// the hook's reason). The gateway asks the client with an elicitation. The message, when
+    /// given, replaces the request first (the ask's `updatedInput`): the person is asked about
+    /// it, and it is what runs when they allow it.
+    Ask(String, Option<Message>),
     /// Response phase: the reply goes on as given (the hook's reason appended to a call's
     /// result for the agent), and the reason is recorded (Claude Code's PostToolUse block).
     Feedback(Message, String),

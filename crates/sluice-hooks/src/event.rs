@@ -183,10 +183,17 @@ impl HookEvent {
             }
         }
         match self.event_name {
-            // Sluice cannot tell why a client went away (a DELETE, an idle timeout, a closed
-            // stdin, a 2026-07-28 request that ended): Claude Code's word for that is "other".
+            // Why the session ended, in Claude Code's words (`logout` for a client's DELETE,
+            // else `other`) and in Sluice's own (`sluice_reason`, see `EndReason`).
             "SessionEnd" => {
-                o.insert("reason".into(), json!("other"));
+                let said = |k: &str| self.message.param_str(k).map(str::to_string);
+                o.insert(
+                    "reason".into(),
+                    json!(said("reason").unwrap_or_else(|| "other".into())),
+                );
+                if let Some(r) = said("sluice_reason") {
+                    o.insert("sluice_reason".into(), json!(r));
+                }
             }
             "Stop" => {
                 o.insert("stop_hook_active".into(), json!(false));

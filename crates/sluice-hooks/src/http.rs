@@ -261,9 +261,70 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// A header value with Claude Code's environment interpolation: `$NAME` and `${NAME}` are the
+/// variable's value when `allowed` lists NAME (empty when it is not set), else the empty
+/// string, as Claude Code fills a reference its `allowedEnvVars` does not list.
+pub fn expand_env(value: &str, allowed: &[String], env: impl Fn(&str) -> Option<String>) -> String {
+    let is_start = |c: char| c.is_ascii_alphabetic() || c == '_';
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, used) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(end)
+                    if end > 0
+                        && braced[..end].starts_with(is_start)
+                        && braced[..end].chars().all(is_name) =>
+                {
+                    (&braced[..end], end + 2)
+                }
+                _ => ("", 0),
+            }
+        } else if after.starts_with(is_start) {
+            let end = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
+            (&after[..end], end)
+        } else {
+            ("", 0)
+        };
+        if name.is_empty() {
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        if allowed.iter().any(|a| a == name) {
+            out.push_str(&env(name).unwrap_or_default());
+        }
+        rest = &after[used..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_values_expand_listed_environment_variables_only() {
+        let env = |n: &str| match n {
+            "TOKEN" => Some("t0k".to_string()),
+            "TEAM" => Some("red".to_string()),
+            _ => None,
+        };
+        let allowed = vec!["TOKEN".to_string(), "UNSET".to_string()];
+        let x = |v: &str| expand_env(v, &allowed, env);
+        assert_eq!(x("Bearer $TOKEN"), "Bearer t0k");
+        assert_eq!(x("Bearer ${TOKEN}!"), "Bearer t0k!");
+        assert_eq!(x("$TOKEN-$TEAM"), "t0k-");
+        assert_eq!(x("${UNSET}x"), "x");
+        assert_eq!(x("cost $5, ${} and $"), "cost $5, ${} and $");
+        assert_eq!(x("plain"), "plain");
+        assert_eq!(expand_env("$TOKEN", &[], env), "");
+    }
+
     #[test]
     fn reasons() {
         let s = reqwest::StatusCode::INTERNAL_SERVER_ERROR;

@@ -22,6 +22,6 @@ pub mod process;
 pub mod transcript;
 mod wire;
 
-pub use chain::{AskRequest, Chain, Ctx, HookRecord, RequestOutcome, Trace};
+pub use chain::{AskRequest, Chain, Ctx, EndReason, HookRecord, RequestOutcome, Trace};
 pub use decision::{Decision, HookFailure, Refusal};
 pub use event::{ClaudeFields, HookEvent, Phase};

@@ -14,8 +14,9 @@
 //! The first line is written before the request hooks run (so a PreToolUse hook finds its own
 //! call last), the second after the response hooks (what the agent got). The file exists from
 //! the first event a command or http hook is shown. A gateway never sees prompts or the model's
-//! text, so there are no other lines. Files are kept when a session ends (as Claude Code keeps
-//! its transcripts); writing is best effort (a failure is logged once and the call goes on).
+//! text, so there are no other lines. A session's file is removed when it ends, after its Stop
+//! and SessionEnd hooks ran (unless the `keep_transcripts` setting keeps them, as Claude Code
+//! keeps its own); writing is best effort (a failure is logged once and the call goes on).
 //! They hold the calls' arguments and results, so the folder is made `0700` and each file
 //! `0600`. A line is a small append, written in line so the hook that runs next finds it.
 
@@ -61,6 +62,16 @@ impl Transcripts {
             safe
         };
         self.dir.join(format!("{safe}.jsonl"))
+    }
+
+    /// Remove the transcript of `session_id` (the session ended); a missing file is fine.
+    pub fn remove(&self, session_id: &str) {
+        let path = self.path(session_id);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %path.display(), "cannot remove the transcript: {e}"),
+        }
     }
 
     /// The transcript of `session_id`, created (empty) when missing.

@@ -511,9 +511,10 @@ pub async fn watch(st: Arc<State>, every: Duration) {
     }
 }
 
-/// End a session here: forget it and close its own upstream connections. (In a cluster this
-/// ends this replica's part only; DELETE ends it in the store first, for every replica.)
-pub async fn end_session(st: &State, id: &str) -> bool {
+/// End a session here: forget it and close its own upstream connections; `why` is what its
+/// SessionEnd hooks are told. (In a cluster this ends this replica's part only; DELETE ends it
+/// in the store first, for every replica.)
+pub async fn end_session(st: &State, id: &str, why: sluice_hooks::EndReason) -> bool {
     let Some(session) = st.rt.sessions.remove(id) else {
         return false;
     };
@@ -535,7 +536,7 @@ pub async fn end_session(st: &State, id: &str) -> bool {
     if !snap.chain.is_empty() {
         let chain = snap.chain.clone();
         let sid = id.to_string();
-        tokio::spawn(async move { chain.stop(&sid).await });
+        tokio::spawn(async move { chain.stop(&sid, why).await });
     }
     true
 }
@@ -558,7 +559,7 @@ async fn reap_idle_sessions(st: Arc<State>) {
             .collect();
         for id in stale {
             tracing::info!(session = %id, "ending idle session");
-            end_session(&st, &id).await;
+            end_session(&st, &id, sluice_hooks::EndReason::Idle).await;
         }
     }
 }
@@ -567,7 +568,7 @@ async fn reap_idle_sessions(st: Arc<State>) {
 pub async fn shutdown(st: &State) {
     st.rt.shutdown.cancel();
     for s in st.rt.sessions.all() {
-        end_session(st, &s.id).await;
+        end_session(st, &s.id, sluice_hooks::EndReason::Shutdown).await;
     }
     let snap = st.snapshot();
     let controls: Vec<_> = snap
@@ -613,6 +614,7 @@ fn funnel_prefix_of(config: &Config) -> Option<String> {
 
 fn build_chain(config: &Config) -> Chain {
     let (chain, warnings) = Chain::build(&config.hooks.hooks, &config.home);
+    let chain = chain.keeping_transcripts(config.settings.keep_transcripts);
     for w in warnings {
         tracing::warn!("{w}");
     }

@@ -75,6 +75,8 @@ pub struct PendingServerRequest {
     pub conn: Connection,
     /// The id the upstream gave it.
     pub upstream_id: Value,
+    /// The request as the upstream sent it, kept when there are hooks (a reply's hooks see it).
+    pub request: Option<Message>,
 }
 
 /// A client request forwarded upstream and not answered yet.

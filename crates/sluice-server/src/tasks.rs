@@ -39,6 +39,34 @@ pub struct TaskRoute {
     pub arguments: Value,
     /// When it expires here.
     pub expires: Instant,
+    /// Its place in the order tasks were created here (`tasks/list` pages by it).
+    pub seq: u64,
+    /// A 2025-11-25 upstream's questions held for a 2026-07-28 client
+    /// (`proxy/task_input.rs`).
+    pub held: Mutex<HeldInput>,
+    /// Told when a question is held.
+    pub held_changed: Arc<tokio::sync::Notify>,
+}
+
+/// The questions a 2025-11-25 upstream's task asks on the `tasks/result` stream the gateway
+/// opened for a 2026-07-28 client.
+#[derive(Default)]
+pub struct HeldInput {
+    /// That stream is open.
+    pub reading: bool,
+    /// The session the questions went through (their answers go back through it).
+    pub session: Option<Arc<Session>>,
+    /// The questions not answered yet, by the id each carries: `{method, params}`.
+    pub asked: serde_json::Map<String, Value>,
+}
+
+impl std::fmt::Debug for HeldInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldInput")
+            .field("reading", &self.reading)
+            .field("asked", &self.asked)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Who a session's tasks belong to: a legacy session's own (its upstream sessions hold them),
@@ -59,6 +87,8 @@ pub struct Tasks {
     by_id: Mutex<HashMap<String, Arc<TaskRoute>>>,
     /// (slot serial, upstream id) → gateway id, for what the upstream says about a task.
     by_upstream: Mutex<HashMap<(u64, String), String>>,
+    /// The last `seq` given.
+    last_seq: std::sync::atomic::AtomicU64,
 }
 
 impl Tasks {
@@ -86,6 +116,12 @@ impl Tasks {
             tool: tool.to_string(),
             arguments,
             expires: now + ttl,
+            seq: self
+                .last_seq
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1,
+            held: Mutex::new(HeldInput::default()),
+            held_changed: Arc::new(tokio::sync::Notify::new()),
         });
         let mut by_id = self.by_id.lock();
         let mut by_upstream = self.by_upstream.lock();
@@ -117,7 +153,7 @@ impl Tasks {
             .cloned()
     }
 
-    /// Every live task of `session`'s owner, oldest first.
+    /// Every live task of `session`'s owner, in the order they were created.
     pub fn of(&self, session: &Session) -> Vec<Arc<TaskRoute>> {
         let owner = owner_of(session);
         let now = Instant::now();
@@ -128,7 +164,7 @@ impl Tasks {
             .filter(|t| t.owner == owner && t.expires > now)
             .cloned()
             .collect();
-        v.sort_by_key(|t| t.expires);
+        v.sort_by_key(|t| t.seq);
         v
     }
 

@@ -87,14 +87,16 @@ enum ImportCmd {
         /// The JSON file.
         file: PathBuf,
     },
-    /// Add the hooks of a Claude Code `settings.json` (FILE), or of a plugin's
-    /// `hooks/hooks.json` (--plugin), to the hook manifest. Events Sluice never fires are left
+    /// Add the hooks of a Claude Code `settings.json` (FILE), or of a plugin (--plugin: its
+    /// `hooks/hooks.json` and `.claude-plugin/plugin.json`'s hooks), to the hook manifest. Events Sluice never fires are left
     /// out with a warning saying why.
     ClaudeHooks {
         /// The tree.
         #[arg(long)]
         home: PathBuf,
-        /// A plugin folder: its `hooks/hooks.json` is read, and `${CLAUDE_PLUGIN_ROOT}` means it.
+        /// A plugin folder: its `hooks/hooks.json` and the hooks of its
+        /// `.claude-plugin/plugin.json` (inline, or paths) are read, and `${CLAUDE_PLUGIN_ROOT}`
+        /// means it.
         #[arg(long, value_name = "PLUGIN_DIR", conflicts_with = "file")]
         plugin: Option<PathBuf>,
         /// Which tool name the hooks are shown: `mcp` (Claude Code's `mcp__<upstream>__<tool>`)
@@ -216,7 +218,7 @@ fn import_claude_hooks(
     file: Option<&std::path::Path>,
     tool_name: &str,
 ) -> ExitCode {
-    let (path, root) = match (plugin, file) {
+    let (doc, root) = match (plugin, file) {
         (Some(p), _) => {
             let root = match std::fs::canonicalize(p) {
                 Ok(r) => r,
@@ -225,20 +227,26 @@ fn import_claude_hooks(
                     return ExitCode::from(1);
                 }
             };
-            (root.join("hooks/hooks.json"), Some(root))
+            // hooks/hooks.json and the hooks of .claude-plugin/plugin.json (inline or paths).
+            match sluice_config::claude_plugin::hooks_of(&root) {
+                Ok(doc) => (doc, Some(root)),
+                Err(e) => {
+                    eprintln!("sluice: {e}");
+                    return ExitCode::from(1);
+                }
+            }
         }
-        (None, Some(f)) => (f.to_path_buf(), None),
+        (None, Some(f)) => match std::fs::read_to_string(f)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(d) => (d, None),
+            Err(e) => {
+                eprintln!("sluice: cannot read {}: {e}", f.display());
+                return ExitCode::from(1);
+            }
+        },
         (None, None) => unreachable!("clap requires one"),
-    };
-    let doc = match std::fs::read_to_string(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("sluice: cannot read {}: {e}", path.display());
-            return ExitCode::from(1);
-        }
     };
     match sluice_config::manage::import_claude_hooks(home, &doc, root.as_deref(), tool_name) {
         Ok((ids, warnings)) => {

@@ -4,9 +4,50 @@
 use super::{Chain, Ctx, Trace};
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::Phase;
+use serde_json::json;
 use sluice_config::{HookEventKind, OnError};
 use sluice_core::Message;
 use std::time::Instant;
+
+/// Why a session ended: SessionEnd's `reason` in Claude Code's words ([`EndReason::claude`]),
+/// and Sluice's own, exact word for it (`sluice_reason`, [`EndReason::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The client ended it (HTTP DELETE): Claude Code's `logout`.
+    Deleted,
+    /// No traffic for `session_idle_secs`.
+    Idle,
+    /// The gateway shut down (for a stdio client: its stdin closed).
+    Shutdown,
+    /// The session was never admitted (the session limit was reached meanwhile).
+    NotAdmitted,
+    /// A 2026-07-28 request (a session of its own) was answered.
+    RequestDone,
+}
+
+impl EndReason {
+    /// Claude Code's SessionEnd `reason`: `logout` for a client that ended its session, else
+    /// `other` (its `clear`, `resume`, `prompt_input_exit` and `bypass_permissions_disabled`
+    /// are the agent's own).
+    pub fn claude(self) -> &'static str {
+        match self {
+            EndReason::Deleted => "logout",
+            _ => "other",
+        }
+    }
+
+    /// Sluice's word: `client_delete`, `idle_timeout`, `shutdown`, `not_admitted`,
+    /// `request_done`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Deleted => "client_delete",
+            EndReason::Idle => "idle_timeout",
+            EndReason::Shutdown => "shutdown",
+            EndReason::NotAdmitted => "not_admitted",
+            EndReason::RequestDone => "request_done",
+        }
+    }
+}
 
 impl Chain {
     /// Are there hooks on the session events (SessionStart, Stop, SessionEnd) that are shown
@@ -64,13 +105,26 @@ impl Chain {
     }
 
     /// Fire the `Stop` and `SessionEnd` hooks for a legacy session that ended, in manifest
-    /// order (decisions are only logged).
-    pub async fn stop(&self, session_id: &str) {
-        self.stop_era(session_id, "legacy").await
+    /// order (decisions are only logged), then remove its transcript (unless kept).
+    pub async fn stop(&self, session_id: &str, why: EndReason) {
+        self.stop_era(session_id, "legacy", why).await
     }
 
     /// [`Chain::stop`] for a session of `era` (`"legacy"` or `"modern"`).
-    pub async fn stop_era(&self, session_id: &str, era: &'static str) {
+    pub async fn stop_era(&self, session_id: &str, era: &'static str, why: EndReason) {
+        self.fire_stop(session_id, era, why).await;
+        self.drop_transcript(session_id);
+    }
+
+    /// Remove the transcript of a session that ended (unless the `keep_transcripts` setting
+    /// keeps it). [`Chain::stop`] does it after the session's Stop and SessionEnd hooks.
+    pub fn drop_transcript(&self, session_id: &str) {
+        if let (Some(t), false) = (&self.transcripts, self.keep_transcripts) {
+            t.remove(session_id);
+        }
+    }
+
+    async fn fire_stop(&self, session_id: &str, era: &'static str, why: EndReason) {
         for hook in self.hooks.iter().filter(|h| {
             matches!(h.event, HookEventKind::Stop | HookEventKind::SessionEnd) && !h.is_builtin()
         }) {
@@ -84,8 +138,12 @@ impl Chain {
                 principal: None,
                 upstream_tool: None,
                 tool_use_id: None,
+                answers: None,
             };
-            let msg = Message::notification("notifications/stop", None);
+            let msg = Message::notification(
+                "notifications/stop",
+                Some(json!({"reason": why.claude(), "sluice_reason": why.as_str()})),
+            );
             let mut trace = Trace::default();
             let mut ev = self.event(Phase::Request, hook, &ctx, msg, None, &trace);
             ev.event_name = hook.event.name();

@@ -199,7 +199,7 @@ exit 0
     .decide(&call("Bash", json!({})))
     .await
     .unwrap();
-    assert_eq!(d, Decision::Ask("sure?".into()));
+    assert_eq!(d, Decision::Ask("sure?".into(), None));
 }
 
 #[tokio::test]

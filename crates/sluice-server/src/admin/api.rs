@@ -519,6 +519,7 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
         principal: None,
         upstream_tool: None,
         tool_use_id: None,
+        answers: None,
     };
     let mut trace = Trace::default();
     let run = async {

@@ -24,26 +24,35 @@ pub struct Facts {
     pub tool_name: Option<String>,
     /// The upstream it goes to or comes from.
     pub upstream: Option<String>,
-    /// The catalog, kept when a hook wants the tool's definition (`validate`).
+    /// The catalog the client sees (its own view, `views.rs`), kept when a hook wants the
+    /// tool's definition (`validate`).
     pub catalog: Option<Arc<Catalog>>,
     /// The name the upstream knows the tool by (tools/call to an upstream).
     pub upstream_tool: Option<String>,
     /// The call's `tool_use_id` (tools/call, when there are hooks).
     pub tool_use_id: Option<String>,
+    /// For a client's reply to an upstream's request: that request (as the upstream sent it).
+    pub answers: Option<Message>,
 }
 
 impl Facts {
-    /// Facts of a client request going to `upstream`.
-    pub fn of_request(snap: &Snapshot, msg: &Message, upstream: Option<&str>) -> Facts {
+    /// Facts of a client request going to `upstream`; `catalog` is the one the client sees
+    /// ([`crate::views::catalog_for`]).
+    pub fn of_request(
+        snap: &Snapshot,
+        catalog: &Arc<Catalog>,
+        msg: &Message,
+        upstream: Option<&str>,
+    ) -> Facts {
         let method = msg.method().unwrap_or("").to_string();
         let tool_name = (method == "tools/call")
             .then(|| msg.param_str("name").map(str::to_string))
             .flatten();
-        let catalog = (tool_name.is_some() && snap.chain.wants_tool_definitions())
-            .then(|| snap.catalog.clone());
+        let kept =
+            (tool_name.is_some() && snap.chain.wants_tool_definitions()).then(|| catalog.clone());
         let (upstream_tool, tool_use_id) = match &tool_name {
             Some(t) if !snap.chain.is_empty() => (
-                match snap.catalog.tool(t) {
+                match catalog.tool(t) {
                     Some(Route::Upstream { name, .. }) => Some(name.clone()),
                     _ => None,
                 },
@@ -55,9 +64,10 @@ impl Facts {
             method,
             tool_name,
             upstream: upstream.map(str::to_string),
-            catalog,
+            catalog: kept,
             upstream_tool,
             tool_use_id,
+            answers: None,
         }
     }
 
@@ -70,6 +80,7 @@ impl Facts {
             catalog: None,
             upstream_tool: None,
             tool_use_id: None,
+            answers: None,
         }
     }
 
@@ -88,6 +99,7 @@ impl Facts {
             principal: session.principal(),
             upstream_tool: self.upstream_tool.as_deref(),
             tool_use_id: self.tool_use_id.as_deref(),
+            answers: self.answers.as_ref(),
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::session::{PendingServerRequest, Session};
 use crate::state::{Changed, State};
 use serde_json::{json, Value};
 use sluice_core::{codes, Kind, Message, RpcError};
+use sluice_hooks::Refusal;
 use sluice_upstream::{Connection, Incoming, Slot, SlotEvent};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -150,16 +151,25 @@ pub async fn deliver(
     msg: Message,
     upstream: &str,
 ) -> bool {
+    try_deliver(st, session, sink, msg, upstream).await.is_ok()
+}
+
+/// [`deliver`], with the hook's refusal when one refused the message.
+async fn try_deliver(
+    st: &State,
+    session: &Arc<Session>,
+    sink: Option<&Sink>,
+    msg: Message,
+    upstream: &str,
+) -> Result<(), Refusal> {
     let was_request = msg.kind() == Kind::Request;
-    let msg = match to_client(st, session, msg, Some(upstream)).await {
-        Ok(m) => m,
-        Err(_) => return false,
-    };
+    let msg = to_client(st, session, msg, Some(upstream)).await?;
     if was_request && matches!(msg.kind(), Kind::Response | Kind::Error) {
-        // A hook answered for the client (an Elicitation hook's accept, decline or cancel):
-        // the answer goes back to whoever asked, and the client is not asked.
+        // A hook answered for the client (an Elicitation hook's accept, decline or cancel, a
+        // Civic hook's `respond`): the answer goes back to whoever asked, and the client is
+        // not asked.
         relay_client_reply(session, msg);
-        return true;
+        return Ok(());
     }
     match sink {
         Some(sink) => {
@@ -169,7 +179,7 @@ pub async fn deliver(
         }
         None => session.send_unrelated(msg),
     }
-    true
+    Ok(())
 }
 
 /// The client capability a server-to-client request needs (sampling, elicitation, roots).
@@ -337,19 +347,26 @@ async fn on_message(
         }
     }
     let client_id = session.mint_request_id();
+    // With hooks, the request is kept: the client's reply passes the request hooks beside it.
+    let request = (!st.snapshot().chain.is_empty()).then(|| {
+        let mut m = msg.clone();
+        m.set_id(json!(client_id.clone()));
+        m
+    });
     session.routes.server_requests.lock().insert(
         client_id.clone(),
         PendingServerRequest {
             conn: conn.clone(),
             upstream_id: up_id.clone(),
+            request,
         },
     );
     msg.set_id(json!(client_id.clone()));
-    if !deliver(st, &session, sink.as_ref(), msg, up).await {
-        // A response hook refused the request on its way to the client: the upstream hears why.
+    if let Err(refusal) = try_deliver(st, &session, sink.as_ref(), msg, up).await {
+        // A response hook refused the request on its way to the client: the upstream hears why
+        // (-32031, with the reason when it is meant to be shown).
         session.routes.server_requests.lock().remove(&client_id);
-        let err = RpcError::new(codes::RESPONSE_REJECTED, "Response rejected");
-        let _ = conn.send(&Message::error(up_id, &err));
+        let _ = conn.send(&refusal.to_error(sluice_hooks::Phase::Response, up_id));
     }
 }
 

@@ -16,6 +16,7 @@ pub mod forward;
 pub mod hooks;
 pub mod inbound;
 pub mod route;
+mod task_input;
 pub mod task_methods;
 pub mod tasks;
 
@@ -56,7 +57,7 @@ pub async fn client_request(
     if !snap.policy.is_open() {
         if let Err(refused) = access::check(&snap.policy, principal.as_deref(), &msg) {
             let access::Refused { error, reason } = *refused;
-            let facts = Facts::of_request(snap, &msg, target.upstream_id());
+            let facts = Facts::of_request(snap, &catalog, &msg, target.upstream_id());
             tracing::info!(session = %session.id, "{reason}");
             let none = Trace::default();
             let now = Instant::now();
@@ -81,7 +82,7 @@ pub async fn client_request(
         return dispatch(st, snap, session, target, msg, sink).await;
     }
     let started = Instant::now();
-    let facts = Facts::of_request(snap, &msg, target.upstream_id());
+    let facts = Facts::of_request(snap, &catalog, &msg, target.upstream_id());
     let cx = facts.ctx(session);
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let peer = peer(session);
@@ -199,7 +200,10 @@ pub async fn modern_request(
     sink: &Sink,
 ) -> Outcome {
     if !snap.chain.has_session_hooks() {
-        return client_request(st, snap, session, msg, sink).await;
+        let outcome = client_request(st, snap, session, msg, sink).await;
+        // The request's session ended: its transcript goes (unless kept).
+        snap.chain.drop_transcript(&session.id);
+        return outcome;
     }
     let init = Message::request(
         json!(0),
@@ -236,7 +240,11 @@ pub async fn modern_request(
     };
     let chain = snap.chain.clone();
     let sid = session.id.clone();
-    tokio::spawn(async move { chain.stop_era(&sid, "modern").await });
+    tokio::spawn(async move {
+        chain
+            .stop_era(&sid, "modern", sluice_hooks::EndReason::RequestDone)
+            .await
+    });
     outcome
 }
 
@@ -350,13 +358,9 @@ async fn dispatch(
         }
         Target::Gateway(tool) => {
             let principal = session.principal();
-            match funnel::answer(
-                &snap.catalog,
-                &snap.policy,
-                principal.as_deref(),
-                tool,
-                &msg,
-            ) {
+            // The funnel lists and runs what this client sees (its own view, views.rs).
+            let catalog = crate::views::catalog_for(snap, session);
+            match funnel::answer(&catalog, &snap.policy, principal.as_deref(), tool, &msg) {
                 funnel::Answer::Reply(r) => reply_of(id, r),
                 // The real call: resolved, checked and hooked like a direct one.
                 funnel::Answer::Run(inner) => {
@@ -385,16 +389,27 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
             _ => "(reply)",
         };
         // A reply to an upstream's request: the upstream that asked (an ElicitationResult
-        // hook's `mcp_server_name`).
-        let asked_by = (msg.kind() != Kind::Notification)
+        // hook's `mcp_server_name`) and the request it answers.
+        let asked = (msg.kind() != Kind::Notification)
             .then(|| {
                 let id = msg.id()?.as_str()?;
                 let pending = session.routes.server_requests.lock();
-                let label = pending.get(id)?.conn.label().to_string();
-                Some(label.split('#').next().unwrap_or("").to_string())
+                let p = pending.get(id)?;
+                let label = p.conn.label().to_string();
+                Some((
+                    label.split('#').next().unwrap_or("").to_string(),
+                    p.request.clone(),
+                ))
             })
             .flatten();
-        let facts = Facts::plain(method, asked_by.as_deref());
+        let (asked_by, answers) = match asked {
+            Some((up, req)) => (Some(up), req),
+            None => (None, None),
+        };
+        let is_reply = msg.kind() != Kind::Notification;
+        let reply_id = msg.id().cloned();
+        let mut facts = Facts::plain(method, asked_by.as_deref());
+        facts.answers = answers;
         let cx = facts.ctx(session);
         let mut trace = Trace::default();
         let started = Instant::now();
@@ -410,6 +425,11 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
             }
             RequestOutcome::Refuse(r) => {
                 tracing::info!(session = %session.id, method = %facts.method, reason = %r.reason, "message dropped by a hook");
+                // A refused reply: the upstream that asked hears why (-32031, as a refused
+                // message toward it), instead of waiting for an answer that never comes.
+                if let (true, Some(id)) = (is_reply, reply_id) {
+                    inbound::relay_client_reply(session, r.to_error(Phase::Response, id));
+                }
                 record(
                     st,
                     &snap,

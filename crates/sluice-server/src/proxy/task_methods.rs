@@ -65,7 +65,7 @@ async fn upstream(
 
 /// `tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/update`, `tasks/list` of a client.
 pub async fn dispatch(
-    st: &State,
+    st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
     msg: Message,
@@ -110,6 +110,10 @@ pub async fn dispatch(
     params.remove("_meta");
     let r = match method.as_str() {
         "tasks/get" => get(st, snap, session, &route, id.clone(), sink).await,
+        // A 2025-11-25 upstream's questions, held for this modern client (task_input.rs).
+        "tasks/update" if !route.upstream_modern => {
+            Ok(super::task_input::answer(st, &route, params.get("inputResponses")).await)
+        }
         "tasks/result" => collect(st, snap, session, &route, id.clone(), sink).await,
         "tasks/cancel" => cancel(st, session, &route, id.clone(), sink).await,
         _ if !route.upstream_modern => Ok(Err(RpcError::invalid_params(format!(
@@ -135,12 +139,13 @@ pub async fn dispatch(
     }
 }
 
-/// `tasks/get` in the client's era (a modern client gets the final result inlined, guarded).
+/// `tasks/get` in the client's era (a modern client gets the final result inlined, guarded,
+/// and a 2025-11-25 upstream's questions as `inputRequests`).
 async fn get(
-    st: &State,
+    st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
-    route: &TaskRoute,
+    route: &Arc<TaskRoute>,
     id: Value,
     sink: &Sink,
 ) -> Result<Result<Value, RpcError>, Outcome> {
@@ -164,6 +169,12 @@ async fn get(
     }
     let mut shown = modern_task(&got, &route.id, true);
     let status = got.get("status").and_then(Value::as_str);
+    if !route.upstream_modern && status == Some("input_required") {
+        let asked = super::task_input::questions(st, session, route).await;
+        if asked.as_object().is_some_and(|a| !a.is_empty()) {
+            shown.insert("inputRequests".into(), asked);
+        }
+    }
     if !route.upstream_modern && matches!(status, Some("completed" | "failed")) {
         // A 2025-11-25 upstream keeps the result behind tasks/result.
         match upstream(
@@ -434,24 +445,53 @@ async fn cancel(
     }
 }
 
-/// `tasks/list` (legacy): this client's tasks on every upstream, as each upstream sees them now
-/// (one page: the gateway mints no cursor).
+/// `tasks/list` (legacy): this client's tasks on every upstream, in the order they were
+/// created, as each upstream sees them now; `page_size` a page, with a `nextCursor`
+/// (`sluice-tasks-<seq>`: the tasks created after that one) while more follow. A cursor the
+/// gateway did not mint is -32602.
 async fn list(
-    st: &State,
+    st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
     id: Value,
     msg: &Message,
     sink: &Sink,
 ) -> Outcome {
-    if let Some(c) = msg.param_str("cursor") {
-        return reply_of(
-            id,
-            Err(RpcError::invalid_params(format!("Invalid cursor: {c:?}"))),
-        );
-    }
+    let cursor = msg.params().and_then(|p| p.get("cursor"));
+    let after = match cursor {
+        None | Some(Value::Null) => 0,
+        Some(c) => match c
+            .as_str()
+            .and_then(|s| s.strip_prefix(TASKS_CURSOR))
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            Some(n) => n,
+            None => {
+                let shown = c
+                    .as_str()
+                    .map_or_else(|| c.to_string(), |s| format!("{s:?}"));
+                return reply_of(
+                    id,
+                    Err(RpcError::invalid_params(format!("Invalid cursor: {shown}"))),
+                );
+            }
+        },
+    };
+    let page_size = (snap.settings().page_size as usize).max(1);
+    let mut mine: Vec<_> = st
+        .rt
+        .tasks
+        .of(session)
+        .into_iter()
+        .filter(|t| t.seq > after)
+        .collect();
+    let more = mine.len() > page_size;
+    mine.truncate(page_size);
+    let next = more
+        .then(|| mine.last().map(|t| format!("{TASKS_CURSOR}{}", t.seq)))
+        .flatten();
     let mut tasks = Vec::new();
-    for (n, route) in st.rt.tasks.of(session).iter().enumerate() {
+    for (n, route) in mine.iter().enumerate() {
         let aux = json!(format!("sluice-tasks-list-{n}"));
         match get(st, snap, session, route, aux, sink).await {
             Ok(Ok(t)) => tasks.push(t),
@@ -461,5 +501,12 @@ async fn list(
             Err(cancelled) => return cancelled,
         }
     }
-    reply_of(id, Ok(json!({"tasks": tasks})))
+    let mut result = json!({"tasks": tasks});
+    if let Some(next) = next {
+        result["nextCursor"] = json!(next);
+    }
+    reply_of(id, Ok(result))
 }
+
+/// What a `tasks/list` cursor starts with.
+const TASKS_CURSOR: &str = "sluice-tasks-";

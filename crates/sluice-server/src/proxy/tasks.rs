@@ -355,7 +355,8 @@ pub(super) async fn guard(
         "tools/call",
         Some(json!({"name": route.tool, "arguments": route.arguments})),
     );
-    let facts = Facts::of_request(snap, &call, Some(&route.slot.spec.id));
+    let catalog = crate::views::catalog_for(snap, session);
+    let facts = Facts::of_request(snap, &catalog, &call, Some(&route.slot.spec.id));
     let mut trace = Trace::default();
     let reply = if snap.chain.is_empty() {
         Ok(Message::response(json!(0), result))

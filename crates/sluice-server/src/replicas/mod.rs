@@ -72,7 +72,8 @@ pub async fn find(
     match (c.store.touch(&handle, ttl).await, local, sealed) {
         (Ok(None), local, _) => {
             if local.is_some() {
-                control::end_session(st, id).await;
+                // Gone from the store: expired there (a DELETE elsewhere reaches us on the bus).
+                control::end_session(st, id, sluice_hooks::EndReason::Idle).await;
             }
             Err(Miss::NotFound)
         }
@@ -193,7 +194,7 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                 if let Some(id) = c.local(&handle) {
                     let st = st.clone();
                     tokio::spawn(async move {
-                        control::end_session(&st, &id).await;
+                        control::end_session(&st, &id, sluice_hooks::EndReason::Deleted).await;
                     });
                 }
             }

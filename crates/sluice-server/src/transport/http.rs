@@ -351,7 +351,9 @@ async fn initialize(
         if let Err(e) = sh.store.create(&sh.handle, ttl).await {
             let chain = snap.chain.clone();
             let sid = id.clone();
-            tokio::spawn(async move { chain.stop(&sid).await });
+            tokio::spawn(
+                async move { chain.stop(&sid, sluice_hooks::EndReason::NotAdmitted).await },
+            );
             tracing::error!("initialize refused: {e}");
             return store_unavailable(&e.0);
         }
@@ -362,7 +364,7 @@ async fn initialize(
         // Another initialize took the last place meanwhile: nothing stays.
         let chain = snap.chain.clone();
         let sid = id.clone();
-        tokio::spawn(async move { chain.stop(&sid).await });
+        tokio::spawn(async move { chain.stop(&sid, sluice_hooks::EndReason::NotAdmitted).await });
         return too_many_sessions(cap, reply.id());
     }
     tracing::info!(session = %id, version, client, sealed, "session started");
@@ -653,6 +655,6 @@ async fn delete(
             return store_unavailable(&e.0);
         }
     }
-    control::end_session(gw, &session.id).await;
+    control::end_session(gw, &session.id, sluice_hooks::EndReason::Deleted).await;
     StatusCode::OK.into_response()
 }

@@ -1,0 +1,334 @@
+//! Civic hook servers (built with `@civic/hook-common` from npm, pinned) through the real
+//! binary: modify, abort and answer on client requests and their results and errors, on an
+//! upstream's request to the client and the client's reply; and the explain hook's Civic preset.
+
+use crate::claude_hooks::{
+    ask_client, fixture, manifest, node22, node_dir, serve, sluice, write_manifest,
+};
+use serde_json::json;
+use sluice_e2e::mcp::Client;
+use sluice_e2e::tree::Home;
+use sluice_e2e::{free_port, wait_for_port, Proc};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// A hook server written with `@civic/hook-common` (npm, pinned), started on loopback.
+fn civic_server(dir: &Path, mode: &str) -> (Proc, u16) {
+    let port = free_port();
+    let mut cmd = Command::new(node22());
+    cmd.arg(node_dir().join("hooks/civic-hook.mjs"))
+        .arg(port.to_string())
+        .arg(mode)
+        .current_dir(dir);
+    let proc = Proc::spawn(cmd);
+    wait_for_port(port, Duration::from_secs(20));
+    (proc, port)
+}
+
+#[tokio::test]
+async fn civic_hook_servers_modify_abort_and_answer() {
+    let home = Home::new("cc-civic");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    let modify_dir = home.path().join("modify");
+    let abort_dir = home.path().join("abort");
+    std::fs::create_dir_all(&modify_dir).unwrap();
+    std::fs::create_dir_all(&abort_dir).unwrap();
+    let (_m, mport) = civic_server(&modify_dir, "modify");
+    let (_a, aport) = civic_server(&abort_dir, "abort");
+    write_manifest(
+        &home,
+        &json!([
+            {"id": "civic-modify", "type": "civic", "url": format!("http://127.0.0.1:{mport}"), "enabled": true},
+            {"id": "civic-abort", "type": "civic", "url": format!("http://127.0.0.1:{aport}/"), "enabled": true}
+        ]),
+    );
+    let (_gw, url) = serve(&home, &[]);
+    let mut c = Client::new(&url);
+    // initialize (request and result) and the client's notification go through both.
+    let init = c.initialize(json!({})).await;
+    assert_eq!(init["instructions"], "civic was here", "{init}");
+    let list = c.request("tools/list", json!({})).await;
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let echo = tools.iter().find(|t| t["name"] == "fx_echo").unwrap();
+    assert!(
+        echo["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("[civic] "),
+        "{echo}"
+    );
+    assert!(tools
+        .iter()
+        .all(|t| t["description"].as_str().unwrap().starts_with("[civic] ")));
+    // The call, modified by the first server, passes the second.
+    let r = c.call_tool("fx_echo", json!({"x": 1})).await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"x": 1, "civic": true}),
+        "{r}"
+    );
+    // The second aborts by throwing an McpError with a reason.
+    let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "Civic says no to fx_add"}})
+    );
+    // A result the second refuses in the response phase: -32031 with its reason.
+    let r = c.call_tool("fx_echo", json!({"note": "a secret"})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32031, "message": "Response rejected", "data": {"reason": "the result holds a secret"}})
+    );
+    // The error procedure: an unknown tool's error (the gateway's -32602) replaced by a result.
+    let r = c.call_tool("fx_missing", json!({})).await;
+    assert_eq!(
+        r["result"],
+        json!({"content": [{"type": "text", "text": "civic replaced error -32602"}]}),
+        "{r}"
+    );
+    // Server→client traffic: an upstream's elicitation, changed on its way to the client.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fx_test_elicitation",
+        json!({"message": "Your name?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"][0]["message"], "[civic] Your name?", "{r}");
+    let calls = std::fs::read_to_string(modify_dir.join("calls.log")).unwrap();
+    assert!(
+        calls
+            .lines()
+            .any(|l| l == "processTargetRequest elicitation/create"),
+        "{calls}"
+    );
+    // What the raw client's session caused, up to the SDK client's initialize.
+    let calls: Vec<&str> = calls.lines().collect();
+    let sdk = calls
+        .iter()
+        .skip(1)
+        .position(|l| l.starts_with("processInitializeResult "))
+        .map_or(calls.len(), |p| p + 1);
+    let calls = &calls[..sdk];
+    assert_eq!(
+        calls,
+        [
+            "processInitializeResult sluice-e2e",
+            "processNotification notifications/initialized",
+            "processListToolsResult tools/list",
+            "processCallToolRequest fx_echo session",
+            "processCallToolResult fx_echo",
+            "processCallToolRequest fx_add session",
+            // The abort's error travels back through the hooks the request reached.
+            "processCallToolError fx_add -32030",
+            // (The response-phase refusal stops the phase: this server never sees that reply.)
+            "processCallToolRequest fx_echo session",
+            "processCallToolRequest fx_missing session",
+            // Tail → head: the second server replaced the error, so this one sees a result.
+            "processCallToolResult fx_missing",
+        ]
+    );
+    let aborts = std::fs::read_to_string(abort_dir.join("calls.log")).unwrap();
+    assert!(
+        aborts
+            .lines()
+            .any(|l| l == "processCallToolError fx_missing -32602"),
+        "{aborts}"
+    );
+
+    // A server that answers: the upstream is not called.
+    let home2 = Home::new("cc-civic-respond");
+    home2.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    let respond_dir = home2.path().join("respond");
+    std::fs::create_dir_all(&respond_dir).unwrap();
+    let (_r, rport) = civic_server(&respond_dir, "respond");
+    // Added with the CLI (a civic hook has no event).
+    let civic_url = format!("http://127.0.0.1:{rport}");
+    let (ok, stdout, stderr) = sluice(&[
+        "hook",
+        "add",
+        "--home",
+        &home2.arg(),
+        "--id",
+        "civic-respond",
+        "--type",
+        "civic",
+        "--url",
+        &civic_url,
+        "--enabled",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "added hook civic-respond\n");
+    assert_eq!(
+        manifest(&home2)["hooks"],
+        json!([{"id": "civic-respond", "matcher": "", "type": "civic", "url": civic_url, "enabled": true}])
+    );
+    let (_gw2, url2) = serve(&home2, &[]);
+    let mut c2 = Client::new(&url2);
+    c2.initialize(json!({})).await;
+    let r = c2.call_tool("fx_echo", json!({"x": 1})).await;
+    assert_eq!(
+        r["result"],
+        json!({"content": [{"type": "text", "text": "answered by civic for fx_echo"}]}),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn the_explain_hook_with_civics_preset_and_a_reason_that_is_not_text() {
+    let home = Home::new("cc-explain");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
+    ]}));
+    write_manifest(
+        &home,
+        &json!([{"id": "explain", "type": "builtin", "builtin": "explain", "options": {"preset": "civic"}, "enabled": true}]),
+    );
+    let (_gw, url) = serve(&home, &[]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let list = c.request("tools/list", json!({})).await;
+    for t in list["result"]["tools"].as_array().unwrap() {
+        assert_eq!(
+            t["inputSchema"]["properties"]["reason"]["description"],
+            "A justification for using this tool, explaining how it helps achieve your goal. Should contain the following: GOAL: <Your current goal>, JUSTIFICATION: <how this tool helps achieve the goal>, CHOICE: <why you chose to use this tool over other available tools>."
+        );
+    }
+    let r = c.call_tool("fx_echo", json!({"x": 1, "reason": 42})).await;
+    assert_eq!(r["error"]["code"], -32030);
+    assert_eq!(
+        r["error"]["data"]["reason"],
+        "The 'reason' parameter must be a string, not a number: give a concise justification for using this tool, explaining how it helps achieve your goal, as text, and call it again."
+    );
+    let r = c
+        .call_tool("fx_echo", json!({"x": 1, "reason": "GOAL: test"}))
+        .await;
+    assert_eq!(r["result"]["structuredContent"], json!({"x": 1}), "{r}");
+    // A bad option is an error naming the field.
+    write_manifest(
+        &home,
+        &json!([{"id": "explain", "type": "builtin", "builtin": "explain", "options": {"preset": "zato"}, "enabled": true}]),
+    );
+    let (ok, stdout, _) = sluice(&["check", "--home", &home.arg()]);
+    assert!(!ok);
+    assert!(
+        stdout.contains("hooks[0].options.preset: unknown preset \"zato\" (known: readme, civic)"),
+        "{stdout}"
+    );
+}
+
+/// Civic hook servers on an upstream's request to the client and the client's reply to it, as
+/// Civic's passthrough runs them: `processTargetRequest` may change the request, refuse it (the
+/// upstream hears why) or answer it (`respond`: the upstream gets that answer and the client is
+/// not asked); `processTargetResult` sees the client's answer with the request it answers, and
+/// may change it or refuse it (the upstream hears why).
+#[tokio::test]
+async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the_clients_reply() {
+    let home = Home::new("cc-civic-target");
+    // Pinned to 2025-11-25: its elicitation is a request of its own to the client.
+    home.expose(&json!({"upstreams": [
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+    ]}));
+    let modify_dir = home.path().join("modify");
+    let abort_dir = home.path().join("abort");
+    std::fs::create_dir_all(&modify_dir).unwrap();
+    std::fs::create_dir_all(&abort_dir).unwrap();
+    let (_m, mport) = civic_server(&modify_dir, "modify");
+    let (_a, aport) = civic_server(&abort_dir, "abort");
+    write_manifest(
+        &home,
+        &json!([
+            {"id": "civic-modify", "type": "civic", "url": format!("http://127.0.0.1:{mport}"), "enabled": true},
+            {"id": "civic-abort", "type": "civic", "url": format!("http://127.0.0.1:{aport}"), "enabled": true}
+        ]),
+    );
+    let (_gw, url) = serve(&home, &[]);
+    // The request is changed on its way to the client, the answer on its way back.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fxl_test_elicitation",
+        json!({"message": "Your name?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"][0]["message"], "[civic] Your name?", "{r}");
+    assert_eq!(
+        r["result"]["text"],
+        json!(["User response: action=accept, content={\"allow\":true,\"civic\":true}"]),
+        "{r}"
+    );
+    let calls = std::fs::read_to_string(modify_dir.join("calls.log")).unwrap();
+    let target: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.starts_with("processTarget"))
+        .collect();
+    assert_eq!(target.len(), 2, "{calls}");
+    assert_eq!(target[0], "processTargetRequest elicitation/create");
+    // The reply's hook is shown the request it answers, and the id the client saw.
+    let rest = target[1]
+        .strip_prefix("processTargetResult elicitation/create accept ")
+        .unwrap_or_else(|| panic!("{calls}"));
+    assert!(!rest.is_empty() && rest != "undefined", "{calls}");
+    // The client's answer refused on its way back: the upstream hears why.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fxl_test_elicitation",
+        json!({"message": "Your secret?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"][0]["message"], "[civic] Your secret?", "{r}");
+    assert_eq!(
+        r["result"]["text"],
+        json!(["Elicitation not supported or error: MCP error -32031: Response rejected"]),
+        "{r}"
+    );
+    // The request refused on its way to the client: the client is not asked.
+    let r = ask_client(
+        "legacy",
+        &url,
+        "fxl_test_elicitation",
+        json!({"message": "Something forbidden?"}),
+        "allow",
+    );
+    assert_eq!(r["asked"], json!([]), "{r}");
+    assert_eq!(
+        r["result"]["text"],
+        json!(["Elicitation not supported or error: MCP error -32031: Response rejected"]),
+        "{r}"
+    );
+
+    // A server that answers the upstream's request: the client is never asked.
+    let home2 = Home::new("cc-civic-target-respond");
+    home2.expose(&json!({"upstreams": [
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+    ]}));
+    let respond_dir = home2.path().join("respond");
+    std::fs::create_dir_all(&respond_dir).unwrap();
+    let (_r, rport) = civic_server(&respond_dir, "respond");
+    write_manifest(
+        &home2,
+        &json!([{"id": "civic-respond", "type": "civic", "url": format!("http://127.0.0.1:{rport}"), "enabled": true}]),
+    );
+    let (_gw2, url2) = serve(&home2, &[]);
+    let r = ask_client(
+        "legacy",
+        &url2,
+        "fxl_test_elicitation",
+        json!({"message": "Your name?"}),
+        "decline",
+    );
+    assert_eq!(r["asked"], json!([]), "{r}");
+    let text = r["result"]["text"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(
+        text.starts_with("User response: action=accept, content={\"response\":\"civic answered "),
+        "{r}"
+    );
+}
