@@ -4,6 +4,7 @@
 
 use crate::core::{Event, ExtraHeaders, Inner, StderrTail};
 use crate::error::UpstreamError;
+use crate::shared::UpstreamSession;
 use crate::{http, local, sse, stdio};
 use serde_json::{json, Map, Value};
 use sluice_config::{Era, Transport, UpstreamSpec};
@@ -174,6 +175,56 @@ impl Connection {
                 Err(e)
             }
         }
+    }
+
+    /// A connection over an upstream session another replica of a cluster opened (Streamable
+    /// HTTP only): its id and version are used as they are, no `initialize` is sent, and no
+    /// GET stream is opened (the replica that opened the session holds it).
+    pub fn adopt(
+        spec: &UpstreamSpec,
+        opts: OpenOptions,
+        events: mpsc::UnboundedSender<Event>,
+        shared: &UpstreamSession,
+    ) -> Result<Connection, UpstreamError> {
+        if spec.transport != Transport::Http {
+            return Err(UpstreamError::Connect(
+                "only a Streamable HTTP upstream session can be shared".into(),
+            ));
+        }
+        let w = http::HttpWire::new(spec)?;
+        w.adopt(&shared.id, &shared.protocol_version)?;
+        let inner = Arc::new(Inner::new(opts.label, events, opts.stderr));
+        inner.ordered.store(true, Ordering::Release);
+        let wire: Arc<OnceLock<Wire>> = Arc::default();
+        let _ = wire.set(Wire::Http(w));
+        Ok(Connection {
+            inner,
+            wire,
+            init: Arc::new(shared.init.clone()),
+        })
+    }
+
+    /// The upstream session this connection speaks in (Streamable HTTP with an
+    /// `Mcp-Session-Id`), to share with other replicas.
+    pub fn upstream_session(&self) -> Option<UpstreamSession> {
+        let Some(Wire::Http(w)) = self.wire.get() else {
+            return None;
+        };
+        let (id, protocol_version) = w.session()?;
+        Some(UpstreamSession {
+            id,
+            protocol_version,
+            init: (*self.init).clone(),
+        })
+    }
+
+    /// Close this connection without ending its upstream session (no DELETE): other replicas
+    /// of a cluster go on using it.
+    pub async fn detach(&self) {
+        if let Some(Wire::Http(w)) = self.wire.get() {
+            w.forget_session();
+        }
+        self.shutdown().await;
     }
 
     /// The upstream's `initialize` result (serverInfo, capabilities, instructions, …); for a
