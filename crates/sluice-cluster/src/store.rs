@@ -432,6 +432,25 @@ impl Store {
         .await
     }
 
+    /// Add one to the counter `field` of a live session's state; the new value (0: the
+    /// session is gone).
+    pub async fn count(&self, handle: &str, field: &str) -> Result<u64, StoreError> {
+        let k = key(handle);
+        let field = field.to_string();
+        self.with(|mut c| async move {
+            // HINCRBY on an expired key would bring it back without an expiry.
+            redis::Script::new(
+                "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
+                 return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)",
+            )
+            .key(&k)
+            .arg(field)
+            .invoke_async::<u64>(&mut c)
+            .await
+        })
+        .await
+    }
+
     /// Drop `replica`'s claim of `field` (it opened nothing).
     pub async fn release_upstream(
         &self,

@@ -355,6 +355,12 @@ impl Connection {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Mint request ids from `first` on (never going back): the replicas sharing one upstream
+    /// session each use their own range, so their ids never collide upstream.
+    pub fn ids_from(&self, first: u64) {
+        self.inner.next_id.fetch_max(first, Ordering::Relaxed);
+    }
+
     /// Send a request and wait for its reply (a result or an error message).
     pub async fn call(
         &self,

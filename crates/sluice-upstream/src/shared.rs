@@ -25,11 +25,22 @@ pub struct UpstreamSession {
 
 /// What a slot is told before it opens a client session's upstream session.
 #[derive(Debug, Clone, PartialEq)]
+/// Each carries the first request id this replica's connection mints: the replicas speaking
+/// in one upstream session use ranges of their own, so their ids (and progress tokens, and
+/// cancellations) never collide upstream.
 pub enum Claimed {
     /// Open it here (the initialize handshake), then [`SharedSessions::record`] it.
-    Mine,
+    Mine {
+        /// The first request id after the handshake.
+        first_id: u64,
+    },
     /// Another replica opened it: use this one.
-    Theirs(UpstreamSession),
+    Theirs {
+        /// The upstream session.
+        session: UpstreamSession,
+        /// The first request id.
+        first_id: u64,
+    },
 }
 
 /// A boxed future (the trait is used as an object).
@@ -91,12 +102,19 @@ pub(crate) async fn open(
     };
     let upstream = slot.spec.id.as_str();
     match store.claim(session, upstream, dead).await? {
-        Claimed::Theirs(s) => {
+        Claimed::Theirs {
+            session: s,
+            first_id,
+        } => {
             tracing::debug!(upstream, session = %s.id, "using the upstream session another replica opened");
-            crate::Connection::adopt(&slot.spec, opts, tx, &s).map_err(|e| e.to_string())
+            let conn =
+                crate::Connection::adopt(&slot.spec, opts, tx, &s).map_err(|e| e.to_string())?;
+            conn.ids_from(first_id);
+            Ok(conn)
         }
-        Claimed::Mine => match crate::Connection::open(&slot.spec, opts, tx).await {
+        Claimed::Mine { first_id } => match crate::Connection::open(&slot.spec, opts, tx).await {
             Ok(conn) => {
+                conn.ids_from(first_id);
                 match conn.upstream_session() {
                     Some(s) => {
                         if let Err(e) = store.record(session, upstream, &s).await {

@@ -40,6 +40,21 @@ impl Share {
             .ok_or_else(|| "the session id is not sealed by this cluster".to_string())
     }
 
+    /// The first request id of a new connection over the session's upstream session: a range
+    /// of 2^32 ids per connection, numbered in the store (under 2^53, safe for any JSON peer).
+    async fn first_id(&self, handle: &str, upstream: &str) -> Result<u64, String> {
+        let n = self
+            .0
+            .store
+            .count(handle, &format!("upn:{upstream}"))
+            .await
+            .map_err(|e| format!("its session is shared through the cluster store: {e}"))?;
+        if n == 0 {
+            return Err("the session ended".into());
+        }
+        Ok((n % (1 << 20)) << 32)
+    }
+
     async fn claim_inner(
         &self,
         session: &str,
@@ -57,11 +72,15 @@ impl Share {
                 .map_err(|e| format!("its session is shared through the cluster store: {e}"))?;
             match got {
                 UpstreamClaim::Gone => return Err("the session ended".into()),
-                UpstreamClaim::Mine => return Ok(Claimed::Mine),
+                UpstreamClaim::Mine => {
+                    let first_id = self.first_id(&handle, upstream).await?;
+                    return Ok(Claimed::Mine { first_id });
+                }
                 UpstreamClaim::Held(json) => {
-                    return serde_json::from_str(&json)
-                        .map(Claimed::Theirs)
-                        .map_err(|e| format!("the shared upstream session is unreadable: {e}"))
+                    let session = serde_json::from_str(&json)
+                        .map_err(|e| format!("the shared upstream session is unreadable: {e}"))?;
+                    let first_id = self.first_id(&handle, upstream).await?;
+                    return Ok(Claimed::Theirs { session, first_id });
                 }
                 UpstreamClaim::Pending if started.elapsed() > LEASE + POLL * 40 => {
                     return Err("another replica is still opening its upstream session".into())
