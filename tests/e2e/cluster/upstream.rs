@@ -112,6 +112,29 @@ async fn replicas_share_one_upstream_session_per_client_session_and_end_it_once(
         assert_eq!(created.iter().filter(|l| **l == line).count(), 1);
     }
 
+    // A third client's first calls reach the three replicas at once: one of them opens the
+    // upstream session, the others wait for it (the claim in Redis), all use the same one.
+    let mut d = Client::new(&cl.nginx.url());
+    d.initialize(json!({})).await;
+    let idd = d.session.clone().unwrap();
+    let direct: Vec<Client> = cl
+        .replicas
+        .iter()
+        .flat_map(|r| [r.url(), r.url()])
+        .map(|url| {
+            let mut c = Client::new(&url);
+            c.session = Some(idd.clone());
+            c
+        })
+        .collect();
+    let replies =
+        futures_util::future::join_all(direct.iter().map(|c| c.call_tool("fx_whoami", json!({}))))
+            .await;
+    let seen_d: Vec<String> = replies.iter().map(fixture_session).collect();
+    assert!(seen_d.iter().all(|s| *s == seen_d[0]), "{seen_d:?}");
+    assert!(![&seen_a[0], &seen_b[0]].contains(&&seen_d[0]));
+    assert_eq!(fx.lines(" created").len(), controls + 3);
+
     // DELETE of `a` on one replica: the fixture gets exactly one DELETE, for `a`'s session.
     let req = a
         .builder()
@@ -174,9 +197,19 @@ async fn replicas_share_one_upstream_session_per_client_session_and_end_it_once(
         })
         .count();
     assert_eq!(reopened, 1);
-    // It is the one recorded in the session's state.
+    // It is the one recorded in `b`'s state (`b` and `d` live on; `a` ended).
     let keys = cl.redis.session_keys();
-    assert_eq!(keys.len(), 1, "{keys:?}");
-    let rec = cl.redis.command(&["HGET", &keys[0], "up:fx"]);
-    assert!(rec.contains(&format!("\"id\":\"{}\"", again[0])), "{rec}");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    let recorded: Vec<String> = keys
+        .iter()
+        .map(|k| cl.redis.command(&["HGET", k, "up:fx"]))
+        .collect();
+    let want = [again[0].clone(), seen_d[0].clone()];
+    for id in &want {
+        let holding = recorded
+            .iter()
+            .filter(|r| r.contains(&format!("\"id\":\"{id}\"")))
+            .count();
+        assert_eq!(holding, 1, "{recorded:?}");
+    }
 }
