@@ -13,4 +13,4 @@ pub mod store;
 
 pub use bus::{Bus, BusMsg};
 pub use seal::{keygen, Keyring, Opened};
-pub use store::{Store, StoreError};
+pub use store::{Store, StoreError, UpstreamClaim};

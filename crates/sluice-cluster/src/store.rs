@@ -49,6 +49,48 @@ redis.call('PUBLISH', ARGV[4], ARGV[5] .. ' ' .. n)
 return n
 ";
 
+/// Claims a session's upstream session field (see [`Store::claim_upstream`]). KEYS: the
+/// session's hash; ARGV: field, replica, now (ms), lease end (ms), dead id (may be empty).
+/// Returns false (the session is gone), `+mine`, or the field's value (a record, or another
+/// replica's `pending:<replica>:<until>`).
+const CLAIM_UPSTREAM: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+local take = not v
+if v and string.sub(v, 1, 8) == 'pending:' then
+  local till = tonumber(string.match(v, ':(%d+)$')) or 0
+  take = till < tonumber(ARGV[3])
+elseif v and ARGV[5] ~= '' then
+  local ok, rec = pcall(cjson.decode, v)
+  take = ok and type(rec) == 'table' and rec.id == ARGV[5]
+end
+if take then
+  redis.call('HSET', KEYS[1], ARGV[1], 'pending:' .. ARGV[2] .. ':' .. ARGV[4])
+  return '+mine'
+end
+return v
+";
+
+/// What [`Store::claim_upstream`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamClaim {
+    /// The session ended.
+    Gone,
+    /// Open it, then record it.
+    Mine,
+    /// Another replica is opening it.
+    Pending,
+    /// The record (JSON).
+    Held(String),
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
 /// The shared store.
 pub struct Store {
     client: redis::Client,
@@ -296,20 +338,142 @@ impl Store {
     }
 
     /// End a session everywhere: its state and events go, and every replica hears of it.
-    /// Returns whether it was still live.
-    pub async fn end(&self, handle: &str) -> Result<bool, StoreError> {
+    /// Returns its state when it was still live (the one replica that ended it gets it: it
+    /// ends the session's upstream sessions), None when it had ended already.
+    pub async fn end(&self, handle: &str) -> Result<Option<HashMap<String, String>>, StoreError> {
         let k = key(handle);
         let h = handle.to_string();
-        let (gone, _): (i64, i64) = self
+        self.with(|mut c| async move {
+            redis::Script::new(
+                "local f = redis.call('HGETALL', KEYS[1]) \
+                 local n = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) \
+                 redis.call('PUBLISH', ARGV[1], ARGV[2]) \
+                 if n == 0 then return false end return f",
+            )
+            .key(&k)
+            .key(format!("{k}:ev"))
+            .key(format!("{k}:n"))
+            .arg(format!("{PREFIX}end"))
+            .arg(h)
+            .invoke_async::<Option<HashMap<String, String>>>(&mut c)
+            .await
+        })
+        .await
+    }
+
+    /// The upstream session of a session's `field` (`up:<upstream>`), or the right to open it:
+    /// race-free in one script. A field that is empty, holds a claim whose lease ran out, or a
+    /// record whose id is `dead` is claimed for `replica` (lease `lease`).
+    pub async fn claim_upstream(
+        &self,
+        handle: &str,
+        field: &str,
+        replica: &str,
+        lease: Duration,
+        dead: Option<&str>,
+    ) -> Result<UpstreamClaim, StoreError> {
+        let k = key(handle);
+        let (field, replica, dead) = (
+            field.to_string(),
+            replica.to_string(),
+            dead.unwrap_or("").to_string(),
+        );
+        let now = now_ms();
+        let until = now + lease.as_millis() as u64;
+        let got: Option<String> = self
             .with(|mut c| async move {
-                redis::pipe()
-                    .del(&[k.clone(), format!("{k}:ev"), format!("{k}:n")])
-                    .publish(format!("{PREFIX}end"), h)
-                    .query_async(&mut c)
+                redis::Script::new(CLAIM_UPSTREAM)
+                    .key(&k)
+                    .arg(field)
+                    .arg(replica)
+                    .arg(now)
+                    .arg(until)
+                    .arg(dead)
+                    .invoke_async(&mut c)
                     .await
             })
             .await?;
-        Ok(gone > 0)
+        Ok(match got.as_deref() {
+            None => UpstreamClaim::Gone,
+            Some("+mine") => UpstreamClaim::Mine,
+            Some(v) if v.starts_with("pending:") => UpstreamClaim::Pending,
+            Some(v) => UpstreamClaim::Held(v.to_string()),
+        })
+    }
+
+    /// Record the upstream session `json` in `field`, while `replica`'s claim holds it.
+    pub async fn record_upstream(
+        &self,
+        handle: &str,
+        field: &str,
+        replica: &str,
+        json: &str,
+    ) -> Result<bool, StoreError> {
+        let k = key(handle);
+        let (field, mine, json) = (
+            field.to_string(),
+            format!("pending:{replica}:"),
+            json.to_string(),
+        );
+        self.with(|mut c| async move {
+            redis::Script::new(
+                "local v = redis.call('HGET', KEYS[1], ARGV[1]) \
+                 if v and string.sub(v, 1, #ARGV[2]) == ARGV[2] then \
+                   redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) return 1 end return 0",
+            )
+            .key(&k)
+            .arg(field)
+            .arg(mine)
+            .arg(json)
+            .invoke_async::<i64>(&mut c)
+            .await
+            .map(|n| n == 1)
+        })
+        .await
+    }
+
+    /// Add one to the counter `field` of a live session's state; the new value (0: the
+    /// session is gone).
+    pub async fn count(&self, handle: &str, field: &str) -> Result<u64, StoreError> {
+        let k = key(handle);
+        let field = field.to_string();
+        self.with(|mut c| async move {
+            // HINCRBY on an expired key would bring it back without an expiry.
+            redis::Script::new(
+                "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
+                 return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)",
+            )
+            .key(&k)
+            .arg(field)
+            .invoke_async::<u64>(&mut c)
+            .await
+        })
+        .await
+    }
+
+    /// Drop `replica`'s claim of `field` (it opened nothing).
+    pub async fn release_upstream(
+        &self,
+        handle: &str,
+        field: &str,
+        replica: &str,
+    ) -> Result<(), StoreError> {
+        let k = key(handle);
+        let (field, mine) = (field.to_string(), format!("pending:{replica}:"));
+        self.with(|mut c| async move {
+            redis::Script::new(
+                "local v = redis.call('HGET', KEYS[1], ARGV[1]) \
+                 if v and string.sub(v, 1, #ARGV[2]) == ARGV[2] then \
+                   redis.call('HDEL', KEYS[1], ARGV[1]) end return 0",
+            )
+            .key(&k)
+            .arg(field)
+            .arg(mine)
+            .invoke_async::<i64>(&mut c)
+            .await
+            .map(|_| ())
+        })
+        .await
     }
 
     /// Add an event to a session's GET stream (at most `cap` kept) and announce it; its

@@ -760,7 +760,14 @@ async fn handle_delete(State(state): State<Arc<HttpState>>, headers: HeaderMap) 
     }
     let session = match find_session(&state, &headers) {
         Ok(s) => s,
-        Err(resp) => return *resp,
+        Err(resp) => {
+            // Logged too, so a test can count every DELETE that reached the server.
+            eprintln!(
+                "sluice-fixture: DELETE of an unknown session answered {}",
+                resp.status()
+            );
+            return *resp;
+        }
     };
     if let Some(id) = &session.core.id {
         lock(&state.sessions).remove(id);

@@ -70,10 +70,17 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
     let (timing, timing_rx) = watch::channel(timing_of(&config.settings));
     let shutdown = CancellationToken::new();
+    let cluster = config.settings.cluster.as_ref().and_then(|c| {
+        crate::cluster::Cluster::new(c)
+            .map_err(|e| tracing::error!("cluster: {e}"))
+            .ok()
+            .map(Arc::new)
+    });
     let slot_env = SlotEnv {
         events: slot_tx,
         timing: timing_rx,
         shutdown: shutdown.clone(),
+        shared: cluster.clone().map(crate::replicas::upstreams::shared),
     };
     let rt = Runtime {
         sessions: Sessions::default(),
@@ -92,12 +99,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         reloading: tokio::sync::Mutex::new(()),
         catalog_version: AtomicU64::new(0),
         tasks: Default::default(),
-        cluster: config.settings.cluster.as_ref().and_then(|c| {
-            crate::cluster::Cluster::new(c)
-                .map_err(|e| tracing::error!("cluster: {e}"))
-                .ok()
-                .map(Arc::new)
-        }),
+        cluster,
     };
     let slots: Arc<[Arc<Slot>]> = config
         .expose

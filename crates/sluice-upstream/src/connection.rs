@@ -4,6 +4,7 @@
 
 use crate::core::{Event, ExtraHeaders, Inner, StderrTail};
 use crate::error::UpstreamError;
+use crate::shared::UpstreamSession;
 use crate::{http, local, sse, stdio};
 use serde_json::{json, Map, Value};
 use sluice_config::{Era, Transport, UpstreamSpec};
@@ -176,6 +177,56 @@ impl Connection {
         }
     }
 
+    /// A connection over an upstream session another replica of a cluster opened (Streamable
+    /// HTTP only): its id and version are used as they are, no `initialize` is sent, and no
+    /// GET stream is opened (the replica that opened the session holds it).
+    pub fn adopt(
+        spec: &UpstreamSpec,
+        opts: OpenOptions,
+        events: mpsc::UnboundedSender<Event>,
+        shared: &UpstreamSession,
+    ) -> Result<Connection, UpstreamError> {
+        if spec.transport != Transport::Http {
+            return Err(UpstreamError::Connect(
+                "only a Streamable HTTP upstream session can be shared".into(),
+            ));
+        }
+        let w = http::HttpWire::new(spec)?;
+        w.adopt(&shared.id, &shared.protocol_version)?;
+        let inner = Arc::new(Inner::new(opts.label, events, opts.stderr));
+        inner.ordered.store(true, Ordering::Release);
+        let wire: Arc<OnceLock<Wire>> = Arc::default();
+        let _ = wire.set(Wire::Http(w));
+        Ok(Connection {
+            inner,
+            wire,
+            init: Arc::new(shared.init.clone()),
+        })
+    }
+
+    /// The upstream session this connection speaks in (Streamable HTTP with an
+    /// `Mcp-Session-Id`), to share with other replicas.
+    pub fn upstream_session(&self) -> Option<UpstreamSession> {
+        let Some(Wire::Http(w)) = self.wire.get() else {
+            return None;
+        };
+        let (id, protocol_version) = w.session()?;
+        Some(UpstreamSession {
+            id,
+            protocol_version,
+            init: (*self.init).clone(),
+        })
+    }
+
+    /// Close this connection without ending its upstream session (no DELETE): other replicas
+    /// of a cluster go on using it.
+    pub async fn detach(&self) {
+        if let Some(Wire::Http(w)) = self.wire.get() {
+            w.forget_session();
+        }
+        self.shutdown().await;
+    }
+
     /// The upstream's `initialize` result (serverInfo, capabilities, instructions, …); for a
     /// 2026-07-28 upstream, the same fields from its `server/discover` result.
     pub fn init_result(&self) -> &Value {
@@ -302,6 +353,12 @@ impl Connection {
     /// Reserve the id the next request will carry (so a caller can record it before sending).
     pub fn next_id(&self) -> u64 {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Mint request ids from `first` on (never going back): the replicas sharing one upstream
+    /// session each use their own range, so their ids never collide upstream.
+    pub fn ids_from(&self, first: u64) {
+        self.inner.next_id.fetch_max(first, Ordering::Relaxed);
     }
 
     /// Send a request and wait for its reply (a result or an error message).

@@ -131,6 +131,30 @@ impl HttpWire {
         self.core.state.lock().version = HeaderValue::from_str(v).ok();
     }
 
+    /// Use an upstream session opened elsewhere (another replica of a cluster): its
+    /// `Mcp-Session-Id` and negotiated version go on every request, no `initialize`.
+    pub fn adopt(&self, session: &str, version: &str) -> Result<(), UpstreamError> {
+        let bad = |e| UpstreamError::Connect(format!("bad shared upstream session: {e}"));
+        let mut st = self.core.state.lock();
+        st.session = Some(HeaderValue::from_str(session).map_err(bad)?);
+        st.version = Some(HeaderValue::from_str(version).map_err(bad)?);
+        Ok(())
+    }
+
+    /// The upstream's `Mcp-Session-Id` and the negotiated version, when it gave a session.
+    pub fn session(&self) -> Option<(String, String)> {
+        let st = self.core.state.lock();
+        let id = st.session.as_ref()?.to_str().ok()?.to_string();
+        let v = st.version.as_ref()?.to_str().ok()?.to_string();
+        Some((id, v))
+    }
+
+    /// Forget the upstream session (shutting down then sends no DELETE: it lives on for
+    /// other replicas).
+    pub fn forget_session(&self) {
+        self.core.state.lock().session = None;
+    }
+
     /// Speak 2026-07-28 (`on`), or go back to the handshake era after a failed probe.
     pub fn set_modern(&self, on: bool, version: &str) {
         let mut st = self.core.state.lock();

@@ -21,6 +21,7 @@ mod lists;
 pub mod local;
 mod pump;
 mod session_lists;
+pub mod shared;
 pub mod slot;
 mod sse;
 mod stdio;
@@ -30,6 +31,7 @@ pub use connection::{Connection, OpenOptions};
 pub use error::UpstreamError;
 pub use http::header_value;
 pub use lists::{fetch_lists, UpstreamLists};
+pub use shared::{end_shared, Claimed, SharedSessions, UpstreamSession};
 pub use slot::{
     client_info, Done, SessionRef, Slot, SlotEnv, SlotEvent, SlotState, Status, Timing,
 };

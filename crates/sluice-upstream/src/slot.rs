@@ -80,6 +80,9 @@ pub struct SlotEnv {
     pub timing: watch::Receiver<Timing>,
     /// Cancelled when the gateway shuts down.
     pub shutdown: CancellationToken,
+    /// In a cluster: where the replicas share the upstream sessions of client sessions
+    /// (Streamable HTTP upstreams); None: each connection opens its own.
+    pub shared: Option<Arc<dyn crate::SharedSessions>>,
 }
 
 /// Held while the gateway handles a connection's event; the connection's next events (and the
@@ -183,7 +186,7 @@ pub struct Slot {
     pub attempted: Notify,
     /// The last stderr lines of its processes (stdio), across restarts.
     pub stderr: StderrTail,
-    env: SlotEnv,
+    pub(crate) env: SlotEnv,
     /// Per-session connections by session id (opened on first use).
     sessions: Mutex<HashMap<Arc<str>, Arc<OnceCell<Connection>>>>,
     /// The lists of per-session connections that show something else than the control
@@ -253,9 +256,10 @@ impl Slot {
         self.stop.notify_waiters();
         self.session_lists.lock().clear();
         let conns: Vec<_> = self.sessions.lock().drain().collect();
+        let shared = self.shares_sessions();
         for (_, cell) in conns {
             if let Some(c) = cell.get().cloned() {
-                tokio::spawn(async move { c.shutdown().await });
+                tokio::spawn(async move { crate::shared::close(&c, shared).await });
             }
         }
     }
@@ -405,28 +409,38 @@ impl Slot {
         } else {
             session.id
         };
+        let mut dead = None;
         let cell = {
             let mut sessions = self.sessions.lock();
             match sessions.get(key) {
                 // The common case: the session's connection is open (no allocation).
                 Some(cell) if !cell.get().is_some_and(Connection::is_closed) => cell.clone(),
-                _ => {
+                old => {
+                    // The upstream session it spoke in ended (shared ones are re-opened once).
+                    dead = old
+                        .and_then(|c| c.get())
+                        .and_then(Connection::upstream_session)
+                        .map(|s| s.id);
                     let cell = Arc::new(OnceCell::new());
                     sessions.insert(Arc::from(key), cell.clone());
                     cell
                 }
             }
         };
-        cell.get_or_try_init(|| self.open_for(session, key))
+        let shared = (!per_principal).then_some(dead.as_deref());
+        cell.get_or_try_init(|| self.open_for(session, key, shared))
             .await
             .cloned()
     }
 
-    /// Open the connection of `key` (a session id, or `principal:…`).
+    /// Open the connection of `key` (a session id, or `principal:…`). `shared`: a client
+    /// session's key (with the upstream session id found ended, if any), whose upstream session
+    /// the replicas of a cluster share.
     async fn open_for(
         self: &Arc<Slot>,
         session: SessionRef<'_>,
         key: &str,
+        shared: Option<Option<&str>>,
     ) -> Result<Connection, RpcError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let opts = OpenOptions {
@@ -437,7 +451,15 @@ impl Slot {
             label: format!("{}#{}", self.spec.id, short(key)),
             stderr: self.stderr.clone(),
         };
-        let conn = Connection::open(&self.spec, opts, tx).await.map_err(|e| {
+        let conn = match shared {
+            Some(dead) if self.shares_sessions() => {
+                crate::shared::open(self, key, dead, opts, tx).await
+            }
+            _ => Connection::open(&self.spec, opts, tx)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+        .map_err(|e| {
             RpcError::new(
                 codes::UPSTREAM_UNAVAILABLE,
                 format!("Upstream '{}' is unavailable: {e}", self.spec.id),
@@ -465,8 +487,14 @@ impl Slot {
         self.session_lists.lock().remove(session_id);
         let cell = self.sessions.lock().remove(session_id);
         if let Some(c) = cell.and_then(|c| c.get().cloned()) {
-            c.shutdown().await;
+            crate::shared::close(&c, self.shares_sessions()).await;
         }
+    }
+
+    /// Are this upstream's sessions shared by the replicas of a cluster (Streamable HTTP in a
+    /// cluster)? Then closing a connection here leaves its upstream session open.
+    pub fn shares_sessions(&self) -> bool {
+        self.spec.transport == Transport::Http && self.env.shared.is_some()
     }
 
     /// Re-read the lists now, because another replica of a cluster heard this upstream say

@@ -11,6 +11,7 @@
 //! - `modern`: a 2026-07-28 client's `requestState` retried on another replica.
 //! - `polling`: a paused POST stream resumed with `Last-Event-ID` on another replica.
 //! - `isolation`: a session's own process serves it from every replica.
+//! - `upstream`: one HTTP upstream session per client session, shared by the replicas.
 //! - `faults`: `kill -9` of a replica under load, a rolling restart, a Redis outage.
 
 mod faults;
@@ -19,6 +20,7 @@ mod messages;
 mod modern;
 mod polling;
 mod sessions;
+mod upstream;
 
 use serde_json::{json, Value};
 use sluice_e2e::tree::Home;

@@ -18,8 +18,41 @@ use std::sync::Arc;
 const MAX_INPUT_ROUNDS: usize = 16;
 
 /// Forward a request to one upstream with a fresh id (and a fresh progress token), wait for the
-/// reply, and give it back under the client's id.
+/// reply, and give it back under the client's id. In a cluster, a request that met the end of
+/// the shared upstream session (HTTP 404: the upstream restarted; it ran nothing) goes once
+/// more, over the upstream session opened again.
 pub async fn call(
+    st: &State,
+    session: &Arc<Session>,
+    slot: &Arc<Slot>,
+    msg: Message,
+    sink: &Sink,
+) -> Outcome {
+    if !slot.shares_sessions() || session.is_modern() {
+        return call_once(st, session, slot, msg, sink).await;
+    }
+    let again = msg.clone();
+    let conn = slot.connection_for(session.upstream_ref()).await.ok();
+    let outcome = call_once(st, session, slot, msg, sink).await;
+    let ended = conn.is_some_and(|c| {
+        c.is_closed() && c.close_reason().is_some_and(|r| r.contains("(HTTP 404)"))
+    });
+    match &outcome {
+        Outcome::Reply(r)
+            if ended
+                && r.error_obj()
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m.contains("(HTTP 404)")) =>
+        {
+            tracing::info!(session = %session.id, upstream = %slot.spec.id, "the shared upstream session ended (HTTP 404): opening it again");
+            call_once(st, session, slot, again, sink).await
+        }
+        _ => outcome,
+    }
+}
+
+async fn call_once(
     st: &State,
     session: &Arc<Session>,
     slot: &Arc<Slot>,

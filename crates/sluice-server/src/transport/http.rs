@@ -650,11 +650,17 @@ async fn delete(
     };
     // In a cluster: ended in the store first, so the next request anywhere is 404; every
     // replica hears it and ends its part.
+    let mut ended = None;
     if let Some(sh) = &session.shared {
-        if let Err(e) = sh.store.end(&sh.handle).await {
-            return store_unavailable(&e.0);
+        match sh.store.end(&sh.handle).await {
+            Ok(fields) => ended = fields,
+            Err(e) => return store_unavailable(&e.0),
         }
     }
     control::end_session(gw, &session.id, sluice_hooks::EndReason::Deleted).await;
+    // This replica ended it: it ends the upstream sessions every replica shared, once.
+    if let Some(fields) = ended {
+        crate::replicas::upstreams::end_upstreams(gw, &fields).await;
+    }
     StatusCode::OK.into_response()
 }

@@ -1,0 +1,165 @@
+//! Upstream sessions the replicas share: a client session's Streamable HTTP upstream session
+//! is opened by one replica (its `initialize` done once) and recorded in the session's state in
+//! the store (`up:<upstream>`: the upstream's `Mcp-Session-Id`, version and `initialize`
+//! result); every other replica serving the client session uses it. The replica that ends the
+//! client session in the store ends each of them, once.
+
+use crate::cluster::Cluster;
+use crate::state::State;
+use sluice_cluster::UpstreamClaim;
+use sluice_upstream::shared::BoxFut;
+use sluice_upstream::{Claimed, SharedSessions, UpstreamSession};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a replica's claim to open an upstream session holds before another may take over
+/// (the opener was killed during the handshake).
+const LEASE: Duration = Duration::from_secs(20);
+
+/// How often a replica waiting for another's record looks again.
+const POLL: Duration = Duration::from_millis(25);
+
+/// The store field of an upstream's session.
+fn field(upstream: &str) -> String {
+    format!("up:{upstream}")
+}
+
+struct Share(Arc<Cluster>);
+
+/// The [`SharedSessions`] of this replica's cluster, for its slots.
+pub fn shared(cluster: Arc<Cluster>) -> Arc<dyn SharedSessions> {
+    Arc::new(Share(cluster))
+}
+
+impl Share {
+    fn handle(&self, session: &str) -> Result<String, String> {
+        self.0
+            .open(session)
+            .map(|s| s.handle)
+            .ok_or_else(|| "the session id is not sealed by this cluster".to_string())
+    }
+
+    /// The first request id of a new connection over the session's upstream session: a range
+    /// of 2^32 ids per connection, numbered in the store (under 2^53, safe for any JSON peer).
+    async fn first_id(&self, handle: &str, upstream: &str) -> Result<u64, String> {
+        let n = self
+            .0
+            .store
+            .count(handle, &format!("upn:{upstream}"))
+            .await
+            .map_err(|e| format!("its session is shared through the cluster store: {e}"))?;
+        if n == 0 {
+            return Err("the session ended".into());
+        }
+        Ok((n % (1 << 20)) << 32)
+    }
+
+    async fn claim_inner(
+        &self,
+        session: &str,
+        upstream: &str,
+        dead: Option<&str>,
+    ) -> Result<Claimed, String> {
+        let handle = self.handle(session)?;
+        let started = Instant::now();
+        loop {
+            let got = self
+                .0
+                .store
+                .claim_upstream(&handle, &field(upstream), &self.0.replica, LEASE, dead)
+                .await
+                .map_err(|e| format!("its session is shared through the cluster store: {e}"))?;
+            match got {
+                UpstreamClaim::Gone => return Err("the session ended".into()),
+                UpstreamClaim::Mine => {
+                    let first_id = self.first_id(&handle, upstream).await?;
+                    return Ok(Claimed::Mine { first_id });
+                }
+                UpstreamClaim::Held(json) => {
+                    let session = serde_json::from_str(&json)
+                        .map_err(|e| format!("the shared upstream session is unreadable: {e}"))?;
+                    let first_id = self.first_id(&handle, upstream).await?;
+                    return Ok(Claimed::Theirs { session, first_id });
+                }
+                UpstreamClaim::Pending if started.elapsed() > LEASE + POLL * 40 => {
+                    return Err("another replica is still opening its upstream session".into())
+                }
+                UpstreamClaim::Pending => tokio::time::sleep(POLL).await,
+            }
+        }
+    }
+}
+
+impl SharedSessions for Share {
+    fn claim<'a>(
+        &'a self,
+        session: &'a str,
+        upstream: &'a str,
+        dead: Option<&'a str>,
+    ) -> BoxFut<'a, Result<Claimed, String>> {
+        Box::pin(self.claim_inner(session, upstream, dead))
+    }
+
+    fn record<'a>(
+        &'a self,
+        session: &'a str,
+        upstream: &'a str,
+        opened: &'a UpstreamSession,
+    ) -> BoxFut<'a, Result<(), String>> {
+        Box::pin(async move {
+            let handle = self.handle(session)?;
+            let json = serde_json::to_string(opened).map_err(|e| e.to_string())?;
+            let kept = self
+                .0
+                .store
+                .record_upstream(&handle, &field(upstream), &self.0.replica, &json)
+                .await
+                .map_err(|e| e.0)?;
+            if kept {
+                tracing::info!(session = %session, upstream, upstream_session = %opened.id, "upstream session opened and shared");
+                Ok(())
+            } else {
+                Err("the claim to open it ran out (or the session ended)".into())
+            }
+        })
+    }
+
+    fn release<'a>(&'a self, session: &'a str, upstream: &'a str) -> BoxFut<'a, ()> {
+        Box::pin(async move {
+            if let Ok(handle) = self.handle(session) {
+                if let Err(e) = self
+                    .0
+                    .store
+                    .release_upstream(&handle, &field(upstream), &self.0.replica)
+                    .await
+                {
+                    tracing::warn!(upstream, "releasing an upstream session claim failed: {e}");
+                }
+            }
+        })
+    }
+}
+
+/// This replica ended a client session in the store (its state is `fields`): end each upstream
+/// session recorded there (a DELETE to the upstream, once cluster-wide).
+pub async fn end_upstreams(st: &State, fields: &HashMap<String, String>) {
+    let snap = st.snapshot();
+    for (f, v) in fields {
+        let Some(upstream) = f.strip_prefix("up:") else {
+            continue;
+        };
+        let Ok(s) = serde_json::from_str::<UpstreamSession>(v) else {
+            continue;
+        };
+        let Some(slot) = snap.slots.iter().find(|s| s.spec.id == upstream) else {
+            continue;
+        };
+        match sluice_upstream::end_shared(&slot.spec, &s).await {
+            Ok(()) => {
+                tracing::info!(upstream, upstream_session = %s.id, "shared upstream session ended")
+            }
+            Err(e) => tracing::warn!(upstream, "ending the shared upstream session failed: {e}"),
+        }
+    }
+}
