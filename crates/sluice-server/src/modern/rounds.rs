@@ -334,7 +334,7 @@ async fn resume(
     let mut missing = Vec::new();
     for (key, request) in pending {
         match responses.get(&key) {
-            Some(answer) => crate::proxy::inbound::relay_client_reply(
+            Some(answer) => crate::proxy::client_out::relay_client_reply(
                 &call.session,
                 Message::response(json!(key), answer.clone()),
             ),

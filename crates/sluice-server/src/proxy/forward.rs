@@ -291,7 +291,7 @@ async fn ask_for_input(
         let method = request.get("method").and_then(Value::as_str).unwrap_or("");
         let params = request.get("params").cloned();
         let answer =
-            super::inbound::ask_client(st, session, sink, method, params, upstream).await?;
+            super::client_out::ask_client(st, session, sink, method, params, upstream).await?;
         responses.insert(key.clone(), answer);
     }
     Ok(responses)

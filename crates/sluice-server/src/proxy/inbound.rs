@@ -6,14 +6,14 @@
 //! subscribers, list changes to every session and listen stream. Every message toward a
 //! client passes the response hooks on the way.
 
+use super::client_out::{client_capability_for, deliver, try_deliver};
 use super::hooks::to_client;
-use crate::channel::{send_msg, Out, Sink};
+use crate::channel::{send_msg, Out};
 use crate::control::{self, Inbound};
 use crate::session::{PendingServerRequest, Session};
 use crate::state::{Changed, State};
 use serde_json::{json, Value};
 use sluice_core::{codes, Kind, Message, RpcError};
-use sluice_hooks::Refusal;
 use sluice_upstream::{Connection, Incoming, Slot, SlotEvent};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -139,56 +139,6 @@ fn on_stream(st: &State, conn: &Connection, related: u64, paused: bool, retry: O
         } else {
             Out::Open(ms)
         });
-    }
-}
-
-/// Send a message toward a client through the response hooks: on the call's own stream when
-/// there is one (else the session's), false when a hook refused it.
-pub async fn deliver(
-    st: &State,
-    session: &Arc<Session>,
-    sink: Option<&Sink>,
-    msg: Message,
-    upstream: &str,
-) -> bool {
-    try_deliver(st, session, sink, msg, upstream).await.is_ok()
-}
-
-/// [`deliver`], with the hook's refusal when one refused the message.
-async fn try_deliver(
-    st: &State,
-    session: &Arc<Session>,
-    sink: Option<&Sink>,
-    msg: Message,
-    upstream: &str,
-) -> Result<(), Refusal> {
-    let was_request = msg.kind() == Kind::Request;
-    let msg = to_client(st, session, msg, Some(upstream)).await?;
-    if was_request && matches!(msg.kind(), Kind::Response | Kind::Error) {
-        // A hook answered for the client (an Elicitation hook's accept, decline or cancel, a
-        // Civic hook's `respond`): the answer goes back to whoever asked, and the client is
-        // not asked.
-        relay_client_reply(session, msg);
-        return Ok(());
-    }
-    match sink {
-        Some(sink) => {
-            if let Err(msg) = send_msg(sink, msg) {
-                session.send_unrelated(msg);
-            }
-        }
-        None => session.send_unrelated(msg),
-    }
-    Ok(())
-}
-
-/// The client capability a server-to-client request needs (sampling, elicitation, roots).
-fn client_capability_for(method: &str) -> Option<&'static str> {
-    match method {
-        "sampling/createMessage" => Some("sampling"),
-        "elicitation/create" => Some("elicitation"),
-        "roots/list" => Some("roots"),
-        _ => None,
     }
 }
 
@@ -367,88 +317,6 @@ async fn on_message(
         // (-32031, with the reason when it is meant to be shown).
         session.routes.server_requests.lock().remove(&client_id);
         let _ = conn.send(&refusal.to_error(sluice_hooks::Phase::Response, up_id));
-    }
-}
-
-/// Ask the client something on the gateway's own behalf (a 2026-07-28 upstream's input
-/// request, for a legacy client): the request goes to it like an upstream's would (on the
-/// call's stream, through the response hooks), and its reply comes back here.
-pub async fn ask_client(
-    st: &State,
-    session: &Arc<Session>,
-    sink: &Sink,
-    method: &str,
-    params: Option<Value>,
-    upstream: &str,
-) -> Result<Value, RpcError> {
-    let Some(cap) = client_capability_for(method) else {
-        return Err(RpcError::internal(format!(
-            "Upstream '{upstream}' asked for input with {method}, which clients do not answer"
-        )));
-    };
-    if !session.has_capability(cap) {
-        return Err(RpcError::new(
-            codes::METHOD_NOT_FOUND,
-            format!("Upstream '{upstream}' needs {method}, but the client did not declare the {cap} capability"),
-        ));
-    }
-    let client_id = session.mint_request_id();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    session.routes.asked.lock().insert(client_id.clone(), tx);
-    let msg = Message::request(json!(client_id.clone()), method, params);
-    if !deliver(st, session, Some(sink), msg, upstream).await {
-        session.routes.asked.lock().remove(&client_id);
-        return Err(RpcError::new(codes::RESPONSE_REJECTED, "Response rejected"));
-    }
-    let wait = Duration::from_millis(st.snapshot().settings().request_timeout_ms);
-    let reply = match tokio::time::timeout(wait, rx).await {
-        Ok(Ok(reply)) => reply,
-        _ => {
-            session.routes.asked.lock().remove(&client_id);
-            return Err(RpcError::new(
-                codes::REQUEST_TIMEOUT,
-                format!(
-                    "The client did not answer {method} within {} ms",
-                    wait.as_millis()
-                ),
-            ));
-        }
-    };
-    match (reply.result(), reply.error_obj()) {
-        (Some(r), _) => Ok(r.clone()),
-        (None, Some(e)) => Err(RpcError::new(
-            e.get("code")
-                .and_then(Value::as_i64)
-                .unwrap_or(codes::INTERNAL_ERROR),
-            e.get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("the client refused")
-                .to_string(),
-        )),
-        _ => Err(RpcError::internal(
-            "the client answered with neither a result nor an error",
-        )),
-    }
-}
-
-/// Relay the client's reply to an upstream request back to the upstream, with the upstream's
-/// own id (or to the gateway's own question, [`ask_client`]).
-pub fn relay_client_reply(session: &Session, mut msg: Message) {
-    let Some(id) = msg.id().and_then(Value::as_str).map(str::to_string) else {
-        tracing::warn!(session = %session.id, "reply with an id Sluice never sent: {}", msg.to_json());
-        return;
-    };
-    if let Some(waiter) = session.routes.asked.lock().remove(&id) {
-        let _ = waiter.send(msg);
-        return;
-    }
-    let Some(pending) = session.routes.server_requests.lock().remove(&id) else {
-        tracing::warn!(session = %session.id, id, "reply to no pending request");
-        return;
-    };
-    msg.set_id(pending.upstream_id);
-    if let Err(e) = pending.conn.send(&msg) {
-        tracing::warn!(session = %session.id, "relaying a reply upstream failed: {e}");
     }
 }
 

@@ -12,6 +12,8 @@
 //! nested in the meta-call's. Client notifications and replies run the request hooks and go on
 //! to their upstream. What upstreams start comes back through [`inbound`].
 
+mod ask;
+pub mod client_out;
 pub mod forward;
 pub mod hooks;
 pub mod inbound;
@@ -99,7 +101,7 @@ pub async fn client_request(
     // A hook asked: a person decides, through the client.
     let outcome = match outcome {
         RequestOutcome::Ask(m, asks) => {
-            match hooks::ask(st, session, sink, &facts, &m, &asks).await {
+            match ask::ask(st, session, sink, &facts, &m, &asks).await {
                 Ok(()) => RequestOutcome::Forward(m),
                 Err(r) => RequestOutcome::Refuse(r),
             }
@@ -428,7 +430,7 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
                 // A refused reply: the upstream that asked hears why (-32031, as a refused
                 // message toward it), instead of waiting for an answer that never comes.
                 if let (true, Some(id)) = (is_reply, reply_id) {
-                    inbound::relay_client_reply(session, r.to_error(Phase::Response, id));
+                    client_out::relay_client_reply(session, r.to_error(Phase::Response, id));
                 }
                 record(
                     st,
@@ -446,7 +448,7 @@ pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Messag
     };
     match msg.kind() {
         Kind::Notification => notification(st, &snap, session, msg),
-        _ => inbound::relay_client_reply(session, msg),
+        _ => client_out::relay_client_reply(session, msg),
     }
 }
 

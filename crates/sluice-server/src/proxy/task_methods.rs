@@ -361,7 +361,7 @@ async fn poll(
                 {
                     let method = request.get("method").and_then(Value::as_str).unwrap_or("");
                     let params = request.get("params").cloned();
-                    match super::inbound::ask_client(
+                    match super::client_out::ask_client(
                         st,
                         session,
                         sink,
