@@ -16,6 +16,7 @@ pub mod config;
 pub mod context;
 pub mod exchange;
 pub mod exporter;
+mod exposition;
 pub mod mcp_metrics;
 pub mod metrics;
 pub mod otlp;

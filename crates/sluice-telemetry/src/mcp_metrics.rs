@@ -11,7 +11,7 @@
 //! records into its global meter provider: requests are handled far from where `/metrics` is
 //! rendered. A family appears once it has a series.
 
-use crate::metrics::{esc, hist, Hist};
+use crate::exposition::{esc, hist, Hist};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fmt::Write;

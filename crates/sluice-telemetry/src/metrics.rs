@@ -14,6 +14,7 @@
 //! `encode_histogram`, out of reach of a custom metric type.
 
 use crate::exchange::Exchange;
+use crate::exposition::{esc, hist, Hist};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
@@ -36,28 +37,6 @@ pub const HOOK_BUCKETS: &[f64] = &[
 pub const RECENT: usize = 500;
 /// Seconds of per-second series kept.
 const SERIES_SECS: u64 = 120;
-
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Hist {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Hist {
-    pub(crate) fn observe(&mut self, bounds: &[f64], v: f64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; bounds.len()];
-        }
-        for (i, b) in bounds.iter().enumerate() {
-            if v <= *b {
-                self.counts[i] += 1;
-            }
-        }
-        self.sum += v;
-        self.count += 1;
-    }
-}
 
 #[derive(Default)]
 struct Store {
@@ -120,21 +99,6 @@ pub struct UpstreamGauge {
     pub up: bool,
     /// Restarts after a failure.
     pub restarts: u64,
-}
-
-/// Escape a Prometheus label value.
-pub(crate) fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn num(v: f64) -> String {
-    if v.is_infinite() {
-        "+Inf".into()
-    } else {
-        format!("{v}")
-    }
 }
 
 impl Metrics {
@@ -396,16 +360,6 @@ impl Metrics {
         crate::mcp_metrics::global().render(&mut o);
         o
     }
-}
-
-pub(crate) fn hist(o: &mut String, name: &str, labels: &str, bounds: &[f64], h: &Hist) {
-    for (i, b) in bounds.iter().enumerate() {
-        let c = h.counts.get(i).copied().unwrap_or(0);
-        let _ = writeln!(o, "{name}_bucket{{{labels},le=\"{}\"}} {c}", num(*b));
-    }
-    let _ = writeln!(o, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
-    let _ = writeln!(o, "{name}_sum{{{labels}}} {}", h.sum);
-    let _ = writeln!(o, "{name}_count{{{labels}}} {}", h.count);
 }
 
 #[cfg(test)]
