@@ -1,7 +1,8 @@
 //! The results as a markdown report (tables, targets) and as an SVG chart of the same numbers.
 
+use crate::plan::FLOOR;
 use crate::runner::Ctx;
-use crate::runner::{CallRow, ResRow, Results, CONCURRENCY};
+use crate::runner::{CallRow, CallSummary, ResRow, Results, CONCURRENCY};
 use std::fmt::Write;
 
 fn thousands(x: f64) -> String {
@@ -116,6 +117,8 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
         i += 1;
     }
 
+    floor_table(&mut md, r);
+
     let _ = writeln!(md, "\n## Start-up, memory, tools/list with 1,000 tools\n");
     let _ = writeln!(
         md,
@@ -146,6 +149,62 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
         }
     }
     md
+}
+
+/// Every measured row against the floor of its upstream and concurrency: what it adds to the
+/// median and the CPU it uses per call, each as a multiple of the floor's.
+fn floor_table(md: &mut String, r: &Results) {
+    let floor = |up: &str, c: usize| {
+        r.calls
+            .iter()
+            .find(|x| x.upstream == up && x.config == FLOOR && x.c == c)
+            .and_then(|x| x.summary.as_ref())
+    };
+    let rows: Vec<(&CallRow, &CallSummary, &CallSummary)> = r
+        .calls
+        .iter()
+        .filter(|x| x.config != FLOOR && !x.peer && x.via == "HTTP")
+        .filter_map(|x| Some((x, x.summary.as_ref()?, floor(&x.upstream, x.c)?)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "\n## Against the floor\n");
+    let _ = writeln!(
+        md,
+        "The floor is `{FLOOR}`: `bench/floor`, a hyper server and a hyper client with its own pool that parses each \
+         message, gives a request its own id upstream, serialises, forwards and puts the client's id back. It runs in \
+         the same interleaved rounds as every other row. 1.00× = as cheap as the floor; below 1 = cheaper.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| Upstream | Configuration | c | Added p50 µs: via / floor | Added p50 × floor | Gateway CPU µs/call: via / floor | CPU × floor |"
+    );
+    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|");
+    for (row, s, f) in rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:+.0} / {:+.0} | **{}** | {:.1} / {:.1} | **{:.2}×** |",
+            row.upstream,
+            cell(&row.config),
+            row.c,
+            s.added_p50,
+            f.added_p50,
+            ratio(s.added_p50, f.added_p50),
+            s.gw_cpu_us,
+            f.gw_cpu_us,
+            s.gw_cpu_us / f.gw_cpu_us,
+        );
+    }
+}
+
+/// `a ÷ b` as "N.NN×", or why it has no meaning (the floor added nothing measurable).
+fn ratio(a: f64, b: f64) -> String {
+    if b <= 0.5 {
+        "— (the floor added ≤ 0.5 µs)".into()
+    } else {
+        format!("{:.2}×", a / b)
+    }
 }
 
 fn res_line(row: &ResRow) -> String {

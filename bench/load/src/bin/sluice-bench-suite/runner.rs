@@ -26,6 +26,10 @@ pub struct Ctx {
     pub sluice: PathBuf,
     /// The `sluice-bench-echo` binary.
     pub echo: PathBuf,
+    /// The `sluice-bench-floor` binary (the floor row).
+    pub floor: PathBuf,
+    /// The `--baseline` build of `sluice`, for A/B rows.
+    pub baseline: Option<PathBuf>,
     /// Node.js for the TypeScript echo and the npm peers.
     pub node: PathBuf,
     /// Why the TypeScript echo cannot run, if it cannot.
@@ -81,7 +85,11 @@ impl Ctx {
             .or_else(|| std::env::var_os("SLUICE_BIN").map(PathBuf::from))
             .unwrap_or_else(|| release.join("sluice"));
         let echo = release.join("sluice-bench-echo");
-        for b in [&sluice, &echo] {
+        let floor = release.join("sluice-bench-floor");
+        for b in [&sluice, &echo, &floor]
+            .into_iter()
+            .chain(args.baseline.as_ref())
+        {
             if !b.is_file() {
                 bail!(
                     "{} is missing: run bench/run (it builds the release binaries)",
@@ -113,6 +121,8 @@ impl Ctx {
             bench: bench.clone(),
             sluice,
             echo,
+            floor,
+            baseline: args.baseline.clone(),
             node,
             ts_missing,
             rounds: args.rounds.unwrap_or(if quick { 1 } else { 5 }).max(1),
@@ -495,14 +505,24 @@ fn config_cmd(
     port: u16,
 ) -> Result<Command> {
     let listen = format!("127.0.0.1:{port}");
+    let (launch, sluice) = match launch {
+        Launch::Baseline(inner) => (&**inner, ctx.baseline.as_ref().context("no --baseline")?),
+        other => (other, &ctx.sluice),
+    };
     Ok(match launch {
+        Launch::Floor => {
+            let mut c = Command::new(&ctx.floor);
+            c.args(["--listen", &listen, "--upstream", direct_url]);
+            c
+        }
+        Launch::Baseline(_) => bail!("a baseline of a baseline"),
         Launch::Sluice(Via::Http) => {
-            let mut c = Command::new(&ctx.sluice);
+            let mut c = Command::new(sluice);
             c.args(["serve", "--passthrough", direct_url, "--listen", &listen]);
             c
         }
         Launch::Sluice(Via::Stdio) => {
-            let mut c = Command::new(&ctx.sluice);
+            let mut c = Command::new(sluice);
             c.args(["serve", "--listen", &listen, "--passthrough", "--"])
                 .args(upstream_stdio(ctx, u, tools));
             c
@@ -530,7 +550,7 @@ fn config_cmd(
                 let text = content
                     .replace("{{UPSTREAM_URL}}", direct_url)
                     .replace("{{ECHO}}", &ctx.echo.display().to_string())
-                    .replace("{{SLUICE}}", &ctx.sluice.display().to_string())
+                    .replace("{{SLUICE}}", &sluice.display().to_string())
                     .replace("{{BENCH}}", &ctx.bench.display().to_string())
                     .replace(
                         "{{HOOK_URL}}",
@@ -544,7 +564,7 @@ fn config_cmd(
                 }
                 std::fs::write(p, text)?;
             }
-            let mut c = Command::new(&ctx.sluice);
+            let mut c = Command::new(sluice);
             c.arg("serve")
                 .arg("--home")
                 .arg(&home)
@@ -684,7 +704,7 @@ pub fn run_all(ctx: &Ctx) -> Result<Results> {
         loadavg: (loadavg(), String::new()),
         ..Default::default()
     };
-    let configs = plan::configs(ctx.args.peers);
+    let configs = plan::configs(ctx.args.peers, ctx.baseline.is_some(), &ctx.args.only);
     let mut peer_status: HashMap<Peer, Result<(), String>> = HashMap::new();
     for c in &configs {
         if let Ok(Launch::Peer(p)) = &c.launch {
