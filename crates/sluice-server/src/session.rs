@@ -98,7 +98,8 @@ pub struct Routes {
 pub struct HttpStreams {
     /// The GET stream's buffer (stream 0): messages that belong to no request.
     pub get: Arc<StreamBuf>,
-    /// Streams by number (0 = the GET stream), for `Last-Event-ID`.
+    /// The POST streams by number, for `Last-Event-ID` (the GET stream, 0, is `get`: an idle
+    /// session's map stays empty and allocates nothing). Look up with [`HttpStreams::stream`].
     pub streams: Mutex<HashMap<u64, Arc<StreamBuf>>>,
     /// Which GET stream is attached: 0 = none, else its generation. A resumption
     /// (`Last-Event-ID`) takes over from an attached stream, which then ends.
@@ -112,12 +113,20 @@ impl HttpStreams {
     /// The streams of a session whose GET stream buffers `get`.
     pub fn new(get: Arc<StreamBuf>) -> HttpStreams {
         HttpStreams {
-            streams: Mutex::new(HashMap::from([(0, get.clone())])),
+            streams: Mutex::new(HashMap::new()),
             get,
             get_owner: tokio::sync::watch::channel(0).0,
             get_delivered: Arc::new(AtomicU64::new(0)),
             next_stream: AtomicU64::new(1),
         }
+    }
+
+    /// The stream numbered `n` (0 = the GET stream), for `Last-Event-ID`.
+    pub fn stream(&self, n: u64) -> Option<Arc<StreamBuf>> {
+        if n == 0 {
+            return Some(self.get.clone());
+        }
+        self.streams.lock().get(&n).cloned()
     }
 
     /// A new POST stream (registered for resumption; the oldest finished ones are dropped).

@@ -19,8 +19,8 @@ type Plain = hyper_util::client::legacy::Client<
 /// The client an upstream URL is reached with.
 #[derive(Clone)]
 pub(crate) enum Client {
-    /// hyper, for `http://` with no proxy in the environment.
-    Plain(Plain, hyper::Uri),
+    /// hyper, for `http://` with no proxy in the environment (boxed: the client is large).
+    Plain(Box<(Plain, hyper::Uri)>),
     /// reqwest, for `https://` or through a proxy.
     Reqwest(reqwest::Client),
 }
@@ -71,7 +71,7 @@ impl Client {
     pub fn for_url(url: &reqwest::Url) -> Client {
         if url.scheme() == "http" && !proxied() {
             if let Ok(uri) = url.as_str().parse::<hyper::Uri>() {
-                return Client::Plain(shared_plain(), uri);
+                return Client::Plain(Box::new((shared_plain(), uri)));
             }
         }
         Client::Reqwest(shared_reqwest())
@@ -87,7 +87,8 @@ impl Client {
         body: Option<Bytes>,
     ) -> Result<Reply, String> {
         match self {
-            Client::Plain(client, uri) => {
+            Client::Plain(plain) => {
+                let (client, uri) = &**plain;
                 let mut req = hyper::Request::new(Full::new(body.unwrap_or_default()));
                 *req.method_mut() = method;
                 *req.uri_mut() = uri.clone();

@@ -6,7 +6,9 @@
 use super::rules;
 use crate::channel::{is_reply, Out};
 use crate::control;
-use crate::http_parts::{header_str, json_error, json_reply, sse_headers, KEEPALIVE, SESSION};
+use crate::http_parts::{
+    header_str, json_error, json_reply, json_text, sse_headers, KEEPALIVE, SESSION,
+};
 use crate::modern::rounds::Rounds;
 use crate::proxy;
 use crate::session::{HttpStreams, Init, Outbound, Session};
@@ -370,6 +372,9 @@ async fn request(
     session: Arc<Session>,
     msg: Message,
 ) -> Response {
+    if let Some(json) = proxy::lists::cached(&gw, &snap, &session, &msg).await {
+        return json_text(json);
+    }
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
     // Run the request here while the reply is plain JSON (no task per call); when something
     // related arrives first, the rest runs in its own task behind an SSE stream.
@@ -477,7 +482,7 @@ async fn get(gw: &State, headers: HeaderMap, principal: Option<Arc<Principal>>) 
                 None,
             );
         };
-        let Some(buf) = http.streams.lock().get(&stream).cloned() else {
+        let Some(buf) = http.stream(stream) else {
             return json_error(
                 StatusCode::NOT_FOUND,
                 RpcError::invalid_request(format!(

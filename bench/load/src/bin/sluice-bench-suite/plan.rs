@@ -126,8 +126,12 @@ pub const PEERS: &[(Peer, &str, &str, Via)] = &[
 pub enum Launch {
     /// `sluice-bench-floor --upstream URL`: the bare JSON-RPC-aware passthrough (`bench/floor`).
     Floor,
-    /// `sluice serve --passthrough URL` or `--passthrough -- CMD`.
+    /// `sluice serve --no-admin --passthrough URL` or `--passthrough -- CMD` (every Sluice row
+    /// runs without the admin listener but the one that prices it).
     Sluice(Via),
+    /// `sluice serve --passthrough URL --admin …`: the same with the admin listener on (the
+    /// default outside the bench; it watches the traffic, which turns on the record phase).
+    SluiceAdmin,
     /// `sluice serve --home TREE` with these extra files (a hook configuration).
     SluiceTree(Files),
     /// A peer gateway.
@@ -205,6 +209,13 @@ fn sluice_configs() -> Vec<Config> {
             name: "sluice, no hooks".into(),
             via: Via::Http,
             launch: Ok(Launch::Sluice(Via::Http)),
+            peer: false,
+            modern_client: false,
+        },
+        Config {
+            name: "sluice, no hooks, admin listener on".into(),
+            via: Via::Http,
+            launch: Ok(Launch::SluiceAdmin),
             peer: false,
             modern_client: false,
         },

@@ -122,11 +122,16 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
     let _ = writeln!(md, "\n## Start-up, memory, tools/list with 1,000 tools\n");
     let _ = writeln!(
         md,
-        "| Upstream | Configuration | Start-up ms: accepting / first tools/list | Idle RSS MB | KB per idle session (1,000 open) | tools/list, 1,000 tools: p50 µs direct → via | vs direct | Notes |"
+        "| Upstream | Configuration | Start-up ms: accepting / first tools/list | Idle RSS MB | KB per idle session (8,000 open) | KB per idle GET stream (2,000 open) | tools/list, 1,000 tools: p50 µs direct → via | vs direct | Gateway CPU µs per listing | Notes |"
     );
-    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|---|");
+    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|");
     for row in &r.resources {
         let _ = writeln!(md, "{}", res_line(row));
+    }
+
+    let _ = writeln!(md, "\n## Against the targets of issue 17\n");
+    for line in targets17(r) {
+        let _ = writeln!(md, "- {line}");
     }
 
     let _ = writeln!(md, "\n## Against the targets of issue 5\n");
@@ -228,15 +233,17 @@ fn res_line(row: &ResRow) -> String {
         String::new()
     };
     format!(
-        "| {} | {} | {} | {} | {} | {}{} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {}{} | {} | {} | {} |",
         row.upstream,
         cell(&row.config),
         startup,
         opt(rss),
         opt(row.kb_per_session.map(|k| format!("{k:.2}"))),
+        opt(row.kb_per_stream.map(|k| format!("{k:.2}"))),
         list,
         pages,
         opt(row.list_ratio.map(|x| format!("{x:.2}×"))),
+        opt(row.list_gw_cpu_us.map(|x| format!("{x:.0}"))),
         cell(&row.notes.join("; "))
     )
 }
@@ -307,6 +314,92 @@ fn targets(r: &Results) -> Vec<String> {
         res("Rust echo", cfg)
             .and_then(|x| x.kb_per_session)
             .map_or_else(na, |k| verdict(k, 2.0, true, " KB"))
+    ));
+    out
+}
+
+/// Issue 17's figures: at the floor, cached lists, hooks nearly free, memory.
+fn targets17(r: &Results) -> Vec<String> {
+    let call = |cfg: &str, c: usize| {
+        r.calls
+            .iter()
+            .find(|x| x.upstream == "Rust echo" && x.config == cfg && x.c == c)
+            .and_then(|x| x.summary.clone())
+    };
+    let res = |cfg: &str| {
+        r.resources
+            .iter()
+            .find(|x| x.upstream == "Rust echo" && x.config == cfg)
+            .cloned()
+    };
+    let na = || "not measured in this run".to_string();
+    let cfg = "sluice, no hooks";
+    let mut out = Vec::new();
+    for c in CONCURRENCY {
+        let pair = call(cfg, *c).zip(call(FLOOR, *c));
+        out.push(format!(
+            "At the floor, added p50, Rust echo, c={c}: {}",
+            pair.as_ref()
+                .map_or_else(na, |(s, f)| if f.added_p50 > 0.5 {
+                    verdict(s.added_p50 / f.added_p50, 1.0, true, "× the floor")
+                } else {
+                    "the floor added nothing measurable".into()
+                })
+        ));
+        out.push(format!(
+            "At the floor, gateway CPU per call, Rust echo, c={c}: {}",
+            pair.as_ref().map_or_else(na, |(s, f)| verdict(
+                s.gw_cpu_us / f.gw_cpu_us,
+                1.0,
+                true,
+                "× the floor"
+            ))
+        ));
+    }
+    for list in [cfg, "sluice, explain hook"] {
+        out.push(format!(
+            "tools/list of 1,000 tools ({list}): {}",
+            res(list)
+                .and_then(|x| x.list_ratio)
+                .map_or_else(na, |x| verdict(x, 0.5, true, "× direct"))
+        ));
+    }
+    out.push(format!(
+        "Five builtin hooks, CPU per call over no hooks, c=16: {}",
+        call("sluice, 5 builtin hooks (chain)", 16)
+            .zip(call(cfg, 16))
+            .map_or_else(na, |(h, n)| verdict(
+                h.gw_cpu_us - n.gw_cpu_us,
+                10.0,
+                true,
+                " µs"
+            ))
+    ));
+    for (hook, c) in [("process hook", 1), ("http hook", 1)] {
+        out.push(format!(
+            "The {hook}'s added p50 over no hooks, c={c}: {}",
+            call(&format!("sluice, {hook}"), c)
+                .zip(call(cfg, c))
+                .map_or_else(na, |(h, n)| format!("{:+.0} µs", h.added_p50 - n.added_p50))
+        ));
+    }
+    let row = res(cfg);
+    out.push(format!(
+        "RSS per idle session: {}",
+        row.as_ref()
+            .and_then(|x| x.kb_per_session)
+            .map_or_else(na, |k| verdict(k, 2.0, true, " KB"))
+    ));
+    out.push(format!(
+        "RSS per idle GET stream: {}",
+        row.as_ref()
+            .and_then(|x| x.kb_per_stream)
+            .map_or_else(na, |k| verdict(k, 8.0, true, " KB"))
+    ));
+    out.push(format!(
+        "Idle RSS (no hooks, HTTP upstream, one session): {}",
+        row.and_then(|x| x.idle_rss_kb)
+            .map_or_else(na, |k| format!("{} MB", mb(k)))
     ));
     out
 }

@@ -48,6 +48,8 @@ pub struct Ctx {
     pub settle: Duration,
     /// Sessions opened for the RSS-per-session measurement.
     pub sessions: u64,
+    /// GET streams opened for the RSS-per-stream measurement.
+    pub streams: u64,
     /// Full listings per tools/list run.
     pub lists: u64,
     /// Where results go.
@@ -130,7 +132,9 @@ impl Ctx {
             warmup_calls: if quick { 20 } else { 1000 },
             warmup_secs: if quick { 0.1 } else { 0.5 },
             settle: Duration::from_millis(if quick { 50 } else { 500 }),
-            sessions: if quick { 50 } else { 1000 },
+            // Enough that the allocator's steps of RSS (up to 2 MiB) are a few per cent.
+            sessions: if quick { 50 } else { 8_000 },
+            streams: if quick { 20 } else { 2_000 },
             lists: if quick { 3 } else { 50 },
             out: args.out.clone().unwrap_or_else(|| bench.join("results")),
             logs,
@@ -235,12 +239,18 @@ pub struct ResRow {
     pub idle_rss_tree_kb: Option<u64>,
     /// RSS growth per idle session, kB.
     pub kb_per_session: Option<f64>,
+    /// RSS growth per idle GET stream (with its connection), kB.
+    #[serde(default)]
+    pub kb_per_stream: Option<f64>,
     /// Median full tools/list (1,000 tools) latency, µs.
     pub list_p50_us: Option<f64>,
     /// The same, direct, in the same rounds.
     pub list_direct_p50_us: Option<f64>,
     /// Median of the per-round ratios.
     pub list_ratio: Option<f64>,
+    /// The gateway's CPU µs per full listing (median over the rounds).
+    #[serde(default)]
+    pub list_gw_cpu_us: Option<f64>,
     /// Tools and pages seen in one listing.
     pub list_tools: usize,
     /// Pages in one listing.
@@ -518,13 +528,28 @@ fn config_cmd(
         Launch::Baseline(_) => bail!("a baseline of a baseline"),
         Launch::Sluice(Via::Http) => {
             let mut c = Command::new(sluice);
-            c.args(["serve", "--passthrough", direct_url, "--listen", &listen]);
+            c.args(["serve", "--no-admin", "--passthrough", direct_url])
+                .args(["--listen", &listen]);
+            c
+        }
+        Launch::SluiceAdmin => {
+            let admin = format!("127.0.0.1:{}", free_port()?);
+            let mut c = Command::new(sluice);
+            c.args(["serve", "--admin", &admin, "--passthrough", direct_url])
+                .args(["--listen", &listen]);
             c
         }
         Launch::Sluice(Via::Stdio) => {
             let mut c = Command::new(sluice);
-            c.args(["serve", "--listen", &listen, "--passthrough", "--"])
-                .args(upstream_stdio(ctx, u, tools));
+            c.args([
+                "serve",
+                "--no-admin",
+                "--listen",
+                &listen,
+                "--passthrough",
+                "--",
+            ])
+            .args(upstream_stdio(ctx, u, tools));
             c
         }
         Launch::SluiceTree(files) => {
@@ -565,8 +590,7 @@ fn config_cmd(
                 std::fs::write(p, text)?;
             }
             let mut c = Command::new(sluice);
-            c.arg("serve")
-                .arg("--home")
+            c.args(["serve", "--no-admin", "--home"])
                 .arg(&home)
                 .args(["--listen", &listen]);
             c
@@ -971,6 +995,15 @@ fn call_matrix(
     Ok(())
 }
 
+/// Is it Sluice (which has GET streams to measure)?
+fn is_sluice(l: &Launch) -> bool {
+    match l {
+        Launch::Sluice(_) | Launch::SluiceAdmin | Launch::SluiceTree(_) => true,
+        Launch::Baseline(inner) => is_sluice(inner),
+        Launch::Floor | Launch::Peer(_) => false,
+    }
+}
+
 fn start_failed(r: &ResRow) -> bool {
     r.notes.iter().any(|n| n.starts_with("start-up failed"))
 }
@@ -1144,6 +1177,36 @@ fn resources(
         }
     }
 
+    // 2b. RSS per idle GET stream (Sluice only: the echoes answer GET with 405), a fresh
+    // process each.
+    for (row, l) in &launches {
+        if start_failed(&rows[*row]) || !is_sluice(l) {
+            continue;
+        }
+        let name = name_of(*row);
+        let port = free_port()?;
+        let r = config_cmd(ctx, &name, l, u, &base.url, 1, port)
+            .and_then(|cmd| start(ctx, rt, &format!("{name} streams"), cmd, url_of(port), 1))
+            .and_then(|p| {
+                rt.block_on(sluice_bench_load::streams::get_streams(
+                    &name,
+                    &p.url,
+                    ctx.streams,
+                    p.pid,
+                ))
+            });
+        match r {
+            Ok(s) => {
+                eprintln!(
+                    "  {name}: {} GET streams: {:.2} KB per stream",
+                    s.streams, s.kb_per_stream
+                );
+                rows[*row].kb_per_stream = Some(s.kb_per_stream);
+            }
+            Err(e) => rows[*row].notes.push(format!("GET streams: {e:#}")),
+        }
+    }
+
     // 3. tools/list with 1,000 tools, interleaved with the direct listing.
     let port = free_port()?;
     let big = start(
@@ -1169,6 +1232,7 @@ fn resources(
         }
     }
     let mut lists: HashMap<usize, Vec<(f64, f64)>> = HashMap::new();
+    let mut list_cpu: HashMap<usize, Vec<f64>> = HashMap::new();
     for round in 0..ctx.rounds {
         eprintln!("{} tools/list round {}/{}", u.name(), round + 1, ctx.rounds);
         for (row, p) in &fronts {
@@ -1180,13 +1244,17 @@ fn resources(
                 Some(TOOLS),
                 &[],
             ));
+            let gateway = [Watch {
+                label: "gateway".into(),
+                pid: p.pid,
+            }];
             let g = rt.block_on(load::list(
                 &name_of(*row),
                 &p.url,
                 ctx.lists,
                 2,
                 Some(TOOLS),
-                &[],
+                &gateway,
             ));
             match (d, g) {
                 (Ok(d), Ok(g)) if d.errors == 0 && g.errors == 0 => {
@@ -1205,6 +1273,9 @@ fn resources(
                         .entry(*row)
                         .or_default()
                         .push((d.latency.p50_us, g.latency.p50_us));
+                    if let Some(cpu) = g.procs.first() {
+                        list_cpu.entry(*row).or_default().push(cpu.cpu_us_per_call);
+                    }
                 }
                 (Ok(d), Ok(g)) => {
                     let e = g.first_error.or(d.first_error).unwrap_or_default();
@@ -1213,6 +1284,9 @@ fn resources(
                 (Err(e), _) | (_, Err(e)) => rows[*row].notes.push(format!("tools/list: {e:#}")),
             }
         }
+    }
+    for (row, v) in &list_cpu {
+        rows[*row].list_gw_cpu_us = Some(median(v));
     }
     let mut all_direct = Vec::new();
     for (row, v) in &lists {
