@@ -102,8 +102,10 @@ pub struct HttpStreams {
     /// session's map stays empty and allocates nothing). Look up with [`HttpStreams::stream`].
     pub streams: Mutex<HashMap<u64, Arc<StreamBuf>>>,
     /// Which GET stream is attached: 0 = none, else its generation. A resumption
-    /// (`Last-Event-ID`) takes over from an attached stream, which then ends.
-    pub get_owner: tokio::sync::watch::Sender<u64>,
+    /// (`Last-Event-ID`) takes over from an attached stream, which then ends. Made at the
+    /// session's first GET (a watch channel is a few hundred bytes an idle session need not
+    /// hold): read it with [`HttpStreams::get_owner`].
+    get_owner: std::sync::OnceLock<tokio::sync::watch::Sender<u64>>,
     /// Last sequence delivered on the GET stream (a new GET starts after it).
     pub get_delivered: Arc<AtomicU64>,
     next_stream: AtomicU64,
@@ -115,10 +117,16 @@ impl HttpStreams {
         HttpStreams {
             streams: Mutex::new(HashMap::new()),
             get,
-            get_owner: tokio::sync::watch::channel(0).0,
+            get_owner: std::sync::OnceLock::new(),
             get_delivered: Arc::new(AtomicU64::new(0)),
             next_stream: AtomicU64::new(1),
         }
+    }
+
+    /// Which GET stream is attached (0 = none, else its generation).
+    pub fn get_owner(&self) -> &tokio::sync::watch::Sender<u64> {
+        self.get_owner
+            .get_or_init(|| tokio::sync::watch::channel(0).0)
     }
 
     /// The stream numbered `n` (0 = the GET stream), for `Last-Event-ID`.

@@ -517,7 +517,7 @@ fn attach_get(
         return StatusCode::METHOD_NOT_ALLOWED.into_response();
     };
     let mut refused = false;
-    http.get_owner.send_if_modified(|owner| {
+    http.get_owner().send_if_modified(|owner| {
         if *owner != 0 && !takeover {
             refused = true;
             return false;
@@ -538,7 +538,7 @@ fn attach_get(
         fn drop(&mut self) {
             let gen = self.1;
             let Some(http) = self.0.http() else { return };
-            http.get_owner.send_if_modified(|owner| {
+            http.get_owner().send_if_modified(|owner| {
                 if *owner == gen {
                     *owner = 0;
                     true
@@ -549,7 +549,7 @@ fn attach_get(
         }
     }
     let guard = Detach(session.clone(), gen);
-    let mut owner = http.get_owner.subscribe();
+    let mut owner = http.get_owner().subscribe();
     let draining = gw.rt.draining.clone();
     let replaced = async move {
         tokio::select! {

@@ -45,7 +45,7 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
         "Each configuration is measured against a direct call to the same upstream in the same rounds; \
          ratios are the medians of the per-round ratios (configuration ÷ direct). \
          \"stdio upstream\" rows front a stdio child of the gateway and are compared against the direct **HTTP** echo. \
-         Gateway CPU is the gateway process alone (utime + stime from /proc), per call. \
+         Gateway CPU is the gateway process alone (each thread's time on a CPU from /proc/PID/task/*/schedstat), per call. Every Sluice row runs with --no-admin but the \"admin listener on\" one; \"[baseline]\" rows are another build in the same rounds. \
          One client session, one keep-alive connection per concurrent caller; the load generator runs on one thread on the same machine.\n"
     );
 
@@ -122,7 +122,7 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
     let _ = writeln!(md, "\n## Start-up, memory, tools/list with 1,000 tools\n");
     let _ = writeln!(
         md,
-        "| Upstream | Configuration | Start-up ms: accepting / first tools/list | Idle RSS MB | KB per idle session (8,000 open) | KB per idle GET stream (2,000 open) | tools/list, 1,000 tools: p50 µs direct → via | vs direct | Gateway CPU µs per listing | Notes |"
+        "| Upstream | Configuration | Start-up ms: accepting / first tools/list | Idle RSS MB | KB per idle session (8,000 open) | KB per idle GET stream (1,000 open) | tools/list, 1,000 tools: p50 µs direct → via | vs direct | Gateway CPU µs per listing | Notes |"
     );
     let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|");
     for row in &r.resources {

@@ -134,7 +134,8 @@ impl Ctx {
             settle: Duration::from_millis(if quick { 50 } else { 500 }),
             // Enough that the allocator's steps of RSS (up to 2 MiB) are a few per cent.
             sessions: if quick { 50 } else { 8_000 },
-            streams: if quick { 20 } else { 2_000 },
+            // Each stream holds a connection: below the default max_connections (1,024).
+            streams: if quick { 20 } else { 1_000 },
             lists: if quick { 3 } else { 50 },
             out: args.out.clone().unwrap_or_else(|| bench.join("results")),
             logs,
