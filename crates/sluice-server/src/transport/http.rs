@@ -67,12 +67,10 @@ fn accepts(headers: &HeaderMap, what: &str) -> bool {
         .any(|t| t == what || t == "*/*")
 }
 
-async fn mcp(
-    AxState(face): AxState<Arc<Face>>,
-    method: Method,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> Response {
+    // Taken apart rather than extracted: the `HeaderMap` extractor would clone the headers.
+    let (parts, body) = req.into_parts();
+    let (method, headers) = (parts.method, parts.headers);
     let gw = &face.st;
     // What is in force, loaded once for the whole request.
     let snap = gw.snapshot();
