@@ -122,7 +122,9 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
     let _ = writeln!(md, "\n## Start-up, memory, tools/list with 1,000 tools\n");
     let _ = writeln!(
         md,
-        "| Upstream | Configuration | Start-up ms: accepting / first tools/list | Idle RSS MB | KB per idle session (8,000 open) | KB per idle GET stream (1,000 open) | tools/list, 1,000 tools: p50 µs direct → via | vs direct | Gateway CPU µs per listing | Notes |"
+        "| Upstream | Configuration | Start-up ms: accepting / first tools/list | Idle RSS MB | KB per idle session ({} open) | KB per idle GET stream ({} open) | tools/list, 1,000 tools: p50 µs direct → via | vs direct | Gateway CPU µs per listing | Notes |",
+        thousands(ctx.sessions as f64),
+        thousands(ctx.streams as f64),
     );
     let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|");
     for row in &r.resources {
