@@ -162,6 +162,36 @@ async fn a_hung_call_times_out_and_is_cancelled_upstream() {
     assert_eq!(seen["reason"], json!("Sluice: no reply within 400 ms"));
 }
 
+/// The same over Streamable HTTP, where the gateway POSTs the call from the caller's own future
+/// (left to a task of its own when the caller stops waiting): the timeout answers the client,
+/// the cancellation reaches the upstream under its id, and the session goes on being served
+/// once the abandoned call's own reply has come and been dropped.
+#[tokio::test]
+async fn a_hung_call_to_an_http_upstream_times_out_and_the_session_goes_on() {
+    let (_fx, fx_url) = sluice_e2e::start_fixture_http(&[]);
+    let home = Home::new("timeout-http");
+    home.write("sluice.json", r#"{"request_timeout_ms": 400}"#);
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true, "era": "legacy"}
+    ]}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg()]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let hung = c.call_tool("fx_slow", json!({"ms": 1500})).await;
+    assert_eq!(
+        hung["error"],
+        json!({"code": -32001, "message": "Upstream 'fx' did not answer tools/call within 400 ms; the request was cancelled upstream", "data": {"upstream": "fx", "timeoutMs": 400}})
+    );
+    let r = c.call_tool("fx_last_cancelled", json!({})).await;
+    let seen: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["reason"], json!("Sluice: no reply within 400 ms"));
+    // After the abandoned call's own reply came (and was dropped), calls still work.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fine = c.call_tool("fx_echo", json!({"x": 2})).await;
+    assert_eq!(fine["result"]["structuredContent"], json!({"x": 2}));
+}
+
 /// Read one line of stdout with a deadline.
 fn read_line(r: &mut impl BufRead) -> String {
     let mut line = String::new();

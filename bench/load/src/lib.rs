@@ -6,9 +6,11 @@
 //! - [`procfs`]: CPU time and RSS of a process from `/proc`.
 //! - [`stats`]: latency percentiles.
 //! - [`run`]: the four measurements (calls, list, sessions, startup) and their reports.
+//! - [`streams`]: memory per idle GET stream.
 
 pub mod http;
 pub mod mcp;
 pub mod procfs;
 pub mod run;
 pub mod stats;
+pub mod streams;

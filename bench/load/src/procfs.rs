@@ -1,5 +1,7 @@
 //! What `/proc` says about a process: CPU time (utime + stime of every thread, from
-//! `/proc/PID/stat`) and memory (`VmRSS`, `VmHWM` from `/proc/PID/status`). Linux only.
+//! `/proc/PID/stat`, in clock ticks; and each thread's time on a CPU in nanoseconds from
+//! `/proc/PID/task/*/schedstat`) and memory (`VmRSS`, `VmHWM` from `/proc/PID/status`). Linux
+//! only.
 
 use std::sync::OnceLock;
 
@@ -27,6 +29,43 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) as f64 / clock_ticks() as f64)
+}
+
+/// Nanoseconds each live thread of the process has run on a CPU (`schedstat`'s first field):
+/// the same time as [`cpu_seconds`] without its 10 ms ticks.
+pub fn cpu_ns_by_thread(pid: u32) -> Option<std::collections::HashMap<u32, u64>> {
+    let mut out = std::collections::HashMap::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(entry) = entry else { continue };
+        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(ns) = text.split_whitespace().next().and_then(|n| n.parse().ok()) {
+            out.insert(tid, ns);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// CPU seconds between two [`cpu_ns_by_thread`] readings; `None` when a thread of the first
+/// has gone (its time is no longer readable: use [`cpu_seconds`] then).
+pub fn cpu_between(
+    start: &std::collections::HashMap<u32, u64>,
+    end: &std::collections::HashMap<u32, u64>,
+) -> Option<f64> {
+    let mut ns = 0u64;
+    for (tid, before) in start {
+        ns += end.get(tid)?.saturating_sub(*before);
+    }
+    for (tid, now) in end {
+        if !start.contains_key(tid) {
+            ns += now;
+        }
+    }
+    Some(ns as f64 / 1e9)
 }
 
 /// A `kB` field of `/proc/PID/status` (`VmRSS`, `VmHWM`, …).

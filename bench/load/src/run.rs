@@ -61,6 +61,7 @@ pub struct ProcReport {
 struct ProcStart {
     watch: Watch,
     cpu: f64,
+    threads: Option<std::collections::HashMap<u32, u64>>,
 }
 
 fn proc_start(watches: &[Watch]) -> Vec<ProcStart> {
@@ -69,6 +70,7 @@ fn proc_start(watches: &[Watch]) -> Vec<ProcStart> {
         .map(|w| ProcStart {
             watch: w.clone(),
             cpu: procfs::cpu_seconds(w.pid).unwrap_or(f64::NAN),
+            threads: procfs::cpu_ns_by_thread(w.pid),
         })
         .collect()
 }
@@ -78,7 +80,14 @@ fn proc_end(starts: &[ProcStart], calls: u64) -> Vec<ProcReport> {
         .iter()
         .map(|s| {
             let pid = s.watch.pid;
-            let cpu = procfs::cpu_seconds(pid).unwrap_or(f64::NAN) - s.cpu;
+            // Nanoseconds per thread when every thread is still there, else clock ticks.
+            let precise = s
+                .threads
+                .as_ref()
+                .zip(procfs::cpu_ns_by_thread(pid))
+                .and_then(|(a, b)| procfs::cpu_between(a, &b));
+            let cpu =
+                precise.unwrap_or_else(|| procfs::cpu_seconds(pid).unwrap_or(f64::NAN) - s.cpu);
             let per_call = if calls > 0 { cpu / calls as f64 } else { 0.0 };
             ProcReport {
                 label: s.watch.label.clone(),

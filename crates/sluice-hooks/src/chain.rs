@@ -255,6 +255,12 @@ impl Hook {
         ctx: &Ctx<'_>,
         trace: &mut Trace,
     ) -> Result<Decision, HookFailure> {
+        // A builtin that does no I/O answers at once: no timeout to arm.
+        if let Kind::Builtin(b) = &self.kind {
+            if b.is_immediate() {
+                return b.decide(ev, ctx.tool, &mut trace.explain_reason).await;
+            }
+        }
         let run = async {
             match &self.kind {
                 Kind::Builtin(b) => b.decide(ev, ctx.tool, &mut trace.explain_reason).await,
@@ -446,6 +452,32 @@ impl Chain {
         self.hooks
             .iter()
             .any(|h| matches!(&h.kind, Kind::Builtin(b) if b.wants_tool_definition()))
+    }
+
+    /// Is what the chain does to the request in `ctx` and its reply a function of the reply
+    /// alone: no hook sees the request, no response control the reply, and every hook that
+    /// sees the reply is a builtin that only reshapes list items from its options (`explain`,
+    /// `describe` on tools/list)? Then a list page can be transformed once and reused.
+    pub fn is_pure_for(&self, ctx: &Ctx) -> bool {
+        !self.selects(Phase::Request, ctx, usize::MAX)
+            && !self
+                .controls
+                .iter()
+                .any(|h| h.selects(Phase::Response, ctx))
+            && self
+                .hooks
+                .iter()
+                .filter(|h| h.selects(Phase::Response, ctx))
+                .all(|h| matches!(&h.kind, Kind::Builtin(b) if b.is_pure_list_transform()))
+    }
+
+    /// Does any of the first `depth` hooks (the response controls aside: they never see the
+    /// request) select this phase and context? The request a reply answers is kept for the
+    /// response phase only then.
+    pub fn hooks_select(&self, phase: Phase, ctx: &Ctx, depth: usize) -> bool {
+        self.hooks[..depth.min(self.hooks.len())]
+            .iter()
+            .any(|h| h.selects(phase, ctx))
     }
 
     /// Does any of the first `depth` hooks (or, in the response phase, a response control)

@@ -44,7 +44,7 @@ pub struct PromptRoute {
 }
 
 /// The four list kinds a client can page through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ListKind {
     /// tools/list
     Tools,
@@ -90,6 +90,34 @@ pub struct Catalog {
     funnel_tools: Vec<FunnelTool>,
     /// The slots the routes index into (the same snapshot the catalog was built from).
     pub slots: Arc<[Arc<Slot>]>,
+    /// Pages of this catalog's lists, serialised once (see [`Catalog::cached_page`]).
+    pages: PageCache,
+}
+
+/// Which serialised page: the list, where it starts, its size, and the list transform applied
+/// (0 = none, else the identity of what transformed it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PageKey {
+    /// The list.
+    pub kind: ListKind,
+    /// The offset of its first item.
+    pub start: usize,
+    /// The page size.
+    pub size: usize,
+    /// The transform's identity (0 = the page as the catalog has it).
+    pub transform: usize,
+}
+
+/// A serialised page and what keeps its transform's identity from being reused.
+type Cached = (Option<Arc<dyn std::any::Any + Send + Sync>>, Arc<str>);
+
+#[derive(Default)]
+struct PageCache(parking_lot::Mutex<HashMap<PageKey, Cached>>);
+
+impl std::fmt::Debug for PageCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PageCache({} pages)", self.0.lock().len())
+    }
 }
 
 /// A tool reachable through the funnel.
@@ -399,12 +427,7 @@ impl Catalog {
         page_size: usize,
         keep: Option<&dyn Fn(&Value) -> bool>,
     ) -> Result<Value, RpcError> {
-        let all = match kind {
-            ListKind::Tools => &self.tools,
-            ListKind::Prompts => &self.prompts,
-            ListKind::Resources => &self.resources,
-            ListKind::Templates => &self.templates,
-        };
+        let all = self.items(kind);
         let kept: Vec<Value>;
         let items: &[Value] = match keep {
             None => all,
@@ -429,6 +452,44 @@ impl Catalog {
             );
         }
         Ok(Value::Object(result))
+    }
+}
+
+impl Catalog {
+    /// Where the page `cursor` names starts, when it is one this catalog's pagination mints
+    /// (the first page, or a cursor on a page boundary within the list): only those pages are
+    /// cached, so the cache holds at most one entry per page and transform.
+    pub fn page_start(&self, kind: ListKind, cursor: Option<&str>, size: usize) -> Option<usize> {
+        let len = self.items(kind).len();
+        match cursor {
+            None => Some(0),
+            Some(c) => parse_cursor(c).filter(|o| *o < len && o % size.max(1) == 0),
+        }
+    }
+
+    /// A page serialised before, if any.
+    pub fn cached_page(&self, key: &PageKey) -> Option<Arc<str>> {
+        self.pages.0.lock().get(key).map(|(_, json)| json.clone())
+    }
+
+    /// Keep a serialised page; `keep` holds what `key.transform` identifies (so that identity
+    /// is not reused while the entry lives).
+    pub fn keep_page(
+        &self,
+        key: PageKey,
+        keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+        json: Arc<str>,
+    ) {
+        self.pages.0.lock().insert(key, (keep, json));
+    }
+
+    fn items(&self, kind: ListKind) -> &[Value] {
+        match kind {
+            ListKind::Tools => &self.tools,
+            ListKind::Prompts => &self.prompts,
+            ListKind::Resources => &self.resources,
+            ListKind::Templates => &self.templates,
+        }
     }
 }
 

@@ -36,13 +36,18 @@ pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a s
 
 /// A message as a 200 JSON response.
 pub(crate) fn json_reply(reply: Message) -> Response {
+    json_text(reply.to_json())
+}
+
+/// A message already serialised, as a 200 JSON response.
+pub(crate) fn json_text(body: String) -> Response {
     (
         StatusCode::OK,
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        reply.to_json(),
+        body,
     )
         .into_response()
 }

@@ -120,11 +120,14 @@ pub struct Routes {
 pub struct HttpStreams {
     /// The GET stream's buffer (stream 0): messages that belong to no request.
     pub get: Arc<StreamBuf>,
-    /// Streams by number (0 = the GET stream), for `Last-Event-ID`.
+    /// The POST streams by number, for `Last-Event-ID` (the GET stream, 0, is `get`: an idle
+    /// session's map stays empty and allocates nothing). Look up with [`HttpStreams::stream`].
     pub streams: Mutex<HashMap<u64, Arc<StreamBuf>>>,
     /// Which GET stream is attached: 0 = none, else its generation. A resumption
-    /// (`Last-Event-ID`) takes over from an attached stream, which then ends.
-    pub get_owner: tokio::sync::watch::Sender<u64>,
+    /// (`Last-Event-ID`) takes over from an attached stream, which then ends. Made at the
+    /// session's first GET (a watch channel is a few hundred bytes an idle session need not
+    /// hold): read it with [`HttpStreams::get_owner`].
+    get_owner: std::sync::OnceLock<tokio::sync::watch::Sender<u64>>,
     /// Last sequence delivered on the GET stream (a new GET starts after it).
     pub get_delivered: Arc<AtomicU64>,
     next_stream: AtomicU64,
@@ -134,9 +137,9 @@ impl HttpStreams {
     /// The streams of a session whose GET stream buffers `get`.
     pub fn new(get: Arc<StreamBuf>) -> HttpStreams {
         HttpStreams {
-            streams: Mutex::new(HashMap::from([(0, get.clone())])),
+            streams: Mutex::new(HashMap::new()),
             get,
-            get_owner: tokio::sync::watch::channel(0).0,
+            get_owner: std::sync::OnceLock::new(),
             get_delivered: Arc::new(AtomicU64::new(0)),
             next_stream: AtomicU64::new(1),
         }
@@ -146,6 +149,25 @@ impl HttpStreams {
     pub fn numbered_from(self, base: u64) -> HttpStreams {
         self.next_stream.store(base + 1, Ordering::Relaxed);
         self
+    }
+
+    /// Which GET stream is attached (0 = none, else its generation).
+    pub fn get_owner(&self) -> &tokio::sync::watch::Sender<u64> {
+        self.get_owner
+            .get_or_init(|| tokio::sync::watch::channel(0).0)
+    }
+
+    /// Whether a GET stream is attached (without making the owner channel of an idle session).
+    pub fn get_attached(&self) -> bool {
+        self.get_owner.get().is_some_and(|o| *o.borrow() != 0)
+    }
+
+    /// The stream numbered `n` (0 = the GET stream), for `Last-Event-ID`.
+    pub fn stream(&self, n: u64) -> Option<Arc<StreamBuf>> {
+        if n == 0 {
+            return Some(self.get.clone());
+        }
+        self.streams.lock().get(&n).cloned()
     }
 
     /// A new POST stream (registered for resumption; the oldest finished ones are dropped).

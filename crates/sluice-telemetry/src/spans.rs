@@ -279,15 +279,35 @@ pub struct ClientOp {
     started: Instant,
 }
 
+/// `server.address` and `server.port` of an upstream URL, parsed once per thread and URL (the
+/// last one kept: a call parses nothing when its thread served the same upstream last).
+fn server_of(url: &str) -> Option<(String, u16)> {
+    type Server = Option<(String, u16)>;
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(String, Server)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((u, server)) = last.as_ref() {
+            if u == url {
+                return server.clone();
+            }
+        }
+        let server = reqwest::Url::parse(url)
+            .ok()
+            .and_then(|u| Some((u.host_str()?.to_string(), u.port_or_known_default()?)));
+        *last = Some((url.to_string(), server.clone()));
+        server
+    })
+}
+
 impl ClientOp {
     /// Start measuring `msg` (as it goes upstream) sent to `spec`, which negotiated
     /// `protocol_version`.
     pub fn start(spec: &UpstreamSpec, msg: &Message, protocol_version: Option<&str>) -> ClientOp {
         let http = matches!(spec.transport, Transport::Http | Transport::Sse);
-        let server = http
-            .then(|| reqwest::Url::parse(&spec.url).ok())
-            .flatten()
-            .and_then(|u| Some((u.host_str()?.to_string(), u.port_or_known_default()?)));
+        let server = if http { server_of(&spec.url) } else { None };
         let net = if http { Net::Http } else { Net::Stdio };
         ClientOp {
             op: Operation::of(msg),

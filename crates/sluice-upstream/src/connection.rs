@@ -9,10 +9,42 @@ use crate::{http, local, sse, stdio};
 use serde_json::{json, Map, Value};
 use sluice_config::{Era, Transport, UpstreamSpec};
 use sluice_core::{version, Kind, Message};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+
+/// A POST run by the caller's future; if that future is dropped before the POST ends, the
+/// rest of it runs in a task of its own (so giving up on a reply never cuts a request off
+/// mid-flight).
+struct Detached(Option<Pin<Box<dyn Future<Output = ()> + Send>>>);
+
+impl Future for Detached {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(f) = self.0.as_mut() else {
+            return Poll::Ready(());
+        };
+        let done = f.as_mut().poll(cx);
+        if done.is_ready() {
+            self.0 = None;
+        }
+        done
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        if let Some(rest) = self.0.take() {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(rest);
+            }
+        }
+    }
+}
 
 /// The 2026-07-28 revision.
 const MODERN: &str = "2026-07-28";
@@ -399,22 +431,43 @@ impl Connection {
         }
         let (tx, rx) = oneshot::channel();
         self.inner.pending.lock().insert(id, tx);
-        if let Err(e) = self.send_with_headers(&msg, extra) {
-            self.inner.pending.lock().remove(&id);
-            return Err(e);
+        // A handshake-era HTTP request is POSTed by this future itself: the reply wakes the
+        // caller directly (no task in between). Should the caller give up first, the POST goes
+        // on in a task of its own, as it would have.
+        let inline = match (self.wire.get(), self.inner.modern.get()) {
+            (Some(Wire::Http(w)), None) if !self.inner.is_closed() => {
+                w.inline_request(&self.inner, &msg, extra)
+            }
+            _ => None,
+        };
+        let mut post = Detached(inline.map(|p| Box::pin(p.run()) as _));
+        if post.0.is_none() {
+            if let Err(e) = self.send_with_headers(&msg, extra) {
+                self.inner.pending.lock().remove(&id);
+                return Err(e);
+            }
         }
         let closed = self.inner.closed_notify.notified();
-        tokio::select! {
-            reply = rx => reply.map_err(|_| self.inner.closed_error()),
-            _ = closed => Err(self.inner.closed_error()),
-            _ = tokio::time::sleep(timeout) => {
-                self.inner.pending.lock().remove(&id);
-                let ms = timeout.as_millis() as u64;
-                let _ = self.notify("notifications/cancelled", Some(json!({
-                    "requestId": id,
-                    "reason": format!("Sluice: no reply within {ms} ms"),
-                })));
-                Err(UpstreamError::Timeout(ms))
+        let sleep = tokio::time::sleep(timeout);
+        tokio::pin!(closed, sleep);
+        let mut rx = rx;
+        loop {
+            tokio::select! {
+                biased;
+                // The reply (or the POST's failure) is dispatched by now: `rx` is ready, or its
+                // reply waits behind the connection's events.
+                () = &mut post, if post.0.is_some() => continue,
+                reply = &mut rx => return reply.map_err(|_| self.inner.closed_error()),
+                _ = &mut closed => return Err(self.inner.closed_error()),
+                _ = &mut sleep => {
+                    self.inner.pending.lock().remove(&id);
+                    let ms = timeout.as_millis() as u64;
+                    let _ = self.notify("notifications/cancelled", Some(json!({
+                        "requestId": id,
+                        "reason": format!("Sluice: no reply within {ms} ms"),
+                    })));
+                    return Err(UpstreamError::Timeout(ms));
+                }
             }
         }
     }

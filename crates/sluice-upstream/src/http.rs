@@ -2,6 +2,7 @@
 //! or as an SSE stream, `Mcp-Session-Id` and `MCP-Protocol-Version` headers, the GET stream for
 //! unrelated server messages, and DELETE to end the session.
 
+use crate::client::{Client, Reply};
 use crate::core::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use futures_util::StreamExt;
@@ -12,24 +13,7 @@ use serde_json::Value;
 use sluice_config::UpstreamSpec;
 use sluice_core::{headers, Kind, Message};
 use std::sync::Arc;
-use std::sync::OnceLock;
 use std::time::Duration;
-
-/// One HTTP client for every upstream connection: connection pooling and keep-alive across
-/// sessions.
-pub(crate) fn shared_client() -> reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(64)
-                .tcp_nodelay(true)
-                .build()
-                .expect("HTTP client")
-        })
-        .clone()
-}
 
 pub(crate) fn header_map(spec: &UpstreamSpec) -> Result<HeaderMap, UpstreamError> {
     let mut headers = HeaderMap::new();
@@ -53,6 +37,12 @@ pub(crate) fn with_extra(
         return rb;
     }
     let mut map = HeaderMap::with_capacity(extra.0.len());
+    add_extra(&mut map, extra);
+    rb.headers(map)
+}
+
+/// [`with_extra`] onto a header map.
+fn add_extra(map: &mut HeaderMap, extra: &ExtraHeaders) {
     for (k, v) in &extra.0 {
         match (
             HeaderName::from_bytes(k.as_bytes()),
@@ -64,7 +54,6 @@ pub(crate) fn with_extra(
             _ => tracing::warn!("skipped an invalid extra header {k:?} on an upstream request"),
         }
     }
-    rb.headers(map)
 }
 
 /// A header value for `Mcp-Name` / `Mcp-Param-*`: as is when it is plain visible ASCII, else
@@ -97,7 +86,7 @@ struct State {
 
 /// What every request of one upstream session needs (shared with the tasks that send).
 pub(crate) struct Core {
-    client: reqwest::Client,
+    client: Client,
     /// Parsed once (reqwest would parse a string on every request).
     url: reqwest::Url,
     headers: HeaderMap,
@@ -114,7 +103,7 @@ impl HttpWire {
             .map_err(|e| UpstreamError::Connect(format!("bad url {:?}: {e}", spec.url)))?;
         Ok(HttpWire {
             core: Arc::new(Core {
-                client: shared_client(),
+                client: Client::for_url(&url),
                 url,
                 headers: header_map(spec)?,
                 state: Mutex::new(State {
@@ -165,36 +154,140 @@ impl HttpWire {
             None
         };
     }
-
-    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
-        self.core.request(method)
-    }
 }
 
 impl Core {
-    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
-        let mut rb = self.client.request(method, self.url.clone());
-        if !self.headers.is_empty() {
-            rb = rb.headers(self.headers.clone());
-        }
+    /// The headers every request of the session carries: the configured ones, the session id
+    /// and the protocol version.
+    fn headers(&self) -> HeaderMap {
+        let mut map = self.headers.clone();
         let st = self.state.lock();
         if let Some(s) = &st.session {
-            rb = rb.header(headers::SESSION_ID, s.clone());
+            map.insert(headers::SESSION_ID, s.clone());
         }
         if let Some(v) = &st.version {
-            rb = rb.header(headers::PROTOCOL_VERSION, v.clone());
+            map.insert(headers::PROTOCOL_VERSION, v.clone());
         }
-        rb
+        map
+    }
+
+    /// Send a request of the session: its headers, then `add` (which win over them).
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        add: HeaderMap,
+        body: Option<bytes::Bytes>,
+    ) -> Result<Reply, String> {
+        let mut headers = self.headers();
+        headers.extend(add);
+        self.client.send(method, &self.url, headers, body).await
+    }
+
+    /// A GET of the session's event stream (resuming after `last_event_id`).
+    async fn get_stream(&self, last_event_id: Option<&str>) -> Result<Reply, String> {
+        let mut h = HeaderMap::new();
+        h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        if let Some(id) = last_event_id.and_then(|v| HeaderValue::from_str(v).ok()) {
+            h.insert(headers::LAST_EVENT_ID, id);
+        }
+        self.send(reqwest::Method::GET, h, None).await
+    }
+}
+
+/// One POST of a message, ready to go.
+pub(crate) struct Post {
+    core: Arc<Core>,
+    inner: Arc<Inner>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+    request_id: Option<u64>,
+    is_init: bool,
+    /// A modern request tracked for cancellation (removed when it ends).
+    track: Option<u64>,
+}
+
+impl Post {
+    /// Send it and dispatch what comes back; a failure answers the request (if it is one) with
+    /// a JSON-RPC error naming the cause.
+    pub async fn run(self) {
+        let Post {
+            core,
+            inner,
+            headers,
+            body,
+            request_id,
+            is_init,
+            track,
+        } = self;
+        let outcome = post(&core, &inner, headers, body, request_id, is_init).await;
+        if let Err(e) = outcome {
+            match request_id {
+                Some(id) => {
+                    // Fail the waiting call with a JSON-RPC error naming the cause.
+                    let err = sluice_core::RpcError::new(
+                        sluice_core::codes::UPSTREAM_UNAVAILABLE,
+                        e.to_string(),
+                    );
+                    inner.dispatch(Message::error(serde_json::json!(id), &err), None);
+                }
+                // A notification still in flight when the connection was shut down (the
+                // session is gone): expected, not worth a warning.
+                None if inner.is_closed() => {
+                    tracing::debug!(upstream = %inner.label, "sending a message failed after the shutdown: {e}")
+                }
+                None => {
+                    tracing::warn!(upstream = %inner.label, "sending a message failed: {e}")
+                }
+            }
+            if let UpstreamError::Closed(reason) = e {
+                inner.close(reason);
+            }
+        }
+        if let Some(id) = track {
+            core.state.lock().posts.remove(&id);
+        }
     }
 }
 
 impl HttpWire {
+    /// Send `msg` in a task of its own.
     pub fn send(
         &self,
         inner: &Arc<Inner>,
         msg: &Message,
         extra: &ExtraHeaders,
     ) -> Result<(), UpstreamError> {
+        let Some(post) = self.prepare(inner, msg, extra) else {
+            return Ok(());
+        };
+        let track = post.track;
+        let task = tokio::spawn(post.run());
+        if let Some(id) = track {
+            let mut st = self.core.state.lock();
+            if !task.is_finished() {
+                st.posts.insert(id, task.abort_handle());
+            }
+        }
+        Ok(())
+    }
+
+    /// The POST of a handshake-era request, for the caller to run itself (no task of its own,
+    /// no hand-over of the reply between tasks); `None` for anything else (sent with
+    /// [`HttpWire::send`]).
+    pub fn inline_request(
+        &self,
+        inner: &Arc<Inner>,
+        msg: &Message,
+        extra: &ExtraHeaders,
+    ) -> Option<Post> {
+        if msg.kind() != Kind::Request || self.core.state.lock().modern {
+            return None;
+        }
+        self.prepare(inner, msg, extra)
+    }
+
+    /// The POST that carries `msg` (`None`: nothing is sent, a 2026-07-28 notification).
+    fn prepare(&self, inner: &Arc<Inner>, msg: &Message, extra: &ExtraHeaders) -> Option<Post> {
         let modern = self.core.state.lock().modern;
         if modern && msg.kind() != Kind::Request {
             // 2026-07-28 over HTTP has no client-to-server notifications: a cancellation closes
@@ -208,70 +301,42 @@ impl HttpWire {
                     task.abort();
                 }
             }
-            return Ok(());
+            return None;
         }
-        let mut rb = self
-            .request(reqwest::Method::POST)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(msg.to_json());
+        let mut h = HeaderMap::with_capacity(4 + extra.0.len());
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if modern {
-            rb = rb.header(headers::METHOD, msg.method().unwrap_or(""));
+            if let Ok(v) = HeaderValue::from_str(msg.method().unwrap_or("")) {
+                h.insert(headers::METHOD, v);
+            }
             let name = match msg.method() {
                 Some("tools/call") | Some("prompts/get") => msg.param_str("name"),
                 Some("resources/read") => msg.param_str("uri"),
                 Some("tasks/get" | "tasks/update" | "tasks/cancel") => msg.param_str("taskId"),
                 _ => None,
             };
-            if let Some(n) = name {
-                rb = rb.header(headers::NAME, header_value(n));
+            if let Some(v) = name.and_then(|n| HeaderValue::from_str(&header_value(n)).ok()) {
+                h.insert(headers::NAME, v);
             }
         }
-        let rb = with_extra(rb, extra);
-        let inner = inner.clone();
-        let core = self.core.clone();
+        add_extra(&mut h, extra);
         let request_id = match msg.kind() {
             Kind::Request => msg.id().and_then(Value::as_u64),
             _ => None,
         };
-        let is_init = msg.method() == Some("initialize");
-        let track = modern.then_some(request_id).flatten();
-        let task = tokio::spawn(async move {
-            let outcome = post(rb, &core, &inner, request_id, is_init).await;
-            if let Err(e) = outcome {
-                match request_id {
-                    Some(id) => {
-                        // Fail the waiting call with a JSON-RPC error naming the cause.
-                        let err = sluice_core::RpcError::new(
-                            sluice_core::codes::UPSTREAM_UNAVAILABLE,
-                            e.to_string(),
-                        );
-                        inner.dispatch(Message::error(serde_json::json!(id), &err), None);
-                    }
-                    // A notification still in flight when the connection was shut down (the
-                    // session is gone): expected, not worth a warning.
-                    None if inner.is_closed() => {
-                        tracing::debug!(upstream = %inner.label, "sending a message failed after the shutdown: {e}")
-                    }
-                    None => {
-                        tracing::warn!(upstream = %inner.label, "sending a message failed: {e}")
-                    }
-                }
-                if let UpstreamError::Closed(reason) = e {
-                    inner.close(reason);
-                }
-            }
-            if let Some(id) = track {
-                core.state.lock().posts.remove(&id);
-            }
-        });
-        if let Some(id) = track {
-            let mut st = self.core.state.lock();
-            if !task.is_finished() {
-                st.posts.insert(id, task.abort_handle());
-            }
-        }
-        Ok(())
+        Some(Post {
+            core: self.core.clone(),
+            inner: inner.clone(),
+            headers: h,
+            body: bytes::Bytes::from(msg.to_json()),
+            request_id,
+            is_init: msg.method() == Some("initialize"),
+            track: modern.then_some(request_id).flatten(),
+        })
     }
 
     /// POST one notification and wait for the server's answer (202), for the one message
@@ -281,27 +346,27 @@ impl HttpWire {
         inner: &Arc<Inner>,
         msg: &Message,
     ) -> Result<(), UpstreamError> {
-        let rb = self
-            .request(reqwest::Method::POST)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(msg.to_json());
-        post(rb, &self.core, inner, None, false).await
+        let mut h = HeaderMap::with_capacity(2);
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let body = bytes::Bytes::from(msg.to_json());
+        post(&self.core, inner, h, body, None, false).await
     }
 
     /// Open the GET stream for messages unrelated to any request (405 = the server has none).
     pub fn open_get_stream(&self, inner: &Arc<Inner>) {
-        let rb = self
-            .request(reqwest::Method::GET)
-            .header(ACCEPT, "text/event-stream");
         let inner = inner.clone();
+        let core = self.core.clone();
         tokio::spawn(async move {
-            match rb.send().await {
-                Ok(resp) if resp.status().is_success() => {
+            match core.get_stream(None).await {
+                Ok(resp) if resp.status.is_success() => {
                     let _ = read_sse(resp, &inner, None).await;
                 }
                 Ok(resp) => {
-                    tracing::debug!(upstream = %inner.label, status = %resp.status(), "no GET stream")
+                    tracing::debug!(upstream = %inner.label, status = %resp.status, "no GET stream")
                 }
                 Err(e) => tracing::debug!(upstream = %inner.label, "GET stream failed: {e}"),
             }
@@ -318,25 +383,28 @@ impl HttpWire {
         if self.core.state.lock().session.is_none() {
             return;
         }
-        let rb = self.request(reqwest::Method::DELETE);
-        let _ = tokio::time::timeout(Duration::from_secs(2), rb.send()).await;
+        let delete = self
+            .core
+            .send(reqwest::Method::DELETE, HeaderMap::new(), None);
+        let _ = tokio::time::timeout(Duration::from_secs(2), delete).await;
     }
 }
 
 async fn post(
-    rb: reqwest::RequestBuilder,
     core: &Arc<Core>,
     inner: &Arc<Inner>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
     request_id: Option<u64>,
     is_init: bool,
 ) -> Result<(), UpstreamError> {
-    let resp = rb
-        .send()
+    let resp = core
+        .send(reqwest::Method::POST, headers, Some(body))
         .await
         .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?;
-    let status = resp.status();
+    let status = resp.status;
     if is_init && status.is_success() {
-        if let Some(s) = resp.headers().get(headers::SESSION_ID) {
+        if let Some(s) = resp.headers.get(headers::SESSION_ID) {
             core.state.lock().session = Some(s.clone());
         }
     }
@@ -349,7 +417,7 @@ async fn post(
         ));
     }
     let ctype = resp
-        .headers()
+        .headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
@@ -367,11 +435,8 @@ async fn post(
                 };
                 inner.stream_event(id, true, retry);
                 tokio::time::sleep(retry.unwrap_or(Duration::from_millis(100))).await;
-                let rb = core
-                    .request(reqwest::Method::GET)
-                    .header(ACCEPT, "text/event-stream");
-                match rb.header(headers::LAST_EVENT_ID, &event_id).send().await {
-                    Ok(r) if r.status().is_success() => {
+                match core.get_stream(Some(&event_id)).await {
+                    Ok(r) if r.status.is_success() => {
                         let next = read_sse(r, inner, request_id).await;
                         end = SseEnd {
                             answered: next.answered,
@@ -381,7 +446,7 @@ async fn post(
                     Ok(r) => {
                         return Err(UpstreamError::Protocol(format!(
                             "the reply stream broke and resuming it failed: HTTP {}",
-                            r.status()
+                            r.status
                         )))
                     }
                     Err(e) => {
@@ -434,13 +499,9 @@ async fn post(
 
 /// Read an SSE body, dispatching each `message` event. Says whether the reply to `related`
 /// came, and the last event id seen with the server's `retry` hint, for resuming.
-pub(crate) async fn read_sse(
-    resp: reqwest::Response,
-    inner: &Arc<Inner>,
-    related: Option<u64>,
-) -> SseEnd {
+pub(crate) async fn read_sse(resp: Reply, inner: &Arc<Inner>, related: Option<u64>) -> SseEnd {
     use eventsource_stream::Eventsource;
-    let mut events = resp.bytes_stream().eventsource();
+    let mut events = resp.stream().eventsource();
     let mut last: Option<(String, Option<Duration>)> = None;
     let mut answered = false;
     while let Some(ev) = events.next().await {

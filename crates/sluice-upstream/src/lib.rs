@@ -12,6 +12,7 @@
 //! its lists, restarts with backoff, and the per-session connections; it reports to the gateway
 //! with [`SlotEvent`]s.
 
+mod client;
 mod connection;
 mod core;
 mod error;

@@ -135,6 +135,17 @@ impl Builtin {
         }
     }
 
+    /// Does it change a list reply from its options alone (nothing of the session, the caller
+    /// or the time), so the result can be reused for the same list?
+    pub fn is_pure_list_transform(&self) -> bool {
+        matches!(self, Builtin::Explain(_) | Builtin::Describe(_))
+    }
+
+    /// Does it decide without I/O (everything but `rate-limit`, which may ask Redis)?
+    pub fn is_immediate(&self) -> bool {
+        !matches!(self, Builtin::RateLimit(_))
+    }
+
     /// Does it need the tool's definition (`validate` checks arguments against it)?
     pub fn wants_tool_definition(&self) -> bool {
         matches!(self, Builtin::Validate(_))

@@ -17,6 +17,7 @@ pub mod client_out;
 pub mod forward;
 pub mod hooks;
 pub mod inbound;
+pub mod lists;
 pub mod route;
 mod task_input;
 pub mod task_methods;
@@ -91,9 +92,10 @@ pub async fn client_request(
     let op = sluice_telemetry::ServerOp::start(&msg, &peer);
     let span = tel.map(|t| t.start_request(&msg, &peer, facts.upstream.as_deref()));
     let mut trace = Trace::default();
+    // Kept only for hooks that see replies (the response controls never read the request).
     let request_copy = snap
         .chain
-        .selects(Phase::Response, &cx, usize::MAX)
+        .hooks_select(Phase::Response, &cx, usize::MAX)
         .then(|| msg.clone());
     let before = owned_key(&msg);
     // Request hooks.

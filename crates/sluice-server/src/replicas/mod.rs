@@ -159,7 +159,7 @@ pub async fn feed(c: &Cluster, session: &Session) -> Result<(), StoreError> {
 
 /// Is the session's GET stream attached on this replica?
 fn attached(session: &Session) -> bool {
-    session.http().is_some_and(|h| *h.get_owner.borrow() != 0)
+    session.http().is_some_and(|h| h.get_attached())
 }
 
 /// Hear the bus until the gateway shuts down (nothing without a cluster).

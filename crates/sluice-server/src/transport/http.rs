@@ -6,7 +6,9 @@
 use super::rules;
 use crate::channel::{is_reply, Out};
 use crate::control;
-use crate::http_parts::{header_str, json_error, json_reply, sse_headers, KEEPALIVE, SESSION};
+use crate::http_parts::{
+    header_str, json_error, json_reply, json_text, sse_headers, KEEPALIVE, SESSION,
+};
 use crate::modern::rounds::Rounds;
 use crate::proxy;
 use crate::replicas::{self, Miss};
@@ -66,12 +68,10 @@ fn accepts(headers: &HeaderMap, what: &str) -> bool {
         .any(|t| t == what || t == "*/*")
 }
 
-async fn mcp(
-    AxState(face): AxState<Arc<Face>>,
-    method: Method,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> Response {
+    // Taken apart rather than extracted: the `HeaderMap` extractor would clone the headers.
+    let (parts, body) = req.into_parts();
+    let (method, headers) = (parts.method, parts.headers);
     let gw = &face.st;
     // What is in force, loaded once for the whole request.
     let snap = gw.snapshot();
@@ -417,6 +417,9 @@ async fn request(
     session: Arc<Session>,
     msg: Message,
 ) -> Response {
+    if let Some(json) = proxy::lists::cached(&gw, &snap, &session, &msg).await {
+        return json_text(json);
+    }
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
     // Run the request here while the reply is plain JSON (no task per call); when something
     // related arrives first, the rest runs in its own task behind an SSE stream.
@@ -530,7 +533,7 @@ async fn get(gw: &Arc<State>, headers: HeaderMap, principal: Option<Arc<Principa
                 None,
             );
         };
-        let local = http.streams.lock().get(&stream).cloned();
+        let local = http.stream(stream);
         // In a cluster a POST stream lives on the replica that ran the request: it replays it.
         if let (None, Some(c)) = (&local, &gw.rt.cluster) {
             let owner = crate::cluster::Cluster::stream_owner(stream);
@@ -575,7 +578,7 @@ fn attach_get(
         return StatusCode::METHOD_NOT_ALLOWED.into_response();
     };
     let mut refused = false;
-    http.get_owner.send_if_modified(|owner| {
+    http.get_owner().send_if_modified(|owner| {
         if *owner != 0 && !takeover {
             refused = true;
             return false;
@@ -596,7 +599,7 @@ fn attach_get(
         fn drop(&mut self) {
             let gen = self.1;
             let Some(http) = self.0.http() else { return };
-            let released = http.get_owner.send_if_modified(|owner| {
+            let released = http.get_owner().send_if_modified(|owner| {
                 if *owner == gen {
                     *owner = 0;
                     true
@@ -616,7 +619,7 @@ fn attach_get(
         }
     }
     let guard = Detach(session.clone(), gen);
-    let mut owner = http.get_owner.subscribe();
+    let mut owner = http.get_owner().subscribe();
     let draining = gw.rt.draining.clone();
     let replaced = async move {
         tokio::select! {

@@ -45,6 +45,14 @@ pub struct Args {
     /// Where to write latest.md / latest.svg / latest.json (default: bench/results).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also run every Sluice row on this other build of `sluice`, in the same interleaved
+    /// rounds (rows labelled "[baseline]"): an A/B comparison on a noisy machine.
+    #[arg(long, value_name = "SLUICE")]
+    pub baseline: Option<PathBuf>,
+    /// Only the rows whose label contains one of these words (comma-separated; the floor is
+    /// always kept), e.g. `--only "no hooks,explain"`.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
     /// Measure nothing: rewrite latest.md and latest.svg from this latest.json.
     #[arg(long, value_name = "JSON")]
     pub from: Option<PathBuf>,

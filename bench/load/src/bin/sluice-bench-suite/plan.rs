@@ -124,12 +124,20 @@ pub const PEERS: &[(Peer, &str, &str, Via)] = &[
 /// What runs in front of the upstream.
 #[derive(Debug, Clone)]
 pub enum Launch {
-    /// `sluice serve --passthrough URL` or `--passthrough -- CMD`.
+    /// `sluice-bench-floor --upstream URL`: the bare JSON-RPC-aware passthrough (`bench/floor`).
+    Floor,
+    /// `sluice serve --no-admin --passthrough URL` or `--passthrough -- CMD` (every Sluice row
+    /// runs without the admin listener but the one that prices it).
     Sluice(Via),
+    /// `sluice serve --passthrough URL --admin …`: the same with the admin listener on (the
+    /// default outside the bench; it watches the traffic, which turns on the record phase).
+    SluiceAdmin,
     /// `sluice serve --home TREE` with these extra files (a hook configuration).
     SluiceTree(Files),
     /// A peer gateway.
     Peer(Peer),
+    /// A Sluice launch run by the `--baseline` build instead (an A/B row).
+    Baseline(Box<Launch>),
 }
 
 /// One configuration of the matrix (a row of the tables).
@@ -148,14 +156,66 @@ pub struct Config {
     pub modern_client: bool,
 }
 
-/// The configurations of one run: Sluice with no hooks over HTTP and over stdio, the hook
-/// configurations, and (with `--peers`) the peer gateways.
-pub fn configs(peers: bool) -> Vec<Config> {
+/// The floor row's label.
+pub const FLOOR: &str = "floor (bare passthrough)";
+
+/// The configurations of one run: the floor, Sluice with no hooks over HTTP and over stdio,
+/// the hook configurations, (with `--baseline`) each Sluice row again on the baseline build,
+/// and (with `--peers`) the peer gateways; `only` keeps the rows whose label contains one of
+/// its words (and always the floor).
+pub fn configs(peers: bool, baseline: bool, only: &[String]) -> Vec<Config> {
+    let mut out = sluice_configs();
+    if baseline {
+        let again: Vec<Config> = out
+            .iter()
+            .map(|c| Config {
+                name: format!("{} [baseline]", c.name),
+                launch: c.launch.clone().map(|l| Launch::Baseline(Box::new(l))),
+                ..c.clone()
+            })
+            .collect();
+        out.extend(again);
+    }
+    out.insert(
+        0,
+        Config {
+            name: FLOOR.into(),
+            via: Via::Http,
+            launch: Ok(Launch::Floor),
+            peer: false,
+            modern_client: false,
+        },
+    );
+    if peers {
+        for (peer, name, _, via) in PEERS {
+            out.push(Config {
+                name: (*name).into(),
+                via: *via,
+                launch: Ok(Launch::Peer(*peer)),
+                peer: true,
+                modern_client: false,
+            });
+        }
+    }
+    if !only.is_empty() {
+        out.retain(|c| c.name == FLOOR || only.iter().any(|w| c.name.contains(w.as_str())));
+    }
+    out
+}
+
+fn sluice_configs() -> Vec<Config> {
     let mut out = vec![
         Config {
             name: "sluice, no hooks".into(),
             via: Via::Http,
             launch: Ok(Launch::Sluice(Via::Http)),
+            peer: false,
+            modern_client: false,
+        },
+        Config {
+            name: "sluice, no hooks, admin listener on".into(),
+            via: Via::Http,
+            launch: Ok(Launch::SluiceAdmin),
             peer: false,
             modern_client: false,
         },
@@ -184,17 +244,6 @@ pub fn configs(peers: bool) -> Vec<Config> {
             peer: false,
             modern_client: false,
         });
-    }
-    if peers {
-        for (peer, name, _, via) in PEERS {
-            out.push(Config {
-                name: (*name).into(),
-                via: *via,
-                launch: Ok(Launch::Peer(*peer)),
-                peer: true,
-                modern_client: false,
-            });
-        }
     }
     out
 }

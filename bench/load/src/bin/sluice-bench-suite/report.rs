@@ -1,7 +1,8 @@
 //! The results as a markdown report (tables, targets) and as an SVG chart of the same numbers.
 
+use crate::plan::FLOOR;
 use crate::runner::Ctx;
-use crate::runner::{CallRow, ResRow, Results, CONCURRENCY};
+use crate::runner::{CallRow, CallSummary, ResRow, Results, CONCURRENCY};
 use std::fmt::Write;
 
 fn thousands(x: f64) -> String {
@@ -44,7 +45,7 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
         "Each configuration is measured against a direct call to the same upstream in the same rounds; \
          ratios are the medians of the per-round ratios (configuration ÷ direct). \
          \"stdio upstream\" rows front a stdio child of the gateway and are compared against the direct **HTTP** echo. \
-         Gateway CPU is the gateway process alone (utime + stime from /proc), per call. \
+         Gateway CPU is the gateway process alone (each thread's time on a CPU from /proc/PID/task/*/schedstat), per call. Every Sluice row runs with --no-admin but the \"admin listener on\" one; \"[baseline]\" rows are another build in the same rounds. \
          One client session, one keep-alive connection per concurrent caller; the load generator runs on one thread on the same machine.\n"
     );
 
@@ -116,14 +117,23 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
         i += 1;
     }
 
+    floor_table(&mut md, r);
+
     let _ = writeln!(md, "\n## Start-up, memory, tools/list with 1,000 tools\n");
     let _ = writeln!(
         md,
-        "| Upstream | Configuration | Start-up ms: accepting / first tools/list | Idle RSS MB | KB per idle session (1,000 open) | tools/list, 1,000 tools: p50 µs direct → via | vs direct | Notes |"
+        "| Upstream | Configuration | Start-up ms: accepting / first tools/list | Idle RSS MB | KB per idle session ({} open) | KB per idle GET stream ({} open) | tools/list, 1,000 tools: p50 µs direct → via | vs direct | Gateway CPU µs per listing | Notes |",
+        thousands(ctx.sessions as f64),
+        thousands(ctx.streams as f64),
     );
-    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|---|");
+    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|");
     for row in &r.resources {
         let _ = writeln!(md, "{}", res_line(row));
+    }
+
+    let _ = writeln!(md, "\n## Against the targets of issue 17\n");
+    for line in targets17(r) {
+        let _ = writeln!(md, "- {line}");
     }
 
     let _ = writeln!(md, "\n## Against the targets of issue 5\n");
@@ -148,6 +158,62 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
     md
 }
 
+/// Every measured row against the floor of its upstream and concurrency: what it adds to the
+/// median and the CPU it uses per call, each as a multiple of the floor's.
+fn floor_table(md: &mut String, r: &Results) {
+    let floor = |up: &str, c: usize| {
+        r.calls
+            .iter()
+            .find(|x| x.upstream == up && x.config == FLOOR && x.c == c)
+            .and_then(|x| x.summary.as_ref())
+    };
+    let rows: Vec<(&CallRow, &CallSummary, &CallSummary)> = r
+        .calls
+        .iter()
+        .filter(|x| x.config != FLOOR && !x.peer && x.via == "HTTP")
+        .filter_map(|x| Some((x, x.summary.as_ref()?, floor(&x.upstream, x.c)?)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "\n## Against the floor\n");
+    let _ = writeln!(
+        md,
+        "The floor is `{FLOOR}`: `bench/floor`, a hyper server and a hyper client with its own pool that parses each \
+         message, gives a request its own id upstream, serialises, forwards and puts the client's id back. It runs in \
+         the same interleaved rounds as every other row. 1.00× = as cheap as the floor; below 1 = cheaper.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| Upstream | Configuration | c | Added p50 µs: via / floor | Added p50 × floor | Gateway CPU µs/call: via / floor | CPU × floor |"
+    );
+    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|");
+    for (row, s, f) in rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:+.0} / {:+.0} | **{}** | {:.1} / {:.1} | **{:.2}×** |",
+            row.upstream,
+            cell(&row.config),
+            row.c,
+            s.added_p50,
+            f.added_p50,
+            ratio(s.added_p50, f.added_p50),
+            s.gw_cpu_us,
+            f.gw_cpu_us,
+            s.gw_cpu_us / f.gw_cpu_us,
+        );
+    }
+}
+
+/// `a ÷ b` as "N.NN×", or why it has no meaning (the floor added nothing measurable).
+fn ratio(a: f64, b: f64) -> String {
+    if b <= 0.5 {
+        "— (the floor added ≤ 0.5 µs)".into()
+    } else {
+        format!("{:.2}×", a / b)
+    }
+}
+
 fn res_line(row: &ResRow) -> String {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "—".into());
     let startup = match (row.accept_ms, row.ready_ms) {
@@ -169,15 +235,17 @@ fn res_line(row: &ResRow) -> String {
         String::new()
     };
     format!(
-        "| {} | {} | {} | {} | {} | {}{} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {}{} | {} | {} | {} |",
         row.upstream,
         cell(&row.config),
         startup,
         opt(rss),
         opt(row.kb_per_session.map(|k| format!("{k:.2}"))),
+        opt(row.kb_per_stream.map(|k| format!("{k:.2}"))),
         list,
         pages,
         opt(row.list_ratio.map(|x| format!("{x:.2}×"))),
+        opt(row.list_gw_cpu_us.map(|x| format!("{x:.0}"))),
         cell(&row.notes.join("; "))
     )
 }
@@ -248,6 +316,92 @@ fn targets(r: &Results) -> Vec<String> {
         res("Rust echo", cfg)
             .and_then(|x| x.kb_per_session)
             .map_or_else(na, |k| verdict(k, 2.0, true, " KB"))
+    ));
+    out
+}
+
+/// Issue 17's figures: at the floor, cached lists, hooks nearly free, memory.
+fn targets17(r: &Results) -> Vec<String> {
+    let call = |cfg: &str, c: usize| {
+        r.calls
+            .iter()
+            .find(|x| x.upstream == "Rust echo" && x.config == cfg && x.c == c)
+            .and_then(|x| x.summary.clone())
+    };
+    let res = |cfg: &str| {
+        r.resources
+            .iter()
+            .find(|x| x.upstream == "Rust echo" && x.config == cfg)
+            .cloned()
+    };
+    let na = || "not measured in this run".to_string();
+    let cfg = "sluice, no hooks";
+    let mut out = Vec::new();
+    for c in CONCURRENCY {
+        let pair = call(cfg, *c).zip(call(FLOOR, *c));
+        out.push(format!(
+            "At the floor, added p50, Rust echo, c={c}: {}",
+            pair.as_ref()
+                .map_or_else(na, |(s, f)| if f.added_p50 > 0.5 {
+                    verdict(s.added_p50 / f.added_p50, 1.0, true, "× the floor")
+                } else {
+                    "the floor added nothing measurable".into()
+                })
+        ));
+        out.push(format!(
+            "At the floor, gateway CPU per call, Rust echo, c={c}: {}",
+            pair.as_ref().map_or_else(na, |(s, f)| verdict(
+                s.gw_cpu_us / f.gw_cpu_us,
+                1.0,
+                true,
+                "× the floor"
+            ))
+        ));
+    }
+    for list in [cfg, "sluice, explain hook"] {
+        out.push(format!(
+            "tools/list of 1,000 tools ({list}): {}",
+            res(list)
+                .and_then(|x| x.list_ratio)
+                .map_or_else(na, |x| verdict(x, 0.5, true, "× direct"))
+        ));
+    }
+    out.push(format!(
+        "Five builtin hooks, CPU per call over no hooks, c=16: {}",
+        call("sluice, 5 builtin hooks (chain)", 16)
+            .zip(call(cfg, 16))
+            .map_or_else(na, |(h, n)| verdict(
+                h.gw_cpu_us - n.gw_cpu_us,
+                10.0,
+                true,
+                " µs"
+            ))
+    ));
+    for (hook, c) in [("process hook", 1), ("http hook", 1)] {
+        out.push(format!(
+            "The {hook}'s added p50 over no hooks, c={c}: {}",
+            call(&format!("sluice, {hook}"), c)
+                .zip(call(cfg, c))
+                .map_or_else(na, |(h, n)| format!("{:+.0} µs", h.added_p50 - n.added_p50))
+        ));
+    }
+    let row = res(cfg);
+    out.push(format!(
+        "RSS per idle session: {}",
+        row.as_ref()
+            .and_then(|x| x.kb_per_session)
+            .map_or_else(na, |k| verdict(k, 2.0, true, " KB"))
+    ));
+    out.push(format!(
+        "RSS per idle GET stream: {}",
+        row.as_ref()
+            .and_then(|x| x.kb_per_stream)
+            .map_or_else(na, |k| verdict(k, 8.0, true, " KB"))
+    ));
+    out.push(format!(
+        "Idle RSS (no hooks, HTTP upstream, one session): {}",
+        row.and_then(|x| x.idle_rss_kb)
+            .map_or_else(na, |k| format!("{} MB", mb(k)))
     ));
     out
 }

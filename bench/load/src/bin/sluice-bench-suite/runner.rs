@@ -26,6 +26,10 @@ pub struct Ctx {
     pub sluice: PathBuf,
     /// The `sluice-bench-echo` binary.
     pub echo: PathBuf,
+    /// The `sluice-bench-floor` binary (the floor row).
+    pub floor: PathBuf,
+    /// The `--baseline` build of `sluice`, for A/B rows.
+    pub baseline: Option<PathBuf>,
     /// Node.js for the TypeScript echo and the npm peers.
     pub node: PathBuf,
     /// Why the TypeScript echo cannot run, if it cannot.
@@ -44,6 +48,8 @@ pub struct Ctx {
     pub settle: Duration,
     /// Sessions opened for the RSS-per-session measurement.
     pub sessions: u64,
+    /// GET streams opened for the RSS-per-stream measurement.
+    pub streams: u64,
     /// Full listings per tools/list run.
     pub lists: u64,
     /// Where results go.
@@ -81,7 +87,11 @@ impl Ctx {
             .or_else(|| std::env::var_os("SLUICE_BIN").map(PathBuf::from))
             .unwrap_or_else(|| release.join("sluice"));
         let echo = release.join("sluice-bench-echo");
-        for b in [&sluice, &echo] {
+        let floor = release.join("sluice-bench-floor");
+        for b in [&sluice, &echo, &floor]
+            .into_iter()
+            .chain(args.baseline.as_ref())
+        {
             if !b.is_file() {
                 bail!(
                     "{} is missing: run bench/run (it builds the release binaries)",
@@ -113,6 +123,8 @@ impl Ctx {
             bench: bench.clone(),
             sluice,
             echo,
+            floor,
+            baseline: args.baseline.clone(),
             node,
             ts_missing,
             rounds: args.rounds.unwrap_or(if quick { 1 } else { 5 }).max(1),
@@ -120,7 +132,10 @@ impl Ctx {
             warmup_calls: if quick { 20 } else { 1000 },
             warmup_secs: if quick { 0.1 } else { 0.5 },
             settle: Duration::from_millis(if quick { 50 } else { 500 }),
-            sessions: if quick { 50 } else { 1000 },
+            // Enough that the allocator's steps of RSS (up to 2 MiB) are a few per cent.
+            sessions: if quick { 50 } else { 8_000 },
+            // Each stream holds a connection: below the default max_connections (1,024).
+            streams: if quick { 20 } else { 1_000 },
             lists: if quick { 3 } else { 50 },
             out: args.out.clone().unwrap_or_else(|| bench.join("results")),
             logs,
@@ -225,12 +240,18 @@ pub struct ResRow {
     pub idle_rss_tree_kb: Option<u64>,
     /// RSS growth per idle session, kB.
     pub kb_per_session: Option<f64>,
+    /// RSS growth per idle GET stream (with its connection), kB.
+    #[serde(default)]
+    pub kb_per_stream: Option<f64>,
     /// Median full tools/list (1,000 tools) latency, µs.
     pub list_p50_us: Option<f64>,
     /// The same, direct, in the same rounds.
     pub list_direct_p50_us: Option<f64>,
     /// Median of the per-round ratios.
     pub list_ratio: Option<f64>,
+    /// The gateway's CPU µs per full listing (median over the rounds).
+    #[serde(default)]
+    pub list_gw_cpu_us: Option<f64>,
     /// Tools and pages seen in one listing.
     pub list_tools: usize,
     /// Pages in one listing.
@@ -495,16 +516,41 @@ fn config_cmd(
     port: u16,
 ) -> Result<Command> {
     let listen = format!("127.0.0.1:{port}");
+    let (launch, sluice) = match launch {
+        Launch::Baseline(inner) => (&**inner, ctx.baseline.as_ref().context("no --baseline")?),
+        other => (other, &ctx.sluice),
+    };
     Ok(match launch {
+        Launch::Floor => {
+            let mut c = Command::new(&ctx.floor);
+            c.args(["--listen", &listen, "--upstream", direct_url]);
+            c
+        }
+        Launch::Baseline(_) => bail!("a baseline of a baseline"),
         Launch::Sluice(Via::Http) => {
-            let mut c = Command::new(&ctx.sluice);
-            c.args(["serve", "--passthrough", direct_url, "--listen", &listen]);
+            let mut c = Command::new(sluice);
+            c.args(["serve", "--no-admin", "--passthrough", direct_url])
+                .args(["--listen", &listen]);
+            c
+        }
+        Launch::SluiceAdmin => {
+            let admin = format!("127.0.0.1:{}", free_port()?);
+            let mut c = Command::new(sluice);
+            c.args(["serve", "--admin", &admin, "--passthrough", direct_url])
+                .args(["--listen", &listen]);
             c
         }
         Launch::Sluice(Via::Stdio) => {
-            let mut c = Command::new(&ctx.sluice);
-            c.args(["serve", "--listen", &listen, "--passthrough", "--"])
-                .args(upstream_stdio(ctx, u, tools));
+            let mut c = Command::new(sluice);
+            c.args([
+                "serve",
+                "--no-admin",
+                "--listen",
+                &listen,
+                "--passthrough",
+                "--",
+            ])
+            .args(upstream_stdio(ctx, u, tools));
             c
         }
         Launch::SluiceTree(files) => {
@@ -530,7 +576,7 @@ fn config_cmd(
                 let text = content
                     .replace("{{UPSTREAM_URL}}", direct_url)
                     .replace("{{ECHO}}", &ctx.echo.display().to_string())
-                    .replace("{{SLUICE}}", &ctx.sluice.display().to_string())
+                    .replace("{{SLUICE}}", &sluice.display().to_string())
                     .replace("{{BENCH}}", &ctx.bench.display().to_string())
                     .replace(
                         "{{HOOK_URL}}",
@@ -544,9 +590,8 @@ fn config_cmd(
                 }
                 std::fs::write(p, text)?;
             }
-            let mut c = Command::new(&ctx.sluice);
-            c.arg("serve")
-                .arg("--home")
+            let mut c = Command::new(sluice);
+            c.args(["serve", "--no-admin", "--home"])
                 .arg(&home)
                 .args(["--listen", &listen]);
             c
@@ -684,7 +729,7 @@ pub fn run_all(ctx: &Ctx) -> Result<Results> {
         loadavg: (loadavg(), String::new()),
         ..Default::default()
     };
-    let configs = plan::configs(ctx.args.peers);
+    let configs = plan::configs(ctx.args.peers, ctx.baseline.is_some(), &ctx.args.only);
     let mut peer_status: HashMap<Peer, Result<(), String>> = HashMap::new();
     for c in &configs {
         if let Ok(Launch::Peer(p)) = &c.launch {
@@ -951,6 +996,15 @@ fn call_matrix(
     Ok(())
 }
 
+/// Is it Sluice (which has GET streams to measure)?
+fn is_sluice(l: &Launch) -> bool {
+    match l {
+        Launch::Sluice(_) | Launch::SluiceAdmin | Launch::SluiceTree(_) => true,
+        Launch::Baseline(inner) => is_sluice(inner),
+        Launch::Floor | Launch::Peer(_) => false,
+    }
+}
+
 fn start_failed(r: &ResRow) -> bool {
     r.notes.iter().any(|n| n.starts_with("start-up failed"))
 }
@@ -1124,6 +1178,36 @@ fn resources(
         }
     }
 
+    // 2b. RSS per idle GET stream (Sluice only: the echoes answer GET with 405), a fresh
+    // process each.
+    for (row, l) in &launches {
+        if start_failed(&rows[*row]) || !is_sluice(l) {
+            continue;
+        }
+        let name = name_of(*row);
+        let port = free_port()?;
+        let r = config_cmd(ctx, &name, l, u, &base.url, 1, port)
+            .and_then(|cmd| start(ctx, rt, &format!("{name} streams"), cmd, url_of(port), 1))
+            .and_then(|p| {
+                rt.block_on(sluice_bench_load::streams::get_streams(
+                    &name,
+                    &p.url,
+                    ctx.streams,
+                    p.pid,
+                ))
+            });
+        match r {
+            Ok(s) => {
+                eprintln!(
+                    "  {name}: {} GET streams: {:.2} KB per stream",
+                    s.streams, s.kb_per_stream
+                );
+                rows[*row].kb_per_stream = Some(s.kb_per_stream);
+            }
+            Err(e) => rows[*row].notes.push(format!("GET streams: {e:#}")),
+        }
+    }
+
     // 3. tools/list with 1,000 tools, interleaved with the direct listing.
     let port = free_port()?;
     let big = start(
@@ -1149,6 +1233,7 @@ fn resources(
         }
     }
     let mut lists: HashMap<usize, Vec<(f64, f64)>> = HashMap::new();
+    let mut list_cpu: HashMap<usize, Vec<f64>> = HashMap::new();
     for round in 0..ctx.rounds {
         eprintln!("{} tools/list round {}/{}", u.name(), round + 1, ctx.rounds);
         for (row, p) in &fronts {
@@ -1160,13 +1245,17 @@ fn resources(
                 Some(TOOLS),
                 &[],
             ));
+            let gateway = [Watch {
+                label: "gateway".into(),
+                pid: p.pid,
+            }];
             let g = rt.block_on(load::list(
                 &name_of(*row),
                 &p.url,
                 ctx.lists,
                 2,
                 Some(TOOLS),
-                &[],
+                &gateway,
             ));
             match (d, g) {
                 (Ok(d), Ok(g)) if d.errors == 0 && g.errors == 0 => {
@@ -1185,6 +1274,9 @@ fn resources(
                         .entry(*row)
                         .or_default()
                         .push((d.latency.p50_us, g.latency.p50_us));
+                    if let Some(cpu) = g.procs.first() {
+                        list_cpu.entry(*row).or_default().push(cpu.cpu_us_per_call);
+                    }
                 }
                 (Ok(d), Ok(g)) => {
                     let e = g.first_error.or(d.first_error).unwrap_or_default();
@@ -1193,6 +1285,9 @@ fn resources(
                 (Err(e), _) | (_, Err(e)) => rows[*row].notes.push(format!("tools/list: {e:#}")),
             }
         }
+    }
+    for (row, v) in &list_cpu {
+        rows[*row].list_gw_cpu_us = Some(median(v));
     }
     let mut all_direct = Vec::new();
     for (row, v) in &lists {

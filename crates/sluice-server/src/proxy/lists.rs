@@ -1,0 +1,220 @@
+//! The four lists answered from pages serialised once per catalog: when nothing about the
+//! caller changes what it may see (open access rules) and the hook chain leaves the list
+//! alone or only reshapes it from its options (`explain`, `describe`: transformed once), the
+//! reply is the cached page's text under the request's id — the same bytes the full driver
+//! would write, without cloning and serialising the page again.
+
+use super::hooks::Facts;
+use crate::catalog::{ListKind, PageKey};
+use crate::session::Session;
+use crate::state::{Snapshot, State};
+use serde_json::Value;
+use sluice_core::{Kind, Message};
+use sluice_hooks::{Phase, Trace};
+use std::sync::Arc;
+
+/// The whole reply (JSON text) to a list request answered from the cache, or `None` when the
+/// request takes the full driver (not a list, filtered by access rules, traced, hooked by
+/// anything but a pure list transform, a cursor that starts no page, …).
+pub async fn cached(
+    st: &Arc<State>,
+    snap: &Snapshot,
+    session: &Arc<Session>,
+    msg: &Message,
+) -> Option<String> {
+    if msg.kind() != Kind::Request {
+        return None;
+    }
+    let kind = match msg.method()? {
+        "tools/list" => ListKind::Tools,
+        "prompts/list" => ListKind::Prompts,
+        "resources/list" => ListKind::Resources,
+        "resources/templates/list" => ListKind::Templates,
+        _ => return None,
+    };
+    if !snap.policy.is_open() || st.rt.telemetry.is_some() {
+        return None;
+    }
+    let size = snap.settings().page_size as usize;
+    // The catalog this client sees: the gateway's, or its own view when upstream sessions of
+    // its own list something else (views.rs) — opened first, as the full driver does.
+    crate::views::prepare(snap, session).await;
+    let catalog = crate::views::catalog_for(snap, session);
+    let catalog = &*catalog;
+    let start = catalog.page_start(kind, msg.param_str("cursor"), size)?;
+    let id = msg.id()?;
+    let hooked = !snap.chain.is_empty();
+    let facts = hooked.then(|| Facts::plain(msg.method().unwrap_or(""), None));
+    let cx = facts.as_ref().map(|f| f.ctx(session));
+    let transformed = match &cx {
+        Some(cx) => {
+            if !snap.chain.is_pure_for(cx) {
+                return None;
+            }
+            snap.chain.selects(Phase::Response, cx, usize::MAX)
+        }
+        None => false,
+    };
+    let key = PageKey {
+        kind,
+        start,
+        size,
+        transform: if transformed {
+            Arc::as_ptr(&snap.chain) as *const () as usize
+        } else {
+            0
+        },
+    };
+    // The server-side operation metric, as the full driver records it when observed.
+    let peer = super::peer(session);
+    let op = st
+        .observed(snap)
+        .then(|| sluice_telemetry::ServerOp::start(msg, &peer));
+    let page = match catalog.cached_page(&key) {
+        Some(page) => page,
+        None => {
+            let page = catalog.page(kind, msg.param_str("cursor"), size).ok()?;
+            let page = match (&cx, transformed) {
+                (Some(cx), true) => {
+                    let reply = Message::response(id.clone(), page);
+                    let mut trace = Trace::default();
+                    let reply = snap
+                        .chain
+                        .response(cx, reply, Some(msg), usize::MAX, &mut trace)
+                        .await
+                        .ok()?;
+                    reply.result()?.clone()
+                }
+                _ => page,
+            };
+            let page: Arc<str> = serde_json::to_string(&page).ok()?.into();
+            let keep =
+                transformed.then(|| snap.chain.clone() as Arc<dyn std::any::Any + Send + Sync>);
+            catalog.keep_page(key, keep, page.clone());
+            page
+        }
+    };
+    if let Some(op) = op {
+        op.finish(&Message::response(id.clone(), Value::Null));
+    }
+    Some(format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{page}}}"#,
+        sluice_core::exact::to_string(id)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use serde_json::json;
+
+    fn state(files: &[(&str, Value)]) -> Arc<State> {
+        let names: Vec<String> = (0..7).map(|i| format!("t{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut all = vec![
+            testing::expose(&["fx"]),
+            ("sluice.json", json!({"page_size": 3})),
+        ];
+        all.extend(files.iter().cloned());
+        testing::state(
+            &all,
+            &[("fx", testing::tools(&names), json!({"tools": {}}))],
+        )
+    }
+
+    /// What the full driver writes for `msg`.
+    async fn driven(st: &Arc<State>, msg: &Message) -> String {
+        let (session, _out) = testing::session();
+        let (sink, _rx) = tokio::sync::mpsc::unbounded_channel();
+        super::super::client_request(st, &st.snapshot(), &session, msg.clone(), &sink)
+            .await
+            .into_reply()
+            .to_json()
+    }
+
+    async fn from_cache(st: &Arc<State>, msg: &Message) -> Option<String> {
+        let (session, _out) = testing::session();
+        cached(st, &st.snapshot(), &session, msg).await
+    }
+
+    fn list(id: Value, cursor: Option<&str>) -> Message {
+        let params = match cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        Message::request(id, "tools/list", Some(params))
+    }
+
+    /// Every page of tools/list: the cached answer (asked twice, so the second comes from the
+    /// cache) is byte for byte what the full driver writes.
+    async fn pages_match(st: &Arc<State>) -> usize {
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let msg = list(json!(pages + 10), cursor.as_deref());
+            let full = driven(st, &msg).await;
+            assert_eq!(from_cache(st, &msg).await.as_deref(), Some(full.as_str()));
+            assert_eq!(from_cache(st, &msg).await.as_deref(), Some(full.as_str()));
+            pages += 1;
+            let v: Value = serde_json::from_str(&full).unwrap();
+            match v["result"]["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return pages,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn cached_pages_are_the_bytes_the_driver_writes() {
+        let st = state(&[]);
+        assert_eq!(pages_match(&st).await, 3);
+        // A string id, and an id the exact-id machinery keeps as sent.
+        let msg = list(json!("abc"), None);
+        assert_eq!(from_cache(&st, &msg).await, Some(driven(&st, &msg).await));
+        let exact =
+            Message::parse(br#"{"jsonrpc":"2.0","id":1.50,"method":"tools/list"}"#).unwrap();
+        let text = from_cache(&st, &exact).await.unwrap();
+        assert!(
+            text.starts_with(r#"{"jsonrpc":"2.0","id":1.50,"result":"#),
+            "{text}"
+        );
+        assert_eq!(Some(text), Some(driven(&st, &exact).await));
+    }
+
+    #[tokio::test]
+    async fn the_explain_transform_is_applied_once_and_cached_as_the_driver_would_write_it() {
+        let manifest = json!({"version": 1, "hooks": [
+            {"id": "explain", "type": "builtin", "builtin": "explain", "enabled": true}
+        ]});
+        let st = state(&[("hooks/hooks.manifest.json", manifest)]);
+        assert_eq!(pages_match(&st).await, 3);
+        let text = from_cache(&st, &list(json!(1), None)).await.unwrap();
+        assert!(text.contains(r#""required":["reason"]"#), "{text}");
+    }
+
+    #[tokio::test]
+    async fn what_the_cache_cannot_answer_goes_to_the_driver() {
+        // A cursor that starts no page, a bad cursor, a method that is not a list.
+        let st = state(&[]);
+        for msg in [
+            list(json!(1), Some("sluice-1-2")),
+            list(json!(1), Some("bogus")),
+            Message::request(json!(1), "ping", None),
+        ] {
+            assert_eq!(from_cache(&st, &msg).await, None, "{}", msg.to_json());
+        }
+        // A hook that sees list requests, and access rules that filter lists.
+        let deny = json!({"version": 1, "hooks": [
+            {"id": "log", "event": "Request", "type": "http", "url": "http://127.0.0.1:9/hook", "methods": ["tools/list"], "enabled": true}
+        ]});
+        let rules = json!({"enabled": false, "rules": [{"effect": "deny", "tools": ["t1"]}]});
+        for files in [
+            vec![("hooks/hooks.manifest.json", deny)],
+            vec![("auth/auth.config.json", rules)],
+        ] {
+            let st = state(&files);
+            assert_eq!(from_cache(&st, &list(json!(1), None)).await, None);
+        }
+    }
+}
