@@ -276,6 +276,11 @@ async fn the_funnel_and_the_validate_hook_use_the_clients_own_view() {
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
     let mut c = Client::new(&url);
     c.initialize(json!({"roots": {}, "sampling": {}})).await;
+    // A plain tools/list (answered from cached pages when nothing hooks it) shows the view too.
+    let names = c.tool_names().await;
+    for t in ["ev_get-roots-list", "ev_trigger-sampling-request"] {
+        assert!(names.iter().any(|n| n == t), "{t} missing: {names:?}");
+    }
     let r = c.call_tool("sluice_list_tools", json!({})).await;
     let listed: Vec<String> = r["result"]["structuredContent"]["tools"]
         .as_array()
