@@ -24,6 +24,7 @@ mod pump;
 mod session_lists;
 pub mod shared;
 pub mod slot;
+mod slot_events;
 mod sse;
 mod stdio;
 
