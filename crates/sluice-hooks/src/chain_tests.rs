@@ -1,6 +1,8 @@
 //! The chain's unit tests: selection, controls first, builtins' matchers, every option the
 //! configuration accepts.
 use super::*;
+use sluice_config::{HookKindSpec, HookSpec};
+use std::path::Path;
 
 #[test]
 fn globs() {
