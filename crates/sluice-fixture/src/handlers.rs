@@ -1,15 +1,20 @@
-//! Request dispatch: one function per MCP method (tools are in [`crate::tools`]), for both
+//! Request dispatch: [`spawn_request`] runs a session's request (the transports call it with
+//! the session), and one function per MCP method (tools are in [`crate::tools`]), for both
 //! eras. Modern (2026-07-28) requests also get `server/discover` and `subscriptions/listen`,
 //! lose the handshake-era methods, and have their results completed with `resultType`, the
 //! `io.modelcontextprotocol/serverInfo` stamp and, where cacheable, `ttlMs`/`cacheScope`.
+
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::catalog;
 use crate::mrtr::AskError;
-use crate::protocol::{self, RpcError, META_SERVER_INFO, META_SUBSCRIPTION_ID, RESOURCE_NOT_FOUND};
-use crate::session::{Ctx, Filter};
+use crate::protocol::{
+    self, id_key, RpcError, META_SERVER_INFO, META_SUBSCRIPTION_ID, RESOURCE_NOT_FOUND,
+};
+use crate::session::{Ctx, Era, Filter, Out, Session};
 
 /// Methods whose complete modern results carry caching hints (`server/utilities/caching`).
 const CACHEABLE: [&str; 6] = [
@@ -72,6 +77,41 @@ fn list(ctx: &Ctx, key: &str, items: Vec<Value>, params: &Value) -> Result<Value
         result["nextCursor"] = json!(next);
     }
     Ok(result)
+}
+
+/// Start handling request `id` of `session` in `era`; its related messages and final response
+/// arrive on the returned channel. [`Session::cancel`] (or `notifications/cancelled`) for `id`
+/// drops the handler and yields `Out::Final(None)`.
+pub fn spawn_request(
+    session: &Arc<Session>,
+    id: Value,
+    method: String,
+    params: Value,
+    era: Era,
+) -> mpsc::UnboundedReceiver<Out> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let key = id_key(&id);
+    let mut cancel_rx = session.track_request(key.clone());
+    let session = session.clone();
+    tokio::spawn(async move {
+        let ctx = Ctx::new(session.clone(), id.clone(), era, tx.clone());
+        let outcome = tokio::select! {
+            r = handle(&ctx, &method, params) => Some(r),
+            _ = cancel_rx.wait_for(|c| *c) => None,
+        };
+        drop(ctx);
+        session.untrack_request(&key);
+        let msg = match outcome {
+            Some(Ok(result)) => Some(protocol::response(&id, result)),
+            Some(Err(e)) => Some(protocol::error_response(&id, &e)),
+            None => {
+                eprintln!("sluice-fixture: request {key} ({method}) cancelled");
+                None
+            }
+        };
+        let _ = tx.send(Out::Final(msg));
+    });
+    rx
 }
 
 /// Handle request `method` in the request's era, returning its result (cancellation is

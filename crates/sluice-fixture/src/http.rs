@@ -22,9 +22,11 @@ use axum::Router;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use crate::handlers;
 use crate::protocol::{self, Incoming, ModernMeta, RpcError, MODERN_VERSION};
-use crate::session::{lock, Era, EraMode, Fixture, ModernReq, Out, Session};
+use crate::session::{Era, EraMode, Fixture, ModernReq, Out, Session};
 use crate::sse::Streams;
+use crate::sync::lock;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -229,7 +231,7 @@ async fn run_request(
     method: String,
     params: Value,
 ) -> Response {
-    let mut rx = session.core.spawn_request(id, method, params, Era::Legacy);
+    let mut rx = handlers::spawn_request(&session.core, id, method, params, Era::Legacy);
     let first = rx.recv().await.unwrap_or(Out::Final(None));
     let first = match first {
         Out::Final(Some(msg)) => return json_response(StatusCode::OK, &msg),
@@ -643,7 +645,7 @@ async fn run_modern(
     let session = Session::new(fixture.clone(), None, Box::new(Some));
     let era = Era::Modern(Box::new(ModernReq::new(meta, &method, &params)));
     let record = method != "subscriptions/listen";
-    let mut rx = session.spawn_request(id.clone(), method, params, era);
+    let mut rx = handlers::spawn_request(&session, id.clone(), method, params, era);
     let mut guard = CancelOnDrop {
         session,
         id,

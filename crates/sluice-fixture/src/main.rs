@@ -24,6 +24,7 @@ mod protocol;
 mod session;
 mod sse;
 mod stdio;
+mod sync;
 mod task_methods;
 mod tasks;
 mod tools;

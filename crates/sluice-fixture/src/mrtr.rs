@@ -14,7 +14,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Map, Value};
 
 use crate::protocol::RpcError;
-use crate::session::{lock, Ctx};
+use crate::session::Ctx;
+use crate::sync::lock;
 
 /// How long a requestState stays valid.
 const STATE_TTL_MS: u64 = 10 * 60 * 1000;

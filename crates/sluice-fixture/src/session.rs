@@ -9,7 +9,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -20,14 +20,10 @@ use crate::protocol::{
     self, id_key, ModernMeta, RpcError, LATEST_VERSION, LOG_LEVELS, META_SUBSCRIPTION_ID,
     MODERN_VERSION, SUPPORTED_VERSIONS,
 };
+use crate::sync::lock;
 
 /// How long a request sent to the client may wait for its answer.
 const CLIENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Lock a mutex, ignoring poisoning (a panicking handler must not wedge the fixture).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Which protocol eras the fixture serves (`--era`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,7 +270,7 @@ impl Fixture {
     /// Whether a modern request may name `method` (the extension's methods with `--tasks`).
     pub fn serves_modern(&self, method: &str) -> bool {
         protocol::is_modern_method(method)
-            || (self.config.tasks && crate::task_methods::MODERN_METHODS.contains(&method))
+            || (self.config.tasks && crate::tasks::MODERN_METHODS.contains(&method))
     }
 
     /// Whether `name` is a dynamic tool added by `trigger_list_changed`.
@@ -408,46 +404,17 @@ impl Session {
         lock(&self.state).subscriptions.contains(uri)
     }
 
-    /// Start handling request `id` in `era`; its related messages and final response arrive on
-    /// the returned channel. [`Session::cancel`] (or `notifications/cancelled`) for `id` drops
-    /// the handler and yields `Out::Final(None)`.
-    pub fn spawn_request(
-        self: &Arc<Self>,
-        id: Value,
-        method: String,
-        params: Value,
-        era: Era,
-    ) -> mpsc::UnboundedReceiver<Out> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (cancel_tx, mut cancel_rx) = watch::channel(false);
-        let key = id_key(&id);
-        lock(&self.inflight).insert(key.clone(), cancel_tx);
-        let session = self.clone();
-        tokio::spawn(async move {
-            let ctx = Ctx {
-                session: session.clone(),
-                id: id.clone(),
-                era,
-                gathered: Mutex::new(Map::new()),
-                out: tx.clone(),
-            };
-            let outcome = tokio::select! {
-                r = crate::handlers::handle(&ctx, &method, params) => Some(r),
-                _ = cancel_rx.wait_for(|c| *c) => None,
-            };
-            drop(ctx);
-            lock(&session.inflight).remove(&key);
-            let msg = match outcome {
-                Some(Ok(result)) => Some(protocol::response(&id, result)),
-                Some(Err(e)) => Some(protocol::error_response(&id, &e)),
-                None => {
-                    eprintln!("sluice-fixture: request {key} ({method}) cancelled");
-                    None
-                }
-            };
-            let _ = tx.send(Out::Final(msg));
-        });
-        rx
+    /// Register in-flight request `key`; the returned receiver turns `true` when
+    /// [`Session::cancel`] (or `notifications/cancelled`) names it.
+    pub fn track_request(&self, key: String) -> watch::Receiver<bool> {
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        lock(&self.inflight).insert(key, cancel_tx);
+        cancel_rx
+    }
+
+    /// Forget in-flight request `key` (its handler finished or was cancelled).
+    pub fn untrack_request(&self, key: &str) {
+        lock(&self.inflight).remove(key);
     }
 
     /// Cancel in-flight request `id` (no response will be sent); unknown ids are ignored.
@@ -552,6 +519,17 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The context of request `id` on `session` in `era`; what the handler emits goes to `out`.
+    pub fn new(session: Arc<Session>, id: Value, era: Era, out: mpsc::UnboundedSender<Out>) -> Ctx {
+        Ctx {
+            session,
+            id,
+            era,
+            gathered: Mutex::new(Map::new()),
+            out,
+        }
+    }
+
     /// The modern context, if this is a modern request.
     pub fn modern(&self) -> Option<&ModernReq> {
         match &self.era {
@@ -662,13 +640,7 @@ impl Ctx {
     /// A context for request `id` in `era` on a fresh stdio-like session (for unit tests).
     pub fn for_test(fixture: Arc<Fixture>, id: Value, era: Era) -> Ctx {
         let (out, _) = mpsc::unbounded_channel();
-        Ctx {
-            session: Session::new(fixture, None, Box::new(Some)),
-            id,
-            era,
-            gathered: Mutex::new(Map::new()),
-            out,
-        }
+        Ctx::new(Session::new(fixture, None, Box::new(Some)), id, era, out)
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::handlers;
 use crate::protocol::{self, Incoming, RpcError, MODERN_VERSION};
 use crate::session::{Era, EraMode, Fixture, ModernReq, Out, Session};
 
@@ -77,7 +78,7 @@ pub async fn run(fixture: Arc<Fixture>) -> std::io::Result<()> {
                         continue;
                     }
                 };
-                let mut rx = session.spawn_request(id, method, params, era);
+                let mut rx = handlers::spawn_request(&session, id, method, params, era);
                 tokio::spawn(async move {
                     while let Some(out) = rx.recv().await {
                         match out {

@@ -8,12 +8,7 @@ use serde_json::{json, Map, Value};
 use crate::mrtr::AskError;
 use crate::protocol::RpcError;
 use crate::session::Ctx;
-use crate::tasks::{self, Task, EXTENSION, RELATED_TASK};
-
-/// The legacy methods of `--tasks`.
-pub const LEGACY_METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
-/// The 2026-07-28 methods of the extension.
-pub const MODERN_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
+use crate::tasks::{self, Task, EXTENSION, LEGACY_METHODS, MODERN_METHODS, RELATED_TASK};
 
 /// The legacy capability.
 pub fn legacy_capability() -> Value {

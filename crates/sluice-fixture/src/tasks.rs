@@ -21,12 +21,16 @@ use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
 use crate::protocol::RpcError;
-use crate::session::lock;
+use crate::sync::lock;
 
 /// The extension's id (2026-07-28).
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// The `_meta` key of a message related to a task (2025-11-25).
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+/// The legacy methods of `--tasks`.
+pub const LEGACY_METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+/// The 2026-07-28 methods of the extension.
+pub const MODERN_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
 /// How long a task is kept, and the poll interval suggested.
 const TTL_MS: u64 = 300_000;
 const POLL_MS: u64 = 200;
