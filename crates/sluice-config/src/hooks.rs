@@ -255,6 +255,9 @@ pub struct HooksFile {
 /// the response controls (they run before every other response hook) and `rate-limit`.
 const TOOLS_CALL_BY_DEFAULT: &[&str] = &["mask", "pii", "size-cap", "rate-limit"];
 
+/// The longest timeout, in seconds, a hook or a registered tool may have (a day).
+pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
 fn inside(base: &Path, rel: &str) -> bool {
     let p = Path::new(rel);
     if p.is_absolute() {
@@ -475,6 +478,13 @@ pub(crate) fn load(
         let timeout = match obj.get("timeout") {
             None | Some(Value::Null) => default_timeout,
             Some(v) => match v.as_f64() {
+                Some(t) if t > MAX_TIMEOUT_SECS => {
+                    f.err(
+                        "timeout",
+                        format!("must be at most {MAX_TIMEOUT_SECS} seconds (a day)"),
+                    );
+                    default_timeout
+                }
                 Some(t) if t > 0.0 => t,
                 // As toolfunnel does: absent or non-positive → the default.
                 Some(_) => default_timeout,
@@ -634,6 +644,21 @@ mod tests {
 
     fn builtin(id: &str, name: &str, options: Value) -> Value {
         json!({"id": id, "type": "builtin", "builtin": name, "options": options, "enabled": true})
+    }
+
+    #[test]
+    fn a_timeout_past_a_day_is_an_error_naming_the_field() {
+        let mut hook = builtin("explain", "explain", Value::Null);
+        hook["event"] = json!("PreToolUse");
+        hook["timeout"] = json!(5.5e25);
+        let (hooks, errors, _) = load_hooks("timeout", json!([hook]));
+        assert_eq!(
+            errors,
+            ["hooks[0].timeout: must be at most 86400 seconds (a day)"]
+        );
+        // The entry stays, with the default timeout (10 s for a builtin).
+        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks[0].timeout, Duration::from_secs(10));
     }
 
     #[test]

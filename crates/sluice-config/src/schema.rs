@@ -429,7 +429,7 @@ pub(crate) static HOOK: Obj = Obj {
         f("ask_fallback", Ty::Enum(&["deny", "allow"]), "What an `ask` becomes for a client without elicitation.").def("\"deny\""),
         f("builtin", Ty::Enum(BUILTINS), "builtin: which one."),
         f("options", Ty::Options, "builtin: its options (their schema depends on `builtin`)."),
-        f("timeout", Ty::Number, "Seconds per event; absent or non-positive: 60 for command, 10 for the others."),
+        f("timeout", Ty::Number, "Seconds per event (at most 86400); absent or non-positive: 60 for command, 10 for the others."),
         f("on_error", Ty::Enum(&["refuse", "pass"]), "What a timeout, crash or unreadable answer means.").def("\"refuse\""),
         f("enabled", Ty::Bool, "The manifest's state (`hooks.state.json` wins); anything but `true` is off.").def("false").lenient(),
         f("description", Ty::Str, "For people.").def("\"\""),
@@ -465,7 +465,7 @@ pub(crate) static TOOL: Obj = Obj {
         f("instructions", Ty::Str, "The full usage doc.").def("\"\""),
         f("mode", Ty::Enum(&["gateway", "reference"]), "gateway: Sluice runs `invoke`; reference: the run returns the instructions. Default: gateway with an invoke, else reference."),
         f("invoke", Ty::Object(&INVOKE), "How a gateway tool runs (required unless `mode` is `reference`)."),
-        f("timeout", Ty::Number, "Seconds; the process group is killed past it (absent or non-positive: 60).").lenient(),
+        f("timeout", Ty::Number, "Seconds; the process group is killed past it (absent or non-positive: 60; past a day: a day).").lenient(),
     ],
     when: &[When { field: "mode", is: &["reference"], negate: true, absent_is: false, require: &["invoke"] }],
     ..OBJ

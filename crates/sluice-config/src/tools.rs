@@ -240,7 +240,9 @@ pub fn load(home: &Path, errors: &mut Vec<ConfigError>) -> Register {
         let timeout_secs = obj
             .get("timeout")
             .and_then(Value::as_f64)
-            .filter(|t| *t > 0.0);
+            .filter(|t| *t > 0.0)
+            // A registry is read leniently: past a day, a day.
+            .map(|t| t.min(crate::hooks::MAX_TIMEOUT_SECS));
         out.tools.push(RegisterTool {
             summary: f.string("summary").unwrap_or_default(),
             category: f.string("category").unwrap_or_default(),
