@@ -80,7 +80,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         events: slot_tx,
         timing: timing_rx,
         shutdown: shutdown.clone(),
-        shared: cluster.clone().map(crate::replicas::upstreams::shared),
+        shared: cluster.clone().map(crate::shared_upstreams::shared),
     };
     let rt = Runtime {
         sessions: Sessions::default(),

@@ -23,6 +23,7 @@ pub mod modern;
 pub mod proxy;
 pub mod replicas;
 pub mod session;
+pub mod shared_upstreams;
 pub mod state;
 pub mod stream;
 pub mod tasks;

@@ -13,7 +13,6 @@ use crate::state::State;
 use crate::stream::StreamBuf;
 
 mod handover;
-pub mod upstreams;
 pub use handover::{forward_cancel, forward_reply, hand_retry, replay_elsewhere};
 use serde_json::{json, Value};
 use sluice_cluster::{Bus, BusMsg, StoreError};

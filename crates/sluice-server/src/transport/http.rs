@@ -663,7 +663,7 @@ async fn delete(
     control::end_session(gw, &session.id, sluice_hooks::EndReason::Deleted).await;
     // This replica ended it: it ends the upstream sessions every replica shared, once.
     if let Some(fields) = ended {
-        crate::replicas::upstreams::end_upstreams(gw, &fields).await;
+        crate::shared_upstreams::end_upstreams(gw, &fields).await;
     }
     StatusCode::OK.into_response()
 }
