@@ -295,21 +295,9 @@ async fn wait_legacy(
         ) {
             return Ok(Ok(()));
         }
-        let wait = t
-            .get("pollInterval")
-            .and_then(Value::as_u64)
-            .unwrap_or(500)
-            .clamp(50, 2000);
-        tokio::time::sleep(Duration::from_millis(wait)).await;
+        pause(&t, "pollInterval").await;
     }
-    Ok(Err(RpcError::new(
-        codes::REQUEST_TIMEOUT,
-        format!(
-            "Task {} did not end within {} s",
-            route.id,
-            MAX_WAIT.as_secs()
-        ),
-    )))
+    Ok(Err(outlasted(route)))
 }
 
 /// Follow a 2026-07-28 upstream's task to its end for a legacy client: poll `tasks/get`, ask
@@ -388,21 +376,32 @@ async fn poll(
             }
             _ => {}
         }
-        let wait = t
-            .get("pollIntervalMs")
-            .and_then(Value::as_u64)
-            .unwrap_or(500)
-            .clamp(50, 2000);
-        tokio::time::sleep(Duration::from_millis(wait)).await;
+        pause(&t, "pollIntervalMs").await;
     }
-    Ok(Err(RpcError::new(
+    Ok(Err(outlasted(route)))
+}
+
+/// Wait between two polls of a task: the upstream's interval (`field`, ms; 500 when absent),
+/// kept within 50–2000 ms.
+async fn pause(task: &Value, field: &str) {
+    let ms = task
+        .get(field)
+        .and_then(Value::as_u64)
+        .unwrap_or(500)
+        .clamp(50, 2000);
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// The error for a task that did not end within [`MAX_WAIT`].
+fn outlasted(route: &TaskRoute) -> RpcError {
+    RpcError::new(
         codes::REQUEST_TIMEOUT,
         format!(
             "Task {} did not end within {} s",
             route.id,
             MAX_WAIT.as_secs()
         ),
-    )))
+    )
 }
 
 /// `tasks/cancel` in the client's era: a legacy client gets the task back, a modern one the
