@@ -14,6 +14,7 @@ pub mod message;
 pub mod principal;
 #[cfg(feature = "process")]
 pub mod process;
+mod raw;
 pub mod time;
 pub mod version;
 

@@ -2,6 +2,7 @@
 
 use crate::error::RpcError;
 use crate::exact;
+use crate::raw::RawReply;
 use serde_json::{json, Map, Value};
 
 /// What a JSON-RPC message is.
@@ -18,11 +19,25 @@ pub enum Kind {
 }
 
 /// A JSON-RPC message. The object is kept whole (unknown fields, key order), so forwarding it
-/// changes nothing the gateway did not mean to change.
-#[derive(Debug, Clone, PartialEq)]
+/// changes nothing the gateway did not mean to change. A reply read with
+/// [`Message::parse_reply`] is kept as its text until something looks inside or changes more
+/// than its id.
+#[derive(Debug, Clone)]
 pub struct Message {
-    obj: Map<String, Value>,
+    body: Body,
     kind: Kind,
+}
+
+#[derive(Debug, Clone)]
+enum Body {
+    Obj(Map<String, Value>),
+    Reply(Box<RawReply>),
+}
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Message) -> bool {
+        self.kind == other.kind && self.as_object() == other.as_object()
+    }
 }
 
 /// Why bytes could not become a [`Message`]: the error to answer with, and the request id if one
@@ -70,13 +85,31 @@ impl Message {
         })?;
         match Message::classify(value, false) {
             Ok(mut m) => {
-                keep_exact_id(m.obj.get_mut("id"), bytes);
+                keep_exact_id(m.obj_mut().get_mut("id"), bytes);
                 Ok(m)
             }
             Err(mut e) => {
                 keep_exact_id(e.id.as_mut(), bytes);
                 Err(e)
             }
+        }
+    }
+
+    /// [`Message::parse`], keeping a plain reply (`jsonrpc`, `id`, and `result` or `error`, on
+    /// one line) as the text it arrived as: its id can be replaced and it is written back as
+    /// received; anything that reads further parses it then, and anything that changes more
+    /// than the id makes it an ordinary message. For what an upstream sends.
+    pub fn parse_reply(bytes: &[u8]) -> Result<Message, ParseError> {
+        match RawReply::read(bytes) {
+            Some(r) => Ok(Message {
+                kind: if r.is_error() {
+                    Kind::Error
+                } else {
+                    Kind::Response
+                },
+                body: Body::Reply(Box::new(r)),
+            }),
+            None => Message::parse(bytes),
         }
     }
 
@@ -129,7 +162,33 @@ impl Message {
                 return Err(fail("\"params\" must be an object or an array"));
             }
         }
-        Ok(Message { obj, kind })
+        Ok(Message::of(obj, kind))
+    }
+
+    fn of(obj: Map<String, Value>, kind: Kind) -> Message {
+        Message {
+            body: Body::Obj(obj),
+            kind,
+        }
+    }
+
+    fn obj(&self) -> &Map<String, Value> {
+        match &self.body {
+            Body::Obj(m) => m,
+            Body::Reply(r) => r.obj(),
+        }
+    }
+
+    fn obj_mut(&mut self) -> &mut Map<String, Value> {
+        if matches!(self.body, Body::Reply(_)) {
+            if let Body::Reply(r) = std::mem::replace(&mut self.body, Body::Obj(Map::new())) {
+                self.body = Body::Obj(r.into_obj());
+            }
+        }
+        match &mut self.body {
+            Body::Obj(m) => m,
+            Body::Reply(_) => unreachable!("made an object above"),
+        }
     }
 
     /// A request message.
@@ -141,10 +200,7 @@ impl Message {
         if let Some(p) = params {
             obj.insert("params".into(), p);
         }
-        Message {
-            obj,
-            kind: Kind::Request,
-        }
+        Message::of(obj, Kind::Request)
     }
 
     /// A notification message.
@@ -155,10 +211,7 @@ impl Message {
         if let Some(p) = params {
             obj.insert("params".into(), p);
         }
-        Message {
-            obj,
-            kind: Kind::Notification,
-        }
+        Message::of(obj, Kind::Notification)
     }
 
     /// A success response.
@@ -167,10 +220,7 @@ impl Message {
         obj.insert("jsonrpc".into(), json!("2.0"));
         obj.insert("id".into(), id);
         obj.insert("result".into(), result);
-        Message {
-            obj,
-            kind: Kind::Response,
-        }
+        Message::of(obj, Kind::Response)
     }
 
     /// An error response.
@@ -179,10 +229,7 @@ impl Message {
         obj.insert("jsonrpc".into(), json!("2.0"));
         obj.insert("id".into(), id);
         obj.insert("error".into(), error.to_value());
-        Message {
-            obj,
-            kind: Kind::Error,
-        }
+        Message::of(obj, Kind::Error)
     }
 
     /// The kind of message.
@@ -192,28 +239,40 @@ impl Message {
 
     /// `method`, for requests and notifications.
     pub fn method(&self) -> Option<&str> {
-        self.obj.get("method").and_then(Value::as_str)
+        match &self.body {
+            Body::Obj(m) => m.get("method").and_then(Value::as_str),
+            Body::Reply(_) => None,
+        }
     }
 
     /// `id`, for requests and responses.
     pub fn id(&self) -> Option<&Value> {
-        self.obj.get("id")
+        match &self.body {
+            Body::Obj(m) => m.get("id"),
+            Body::Reply(r) => Some(r.id()),
+        }
     }
 
     /// Replace the id (used for id remapping); returns the old one.
     pub fn set_id(&mut self, id: Value) -> Option<Value> {
-        self.obj.insert("id".into(), id)
+        match &mut self.body {
+            Body::Obj(m) => m.insert("id".into(), id),
+            Body::Reply(r) => Some(r.set_id(id)),
+        }
     }
 
     /// `params`.
     pub fn params(&self) -> Option<&Value> {
-        self.obj.get("params")
+        match &self.body {
+            Body::Obj(m) => m.get("params"),
+            Body::Reply(_) => None,
+        }
     }
 
     /// `params`, mutable, created as `{}` when absent.
     pub fn params_mut(&mut self) -> &mut Map<String, Value> {
         let p = self
-            .obj
+            .obj_mut()
             .entry("params")
             .or_insert_with(|| Value::Object(Map::new()));
         if !p.is_object() {
@@ -234,17 +293,33 @@ impl Message {
 
     /// `result`, for success responses.
     pub fn result(&self) -> Option<&Value> {
-        self.obj.get("result")
+        match &self.body {
+            Body::Reply(r) if r.is_error() => None,
+            _ => self.obj().get("result"),
+        }
+    }
+
+    /// A boolean member of `result` (e.g. `isError`), read without parsing a reply kept as
+    /// text when its text cannot hold it.
+    pub fn result_bool(&self, key: &str) -> Option<bool> {
+        match &self.body {
+            Body::Reply(r) if r.is_error() => None,
+            Body::Reply(r) => r.member_bool(key),
+            Body::Obj(_) => self.result()?.get(key)?.as_bool(),
+        }
     }
 
     /// `result`, mutable.
     pub fn result_mut(&mut self) -> Option<&mut Value> {
-        self.obj.get_mut("result")
+        self.obj_mut().get_mut("result")
     }
 
     /// `error`, for error responses.
     pub fn error_obj(&self) -> Option<&Value> {
-        self.obj.get("error")
+        match &self.body {
+            Body::Reply(r) if !r.is_error() => None,
+            _ => self.obj().get("error"),
+        }
     }
 
     /// The code of an error message.
@@ -254,41 +329,49 @@ impl Message {
 
     /// The whole object.
     pub fn as_object(&self) -> &Map<String, Value> {
-        &self.obj
+        self.obj()
     }
 
     /// The whole object, mutable.
     pub fn as_object_mut(&mut self) -> &mut Map<String, Value> {
-        &mut self.obj
+        self.obj_mut()
     }
 
     /// The message as a JSON value.
     pub fn into_value(self) -> Value {
-        Value::Object(self.obj)
+        Value::Object(match self.body {
+            Body::Obj(m) => m,
+            Body::Reply(r) => r.into_obj(),
+        })
     }
 
     /// The message as a JSON value (cloned).
     pub fn to_value(&self) -> Value {
-        Value::Object(self.obj.clone())
+        Value::Object(self.obj().clone())
     }
 
     /// Serialise to compact JSON (no newlines, as stdio framing needs); an exact id is written
     /// as the number text it holds.
     pub fn to_json(&self) -> String {
-        if exact::has_exact_id(&self.obj) {
-            return serde_json::to_string(&exact::ExactMap(&self.obj))
+        let obj = match &self.body {
+            Body::Obj(m) => m,
+            Body::Reply(r) => return r.to_json(),
+        };
+        if exact::has_exact_id(obj) {
+            return serde_json::to_string(&exact::ExactMap(obj))
                 .expect("a JSON map always serialises");
         }
-        serde_json::to_string(&self.obj).expect("a JSON map always serialises")
+        serde_json::to_string(obj).expect("a JSON map always serialises")
     }
 }
 
 impl serde::Serialize for Message {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if exact::has_exact_id(&self.obj) {
-            return exact::ExactMap(&self.obj).serialize(s);
+        let obj = self.obj();
+        if exact::has_exact_id(obj) {
+            return exact::ExactMap(obj).serialize(s);
         }
-        self.obj.serialize(s)
+        obj.serialize(s)
     }
 }
 
@@ -401,6 +484,60 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.error.code, codes::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn a_reply_kept_as_text_reads_and_changes_like_a_parsed_one() {
+        let text = br#"{"jsonrpc":"2.0","id":3,"result":{"n":1.10,"content":[]}}"#;
+        let (mut lazy, parsed) = (
+            Message::parse_reply(text).unwrap(),
+            Message::parse(text).unwrap(),
+        );
+        assert_eq!(lazy, parsed);
+        assert_eq!((lazy.kind(), lazy.id()), (Kind::Response, Some(&json!(3))));
+        assert_eq!(
+            (lazy.method(), lazy.params(), lazy.error_obj()),
+            (None, None, None)
+        );
+        // Untouched but for the id: written back as received.
+        lazy.set_id(json!("c-9"));
+        assert_eq!(
+            lazy.to_json(),
+            r#"{"jsonrpc":"2.0","id":"c-9","result":{"n":1.10,"content":[]}}"#
+        );
+        assert_eq!(lazy.result_bool("isError"), None);
+        assert_eq!(lazy.result(), Some(&json!({"n": 1.1, "content": []})));
+        let failed = br#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"isError":true}}"#;
+        assert_eq!(
+            Message::parse_reply(failed).unwrap().result_bool("isError"),
+            Some(true)
+        );
+        let escaped = br#"{"jsonrpc":"2.0","id":3,"result":{"isError":true}}"#;
+        assert_eq!(
+            Message::parse_reply(escaped)
+                .unwrap()
+                .result_bool("isError"),
+            Some(true)
+        );
+        assert_eq!(serde_json::to_value(&lazy).unwrap()["id"], json!("c-9"));
+        // Changed: an ordinary message from then on.
+        lazy.result_mut().unwrap()["n"] = json!(2);
+        assert_eq!(
+            lazy.to_json(),
+            r#"{"jsonrpc":"2.0","id":"c-9","result":{"n":2,"content":[]}}"#
+        );
+        let err =
+            Message::parse_reply(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#)
+                .unwrap();
+        assert_eq!(
+            (err.kind(), err.error_code(), err.result()),
+            (Kind::Error, Some(-1), None)
+        );
+        // Not a plain reply: parsed as before, errors included.
+        let req = Message::parse_reply(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        assert_eq!(req.method(), Some("ping"));
+        let bad = Message::parse_reply(b"{nope").unwrap_err();
+        assert_eq!(bad.error.code, codes::PARSE_ERROR);
     }
 
     #[test]

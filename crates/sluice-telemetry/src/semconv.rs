@@ -160,12 +160,7 @@ impl Failure {
                 message,
             });
         }
-        let is_error = op.method == "tools/call"
-            && reply
-                .result()
-                .and_then(|r| r.get("isError"))
-                .and_then(Value::as_bool)
-                == Some(true);
+        let is_error = op.method == "tools/call" && reply.result_bool("isError") == Some(true);
         is_error.then(|| Failure {
             error_type: "tool_error".into(),
             status_code: None,

@@ -44,11 +44,12 @@ pub fn http_parent(
 
 /// Run `fut` (the handling of one HTTP request) with the client's trace context from
 /// [`http_parent`]: the requests it carries join that trace.
-pub async fn with_http_parent<F: Future>(parent: Option<SpanContext>, fut: F) -> F::Output {
-    match parent {
-        Some(ctx) => PARENT.scope(Parent::Remote(ctx), fut).await,
-        None => fut.await,
-    }
+///
+/// A plain function returning the task-local future (not an `async fn`, which would hold `fut`
+/// twice: as its argument and as the future it awaits); the caller awaits `fut` itself when
+/// there is no parent.
+pub fn with_http_parent<F: Future>(parent: SpanContext, fut: F) -> impl Future<Output = F::Output> {
+    PARENT.scope(Parent::Remote(parent), fut)
 }
 
 /// Which parts of a message's `_meta` the tracer reads and rewrites.
@@ -112,9 +113,10 @@ impl ServerOp {
         }
     }
 
-    /// Run the request's dispatch inside this operation.
-    pub async fn scope<F: Future>(&self, fut: F) -> F::Output {
-        IN_OPERATION.scope((), fut).await
+    /// Run the request's dispatch inside this operation (the task-local future itself: no
+    /// `async fn` around it, which would hold `fut` twice).
+    pub fn scope<F: Future>(&self, fut: F) -> tokio::task::futures::TaskLocalFuture<(), F> {
+        IN_OPERATION.scope((), fut)
     }
 
     /// Record the operation, answered with `reply`.
@@ -206,9 +208,10 @@ fn mcp_attrs(op: &Operation, failure: Option<&Failure>) -> Vec<(&'static str, At
 }
 
 impl RequestSpan {
-    /// Run the router under this span (its upstream call becomes a child).
-    pub async fn scope<F: Future>(&self, fut: F) -> F::Output {
-        PARENT.scope(Parent::Local(self.ctx), fut).await
+    /// Run the router under this span (its upstream call becomes a child). The task-local
+    /// future itself: no `async fn` around it, which would hold `fut` twice.
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+        PARENT.scope(Parent::Local(self.ctx), fut)
     }
 
     /// End the span: `outcome` is `ok`, `error`, `refused` or `cancelled`; `reply` what the

@@ -474,7 +474,7 @@ async fn post(
         }
         return Err(UpstreamError::Protocol(format!("HTTP {status}")));
     }
-    match Message::parse(&body) {
+    match Message::parse_reply(&body) {
         Ok(mut msg) => {
             // An error answering this POST without the request's id (servers that reject a
             // request before reading it, e.g. "no session" with `id: null`) still answers it.
@@ -520,7 +520,7 @@ pub(crate) async fn read_sse(resp: Reply, inner: &Arc<Inner>, related: Option<u6
                 if ev.data.trim().is_empty() || (ev.event != "message" && !ev.event.is_empty()) {
                     continue;
                 }
-                match Message::parse(ev.data.as_bytes()) {
+                match Message::parse_reply(ev.data.as_bytes()) {
                     Ok(msg) => {
                         if related.is_some()
                             && matches!(msg.kind(), Kind::Response | Kind::Error)

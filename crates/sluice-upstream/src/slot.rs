@@ -426,8 +426,12 @@ impl Slot {
                 }
             }
         };
+        if let Some(open) = cell.get() {
+            return Ok(open.clone());
+        }
+        // Opening is boxed: the future of every call holds this one, and opening's is large.
         let shared = (!per_principal).then_some(dead.as_deref());
-        cell.get_or_try_init(|| self.open_for(session, key, shared))
+        Box::pin(cell.get_or_try_init(|| self.open_for(session, key, shared)))
             .await
             .cloned()
     }

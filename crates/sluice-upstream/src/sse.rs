@@ -65,7 +65,7 @@ impl SseWire {
             while let Some(ev) = events.next().await {
                 match ev {
                     Ok(ev) if ev.event == "message" || ev.event.is_empty() => {
-                        match Message::parse(ev.data.as_bytes()) {
+                        match Message::parse_reply(ev.data.as_bytes()) {
                             Ok(msg) => r_inner.dispatch(msg, None),
                             Err(e) => {
                                 tracing::warn!(upstream = %r_inner.label, "bad SSE message: {}", e.error.message)

@@ -81,7 +81,7 @@ impl StdioWire {
                             continue;
                         }
                         // Not UTF-8 is a parse error like any other: logged, and reading goes on.
-                        match Message::parse(line) {
+                        match Message::parse_reply(line) {
                             Ok(msg) => r_inner.dispatch(msg, None),
                             Err(e) => {
                                 tracing::warn!(upstream = %r_inner.label, "ignored a stdout line that is not a JSON-RPC message ({}): {}", e.error.message, head(line))

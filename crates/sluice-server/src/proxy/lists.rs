@@ -13,6 +13,20 @@ use sluice_core::{Kind, Message};
 use sluice_hooks::{Phase, Trace};
 use std::sync::Arc;
 
+/// The list a request asks for, if it is a list request (what [`cached`] may answer).
+pub fn list_kind(msg: &Message) -> Option<ListKind> {
+    if msg.kind() != Kind::Request {
+        return None;
+    }
+    Some(match msg.method()? {
+        "tools/list" => ListKind::Tools,
+        "prompts/list" => ListKind::Prompts,
+        "resources/list" => ListKind::Resources,
+        "resources/templates/list" => ListKind::Templates,
+        _ => return None,
+    })
+}
+
 /// The whole reply (JSON text) to a list request answered from the cache, or `None` when the
 /// request takes the full driver (not a list, filtered by access rules, traced, hooked by
 /// anything but a pure list transform, a cursor that starts no page, …).
@@ -22,16 +36,7 @@ pub async fn cached(
     session: &Arc<Session>,
     msg: &Message,
 ) -> Option<String> {
-    if msg.kind() != Kind::Request {
-        return None;
-    }
-    let kind = match msg.method()? {
-        "tools/list" => ListKind::Tools,
-        "prompts/list" => ListKind::Prompts,
-        "resources/list" => ListKind::Resources,
-        "resources/templates/list" => ListKind::Templates,
-        _ => return None,
-    };
+    let kind = list_kind(msg)?;
     if !snap.policy.is_open() || st.rt.telemetry.is_some() {
         return None;
     }

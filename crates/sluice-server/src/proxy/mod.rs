@@ -103,7 +103,7 @@ pub async fn client_request(
     // A hook asked: a person decides, through the client.
     let outcome = match outcome {
         RequestOutcome::Ask(m, asks) => {
-            match ask::ask(st, session, sink, &facts, &m, &asks).await {
+            match Box::pin(ask::ask(st, session, sink, &facts, &m, &asks)).await {
                 Ok(()) => RequestOutcome::Forward(m),
                 Err(r) => RequestOutcome::Refuse(r),
             }
@@ -117,10 +117,13 @@ pub async fn client_request(
                 target = route::resolve_in(snap, &catalog, principal.as_deref(), &m);
             }
             // Dispatch, under the request's span when tracing (its upstream call is a child).
-            let work = op.scope(dispatch(st, snap, session, target, m, sink));
+            // Each future is made in the await that runs it: a local would be kept twice.
             let outcome = match &span {
-                Some(s) => s.scope(work).await,
-                None => work.await,
+                Some(s) => {
+                    s.scope(op.scope(dispatch(st, snap, session, target, m, sink)))
+                        .await
+                }
+                None => op.scope(dispatch(st, snap, session, target, m, sink)).await,
             };
             match outcome {
                 Outcome::Reply(r) => r,
@@ -303,7 +306,8 @@ fn reply_of(id: Value, r: Result<Value, RpcError>) -> Outcome {
     })
 }
 
-/// The dispatch phase: do what the target says.
+/// The dispatch phase: do what the target says. Every branch but a plain upstream call is
+/// boxed: this future is part of every request's, so it is kept as small as that call needs.
 async fn dispatch(
     st: &Arc<State>,
     snap: &Snapshot,
@@ -324,12 +328,13 @@ async fn dispatch(
                 route::rename(&mut msg, name);
             }
             if let Some(tool) = task_tool {
-                return tasks::call_tool(st, session, &u.slot, tool, msg, sink).await;
+                return Box::pin(tasks::call_tool(st, session, &u.slot, tool, msg, sink)).await;
             }
             // In a cluster, a session's own process may run on another replica.
             if let (Some(c), true) = (&st.rt.cluster, u.slot.isolated_stdio()) {
                 let (up, wait) = (&u.slot.spec.id, u.slot.timeout());
-                if let Some(reply) = c.hand_isolated(session, up, &msg, sink, wait).await {
+                if let Some(reply) = Box::pin(c.hand_isolated(session, up, &msg, sink, wait)).await
+                {
                     return Outcome::Reply(reply);
                 }
             }
@@ -342,12 +347,15 @@ async fn dispatch(
                     }
                     Outcome::Reply(Message::response(id, json!({})))
                 }
-                _ if u.rounds => forward::call_with_rounds(st, session, &u.slot, msg, sink).await,
+                // Only a 2026-07-28 upstream asks for input rounds.
+                _ if u.rounds && u.slot.is_modern() => {
+                    Box::pin(forward::call_with_rounds(st, session, &u.slot, msg, sink)).await
+                }
                 _ => forward::call(st, session, &u.slot, msg, sink).await,
             };
             if let (Some(sub), Outcome::Reply(r)) = (&u.subscription, &outcome) {
                 if r.kind() == Kind::Response {
-                    session.set_subscribed(&sub.uri, sub.on).await;
+                    Box::pin(session.set_subscribed(&sub.uri, sub.on)).await;
                 }
             }
             outcome
@@ -358,7 +366,7 @@ async fn dispatch(
                 .and_then(|p| p.get("arguments"))
                 .cloned()
                 .unwrap_or(json!({}));
-            reply_of(id, management::call(st, op, &args).await)
+            reply_of(id, Box::pin(management::call(st, op, &args)).await)
         }
         Target::Gateway(tool) => {
             let principal = session.principal();
@@ -372,9 +380,9 @@ async fn dispatch(
                 }
             }
         }
-        Target::Task => task_methods::dispatch(st, snap, session, msg, sink).await,
+        Target::Task => Box::pin(task_methods::dispatch(st, snap, session, msg, sink)).await,
         Target::SetLevel(level) => {
-            session.set_log_level(level).await;
+            Box::pin(session.set_log_level(level)).await;
             forward::set_level(snap, session, &msg).await;
             reply_of(id, Ok(json!({})))
         }

@@ -238,6 +238,16 @@ fn not_found(uri: &str) -> RpcError {
 
 /// Rename a request for its upstream: the tool's or prompt's name there.
 pub fn rename(msg: &mut Message, name: &str) {
+    // Already the upstream's name (a tool exposed under its own): nothing to change.
+    let current = msg
+        .params()
+        .and_then(|p| match p.get("ref").filter(|r| r.is_object()) {
+            Some(r) => r.get("name"),
+            None => p.get("name"),
+        });
+    if current.and_then(Value::as_str) == Some(name) {
+        return;
+    }
     let params = msg.params_mut();
     if let Some(r) = params.get_mut("ref").and_then(Value::as_object_mut) {
         r.insert("name".into(), json!(name));

@@ -58,14 +58,8 @@ fn accepts(headers: &HeaderMap, what: &str) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|p| {
-            p.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .any(|t| t == what || t == "*/*")
+        .map(|p| p.split(';').next().unwrap_or("").trim())
+        .any(|t| t.eq_ignore_ascii_case(what) || t == "*/*")
 }
 
 async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> Response {
@@ -92,13 +86,17 @@ async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> 
         }
     };
     match method {
-        Method::POST => {
-            let parent = sluice_telemetry::http_parent(gw.rt.telemetry.as_deref(), &headers);
-            sluice_telemetry::with_http_parent(parent, post(&face, snap, headers, body, principal))
-                .await
-        }
-        Method::GET => get(gw, headers, principal).await,
-        Method::DELETE => delete(gw, headers, principal).await,
+        Method::POST => match sluice_telemetry::http_parent(gw.rt.telemetry.as_deref(), &headers) {
+            Some(parent) => {
+                let post = post(&face, snap, headers, body, principal);
+                sluice_telemetry::with_http_parent(parent, post).await
+            }
+            None => post(&face, snap, headers, body, principal).await,
+        },
+        // Boxed: the POST path is the hot one, and the future of this handler is as large as
+        // its largest branch (it is moved into axum's box for every request).
+        Method::GET => Box::pin(get(gw, headers, principal)).await,
+        Method::DELETE => Box::pin(delete(gw, headers, principal)).await,
         _ => {
             let mut r = json_error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -259,12 +257,21 @@ async fn post(
         Ok(m) => m,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };
+    // The branches other than a request in a session are boxed, so that this future (moved
+    // into axum's box for every request) is only as large as the hot path needs.
     if crate::modern::detect(&headers, &msg) {
-        return super::http_modern::post(gw.clone(), face.rounds.clone(), &headers, msg, principal)
-            .await;
+        let rounds = face.rounds.clone();
+        return Box::pin(super::http_modern::post(
+            gw.clone(),
+            rounds,
+            &headers,
+            msg,
+            principal,
+        ))
+        .await;
     }
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
-        return initialize(gw, &snap, &headers, msg, principal).await;
+        return Box::pin(initialize(gw, &snap, &headers, msg, principal)).await;
     }
     if let Err(r) = rules::check_version(&headers) {
         return r;
@@ -274,14 +281,14 @@ async fn post(
         Err(r) => return r,
     };
     if let Some(c) = &gw.rt.cluster {
-        if replicas::forward_reply(c, &session, &msg).await {
+        if Box::pin(replicas::forward_reply(c, &session, &msg)).await {
             return StatusCode::ACCEPTED.into_response();
         }
-        replicas::forward_cancel(c, &session, &msg).await;
+        Box::pin(replicas::forward_cancel(c, &session, &msg)).await;
     }
     match msg.kind() {
         Kind::Notification | Kind::Response | Kind::Error => {
-            proxy::client_message(gw, &session, msg).await;
+            Box::pin(proxy::client_message(gw, &session, msg)).await;
             StatusCode::ACCEPTED.into_response()
         }
         Kind::Request => request(gw.clone(), snap, session, msg).await,
@@ -417,13 +424,18 @@ async fn request(
     session: Arc<Session>,
     msg: Message,
 ) -> Response {
-    if let Some(json) = proxy::lists::cached(&gw, &snap, &session, &msg).await {
-        return json_text(json);
+    // Only a list request can be answered from the cached pages (boxed: a call's future need
+    // not hold that one's).
+    if proxy::lists::list_kind(&msg).is_some() {
+        if let Some(json) = Box::pin(proxy::lists::cached(&gw, &snap, &session, &msg)).await {
+            return json_text(json);
+        }
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
     // Run the request here while the reply is plain JSON (no task per call); when something
-    // related arrives first, the rest runs in its own task behind an SSE stream.
-    let work = {
+    // related arrives first, the rest runs in its own task behind an SSE stream. Boxed where it
+    // is made (a local future would stay in this one's state after the move).
+    let mut work = Box::pin({
         let gw = gw.clone();
         let snap = snap.clone();
         let session = session.clone();
@@ -431,8 +443,7 @@ async fn request(
             let outcome = proxy::client_request(&gw, &snap, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         }
-    };
-    let mut work = Box::pin(work);
+    });
     let (first, finished) = tokio::select! {
         biased;
         first = rx.recv() => (first, false),

@@ -1,0 +1,276 @@
+//! A reply kept as the text it arrived as: its id read at once, the rest parsed only when
+//! something looks inside, and written back byte for byte with only the id spliced in. What an
+//! upstream answers usually goes back to the client untouched; this spares it a parse into a
+//! JSON tree and a serialisation of that tree.
+
+use crate::exact;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+/// A success or error response as received: `{"jsonrpc":"2.0","id":…,"result"|"error":…}` in
+/// any key order, on one line, with nothing else at its top level.
+#[derive(Debug, Clone)]
+pub(crate) struct RawReply {
+    /// The reply as received (outer whitespace trimmed).
+    text: Arc<str>,
+    /// Where the received id is in `text`.
+    id_at: (usize, usize),
+    /// The id now (the received one, or the one put in its place).
+    id: Value,
+    /// `error` rather than `result`.
+    error: bool,
+    /// Where the `result` (or `error`) is in `text`.
+    member_at: (usize, usize),
+    /// The whole object, parsed the first time something reads more than the id.
+    obj: OnceLock<Map<String, Value>>,
+}
+
+/// The top level of a reply: each member's text, `None` when the text is not a plain reply.
+#[derive(Default)]
+struct Top<'a> {
+    jsonrpc: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    result: Option<&'a RawValue>,
+    error: Option<&'a RawValue>,
+}
+
+impl<'de> serde::Deserialize<'de> for Top<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(TopVisitor)
+    }
+}
+
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = Top<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON-RPC reply")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
+        let mut top = Top::default();
+        // A key with escapes cannot be borrowed: not a plain reply (parsed whole instead).
+        while let Some(key) = map.next_key::<&'de str>()? {
+            let slot = match key {
+                "jsonrpc" => &mut top.jsonrpc,
+                "id" => &mut top.id,
+                "result" => &mut top.result,
+                "error" => &mut top.error,
+                _ => return Err(de::Error::custom("not a plain reply")),
+            };
+            if slot.replace(map.next_value()?).is_some() {
+                return Err(de::Error::custom("a repeated key"));
+            }
+        }
+        Ok(top)
+    }
+}
+
+/// Finds a boolean member of an object, skipping everything else (the last of repeated keys
+/// wins, as in a parsed object).
+struct FindBool<'k>(&'k str);
+
+impl<'de> Visitor<'de> for FindBool<'_> {
+    type Value = Option<bool>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<bool>, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.0 {
+                found = map.next_value::<Value>()?.as_bool();
+            } else {
+                map.next_value::<de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl RawReply {
+    /// Read `bytes` as a plain reply, or `None` (the caller parses it whole, which also finds
+    /// what is wrong with it, if anything).
+    pub(crate) fn read(bytes: &[u8]) -> Option<RawReply> {
+        let text = std::str::from_utf8(bytes).ok()?.trim_ascii();
+        // One line: the text is written back as it is, into SSE events and stdio lines.
+        if text.bytes().any(|b| b == b'\n' || b == b'\r') {
+            return None;
+        }
+        let top: Top = serde_json::from_str(text).ok()?;
+        if top.jsonrpc?.get() != r#""2.0""# {
+            return None;
+        }
+        let (error, member) = match (top.result, top.error) {
+            (Some(r), None) => (false, r),
+            (None, Some(e)) => (true, e),
+            _ => return None,
+        };
+        let raw_id = top.id?;
+        let id = match serde_json::from_str::<Value>(raw_id.get()).ok()? {
+            Value::Number(n) if !(n.is_u64() || n.is_i64()) => exact::keep(&n, raw_id.get())?,
+            v @ (Value::Number(_) | Value::String(_) | Value::Null) => v,
+            _ => return None,
+        };
+        let at = |v: &RawValue| {
+            let start = v.get().as_ptr() as usize - text.as_ptr() as usize;
+            (start, start + v.get().len())
+        };
+        Some(RawReply {
+            id_at: at(raw_id),
+            member_at: at(member),
+            text: Arc::from(text),
+            id,
+            error,
+            obj: OnceLock::new(),
+        })
+    }
+
+    /// An error response (else a success).
+    pub(crate) fn is_error(&self) -> bool {
+        self.error
+    }
+
+    /// The boolean member `key` of the `result` (or `error`) object, read from the text without
+    /// building it (and without reading at all when the name is nowhere in it and no escape
+    /// could spell it). `None` when it is absent or not a boolean.
+    pub(crate) fn member_bool(&self, key: &str) -> Option<bool> {
+        let member = &self.text[self.member_at.0..self.member_at.1];
+        if !member.contains(key) && !member.contains("\\u") {
+            return None;
+        }
+        let mut de = serde_json::Deserializer::from_str(member);
+        de.deserialize_any(FindBool(key)).ok().flatten()
+    }
+
+    /// The id.
+    pub(crate) fn id(&self) -> &Value {
+        &self.id
+    }
+
+    /// Put `id` in the received one's place; returns the one it replaces.
+    pub(crate) fn set_id(&mut self, id: Value) -> Value {
+        if let Some(obj) = self.obj.get_mut() {
+            obj.insert("id".into(), id.clone());
+        }
+        std::mem::replace(&mut self.id, id)
+    }
+
+    /// The whole object (parsed on first use).
+    pub(crate) fn obj(&self) -> &Map<String, Value> {
+        self.obj.get_or_init(|| {
+            let mut obj: Map<String, Value> =
+                serde_json::from_str(&self.text).expect("read as a JSON object already");
+            obj.insert("id".into(), self.id.clone());
+            obj
+        })
+    }
+
+    /// The whole object, owned.
+    pub(crate) fn into_obj(self) -> Map<String, Value> {
+        self.obj();
+        self.obj.into_inner().expect("parsed just now")
+    }
+
+    /// The reply's text: as received, the id as it is now.
+    pub(crate) fn to_json(&self) -> String {
+        let (start, end) = self.id_at;
+        let id = exact::to_string(&self.id);
+        let mut out = String::with_capacity(self.text.len() - (end - start) + id.len());
+        out.push_str(&self.text[..start]);
+        out.push_str(&id);
+        out.push_str(&self.text[end..]);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plain_replies_are_read_and_written_back_as_received() {
+        let text = r#" {"result":{"n":1.10,"s":"a\"b"},"id":7,"jsonrpc":"2.0"} "#;
+        let mut r = RawReply::read(text.as_bytes()).unwrap();
+        assert!(!r.is_error());
+        assert_eq!(r.id(), &json!(7));
+        assert_eq!(
+            r.to_json(),
+            r#"{"result":{"n":1.10,"s":"a\"b"},"id":7,"jsonrpc":"2.0"}"#
+        );
+        assert_eq!(r.set_id(json!("client-1")), json!(7));
+        assert_eq!(
+            r.to_json(),
+            r#"{"result":{"n":1.10,"s":"a\"b"},"id":"client-1","jsonrpc":"2.0"}"#
+        );
+        assert_eq!(r.obj().get("id"), Some(&json!("client-1")));
+        assert_eq!(r.member_bool("isError"), None);
+        assert_eq!(r.obj().get("result"), Some(&json!({"n": 1.1, "s": "a\"b"})));
+        // Set after the parse: both the text and the object follow.
+        r.set_id(json!(8));
+        assert_eq!(r.obj().get("id"), Some(&json!(8)));
+        assert!(r.to_json().contains(r#""id":8,"#));
+        for (result, want) in [
+            (
+                r#"{"isError":true,"content":[{"isError":false}]}"#,
+                Some(true),
+            ),
+            (
+                r#"{"content":[{"isError":true}],"isError":false}"#,
+                Some(false),
+            ),
+            (r#"{"content":[{"isError":true}]}"#, None),
+            (r#"{"isError":"yes"}"#, None),
+            (r#"{"\u0069sError":true}"#, Some(true)),
+            (r#"{"isError":false,"isError":true}"#, Some(true)),
+            (r#"["isError"]"#, None),
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#);
+            let r = RawReply::read(text.as_bytes()).unwrap();
+            assert_eq!(r.member_bool("isError"), want, "{result}");
+        }
+        let e = RawReply::read(br#"{"jsonrpc":"2.0","id":null,"error":{"code":1}}"#).unwrap();
+        assert!(e.is_error());
+        assert_eq!(e.id(), &Value::Null);
+    }
+
+    #[test]
+    fn an_exact_id_is_kept_and_written_as_received() {
+        let r = RawReply::read(br#"{"jsonrpc":"2.0","id":1.50,"result":{}}"#).unwrap();
+        assert!(exact::is_exact(r.id()));
+        assert_eq!(r.to_json(), r#"{"jsonrpc":"2.0","id":1.50,"result":{}}"#);
+    }
+
+    #[test]
+    fn anything_else_is_left_to_the_full_parse() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"extra":true}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"result":{}}"#,
+            "{\"jsonrpc\":\"2.0\",\n\"id\":1,\"result\":{}}",
+            r#"{"jsonrpc":"2.0","id":1,"result":{}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}} trailing"#,
+            r#"{"jsonr\u0070c":"2.0","id":1,"result":{}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            "",
+        ] {
+            assert!(RawReply::read(text.as_bytes()).is_none(), "{text}");
+        }
+        assert!(RawReply::read(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}").is_none());
+    }
+}
