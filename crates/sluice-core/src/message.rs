@@ -309,6 +309,15 @@ impl Message {
         }
     }
 
+    /// The `result` (or `error`) of a reply kept as text, as received; `None` for any other
+    /// message. For checks that can tell from the text that they have nothing to do.
+    pub fn reply_member_text(&self) -> Option<&str> {
+        match &self.body {
+            Body::Reply(r) => Some(r.member_text()),
+            Body::Obj(_) => None,
+        }
+    }
+
     /// `result`, mutable.
     pub fn result_mut(&mut self) -> Option<&mut Value> {
         self.obj_mut().get_mut("result")
@@ -506,6 +515,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"c-9","result":{"n":1.10,"content":[]}}"#
         );
         assert_eq!(lazy.result_bool("isError"), None);
+        assert_eq!(lazy.reply_member_text(), Some(r#"{"n":1.10,"content":[]}"#));
+        assert_eq!(parsed.reply_member_text(), None);
         assert_eq!(lazy.result(), Some(&json!({"n": 1.1, "content": []})));
         let failed = br#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"isError":true}}"#;
         assert_eq!(

@@ -71,6 +71,21 @@ impl<'de> Visitor<'de> for TopVisitor {
     }
 }
 
+/// `key`'s boolean when it is the last member of the object `text` (where servers put
+/// `isError`), read from the tail alone; `None` when the tail is not that. Sure because the
+/// text is valid JSON: a quote after a comma or brace is not inside a string, so it opens a
+/// key, and the brace that ends the text closes the outermost object.
+fn last_member_bool(text: &str, key: &str) -> Option<bool> {
+    let t = text.trim_end().strip_suffix('}')?.trim_end();
+    let (t, value) = match t.strip_suffix("true") {
+        Some(t) => (t, true),
+        None => (t.strip_suffix("false")?, false),
+    };
+    let t = t.trim_end().strip_suffix(':')?.trim_end();
+    let t = t.strip_suffix('"')?.strip_suffix(key)?.strip_suffix('"')?;
+    matches!(t.trim_end().chars().last(), Some(',' | '{')).then_some(value)
+}
+
 /// Finds a boolean member of an object, skipping everything else (the last of repeated keys
 /// wins, as in a parsed object).
 struct FindBool<'k>(&'k str);
@@ -142,12 +157,20 @@ impl RawReply {
     /// building it (and without reading at all when the name is nowhere in it and no escape
     /// could spell it). `None` when it is absent or not a boolean.
     pub(crate) fn member_bool(&self, key: &str) -> Option<bool> {
-        let member = &self.text[self.member_at.0..self.member_at.1];
+        let member = self.member_text();
         if !member.contains(key) && !member.contains("\\u") {
             return None;
         }
+        if let Some(last) = last_member_bool(member, key) {
+            return Some(last);
+        }
         let mut de = serde_json::Deserializer::from_str(member);
         de.deserialize_any(FindBool(key)).ok().flatten()
+    }
+
+    /// The `result` (or `error`) as received.
+    pub(crate) fn member_text(&self) -> &str {
+        &self.text[self.member_at.0..self.member_at.1]
     }
 
     /// The id.
@@ -213,6 +236,7 @@ mod tests {
         );
         assert_eq!(r.obj().get("id"), Some(&json!("client-1")));
         assert_eq!(r.member_bool("isError"), None);
+        assert_eq!(r.member_text(), r#"{"n":1.10,"s":"a\"b"}"#);
         assert_eq!(r.obj().get("result"), Some(&json!({"n": 1.1, "s": "a\"b"})));
         // Set after the parse: both the text and the object follow.
         r.set_id(json!(8));
@@ -231,6 +255,13 @@ mod tests {
             (r#"{"isError":"yes"}"#, None),
             (r#"{"\u0069sError":true}"#, Some(true)),
             (r#"{"isError":false,"isError":true}"#, Some(true)),
+            (r#"{"isError":true,"isError":false}"#, Some(false)),
+            (r#"{ "content" : [] , "isError" : true }"#, Some(true)),
+            (r#"{"content":[{"isError":true}]}"#, None),
+            (r#"{"content":{"isError":true}}"#, None),
+            (r#"{"text":"x\",\"isError\":true}"}"#, None),
+            (r#"{"text":"x\"", "isError":false}"#, Some(false)),
+            (r#"{"notisError":true}"#, None),
             (r#"["isError"]"#, None),
         ] {
             let text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#);

@@ -266,10 +266,12 @@ impl Control {
         msg: &mut Message,
         counts: &mut Map<String, Value>,
     ) -> Result<bool, Refusal> {
-        let obj = msg.as_object_mut();
         match self {
             Control::Mask(m) => {
-                let n = obj.get_mut("result").map_or(0, |r| m.apply(r));
+                let n = msg
+                    .as_object_mut()
+                    .get_mut("result")
+                    .map_or(0, |r| m.apply(r));
                 add_count(counts, "mask", n);
                 Ok(n > 0)
             }
@@ -277,6 +279,14 @@ impl Control {
                 if tool.is_some_and(|t| p.allows(t)) {
                     return Ok(false);
                 }
+                // A reply kept as text that surely holds nothing to replace is not parsed.
+                if msg
+                    .reply_member_text()
+                    .is_some_and(|t| p.scanner().surely_clean(t))
+                {
+                    return Ok(false);
+                }
+                let obj = msg.as_object_mut();
                 let mut found = pii::Counts::new();
                 for key in ["result", "error", "params"] {
                     if let Some(v) = obj.get_mut(key) {
@@ -297,7 +307,7 @@ impl Control {
                 Ok(changed)
             }
             Control::SizeCap(c) => {
-                let Some(result) = obj.get_mut("result") else {
+                let Some(result) = msg.as_object_mut().get_mut("result") else {
                     return Ok(false);
                 };
                 match c.apply(tool, result) {

@@ -5,7 +5,7 @@
 //! prefix, length and Luhn; IBANs by country length and mod-97; SSNs by their reserved ranges;
 //! IP addresses by parsing), so a number that only looks like one is left alone.
 
-use regex::{Captures, Regex};
+use regex::{Captures, Regex, RegexSet};
 use serde_json::{Map, Value};
 use sluice_config::builtin::PiiOptions;
 use sluice_config::OptionError;
@@ -425,6 +425,20 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
     ]
 });
 
+/// Every detector's regex in one set: one pass over a string tells whether any could match,
+/// which most strings of a reply cannot (then no detector runs on it at all).
+static ANY_DETECTOR: LazyLock<RegexSet> = LazyLock::new(|| {
+    RegexSet::new(DETECTORS.iter().map(|d| d.regex.as_str())).expect("the detectors compile")
+});
+
+/// What [`Scanner::surely_clean`] looks for in a reply's text: every detector, and an object
+/// key that is a secret's name (whose value [`Scanner::redact_value`] replaces), in one pass.
+static ANYTHING_TO_REPLACE: LazyLock<RegexSet> = LazyLock::new(|| {
+    let key = format!(r#"(?i)"(?:{SECRET_NAMES})"\s*:"#);
+    let detectors = DETECTORS.iter().map(|d| d.regex.as_str().to_string());
+    RegexSet::new(detectors.chain([key])).expect("the detectors compile")
+});
+
 /// Counts of what was replaced, by kind name.
 pub type Counts = BTreeMap<&'static str, u64>;
 
@@ -447,6 +461,11 @@ impl Scanner {
 
     /// `s` with every match replaced, or `None` when nothing matched.
     pub fn redact(&self, s: &str, counts: &mut Counts) -> Option<String> {
+        // No detector matches the string as it is: none can change it (each one's first
+        // replacement needs a match in the string before it).
+        if !ANY_DETECTOR.is_match(s) {
+            return None;
+        }
         let mut cur: Option<String> = None;
         for det in DETECTORS.iter().filter(|d| self.kinds.contains(&d.kind)) {
             let hay = cur.as_deref().unwrap_or(s);
@@ -470,6 +489,19 @@ impl Scanner {
             return Some(PiiKind::Secret.placeholder());
         }
         self.redact(s, counts)
+    }
+
+    /// Can nothing in the JSON text `text` (a reply's `result` as received) be replaced? `true`
+    /// only when that is sure: with its escapes undone (every string then reads as it will
+    /// once parsed, between quotes and other punctuation, which no detector needs and which
+    /// bound a match as a string's ends do), no detector matches anywhere in it and no object
+    /// key in it is a secret's name. Then [`Scanner::redact_tree`] would change nothing, and
+    /// the text need not be parsed. A `\u` escape makes it unsure.
+    pub fn surely_clean(&self, text: &str) -> bool {
+        if text.contains("\\u") {
+            return false;
+        }
+        !ANYTHING_TO_REPLACE.is_match(&unescape(text))
     }
 
     /// Redact every string in `v` (binary fields — `data` of image and audio blocks, `blob` —
@@ -561,7 +593,6 @@ fn is_binary_block(m: &Map<String, Value>) -> bool {
 }
 
 fn replace(det: &Detector, hay: &str, counts: &mut Counts) -> Option<String> {
-    let placeholder = det.kind.placeholder();
     let mut out = String::new();
     let mut copied = 0;
     let mut pos = 0;
@@ -577,7 +608,9 @@ fn replace(det: &Detector, hay: &str, counts: &mut Counts) -> Option<String> {
         match (det.check)(hay, target.start(), target.end()) {
             Some(end) if end > target.start() => {
                 out.push_str(&hay[copied..target.start()]);
-                out.push_str(&placeholder);
+                out.push('[');
+                out.push_str(det.kind.name());
+                out.push(']');
                 copied = end;
                 n += 1;
                 pos = next_pos(hay, end, whole.start());
@@ -591,6 +624,32 @@ fn replace(det: &Detector, hay: &str, counts: &mut Counts) -> Option<String> {
     out.push_str(&hay[copied..]);
     *counts.entry(det.kind.name()).or_default() += n;
     Some(out)
+}
+
+/// JSON text with its one-letter escapes undone (`\n` is a newline, `\"` a quote, …); the
+/// text itself when it has none.
+fn unescape(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\\') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Where to look next: after `end`, but always past `start` (an empty match must not loop).
@@ -748,5 +807,43 @@ mod tests {
             })
         );
         assert_eq!(c, Counts::from([("EMAIL", 1), ("IP", 1), ("SECRET", 1)]));
+    }
+
+    #[test]
+    fn a_text_is_surely_clean_only_when_the_walk_would_change_nothing() {
+        let scanner = Scanner::new(&[]);
+        let texts = [
+            (
+                r#"{"content":[{"type":"text","text":"hello 42"}],"isError":false}"#,
+                true,
+            ),
+            (r#"{"structuredContent":{"n":7,"reason":"fine"}}"#, true),
+            (r#"{"text":"mail bob@example.com"}"#, false),
+            (r#"{"password":"hunter2,xyz"}"#, false),
+            (r#"{"Token" : "abcdefghijkl"}"#, false),
+            (r#"{"text":"call 555-123-4567"}"#, false),
+            (r#"{"text":"bob\u0040example.com"}"#, false),
+            (r#"{"text":"line\nbreak \"quoted\" a\\b"}"#, true),
+            (r#"{"text":"{\"n\":7,\"ok\":true}"}"#, true),
+            (r#"{"text":"x\n123-45-6789"}"#, false),
+            (r#"{"text":"x\t4111 1111 1111 1111"}"#, false),
+            (r#"{"text":"{\"password\":\"hunter2,xyz\"}"}"#, false),
+            (r#"{"ip":"10.0.0.1"}"#, false),
+            // Detector matches that the checks turn down are still "not sure".
+            (r#"{"n":"4111 1111 1111 1112"}"#, false),
+        ];
+        for (text, want) in texts {
+            assert_eq!(scanner.surely_clean(text), want, "{text}");
+            if want {
+                let mut v: Value = serde_json::from_str(text).unwrap();
+                let mut counts = Counts::new();
+                assert!(!scanner.redact_tree(&mut v, &mut counts), "{text}");
+            }
+        }
+        // The escaped ones are found once parsed.
+        let mut v: Value = serde_json::from_str(r#"{"text":"bob\u0040example.com"}"#).unwrap();
+        let mut counts = Counts::new();
+        assert!(scanner.redact_tree(&mut v, &mut counts));
+        assert_eq!(v, serde_json::json!({"text": "[EMAIL]"}));
     }
 }

@@ -85,14 +85,13 @@ impl Rewrite {
         if rules.is_empty() {
             return Decision::Pass;
         }
-        let mut msg = ev.message.clone();
-        let params = msg.params_mut();
-        let args = params
-            .entry("arguments")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !args.is_object() {
-            *args = Value::Object(Map::new());
-        }
+        // The rules run on a copy of the arguments; the message is copied only when they
+        // changed something.
+        let mut args = match ev.message.params().and_then(|p| p.get("arguments")) {
+            Some(a) if a.is_object() => a.clone(),
+            _ => Value::Object(Map::new()),
+        };
+        let args = &mut args;
         let mut changed = 0;
         for r in rules {
             for p in &r.remove {
@@ -106,10 +105,12 @@ impl Rewrite {
             }
         }
         if changed == 0 {
-            Decision::Pass
-        } else {
-            Decision::Modify(msg)
+            return Decision::Pass;
         }
+        let mut msg = ev.message.clone();
+        msg.params_mut()
+            .insert("arguments".into(), std::mem::take(args));
+        Decision::Modify(msg)
     }
 }
 

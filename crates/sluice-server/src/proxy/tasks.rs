@@ -133,6 +133,13 @@ pub(super) fn missing_extension() -> RpcError {
 
 /// The gateway task id a reply created, for the audit line.
 pub fn created_id(reply: &Message) -> Option<&str> {
+    // A reply kept as text is not parsed for this when the prefix is surely not in it.
+    if reply
+        .reply_member_text()
+        .is_some_and(|t| !t.contains("sluice-task-") && !t.contains("\\u"))
+    {
+        return None;
+    }
     let r = reply.result()?;
     r.pointer("/task/taskId")
         .or_else(|| (r.get("resultType") == Some(&json!("task"))).then(|| r.get("taskId"))?)
@@ -515,5 +522,28 @@ mod tests {
         assert_eq!(created_id(&reply), Some("sluice-task-9"));
         let upstream_id = Message::response(json!(1), json!({"task": {"taskId": "raw"}}));
         assert_eq!(created_id(&upstream_id), None);
+        // Kept as text: read from the text, with or without the prefix in it.
+        for (text, want) in [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"sluice-task-3"}}}"#,
+                Some("sluice-task-3"),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"sluice-task-4"}}"#,
+                Some("sluice-task-4"),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"\u0073luice-task-5"}}}"#,
+                Some("sluice-task-5"),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t-6"}}}"#,
+                None,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#, None),
+        ] {
+            let reply = Message::parse_reply(text.as_bytes()).unwrap();
+            assert_eq!(created_id(&reply), want, "{text}");
+        }
     }
 }
