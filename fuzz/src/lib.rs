@@ -25,14 +25,28 @@ pub const TARGETS: &[(&str, Target)] = &[
 ];
 
 /// `Message::parse`: never panics; a message it accepts serialises to JSON that parses back
-/// to the same message.
+/// to the same message. `Message::parse_reply` (a reply kept as its text) accepts and refuses
+/// the same bytes, reads as the same message, and after its id is replaced still writes JSON
+/// that parses back to it.
 pub fn message(data: &[u8]) {
+    let lazy = Message::parse_reply(data);
     match Message::parse(data) {
-        Ok(m) => check_message(&m),
+        Ok(m) => {
+            check_message(&m);
+            let mut lazy = lazy.unwrap_or_else(|e| panic!("parse_reply refused: {:?}", e.error));
+            assert_eq!((lazy.kind(), lazy.id()), (m.kind(), m.id()));
+            assert_eq!(lazy, m, "parse_reply reads another message");
+            check_message(&lazy);
+            if lazy.id().is_some() {
+                lazy.set_id(serde_json::json!("fuzz-id"));
+                check_message(&lazy);
+            }
+        }
         Err(e) => {
             // The error reply must itself be sendable.
             let reply = e.to_response();
             assert!(reply.get("error").is_some(), "{reply}");
+            assert!(lazy.is_err(), "parse_reply accepted what parse refused");
         }
     }
 }

@@ -71,6 +71,50 @@ impl<'de> Visitor<'de> for TopVisitor {
     }
 }
 
+/// Could the JSON text `text` hold what its syntax allows but a parse into values refuses: a
+/// number out of an f64's range (an exponent, or 300 digits and more), nesting deeper than 100
+/// (the parse stops at 128), or a `\\u` escape (a lone surrogate)? Strings are skipped but for
+/// their escapes; `true` and `false` are the only other words with an `e`.
+fn beyond_the_syntax(text: &str) -> bool {
+    let (mut in_string, mut escaped) = (false, false);
+    let (mut digits, mut depth, mut prev) = (0usize, 0usize, b' ');
+    for &b in text.as_bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, b'u') => return true,
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'e' | b'E' if prev.is_ascii_digit() || prev == b'.' => return true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > 100 {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'0'..=b'9' => {
+                digits += 1;
+                if digits >= 300 {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        if !b.is_ascii_digit() && b != b'.' {
+            digits = 0;
+        }
+        prev = b;
+    }
+    false
+}
+
 /// `key`'s boolean when it is the last member of the object `text` (where servers put
 /// `isError`), read from the tail alone; `None` when the tail is not that. Sure because the
 /// text is valid JSON: a quote after a comma or brace is not inside a string, so it opens a
@@ -114,9 +158,17 @@ impl RawReply {
     /// Read `bytes` as a plain reply, or `None` (the caller parses it whole, which also finds
     /// what is wrong with it, if anything).
     pub(crate) fn read(bytes: &[u8]) -> Option<RawReply> {
-        let text = std::str::from_utf8(bytes).ok()?.trim_ascii();
+        // JSON's whitespace only (`trim_ascii` would also take a form feed, which JSON refuses).
+        let json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
+        let text = std::str::from_utf8(bytes).ok()?.trim_matches(json_space);
         // One line: the text is written back as it is, into SSE events and stdio lines.
         if text.bytes().any(|b| b == b'\n' || b == b'\r') {
+            return None;
+        }
+        // What the syntax check below lets through but the parse of the whole reply refuses
+        // (a number too large for an f64, nesting past its depth limit, a lone surrogate
+        // escape) is left to that parse, which gives its error.
+        if beyond_the_syntax(text) {
             return None;
         }
         let top: Top = serde_json::from_str(text).ok()?;
@@ -253,7 +305,6 @@ mod tests {
             ),
             (r#"{"content":[{"isError":true}]}"#, None),
             (r#"{"isError":"yes"}"#, None),
-            (r#"{"\u0069sError":true}"#, Some(true)),
             (r#"{"isError":false,"isError":true}"#, Some(true)),
             (r#"{"isError":true,"isError":false}"#, Some(false)),
             (r#"{ "content" : [] , "isError" : true }"#, Some(true)),
@@ -298,10 +349,38 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":{}} trailing"#,
             r#"{"jsonr\u0070c":"2.0","id":1,"result":{}}"#,
             r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"n":1e400}}"#,
+            "\u{c}{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+            r#"{"jsonrpc":"2.0","id":1,"result":{"\u0069sError":true}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"n":-2.5E+3}}"#,
             "",
         ] {
             assert!(RawReply::read(text.as_bytes()).is_none(), "{text}");
         }
         assert!(RawReply::read(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}").is_none());
+    }
+}
+
+#[cfg(test)]
+mod syntax_tests {
+    use super::beyond_the_syntax as beyond;
+
+    #[test]
+    fn what_a_parse_into_values_may_refuse_is_found() {
+        assert!(beyond(r#"{"n":1e400}"#));
+        assert!(beyond(r#"[1.5E3]"#));
+        assert!(beyond(&format!("[{}]", "9".repeat(310))));
+        assert!(beyond(&format!("{}{}", "[".repeat(101), "]".repeat(101))));
+        assert!(beyond(r#"{"s":"\ud800"}"#));
+        assert!(!beyond(&format!(
+            "{}{}",
+            "[{\"a\":".repeat(50),
+            "1}]".repeat(50)
+        )));
+        assert!(!beyond(
+            r#"{"text":"1e400 \" 2E9 [[[[","ok":true,"no":false,"n":12.5}"#
+        ));
+        assert!(!beyond(&format!(r#"{{"s":"{}"}}"#, "9".repeat(310))));
+        assert!(!beyond(r#"{"a":"\\","e":null,"b":"\\u"}"#));
     }
 }

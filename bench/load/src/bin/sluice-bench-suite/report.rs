@@ -328,12 +328,13 @@ fn targets17(r: &Results) -> Vec<String> {
             .find(|x| x.upstream == "Rust echo" && x.config == cfg && x.c == c)
             .and_then(|x| x.summary.clone())
     };
-    let res = |cfg: &str| {
+    let res_of = |up: &str, cfg: &str| {
         r.resources
             .iter()
-            .find(|x| x.upstream == "Rust echo" && x.config == cfg)
+            .find(|x| x.upstream == up && x.config == cfg)
             .cloned()
     };
+    let res = |cfg: &str| res_of("Rust echo", cfg);
     let na = || "not measured in this run".to_string();
     let cfg = "sluice, no hooks";
     let mut out = Vec::new();
@@ -358,13 +359,17 @@ fn targets17(r: &Results) -> Vec<String> {
             ))
         ));
     }
-    for list in [cfg, "sluice, explain hook"] {
-        out.push(format!(
-            "tools/list of 1,000 tools ({list}): {}",
-            res(list)
-                .and_then(|x| x.list_ratio)
-                .map_or_else(na, |x| verdict(x, 0.5, true, "× direct"))
-        ));
+    // Against both upstreams: the Rust echo serves a list it serialised once (as the cache
+    // does); the TypeScript SDK server builds its list for every request, as servers do.
+    for up in ["Rust echo", "TS SDK echo"] {
+        for list in [cfg, "sluice, explain hook"] {
+            out.push(format!(
+                "tools/list of 1,000 tools ({list}, {up}): {}",
+                res_of(up, list)
+                    .and_then(|x| x.list_ratio)
+                    .map_or_else(na, |x| verdict(x, 0.5, true, "× direct"))
+            ));
+        }
     }
     out.push(format!(
         "Five builtin hooks, CPU per call over no hooks, c=16: {}",
