@@ -16,6 +16,13 @@
 //! second at most), so an edit applies to open connections. Hyper's own `header_read_timeout`
 //! is off: in hyper 1.12 it also runs while a kept-alive connection is idle.
 //!
+//! Who serves: between requests the connection task reads the first bytes of the next head
+//! itself. A GET (`G…`) goes to the bare GET server (`transport/bare_get.rs`), so an open GET
+//! stream holds no hyper connection and its two 8 KB buffers; anything else, and a GET that
+//! server does not take, to a hyper connection made then, which serves until the connection
+//! ends or, between two requests, the next head is a GET: the socket wrapper keeps it, hyper
+//! (idle) sees the end of the connection and hands the socket back (`poll_without_shutdown`).
+//!
 //! Shutdown ([`serve`]'s future resolves): the listener is closed, `draining` is cancelled
 //! (GET and listen streams end; see `transport/http.rs`), every connection is shut down
 //! gracefully (an idle one at once; a busy one after the response in flight, sent with
