@@ -81,19 +81,20 @@ fn parse(stash: &[u8]) -> Result<Option<Head>, ()> {
     Ok(Some(Head { len, uri, headers }))
 }
 
-/// Serve the GET at the start of the stash (bytes are read as needed).
-pub(super) async fn serve(
+/// Read the head, run the router, write the response head: then the body to stream, the
+/// request's time in flight, whether it is chunked, whether the connection ends after it.
+async fn respond(
     io: &mut Counted,
     app: &axum::Router,
     draining: &CancellationToken,
-) -> Outcome {
+) -> Result<(Body, InFlight, bool, bool), Outcome> {
     let head = loop {
         match parse(&io.stash) {
             Ok(Some(head)) => break head,
-            Err(()) => return Outcome::Hyper,
-            Ok(None) if io.stash.len() >= MAX_HEAD => return Outcome::Hyper,
+            Err(()) => return Err(Outcome::Hyper),
+            Ok(None) if io.stash.len() >= MAX_HEAD => return Err(Outcome::Hyper),
             Ok(None) => match io.fill(1024).await {
-                Ok(0) | Err(_) => return Outcome::Close,
+                Ok(0) | Err(_) => return Err(Outcome::Close),
                 Ok(_) => {}
             },
         }
@@ -104,25 +105,40 @@ pub(super) async fn serve(
     *req.method_mut() = Method::GET;
     *req.uri_mut() = head.uri;
     *req.headers_mut() = head.headers;
-    // Boxed: the router's future is large and lives only until the response head.
-    let call = {
+    let resp = {
         use hyper::service::Service as _;
-        Box::pin(hyper_util::service::TowerToHyperService::new(app.clone()).call(req))
+        match hyper_util::service::TowerToHyperService::new(app.clone())
+            .call(req)
+            .await
+        {
+            Ok(r) => r,
+            Err(never) => match never {},
+        }
     };
-    let resp = match call.await {
-        Ok(r) => r,
-        Err(never) => match never {},
-    };
-    let (parts, mut body) = resp.into_parts();
+    let (parts, body) = resp.into_parts();
     let (head, chunked, last) = encode_head(parts.status, parts.headers, &body, draining);
     if write(io, &head).await.is_err() {
-        return Outcome::Close;
+        return Err(Outcome::Close);
     }
-    drop(head);
     if !has_body(parts.status) {
         drop(guard);
-        return if last { Outcome::Close } else { Outcome::Again };
+        return Err(if last { Outcome::Close } else { Outcome::Again });
     }
+    Ok((body, guard, chunked, last))
+}
+
+/// Serve the GET at the start of the stash (bytes are read as needed).
+pub(super) async fn serve(
+    io: &mut Counted,
+    app: &axum::Router,
+    draining: &CancellationToken,
+) -> Outcome {
+    // Boxed: reading the head and running the router take far more room than an idle stream,
+    // which then holds only what follows.
+    let (mut body, guard, chunked, last) = match Box::pin(respond(io, app, draining)).await {
+        Ok(streaming) => streaming,
+        Err(outcome) => return outcome,
+    };
     // Watch for the client's end while the body streams (until it sends something: that is
     // kept for after the response, and the watch stops, as in hyper).
     let mut watch = io.stash.is_empty();

@@ -183,7 +183,8 @@ async fn connection(st: Arc<State>, app: axum::Router, stream: TcpStream, _slot:
                 bare_get::Outcome::Hyper => {}
             }
         }
-        match with_hyper(&st, &app, io).await {
+        // Boxed: hyper's phase need not enlarge an idle GET stream's task.
+        match Box::pin(with_hyper(&st, &app, io)).await {
             Some(back) => io = back,
             None => return,
         }
