@@ -167,7 +167,7 @@ async fn a_get_served_without_hyper_is_byte_for_byte_what_hyper_writes() {
         assert_eq!(got, want, "for {req:?}");
         assert!(!got.0.contains("transfer-encoding"), "{}", got.0);
     }
-    // The stream itself: the same head, and keep-alive comments come chunked.
+    // The stream itself: the same head.
     let mut bare = TcpStream::connect(&host).await.unwrap();
     bare.write_all(get_stream(&host, &session).as_bytes())
         .await
@@ -248,6 +248,23 @@ async fn one_kept_alive_connection_goes_from_hyper_to_the_bare_server_and_back()
         .await
         .expect("the event within 10 s");
     assert!(frame.starts_with("event: message\nid: 0-"), "{frame:?}");
+    // A silent stream sends its keep-alive comment (every 15 s), chunked like the events.
+    let seen = chunks(&buf).len();
+    let read = async {
+        loop {
+            if let Some(c) = chunks(&buf).get(seen) {
+                return c.clone();
+            }
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "closed");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    let next = timeout(Duration::from_secs(25), read)
+        .await
+        .expect("a keep-alive within 25 s");
+    assert_eq!(next, ": keep-alive\n\n");
     // A second GET stream for the session is refused while this one is open.
     assert_eq!(c.open_get(None).await.status(), 409);
     // The client goes: the gateway notices (with nothing to write) and frees the GET slot.
