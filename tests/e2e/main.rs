@@ -14,6 +14,7 @@ mod conformance;
 mod exact_ids;
 mod faults;
 mod funnel;
+mod get_streams;
 mod guardrails;
 mod hooks;
 mod http_transport;

@@ -102,6 +102,22 @@ enum Command {
         #[arg(long, default_value = "sessions")]
         label: String,
     },
+    /// Open COUNT sessions, then one idle `GET /mcp` event stream for each on a connection of its
+    /// own; report the RSS growth of PID per stream (the sessions are open before the baseline).
+    Streams {
+        /// The MCP endpoint.
+        #[arg(long)]
+        url: String,
+        /// The server's PID.
+        #[arg(long)]
+        pid: u32,
+        /// Sessions, and streams, to open.
+        #[arg(long, default_value_t = 1000)]
+        count: u64,
+        /// A label for the report.
+        #[arg(long, default_value = "streams")]
+        label: String,
+    },
     /// Spawn CMD, time it to accepting and to its first tools/list, read its idle RSS, kill it.
     Startup {
         /// The endpoint CMD will serve.
@@ -221,6 +237,24 @@ fn execute(cli: &Cli) -> Result<bool> {
                     .unwrap_or_default()
             );
             (serde_json::to_string(&r)?, human, r.errors == 0)
+        }
+        Command::Streams {
+            url,
+            pid,
+            count,
+            label,
+        } => {
+            let r = rt.block_on(sluice_bench_load::streams::get_streams(
+                label, url, *count, *pid,
+            ))?;
+            let human = format!(
+                "{label}: {} GET streams; RSS {:.1} → {:.1} MB: {:.2} KB per stream",
+                r.streams,
+                r.rss_before_kb as f64 / 1024.0,
+                r.rss_after_kb as f64 / 1024.0,
+                r.kb_per_stream
+            );
+            (serde_json::to_string(&r)?, human, true)
         }
         Command::Startup {
             url,

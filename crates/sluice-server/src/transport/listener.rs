@@ -16,12 +16,21 @@
 //! second at most), so an edit applies to open connections. Hyper's own `header_read_timeout`
 //! is off: in hyper 1.12 it also runs while a kept-alive connection is idle.
 //!
+//! Who serves: between requests the connection task reads the first bytes of the next head
+//! itself. A GET (`G…`) goes to the bare GET server (`transport/bare_get.rs`), so an open GET
+//! stream holds no hyper connection and its two 8 KB buffers; anything else, and a GET that
+//! server does not take, to a hyper connection made then, which serves until the connection
+//! ends or, between two requests, the next head is a GET: the socket wrapper keeps it, hyper
+//! (idle) sees the end of the connection and hands the socket back (`poll_without_shutdown`).
+//!
 //! Shutdown ([`serve`]'s future resolves): the listener is closed, `draining` is cancelled
 //! (GET and listen streams end; see `transport/http.rs`), every connection is shut down
 //! gracefully (an idle one at once; a busy one after the response in flight, sent with
 //! `Connection: close`, so a request sent on a kept-alive connection during the drain is not
 //! read), and the loop waits up to `drain_ms` for them, then drops the rest.
 
+use super::bare_get;
+use super::conn_io::{Counted, InFlight, Stats, NONE};
 use super::http::{router, Face};
 use crate::state::State;
 use axum::body::{Body, Bytes};
@@ -32,11 +41,11 @@ use hyper_util::service::TowerToHyperService;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -137,36 +146,96 @@ impl Drop for Release {
 
 async fn connection(st: Arc<State>, app: axum::Router, stream: TcpStream, _slot: Release) {
     let stats = Arc::new(Stats::new());
-    let io = TokioIo::new(Counted {
-        inner: stream,
-        stats: stats.clone(),
-    });
+    let mut io = Counted::new(stream, stats.clone());
+    let draining = st.rt.draining.clone();
+    loop {
+        // Between requests: the first bytes of the next head (nothing is in flight, so closing
+        // on a timeout or at the drain loses nothing).
+        if io.stash.is_empty() {
+            let read = tokio::select! {
+                r = io.fill(1024) => r,
+                why = watchdog(&st, &stats) => {
+                    tracing::debug!("closing a connection: {why}");
+                    return;
+                }
+                () = draining.cancelled() => return,
+            };
+            match read {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!("connection ended: {e}");
+                    return;
+                }
+            }
+        }
+        if io.stash.first() == Some(&b'G') {
+            let outcome = tokio::select! {
+                o = bare_get::serve(&mut io, &app, &draining) => o,
+                why = watchdog(&st, &stats) => {
+                    tracing::debug!("closing a connection: {why}");
+                    return;
+                }
+            };
+            match outcome {
+                bare_get::Outcome::Again => continue,
+                bare_get::Outcome::Close => return,
+                bare_get::Outcome::Hyper => {}
+            }
+        }
+        // Boxed: hyper's phase need not enlarge an idle GET stream's task.
+        match Box::pin(with_hyper(&st, &app, io)).await {
+            Some(back) => io = back,
+            None => return,
+        }
+    }
+}
+
+/// Serve the connection with hyper (its head is in the stash) until it ends (`None`) or hands
+/// the connection back between requests for a GET (`Some`: the GET is in the stash).
+async fn with_hyper(st: &State, app: &axum::Router, mut io: Counted) -> Option<Counted> {
+    let stats = io.stats.clone();
+    io.gets_elsewhere = true;
     let service = Tracked {
-        app: TowerToHyperService::new(app),
+        app: TowerToHyperService::new(app.clone()),
         stats: stats.clone(),
     };
     let mut builder = http1::Builder::new();
     builder.keep_alive(true).header_read_timeout(None);
-    let mut conn = pin!(builder.serve_connection(io, service));
+    // Boxed: an idle GET stream's task need not carry hyper's connection state.
+    let mut conn = Box::new(builder.serve_connection(TokioIo::new(io), service));
     let draining = st.rt.draining.clone();
     let mut drained = false;
     loop {
         tokio::select! {
-            r = conn.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!("connection ended: {e}");
+            r = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => {
+                let parts = conn.into_parts();
+                let mut io = parts.io.into_inner();
+                io.gets_elsewhere = false;
+                if std::mem::take(&mut io.handed_back) && !drained && !draining.is_cancelled() {
+                    let mut stash = parts.read_buf.to_vec();
+                    stash.append(&mut io.stash);
+                    io.stash = stash;
+                    return Some(io);
                 }
-                return;
+                match r {
+                    // Ended as hyper ends a connection: the socket is shut down.
+                    Ok(()) => {
+                        let _ = io.shutdown().await;
+                    }
+                    Err(e) => tracing::debug!("connection ended: {e}"),
+                }
+                return None;
             }
-            why = watchdog(&st, &stats) => {
+            why = watchdog(st, &stats) => {
                 // Nothing is in flight (the watchdog checks in this task, between polls of the
                 // connection): closing loses nothing.
                 tracing::debug!("closing a connection: {why}");
-                return;
+                return None;
             }
             () = draining.cancelled(), if !drained => {
                 drained = true;
-                conn.as_mut().graceful_shutdown();
+                Pin::new(&mut *conn).graceful_shutdown();
             }
         }
     }
@@ -201,111 +270,6 @@ async fn watchdog(st: &State, stats: &Stats) -> &'static str {
         };
         // Look again at least every second: bytes may arrive, settings may change.
         tokio::time::sleep(Duration::from_millis(wait.clamp(1, 1000))).await;
-    }
-}
-
-const NONE: u64 = u64::MAX;
-
-/// What a connection's watchdog reads (ms counted from the connection's opening).
-struct Stats {
-    opened: Instant,
-    /// Requests whose head arrived and whose response body is not dropped yet.
-    inflight: AtomicUsize,
-    /// When the connection last became request-free.
-    free_since: AtomicU64,
-    /// The first byte read since then (`NONE`: none). The opening counts as one.
-    pending_since: AtomicU64,
-}
-
-impl Stats {
-    fn new() -> Stats {
-        Stats {
-            opened: Instant::now(),
-            inflight: AtomicUsize::new(0),
-            free_since: AtomicU64::new(0),
-            pending_since: AtomicU64::new(0),
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.opened.elapsed().as_millis() as u64
-    }
-}
-
-/// The connection's socket, noting the first byte of each request head.
-struct Counted {
-    inner: TcpStream,
-    stats: Arc<Stats>,
-}
-
-impl AsyncRead for Counted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before && self.stats.inflight.load(Ordering::SeqCst) == 0 {
-            let now = self.stats.now_ms();
-            let _ = self.stats.pending_since.compare_exchange(
-                NONE,
-                now,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            );
-        }
-        r
-    }
-}
-
-impl AsyncWrite for Counted {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// A request in flight, from its head to the end (or drop) of its response body.
-struct InFlight(Arc<Stats>);
-
-impl InFlight {
-    fn begin(stats: Arc<Stats>) -> InFlight {
-        stats.inflight.fetch_add(1, Ordering::SeqCst);
-        stats.pending_since.store(NONE, Ordering::SeqCst);
-        InFlight(stats)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if self.0.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.free_since.store(self.0.now_ms(), Ordering::SeqCst);
-            self.0.pending_since.store(NONE, Ordering::SeqCst);
-        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! The faces toward clients: the transports, each era on each. They parse, authenticate and
 //! frame; what a message means is decided below them (`modern`, `proxy`).
 
+mod bare_get;
+mod conn_io;
 pub mod http;
 pub mod http_modern;
 pub mod listener;
