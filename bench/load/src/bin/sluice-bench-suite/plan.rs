@@ -132,6 +132,9 @@ pub enum Launch {
     /// `sluice serve --passthrough URL --admin …`: the same with the admin listener on (the
     /// default outside the bench; it watches the traffic, which turns on the record phase).
     SluiceAdmin,
+    /// `sluice serve --no-admin --threads 1 --passthrough URL`: no hooks on one worker thread
+    /// (no hand-overs between workers; the default is one worker per CPU).
+    SluiceOneWorker,
     /// `sluice serve --home TREE` with these extra files (a hook configuration).
     SluiceTree(Files),
     /// A peer gateway.
@@ -216,6 +219,13 @@ fn sluice_configs() -> Vec<Config> {
             name: "sluice, no hooks, admin listener on".into(),
             via: Via::Http,
             launch: Ok(Launch::SluiceAdmin),
+            peer: false,
+            modern_client: false,
+        },
+        Config {
+            name: "sluice, no hooks, 1 worker thread".into(),
+            via: Via::Http,
+            launch: Ok(Launch::SluiceOneWorker),
             peer: false,
             modern_client: false,
         },

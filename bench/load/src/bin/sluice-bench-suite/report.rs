@@ -338,10 +338,19 @@ fn targets17(r: &Results) -> Vec<String> {
     let na = || "not measured in this run".to_string();
     let cfg = "sluice, no hooks";
     let mut out = Vec::new();
-    for c in CONCURRENCY {
+    for (cfg, c) in CONCURRENCY.iter().map(|c| (cfg, c)).chain(
+        CONCURRENCY
+            .iter()
+            .map(|c| ("sluice, no hooks, 1 worker thread", c)),
+    ) {
         let pair = call(cfg, *c).zip(call(FLOOR, *c));
+        let tag = if cfg == "sluice, no hooks" {
+            ""
+        } else {
+            ", 1 worker thread"
+        };
         out.push(format!(
-            "At the floor, added p50, Rust echo, c={c}: {}",
+            "At the floor, added p50, Rust echo{tag}, c={c}: {}",
             pair.as_ref()
                 .map_or_else(na, |(s, f)| if f.added_p50 > 0.5 {
                     verdict(s.added_p50 / f.added_p50, 1.0, true, "× the floor")
@@ -350,7 +359,7 @@ fn targets17(r: &Results) -> Vec<String> {
                 })
         ));
         out.push(format!(
-            "At the floor, gateway CPU per call, Rust echo, c={c}: {}",
+            "At the floor, gateway CPU per call, Rust echo{tag}, c={c}: {}",
             pair.as_ref().map_or_else(na, |(s, f)| verdict(
                 s.gw_cpu_us / f.gw_cpu_us,
                 1.0,

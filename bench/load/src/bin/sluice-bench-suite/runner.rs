@@ -533,6 +533,19 @@ fn config_cmd(
                 .args(["--listen", &listen]);
             c
         }
+        Launch::SluiceOneWorker => {
+            let mut c = Command::new(sluice);
+            c.args([
+                "serve",
+                "--no-admin",
+                "--threads",
+                "1",
+                "--passthrough",
+                direct_url,
+            ])
+            .args(["--listen", &listen]);
+            c
+        }
         Launch::SluiceAdmin => {
             let admin = format!("127.0.0.1:{}", free_port()?);
             let mut c = Command::new(sluice);
@@ -999,7 +1012,10 @@ fn call_matrix(
 /// Is it Sluice (which has GET streams to measure)?
 fn is_sluice(l: &Launch) -> bool {
     match l {
-        Launch::Sluice(_) | Launch::SluiceAdmin | Launch::SluiceTree(_) => true,
+        Launch::Sluice(_)
+        | Launch::SluiceOneWorker
+        | Launch::SluiceAdmin
+        | Launch::SluiceTree(_) => true,
         Launch::Baseline(inner) => is_sluice(inner),
         Launch::Floor | Launch::Peer(_) => false,
     }
