@@ -131,6 +131,19 @@ pub(crate) fn sha256_hex(token: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// Turn bearer-token authentication on in `home` for these (name, token) pairs, each token
+/// stored as its SHA-256.
+pub(crate) fn bearer_tokens(home: &Home, people: &[(&str, &str)]) {
+    let tokens: Vec<Value> = people
+        .iter()
+        .map(|(name, token)| json!({"name": name, "sha256": sha256_hex(token)}))
+        .collect();
+    home.write(
+        "auth/auth.config.json",
+        &json!({"enabled": true, "tokens": tokens}).to_string(),
+    );
+}
+
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
 /// POST initialize with these extra headers: (status, WWW-Authenticate, body).

@@ -9,21 +9,25 @@ use serde_json::json;
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
 use sluice_e2e::{free_port, wait_for_port, Proc};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-/// A hook server written with `@civic/hook-common` (npm, pinned), started on loopback.
-fn civic_server(dir: &Path, mode: &str) -> (Proc, u16) {
+/// A hook server written with `@civic/hook-common` (npm, pinned), started on loopback in
+/// `mode`, in a directory of its own under `home` (where it writes `calls.log`): the process,
+/// its port and that directory.
+fn civic_server(home: &Home, mode: &str) -> (Proc, u16, PathBuf) {
+    let dir = home.path().join(mode);
+    std::fs::create_dir_all(&dir).unwrap();
     let port = free_port();
     let mut cmd = Command::new(node22());
     cmd.arg(node_dir().join("hooks/civic-hook.mjs"))
         .arg(port.to_string())
         .arg(mode)
-        .current_dir(dir);
+        .current_dir(&dir);
     let proc = Proc::spawn(cmd);
     wait_for_port(port, Duration::from_secs(20));
-    (proc, port)
+    (proc, port, dir)
 }
 
 #[tokio::test]
@@ -32,12 +36,8 @@ async fn civic_hook_servers_modify_abort_and_answer() {
     home.expose(&json!({"upstreams": [
         {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
     ]}));
-    let modify_dir = home.path().join("modify");
-    let abort_dir = home.path().join("abort");
-    std::fs::create_dir_all(&modify_dir).unwrap();
-    std::fs::create_dir_all(&abort_dir).unwrap();
-    let (_m, mport) = civic_server(&modify_dir, "modify");
-    let (_a, aport) = civic_server(&abort_dir, "abort");
+    let (_m, mport, modify_dir) = civic_server(&home, "modify");
+    let (_a, aport, abort_dir) = civic_server(&home, "abort");
     write_manifest(
         &home,
         &json!([
@@ -144,9 +144,7 @@ async fn civic_hook_servers_modify_abort_and_answer() {
     home2.expose(&json!({"upstreams": [
         {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
     ]}));
-    let respond_dir = home2.path().join("respond");
-    std::fs::create_dir_all(&respond_dir).unwrap();
-    let (_r, rport) = civic_server(&respond_dir, "respond");
+    let (_r, rport, _) = civic_server(&home2, "respond");
     // Added with the CLI (a civic hook has no event).
     let civic_url = format!("http://127.0.0.1:{rport}");
     let (ok, stdout, stderr) = sluice(&[
@@ -234,12 +232,8 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
     home.expose(&json!({"upstreams": [
         {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
     ]}));
-    let modify_dir = home.path().join("modify");
-    let abort_dir = home.path().join("abort");
-    std::fs::create_dir_all(&modify_dir).unwrap();
-    std::fs::create_dir_all(&abort_dir).unwrap();
-    let (_m, mport) = civic_server(&modify_dir, "modify");
-    let (_a, aport) = civic_server(&abort_dir, "abort");
+    let (_m, mport, modify_dir) = civic_server(&home, "modify");
+    let (_a, aport, _) = civic_server(&home, "abort");
     write_manifest(
         &home,
         &json!([
@@ -308,9 +302,7 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
     home2.expose(&json!({"upstreams": [
         {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
     ]}));
-    let respond_dir = home2.path().join("respond");
-    std::fs::create_dir_all(&respond_dir).unwrap();
-    let (_r, rport) = civic_server(&respond_dir, "respond");
+    let (_r, rport, _) = civic_server(&home2, "respond");
     write_manifest(
         &home2,
         &json!([{"id": "civic-respond", "type": "civic", "url": format!("http://127.0.0.1:{rport}"), "enabled": true}]),

@@ -112,6 +112,24 @@ pub(crate) fn ask_client(mode: &str, url: &str, tool: &str, args: Value, answer:
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A `Bash` call with `command` that no hook objects to: answered unchanged, and the client is
+/// asked nothing (its answer, were it asked, would decline).
+fn passes_unasked(url: &str, command: &str) {
+    let r = ask_client(
+        "legacy",
+        url,
+        "Bash",
+        json!({"command": command}),
+        "decline",
+    );
+    assert_eq!(
+        r["result"]["structured"],
+        json!({"command": command}),
+        "{r}"
+    );
+    assert_eq!(r["asked"], json!([]));
+}
+
 pub(crate) fn read_json(p: &Path) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
@@ -396,19 +414,7 @@ async fn azet_guard_denies_asks_a_person_and_feeds_back_after_the_call() {
         "{r}"
     );
     // A command nothing objects to is not asked about.
-    let r = ask_client(
-        "legacy",
-        &url,
-        "Bash",
-        json!({"command": "git status"}),
-        "decline",
-    );
-    assert_eq!(
-        r["result"]["structured"],
-        json!({"command": "git status"}),
-        "{r}"
-    );
-    assert_eq!(r["asked"], json!([]));
+    passes_unasked(&url, "git status");
 
     // PostToolUse feedback: an instruction aimed at the agent in an MCP tool's result.
     let r = raw
@@ -768,19 +774,7 @@ if "--force " in cmd:
         "force-push rewritten to --force-with-lease (the person asked declined the call)"
     );
     // Not asked about, not changed.
-    let r = ask_client(
-        "legacy",
-        &url,
-        "Bash",
-        json!({"command": "git status"}),
-        "decline",
-    );
-    assert_eq!(
-        r["result"]["structured"],
-        json!({"command": "git status"}),
-        "{r}"
-    );
-    assert_eq!(r["asked"], json!([]));
+    passes_unasked(&url, "git status");
 }
 
 /// A plugin whose hooks are inline in `.claude-plugin/plugin.json` (no `hooks/hooks.json`),

@@ -47,14 +47,9 @@ async fn isolated_stdio_upstreams_give_each_modern_principal_its_own_process() {
         {"id": "own", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio"],
          "expose_all": true, "isolation": "session"}
     ]}));
-    let hash = crate::auth::sha256_hex;
-    home.write(
-        "auth/auth.config.json",
-        &json!({"enabled": true, "tokens": [
-            {"name": "alice", "sha256": hash("alice-secret-0001")},
-            {"name": "bob", "sha256": hash("bob-secret-00002")}
-        ]})
-        .to_string(),
+    crate::auth::bearer_tokens(
+        &home,
+        &[("alice", "alice-secret-0001"), ("bob", "bob-secret-00002")],
     );
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
     let alice = whoami(&url, "alice-secret-0001").await;

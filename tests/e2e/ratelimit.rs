@@ -226,21 +226,7 @@ async fn each_principal_has_its_own_bucket() {
             json!({"per_principal": {"rate": 1, "per": "hour", "burst": 2}})
         )]),
     );
-    let hash = |t: &str| {
-        let out = Command::new(bin("sluice"))
-            .args(["auth", "hash", t])
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
-    home.write(
-        "auth/auth.config.json",
-        &json!({"enabled": true, "tokens": [
-            {"name": "alice", "sha256": hash("alice-secret")},
-            {"name": "bob", "sha256": hash("bob-secret")}
-        ]})
-        .to_string(),
-    );
+    crate::auth::bearer_tokens(&home, &[("alice", "alice-secret"), ("bob", "bob-secret")]);
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
     let mut alice = Client::with_bearer(&url, "alice-secret");
     alice.initialize(json!({})).await;

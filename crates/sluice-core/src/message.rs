@@ -309,8 +309,9 @@ impl Message {
         }
     }
 
-    /// The `result` (or `error`) of a reply kept as text, as received; `None` for any other
-    /// message. For checks that can tell from the text that they have nothing to do.
+    /// The `result` (or `error`) of a reply kept as text, as received (never with a `\u`
+    /// escape: such a reply is parsed whole); `None` for any other message. For checks that can
+    /// tell from the text that they have nothing to do.
     pub fn reply_member_text(&self) -> Option<&str> {
         match &self.body {
             Body::Reply(r) => Some(r.member_text()),

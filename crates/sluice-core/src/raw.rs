@@ -71,11 +71,13 @@ impl<'de> Visitor<'de> for TopVisitor {
     }
 }
 
-/// Could the JSON text `text` hold what its syntax allows but a parse into values refuses: a
-/// number out of an f64's range (an exponent, or 300 digits and more), nesting deeper than 100
-/// (the parse stops at 128), or a `\\u` escape (a lone surrogate)? Strings are skipped but for
-/// their escapes; `true` and `false` are the only other words with an `e`.
-fn beyond_the_syntax(text: &str) -> bool {
+/// Is the JSON text `text` not one to keep as it is: on more than one line (a newline or carriage
+/// return, which only whitespace can hold), or holding what its syntax allows but a parse into
+/// values refuses: a number out of an f64's range (an exponent, or 300 digits and more),
+/// nesting deeper than 100 (the parse stops at 128), or a `\u` escape (a lone surrogate)?
+/// Strings are skipped but for their escapes; `true` and `false` are the only other words with
+/// an `e`. One pass over the bytes.
+fn not_plain(text: &str) -> bool {
     let (mut in_string, mut escaped) = (false, false);
     let (mut digits, mut depth, mut prev) = (0usize, 0usize, b' ');
     for &b in text.as_bytes() {
@@ -91,6 +93,7 @@ fn beyond_the_syntax(text: &str) -> bool {
         }
         match b {
             b'"' => in_string = true,
+            b'\n' | b'\r' => return true,
             b'e' | b'E' if prev.is_ascii_digit() || prev == b'.' => return true,
             b'[' | b'{' => {
                 depth += 1;
@@ -161,14 +164,11 @@ impl RawReply {
         // JSON's whitespace only (`trim_ascii` would also take a form feed, which JSON refuses).
         let json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
         let text = std::str::from_utf8(bytes).ok()?.trim_matches(json_space);
-        // One line: the text is written back as it is, into SSE events and stdio lines.
-        if text.bytes().any(|b| b == b'\n' || b == b'\r') {
-            return None;
-        }
-        // What the syntax check below lets through but the parse of the whole reply refuses
-        // (a number too large for an f64, nesting past its depth limit, a lone surrogate
-        // escape) is left to that parse, which gives its error.
-        if beyond_the_syntax(text) {
+        // A reply on more than one line (it is written back as it is, into SSE events and stdio
+        // lines), or with what the syntax check below lets through but the parse of the whole
+        // reply refuses (a number too large for an f64, nesting past its depth limit, a lone
+        // surrogate escape), is left to that parse, which gives its error.
+        if not_plain(text) {
             return None;
         }
         let top: Top = serde_json::from_str(text).ok()?;
@@ -210,7 +210,8 @@ impl RawReply {
     /// could spell it). `None` when it is absent or not a boolean.
     pub(crate) fn member_bool(&self, key: &str) -> Option<bool> {
         let member = self.member_text();
-        if !member.contains(key) && !member.contains("\\u") {
+        // No `\u` escape could spell it: a reply kept as text has none.
+        if !member.contains(key) {
             return None;
         }
         if let Some(last) = last_member_bool(member, key) {
@@ -220,7 +221,8 @@ impl RawReply {
         de.deserialize_any(FindBool(key)).ok().flatten()
     }
 
-    /// The `result` (or `error`) as received.
+    /// The `result` (or `error`) as received (it has no `\u` escape: [`RawReply::read`] leaves
+    /// such a reply to the full parse).
     pub(crate) fn member_text(&self) -> &str {
         &self.text[self.member_at.0..self.member_at.1]
     }
@@ -363,24 +365,30 @@ mod tests {
 
 #[cfg(test)]
 mod syntax_tests {
-    use super::beyond_the_syntax as beyond;
+    use super::not_plain;
 
     #[test]
-    fn what_a_parse_into_values_may_refuse_is_found() {
-        assert!(beyond(r#"{"n":1e400}"#));
-        assert!(beyond(r#"[1.5E3]"#));
-        assert!(beyond(&format!("[{}]", "9".repeat(310))));
-        assert!(beyond(&format!("{}{}", "[".repeat(101), "]".repeat(101))));
-        assert!(beyond(r#"{"s":"\ud800"}"#));
-        assert!(!beyond(&format!(
+    fn lines_and_what_a_parse_into_values_may_refuse_are_found() {
+        assert!(not_plain(r#"{"n":1e400}"#));
+        assert!(not_plain(r#"[1.5E3]"#));
+        assert!(not_plain(&format!("[{}]", "9".repeat(310))));
+        assert!(not_plain(&format!(
+            "{}{}",
+            "[".repeat(101),
+            "]".repeat(101)
+        )));
+        assert!(not_plain(r#"{"s":"\ud800"}"#));
+        assert!(not_plain("{\"a\":1,\n\"b\":2}"));
+        assert!(not_plain("{\"a\":1,\r\"b\":2}"));
+        assert!(!not_plain(&format!(
             "{}{}",
             "[{\"a\":".repeat(50),
             "1}]".repeat(50)
         )));
-        assert!(!beyond(
+        assert!(!not_plain(
             r#"{"text":"1e400 \" 2E9 [[[[","ok":true,"no":false,"n":12.5}"#
         ));
-        assert!(!beyond(&format!(r#"{{"s":"{}"}}"#, "9".repeat(310))));
-        assert!(!beyond(r#"{"a":"\\","e":null,"b":"\\u"}"#));
+        assert!(!not_plain(&format!(r#"{{"s":"{}"}}"#, "9".repeat(310))));
+        assert!(!not_plain(r#"{"a":"\\","e":null,"b":"\\u"}"#));
     }
 }

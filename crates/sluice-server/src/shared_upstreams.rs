@@ -152,7 +152,7 @@ pub async fn end_upstreams(st: &State, fields: &HashMap<String, String>) {
         let Ok(s) = serde_json::from_str::<UpstreamSession>(v) else {
             continue;
         };
-        let Some(slot) = snap.slots.iter().find(|s| s.spec.id == upstream) else {
+        let Some(slot) = snap.slot(upstream) else {
             continue;
         };
         match sluice_upstream::end_shared(&slot.spec, &s).await {

@@ -275,6 +275,11 @@ impl Snapshot {
         &self.config.settings
     }
 
+    /// The slot of the upstream with this id.
+    pub fn slot(&self, id: &str) -> Option<&Arc<Slot>> {
+        self.slots.iter().find(|s| s.spec.id == id)
+    }
+
     /// This snapshot with another catalog (an upstream's lists changed).
     pub fn with_catalog(&self, catalog: Catalog) -> Snapshot {
         Snapshot {

@@ -139,14 +139,9 @@ async fn any_replica_serves_any_legacy_session_behind_round_robin_nginx() {
 #[tokio::test]
 async fn forged_tampered_truncated_foreign_and_cross_principal_ids_are_404_like_unknown() {
     let home = fixture_home("cluster-ids");
-    let hash = crate::auth::sha256_hex;
-    home.write(
-        "auth/auth.config.json",
-        &json!({"enabled": true, "tokens": [
-            {"name": "alice", "sha256": hash("alice-secret-0001")},
-            {"name": "bob", "sha256": hash("bob-secret-00002")}
-        ]})
-        .to_string(),
+    crate::auth::bearer_tokens(
+        &home,
+        &[("alice", "alice-secret-0001"), ("bob", "bob-secret-00002")],
     );
     let cl = Cluster::start("ids", home, json!({}));
     let [a, b, c] = [&cl.replicas[0], &cl.replicas[1], &cl.replicas[2]];

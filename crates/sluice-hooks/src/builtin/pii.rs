@@ -425,15 +425,12 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
     ]
 });
 
-/// Every detector's regex in one set: one pass over a string tells whether any could match,
-/// which most strings of a reply cannot (then no detector runs on it at all).
-static ANY_DETECTOR: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSet::new(DETECTORS.iter().map(|d| d.regex.as_str())).expect("the detectors compile")
-});
-
-/// What [`Scanner::surely_clean`] looks for in a reply's text: every detector, and an object
-/// key that is a secret's name (whose value [`Scanner::redact_value`] replaces), in one pass.
-static ANYTHING_TO_REPLACE: LazyLock<RegexSet> = LazyLock::new(|| {
+/// Every detector's regex, and an object key that is a secret's name (whose value
+/// [`Scanner::redact_value`] replaces), in one set: one pass tells whether anything could be
+/// replaced, which most strings of a reply (and most replies' whole text, see
+/// [`Scanner::surely_clean`]) cannot; then no detector runs at all. (The key pattern, quoted
+/// name and colon, only makes a plain string "maybe" now and then, never "no" wrongly.)
+static ANY_MATCH: LazyLock<RegexSet> = LazyLock::new(|| {
     let key = format!(r#"(?i)"(?:{SECRET_NAMES})"\s*:"#);
     let detectors = DETECTORS.iter().map(|d| d.regex.as_str().to_string());
     RegexSet::new(detectors.chain([key])).expect("the detectors compile")
@@ -463,7 +460,7 @@ impl Scanner {
     pub fn redact(&self, s: &str, counts: &mut Counts) -> Option<String> {
         // No detector matches the string as it is: none can change it (each one's first
         // replacement needs a match in the string before it).
-        if !ANY_DETECTOR.is_match(s) {
+        if !ANY_MATCH.is_match(s) {
             return None;
         }
         let mut cur: Option<String> = None;
@@ -501,7 +498,7 @@ impl Scanner {
         if text.contains("\\u") {
             return false;
         }
-        !ANYTHING_TO_REPLACE.is_match(&unescape(text))
+        !ANY_MATCH.is_match(&unescape(text))
     }
 
     /// Redact every string in `v` (binary fields — `data` of image and audio blocks, `blob` —

@@ -616,14 +616,7 @@ async fn upstreams_set(State(admin): S, body: Bytes) -> Response {
 async fn upstreams_restart(State(admin): S, body: Bytes) -> Response {
     let b = tri!(body_json(&body));
     let id = tri!(str_field(&b, "id"));
-    let slot = admin
-        .st
-        .snapshot()
-        .slots
-        .clone()
-        .iter()
-        .find(|s| s.spec.id == id)
-        .cloned();
+    let slot = admin.st.snapshot().slot(id).cloned();
     match slot {
         None => err(
             StatusCode::NOT_FOUND,

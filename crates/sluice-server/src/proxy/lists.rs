@@ -27,16 +27,16 @@ pub fn list_kind(msg: &Message) -> Option<ListKind> {
     })
 }
 
-/// The whole reply (JSON text) to a list request answered from the cache, or `None` when the
-/// request takes the full driver (not a list, filtered by access rules, traced, hooked by
-/// anything but a pure list transform, a cursor that starts no page, …).
+/// The whole reply (JSON text) to a list request (`kind`, from [`list_kind`]) answered from the
+/// cache, or `None` when the request takes the full driver (filtered by access rules, traced,
+/// hooked by anything but a pure list transform, a cursor that starts no page, …).
 pub async fn cached(
     st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
     msg: &Message,
+    kind: ListKind,
 ) -> Option<String> {
-    let kind = list_kind(msg)?;
     if !snap.policy.is_open() || st.rt.telemetry.is_some() {
         return None;
     }
@@ -140,7 +140,7 @@ mod tests {
 
     async fn from_cache(st: &Arc<State>, msg: &Message) -> Option<String> {
         let (session, _out) = testing::session();
-        cached(st, &st.snapshot(), &session, msg).await
+        cached(st, &st.snapshot(), &session, msg, list_kind(msg)?).await
     }
 
     fn list(id: Value, cursor: Option<&str>) -> Message {

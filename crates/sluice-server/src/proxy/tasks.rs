@@ -133,10 +133,11 @@ pub(super) fn missing_extension() -> RpcError {
 
 /// The gateway task id a reply created, for the audit line.
 pub fn created_id(reply: &Message) -> Option<&str> {
-    // A reply kept as text is not parsed for this when the prefix is surely not in it.
+    // A reply kept as text (which has no `\u` escape to spell it otherwise) is not parsed for
+    // this when the prefix is not in it.
     if reply
         .reply_member_text()
-        .is_some_and(|t| !t.contains("sluice-task-") && !t.contains("\\u"))
+        .is_some_and(|t| !t.contains("sluice-task-"))
     {
         return None;
     }

@@ -132,12 +132,7 @@ pub(super) async fn run_handed_call(st: &Arc<State>, c: &Arc<Cluster>, v: &Value
     let msg = Message::parse(v.get("m")?.as_str()?.as_bytes()).ok()?;
     let back = |m: &Message| json!({"t": "out", "c": corr, "m": m.to_json()}).to_string();
     let reply_id = msg.id().cloned().unwrap_or(Value::Null);
-    let slot = st
-        .snapshot()
-        .slots
-        .iter()
-        .find(|s| s.spec.id == upstream)
-        .cloned();
+    let slot = st.snapshot().slot(upstream).cloned();
     let session = super::find(st, c, id, None).await.ok();
     if let Some(s) = &session {
         // In use through another replica: not idle here either.

@@ -203,12 +203,7 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                 upstream,
                 session,
             } if *from != *c.replica => {
-                let slot = st
-                    .snapshot()
-                    .slots
-                    .iter()
-                    .find(|s| s.spec.id == upstream)
-                    .cloned();
+                let slot = st.snapshot().slot(&upstream).cloned();
                 match (slot, session) {
                     (Some(slot), None) => {
                         tokio::spawn(slot.relist());

@@ -426,8 +426,9 @@ async fn request(
 ) -> Response {
     // Only a list request can be answered from the cached pages (boxed: a call's future need
     // not hold that one's).
-    if proxy::lists::list_kind(&msg).is_some() {
-        if let Some(json) = Box::pin(proxy::lists::cached(&gw, &snap, &session, &msg)).await {
+    if let Some(kind) = proxy::lists::list_kind(&msg) {
+        let cached = proxy::lists::cached(&gw, &snap, &session, &msg, kind);
+        if let Some(json) = Box::pin(cached).await {
             return json_text(json);
         }
     }

@@ -265,20 +265,26 @@ fn verdict(value: f64, target: f64, lower_is_better: bool, unit: &str) -> String
     }
 }
 
+/// The call figures of one row (upstream, configuration, concurrency), when it was measured.
+fn call_of(r: &Results, up: &str, cfg: &str, c: usize) -> Option<CallSummary> {
+    r.calls
+        .iter()
+        .find(|x| x.upstream == up && x.config == cfg && x.c == c)
+        .and_then(|x| x.summary.clone())
+}
+
+/// The resource figures of one row (upstream, configuration).
+fn res_of(r: &Results, up: &str, cfg: &str) -> Option<ResRow> {
+    r.resources
+        .iter()
+        .find(|x| x.upstream == up && x.config == cfg)
+        .cloned()
+}
+
 /// The five figures of issue 5's closing note, against their targets.
 fn targets(r: &Results) -> Vec<String> {
-    let call = |up: &str, cfg: &str, c: usize| {
-        r.calls
-            .iter()
-            .find(|x| x.upstream == up && x.config == cfg && x.c == c)
-            .and_then(|x| x.summary.clone())
-    };
-    let res = |up: &str, cfg: &str| {
-        r.resources
-            .iter()
-            .find(|x| x.upstream == up && x.config == cfg)
-            .cloned()
-    };
+    let call = |up: &str, cfg: &str, c: usize| call_of(r, up, cfg, c);
+    let res = |up: &str, cfg: &str| res_of(r, up, cfg);
     let na = || "not measured in this run".to_string();
     let mut out = Vec::new();
     let cfg = "sluice, no hooks";
@@ -322,19 +328,8 @@ fn targets(r: &Results) -> Vec<String> {
 
 /// Issue 17's figures: at the floor, cached lists, hooks nearly free, memory.
 fn targets17(r: &Results) -> Vec<String> {
-    let call = |cfg: &str, c: usize| {
-        r.calls
-            .iter()
-            .find(|x| x.upstream == "Rust echo" && x.config == cfg && x.c == c)
-            .and_then(|x| x.summary.clone())
-    };
-    let res_of = |up: &str, cfg: &str| {
-        r.resources
-            .iter()
-            .find(|x| x.upstream == up && x.config == cfg)
-            .cloned()
-    };
-    let res = |cfg: &str| res_of("Rust echo", cfg);
+    let call = |cfg: &str, c: usize| call_of(r, "Rust echo", cfg, c);
+    let res = |cfg: &str| res_of(r, "Rust echo", cfg);
     let na = || "not measured in this run".to_string();
     let cfg = "sluice, no hooks";
     let mut out = Vec::new();
@@ -374,7 +369,7 @@ fn targets17(r: &Results) -> Vec<String> {
         for list in [cfg, "sluice, explain hook"] {
             out.push(format!(
                 "tools/list of 1,000 tools ({list}, {up}): {}",
-                res_of(up, list)
+                res_of(r, up, list)
                     .and_then(|x| x.list_ratio)
                     .map_or_else(na, |x| verdict(x, 0.5, true, "× direct"))
             ));
