@@ -4,47 +4,16 @@
 
 use crate::core::{Event, ExtraHeaders, Inner, StderrTail};
 use crate::error::UpstreamError;
+use crate::inline::{Detached, InlineReply};
 use crate::shared::UpstreamSession;
 use crate::{http, local, sse, stdio};
 use serde_json::{json, Map, Value};
 use sluice_config::{Era, Transport, UpstreamSpec};
 use sluice_core::{version, Kind, Message};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-
-/// A POST run by the caller's future; if that future is dropped before the POST ends, the
-/// rest of it runs in a task of its own (so giving up on a reply never cuts a request off
-/// mid-flight).
-struct Detached(Option<Pin<Box<dyn Future<Output = ()> + Send>>>);
-
-impl Future for Detached {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(f) = self.0.as_mut() else {
-            return Poll::Ready(());
-        };
-        let done = f.as_mut().poll(cx);
-        if done.is_ready() {
-            self.0 = None;
-        }
-        done
-    }
-}
-
-impl Drop for Detached {
-    fn drop(&mut self) {
-        if let Some(rest) = self.0.take() {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(rest);
-            }
-        }
-    }
-}
 
 /// The 2026-07-28 revision.
 const MODERN: &str = "2026-07-28";
@@ -440,8 +409,9 @@ impl Connection {
             }
             _ => None,
         };
-        let mut post = Detached(inline.map(|p| Box::pin(p.run()) as _));
-        if post.0.is_none() {
+        let inline_here = inline.is_some();
+        let post = Detached::new(inline.map(|p| Box::pin(p.run()) as _));
+        if !inline_here {
             if let Err(e) = self.send_with_headers(&msg, extra) {
                 self.inner.pending.lock().remove(&id);
                 return Err(e);
@@ -449,25 +419,22 @@ impl Connection {
         }
         let closed = self.inner.closed_notify.notified();
         let sleep = tokio::time::sleep(timeout);
-        tokio::pin!(closed, sleep);
-        let mut rx = rx;
-        loop {
-            tokio::select! {
-                biased;
-                // The reply (or the POST's failure) is dispatched by now: `rx` is ready, or its
-                // reply waits behind the connection's events.
-                () = &mut post, if post.0.is_some() => continue,
-                reply = &mut rx => return reply.map_err(|_| self.inner.closed_error()),
-                _ = &mut closed => return Err(self.inner.closed_error()),
-                _ = &mut sleep => {
-                    self.inner.pending.lock().remove(&id);
-                    let ms = timeout.as_millis() as u64;
-                    let _ = self.notify("notifications/cancelled", Some(json!({
-                        "requestId": id,
-                        "reason": format!("Sluice: no reply within {ms} ms"),
-                    })));
-                    return Err(UpstreamError::Timeout(ms));
-                }
+        // The reply (or the POST's failure) is dispatched by the POST run here, or by the
+        // connection's events it waits behind.
+        let reply = InlineReply::new(post, rx);
+        tokio::pin!(closed, sleep, reply);
+        tokio::select! {
+            biased;
+            reply = &mut reply => reply.map_err(|_| self.inner.closed_error()),
+            _ = &mut closed => Err(self.inner.closed_error()),
+            _ = &mut sleep => {
+                self.inner.pending.lock().remove(&id);
+                let ms = timeout.as_millis() as u64;
+                let _ = self.notify("notifications/cancelled", Some(json!({
+                    "requestId": id,
+                    "reason": format!("Sluice: no reply within {ms} ms"),
+                })));
+                Err(UpstreamError::Timeout(ms))
             }
         }
     }

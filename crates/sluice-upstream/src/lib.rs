@@ -18,6 +18,7 @@ mod core;
 mod error;
 pub mod framing;
 mod http;
+mod inline;
 mod lists;
 pub mod local;
 mod pump;

@@ -435,27 +435,48 @@ async fn request(
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
     // Run the request here while the reply is plain JSON (no task per call); when something
     // related arrives first, the rest runs in its own task behind an SSE stream. Boxed where it
-    // is made (a local future would stay in this one's state after the move).
+    // is made (a local future would stay in this one's state after the move). The reply is the
+    // work's output, not a message on the channel, and the sender lives until the reply is
+    // sent: the channel's receiver holds this task's waker, and a wake from inside the task's
+    // own poll would make tokio hand the task to another worker thread.
     let mut work = Box::pin({
         let gw = gw.clone();
         let snap = snap.clone();
         let session = session.clone();
         async move {
             let outcome = proxy::client_request(&gw, &snap, &session, msg, &tx).await;
-            let _ = tx.send(Out::Msg(outcome.into_reply()));
+            (outcome.into_reply(), tx)
         }
     });
-    let (first, finished) = tokio::select! {
+    let first = tokio::select! {
         biased;
-        first = rx.recv() => (first, false),
-        () = &mut work => (rx.recv().await, true),
+        first = rx.recv() => first,
+        (reply, tx) = &mut work => {
+            return match rx.try_recv() {
+                Err(_) if is_reply(&reply) => {
+                    // The receiver goes first: the sender's drop then wakes no one.
+                    drop(rx);
+                    drop(tx);
+                    json_reply(reply)
+                }
+                Err(_) => sse_response(&snap, &session, Out::Msg(reply), rx),
+                // Something related came before the reply: it goes first, on a stream.
+                Ok(first) => {
+                    let _ = tx.send(Out::Msg(reply));
+                    drop(tx);
+                    sse_response(&snap, &session, first, rx)
+                }
+            };
+        }
     };
     match first {
+        // A reply before the work ended: the rest of the work is not needed.
         Some(Out::Msg(first)) if is_reply(&first) => json_reply(first),
         Some(first) => {
-            if !finished {
-                tokio::spawn(work);
-            }
+            tokio::spawn(async move {
+                let (reply, tx) = work.await;
+                let _ = tx.send(Out::Msg(reply));
+            });
             sse_response(&snap, &session, first, rx)
         }
         None => StatusCode::ACCEPTED.into_response(),
