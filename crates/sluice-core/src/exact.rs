@@ -156,7 +156,7 @@ impl Serialize for ExactMap<'_> {
 
 /// Does `m` hold an exact id anywhere a [`Message`](crate::Message) can put one (its `id`)?
 pub(crate) fn has_exact_id(m: &Map<String, Value>) -> bool {
-    m.get("id").is_some_and(is_exact)
+    crate::member::get(m, "id").is_some_and(is_exact)
 }
 
 /// The text of the top-level `"id"` member of the JSON object in `bytes`, as sent.

@@ -10,6 +10,7 @@ pub mod error;
 pub mod exact;
 pub mod glob;
 pub mod headers;
+pub mod member;
 pub mod message;
 pub mod principal;
 #[cfg(feature = "process")]

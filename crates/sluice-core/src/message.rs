@@ -2,6 +2,7 @@
 
 use crate::error::RpcError;
 use crate::exact;
+use crate::member;
 use crate::raw::RawReply;
 use serde_json::{json, Map, Value};
 
@@ -85,7 +86,7 @@ impl Message {
         })?;
         match Message::classify(value, false) {
             Ok(mut m) => {
-                keep_exact_id(m.obj_mut().get_mut("id"), bytes);
+                keep_exact_id(member::get_mut(m.obj_mut(), "id"), bytes);
                 Ok(m)
             }
             Err(mut e) => {
@@ -138,15 +139,15 @@ impl Message {
                 })
             }
         };
-        let id = obj.get("id").cloned();
+        let id = member::get(&obj, "id").cloned();
         let fail = |why: &str| ParseError {
             error: Box::new(RpcError::invalid_request(why)),
             id: id.clone().filter(valid_id),
         };
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        if member::get(&obj, "jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(fail("\"jsonrpc\" must be \"2.0\""));
         }
-        let kind = match (obj.get("method"), obj.get("id")) {
+        let kind = match (member::get(&obj, "method"), member::get(&obj, "id")) {
             (Some(Value::String(_)), None) => Kind::Notification,
             (Some(Value::String(_)), Some(id)) if valid_id(id) => Kind::Request,
             (Some(Value::String(_)), Some(_)) => {
@@ -157,7 +158,7 @@ impl Message {
             (None, Some(_)) if obj.contains_key("error") => Kind::Error,
             (None, _) => return Err(fail("no \"method\", \"result\" or \"error\"")),
         };
-        if let Some(p) = obj.get("params") {
+        if let Some(p) = member::get(&obj, "params") {
             if !p.is_object() && !p.is_array() {
                 return Err(fail("\"params\" must be an object or an array"));
             }
@@ -240,7 +241,7 @@ impl Message {
     /// `method`, for requests and notifications.
     pub fn method(&self) -> Option<&str> {
         match &self.body {
-            Body::Obj(m) => m.get("method").and_then(Value::as_str),
+            Body::Obj(m) => member::get(m, "method").and_then(Value::as_str),
             Body::Reply(_) => None,
         }
     }
@@ -248,7 +249,7 @@ impl Message {
     /// `id`, for requests and responses.
     pub fn id(&self) -> Option<&Value> {
         match &self.body {
-            Body::Obj(m) => m.get("id"),
+            Body::Obj(m) => member::get(m, "id"),
             Body::Reply(r) => Some(r.id()),
         }
     }
@@ -264,7 +265,7 @@ impl Message {
     /// `params`.
     pub fn params(&self) -> Option<&Value> {
         match &self.body {
-            Body::Obj(m) => m.get("params"),
+            Body::Obj(m) => member::get(m, "params"),
             Body::Reply(_) => None,
         }
     }
@@ -283,19 +284,19 @@ impl Message {
 
     /// A string field of `params` (e.g. `name`, `uri`, `cursor`).
     pub fn param_str(&self, key: &str) -> Option<&str> {
-        self.params()?.get(key)?.as_str()
+        member::of(self.params()?, key)?.as_str()
     }
 
     /// `params._meta.progressToken`, if any.
     pub fn progress_token(&self) -> Option<&Value> {
-        self.params()?.get("_meta")?.get("progressToken")
+        member::of(member::of(self.params()?, "_meta")?, "progressToken")
     }
 
     /// `result`, for success responses.
     pub fn result(&self) -> Option<&Value> {
         match &self.body {
             Body::Reply(r) if r.is_error() => None,
-            _ => self.obj().get("result"),
+            _ => member::get(self.obj(), "result"),
         }
     }
 
@@ -305,7 +306,7 @@ impl Message {
         match &self.body {
             Body::Reply(r) if r.is_error() => None,
             Body::Reply(r) => r.member_bool(key),
-            Body::Obj(_) => self.result()?.get(key)?.as_bool(),
+            Body::Obj(_) => member::of(self.result()?, key)?.as_bool(),
         }
     }
 
@@ -321,20 +322,20 @@ impl Message {
 
     /// `result`, mutable.
     pub fn result_mut(&mut self) -> Option<&mut Value> {
-        self.obj_mut().get_mut("result")
+        member::get_mut(self.obj_mut(), "result")
     }
 
     /// `error`, for error responses.
     pub fn error_obj(&self) -> Option<&Value> {
         match &self.body {
             Body::Reply(r) if !r.is_error() => None,
-            _ => self.obj().get("error"),
+            _ => member::get(self.obj(), "error"),
         }
     }
 
     /// The code of an error message.
     pub fn error_code(&self) -> Option<i64> {
-        self.error_obj()?.get("code")?.as_i64()
+        member::of(self.error_obj()?, "code")?.as_i64()
     }
 
     /// The whole object.

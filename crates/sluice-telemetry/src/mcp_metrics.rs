@@ -34,11 +34,33 @@ pub enum Side {
 /// One series' labels: OpenTelemetry attribute keys and values, in the order they are written.
 pub type Labels = Vec<(&'static str, String)>;
 
+/// The series of one histogram, found by a hash of their labels: an observation borrows its
+/// labels and copies them only for a new series.
+type Family = BTreeMap<u64, Vec<(Labels, Hist)>>;
+
 /// The MCP operation-duration histograms.
 #[derive(Default)]
 pub struct McpMetrics {
-    server: Mutex<BTreeMap<Labels, Hist>>,
-    client: Mutex<BTreeMap<Labels, Hist>>,
+    server: Mutex<Family>,
+    client: Mutex<Family>,
+}
+
+/// The hash a series is found by: FNV-1a over the label text (a few short strings; SipHash's
+/// per-write cost would be most of an observation). Series with equal hashes are told apart
+/// by their labels.
+fn hash_of(labels: &[(&'static str, &str)]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8], end: u8| {
+        for &b in bytes.iter().chain(std::iter::once(&end)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for (k, v) in labels {
+        eat(k.as_bytes(), 0xfe);
+        eat(v.as_bytes(), 0xff);
+    }
+    h
 }
 
 /// The process-wide registry the gateway records into and `/metrics` renders.
@@ -56,15 +78,26 @@ fn label_name(key: &str) -> String {
 
 impl McpMetrics {
     /// Record one operation of `secs` seconds.
-    pub fn observe(&self, side: Side, labels: Labels, secs: f64) {
+    pub fn observe(&self, side: Side, labels: &[(&'static str, &str)], secs: f64) {
         let map = match side {
             Side::Server => &self.server,
             Side::Client => &self.client,
         };
-        map.lock()
-            .entry(labels)
-            .or_default()
-            .observe(OPERATION_BUCKETS, secs);
+        let key = hash_of(labels);
+        let same = |l: &Labels| {
+            l.len() == labels.len() && l.iter().zip(labels).all(|(a, b)| a.0 == b.0 && a.1 == b.1)
+        };
+        let mut map = map.lock();
+        let series = map.entry(key).or_default();
+        let at = match series.iter().position(|(l, _)| same(l)) {
+            Some(at) => at,
+            None => {
+                let owned = labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
+                series.push((owned, Hist::default()));
+                series.len() - 1
+            }
+        };
+        series[at].1.observe(OPERATION_BUCKETS, secs);
     }
 
     /// Append the Prometheus text of each family that has a series.
@@ -88,9 +121,12 @@ impl McpMetrics {
             if map.is_empty() {
                 continue;
             }
+            // In label order, whatever their hashes.
+            let mut all: Vec<&(Labels, Hist)> = map.values().flatten().collect();
+            all.sort_by(|a, b| a.0.cmp(&b.0));
             let _ = writeln!(o, "# HELP {name} {help}");
             let _ = writeln!(o, "# TYPE {name} histogram");
-            for (labels, h) in map.iter() {
+            for (labels, h) in all {
                 let l = labels
                     .iter()
                     .map(|(k, v)| format!("{}=\"{}\"", label_name(k), esc(v)))
@@ -112,24 +148,26 @@ mod tests {
         let mut o = String::new();
         m.render(&mut o);
         assert_eq!(o, "", "no series, no family");
-        let call = vec![
-            ("mcp.method.name", "tools/call".to_string()),
-            ("gen_ai.operation.name", "execute_tool".to_string()),
-            ("gen_ai.tool.name", "fx_echo".to_string()),
-            ("network.transport", "tcp".to_string()),
+        let call = [
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("gen_ai.tool.name", "fx_echo"),
+            ("network.transport", "tcp"),
         ];
-        m.observe(Side::Server, call.clone(), 0.015);
-        m.observe(Side::Server, call, 0.5);
-        let mut failed = vec![("mcp.method.name", "tools/call".to_string())];
-        failed.push(("error.type", "-32602".to_string()));
-        failed.push(("rpc.response.status_code", "-32602".to_string()));
-        m.observe(Side::Server, failed, 0.001);
+        m.observe(Side::Server, &call, 0.015);
+        m.observe(Side::Server, &call, 0.5);
+        let failed = [
+            ("mcp.method.name", "tools/call"),
+            ("error.type", "-32602"),
+            ("rpc.response.status_code", "-32602"),
+        ];
+        m.observe(Side::Server, &failed, 0.001);
         m.observe(
             Side::Client,
-            vec![
-                ("mcp.method.name", "initialize".to_string()),
-                ("server.address", "127.0.0.1".to_string()),
-                ("server.port", "8080".to_string()),
+            &[
+                ("mcp.method.name", "initialize"),
+                ("server.address", "127.0.0.1"),
+                ("server.port", "8080"),
             ],
             400.0,
         );

@@ -116,15 +116,25 @@ impl Operation {
 
     /// The attributes spans and metrics share: method, operation, tool and prompt names.
     pub fn common(&self) -> Vec<(&'static str, String)> {
-        let mut out = vec![("mcp.method.name", self.method.clone())];
+        self.common_refs()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect()
+    }
+
+    /// [`Operation::common`], borrowed (for a metric's series, which owns its labels only
+    /// when it is new).
+    pub fn common_refs(&self) -> Vec<(&'static str, &str)> {
+        let mut out = Vec::with_capacity(8);
+        out.push(("mcp.method.name", self.method.as_str()));
         if let Some(op) = self.gen_ai_operation() {
-            out.push(("gen_ai.operation.name", op.to_string()));
+            out.push(("gen_ai.operation.name", op));
         }
         if let Some(t) = &self.tool {
-            out.push(("gen_ai.tool.name", t.clone()));
+            out.push(("gen_ai.tool.name", t.as_str()));
         }
         if let Some(p) = &self.prompt {
-            out.push(("gen_ai.prompt.name", p.clone()));
+            out.push(("gen_ai.prompt.name", p.as_str()));
         }
         out
     }

@@ -124,12 +124,11 @@ impl ServerOp {
         if self.nested {
             return;
         }
-        let mut labels = self.op.common();
-        if let Some(f) = Failure::of_reply(&self.op, reply) {
-            labels.extend(f.attrs());
-        }
-        labels.extend(self.net);
-        mcp_metrics::global().observe(Side::Server, labels, self.started.elapsed().as_secs_f64());
+        let failure = Failure::of_reply(&self.op, reply).map(|f| f.attrs());
+        let mut labels = self.op.common_refs();
+        labels.extend(failure.iter().flatten().map(|(k, v)| (*k, v.as_str())));
+        labels.extend(self.net.iter().map(|(k, v)| (*k, v.as_str())));
+        mcp_metrics::global().observe(Side::Server, &labels, self.started.elapsed().as_secs_f64());
     }
 }
 
@@ -278,16 +277,25 @@ pub type UpstreamResult<'a> = Result<&'a Message, (&'a str, &'a dyn std::fmt::Di
 pub struct ClientOp {
     op: Operation,
     net: Vec<(&'static str, String)>,
-    server: Option<(String, u16)>,
+    server: Option<Arc<Server>>,
     started: Instant,
+}
+
+/// An upstream's `server.address` and `server.port`.
+#[derive(Debug)]
+struct Server {
+    host: String,
+    port: u16,
+    /// `port` as a label value.
+    port_text: String,
 }
 
 /// `server.address` and `server.port` of an upstream URL, parsed once per thread and URL (the
 /// last one kept: a call parses nothing when its thread served the same upstream last).
-fn server_of(url: &str) -> Option<(String, u16)> {
-    type Server = Option<(String, u16)>;
+fn server_of(url: &str) -> Option<Arc<Server>> {
+    type Found = Option<Arc<Server>>;
     thread_local! {
-        static LAST: std::cell::RefCell<Option<(String, Server)>> =
+        static LAST: std::cell::RefCell<Option<(String, Found)>> =
             const { std::cell::RefCell::new(None) };
     }
     LAST.with(|last| {
@@ -297,9 +305,14 @@ fn server_of(url: &str) -> Option<(String, u16)> {
                 return server.clone();
             }
         }
-        let server = reqwest::Url::parse(url)
-            .ok()
-            .and_then(|u| Some((u.host_str()?.to_string(), u.port_or_known_default()?)));
+        let server = reqwest::Url::parse(url).ok().and_then(|u| {
+            let port = u.port_or_known_default()?;
+            Some(Arc::new(Server {
+                host: u.host_str()?.to_string(),
+                port,
+                port_text: port.to_string(),
+            }))
+        });
         *last = Some((url.to_string(), server.clone()));
         server
     })
@@ -329,16 +342,15 @@ impl ClientOp {
 
     /// Record the call's duration.
     pub fn finish(&self, result: UpstreamResult<'_>) {
-        let mut labels = self.op.common();
-        if let Some(f) = self.failure(result) {
-            labels.extend(f.attrs());
+        let failure = self.failure(result).map(|f| f.attrs());
+        let mut labels = self.op.common_refs();
+        labels.extend(failure.iter().flatten().map(|(k, v)| (*k, v.as_str())));
+        labels.extend(self.net.iter().map(|(k, v)| (*k, v.as_str())));
+        if let Some(server) = &self.server {
+            labels.push(("server.address", server.host.as_str()));
+            labels.push(("server.port", server.port_text.as_str()));
         }
-        labels.extend(self.net.iter().cloned());
-        if let Some((host, port)) = &self.server {
-            labels.push(("server.address", host.clone()));
-            labels.push(("server.port", port.to_string()));
-        }
-        mcp_metrics::global().observe(Side::Client, labels, self.started.elapsed().as_secs_f64());
+        mcp_metrics::global().observe(Side::Client, &labels, self.started.elapsed().as_secs_f64());
     }
 }
 
@@ -393,9 +405,9 @@ impl UpstreamSpan {
         let mut attrs = mcp_attrs(&call.op, failure.as_ref());
         attrs.push(("sluice.upstream", Attr::Str(spec.id.clone())));
         push_str(&mut attrs, call.net.clone());
-        if let Some((host, port)) = &call.server {
-            attrs.push(("server.address", Attr::Str(host.clone())));
-            attrs.push(("server.port", Attr::Int(i64::from(*port))));
+        if let Some(server) = &call.server {
+            attrs.push(("server.address", Attr::Str(server.host.clone())));
+            attrs.push(("server.port", Attr::Int(i64::from(server.port))));
         }
         self.tel.export([SpanData {
             ctx: self.ctx,

@@ -157,20 +157,6 @@ impl HttpWire {
 }
 
 impl Core {
-    /// The headers every request of the session carries: the configured ones, the session id
-    /// and the protocol version.
-    fn headers(&self) -> HeaderMap {
-        let mut map = self.headers.clone();
-        let st = self.state.lock();
-        if let Some(s) = &st.session {
-            map.insert(headers::SESSION_ID, s.clone());
-        }
-        if let Some(v) = &st.version {
-            map.insert(headers::PROTOCOL_VERSION, v.clone());
-        }
-        map
-    }
-
     /// Send a request of the session: its headers, then `add` (which win over them).
     async fn send(
         &self,
@@ -178,9 +164,35 @@ impl Core {
         add: HeaderMap,
         body: Option<bytes::Bytes>,
     ) -> Result<Reply, String> {
-        let mut headers = self.headers();
-        headers.extend(add);
+        let headers = self.under_session(add);
         self.client.send(method, &self.url, headers, body).await
+    }
+
+    /// `own`, with the headers every request of the session carries that it does not set
+    /// itself: the session id, the protocol version and the configured ones. The same set as
+    /// the session's extended with `own`, without building the session's map first.
+    fn under_session(&self, mut own: HeaderMap) -> HeaderMap {
+        {
+            let st = self.state.lock();
+            for (name, value) in [
+                (headers::SESSION_ID, &st.session),
+                (headers::PROTOCOL_VERSION, &st.version),
+            ] {
+                if let Some(v) = value {
+                    if !own.contains_key(name) {
+                        own.insert(name, v.clone());
+                    }
+                }
+            }
+        }
+        for name in self.headers.keys() {
+            if !own.contains_key(name) {
+                for v in self.headers.get_all(name) {
+                    own.append(name.clone(), v.clone());
+                }
+            }
+        }
+        own
     }
 
     /// A GET of the session's event stream (resuming after `last_event_id`).

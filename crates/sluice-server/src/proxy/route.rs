@@ -7,7 +7,7 @@ use crate::catalog::{Catalog, ListKind, Route};
 use crate::gateway_tools::GatewayTool;
 use crate::state::Snapshot;
 use serde_json::{json, Value};
-use sluice_core::{codes, Message, Principal, RpcError};
+use sluice_core::{codes, member, Message, Principal, RpcError};
 use sluice_upstream::Slot;
 use std::sync::Arc;
 
@@ -241,9 +241,9 @@ pub fn rename(msg: &mut Message, name: &str) {
     // Already the upstream's name (a tool exposed under its own): nothing to change.
     let current = msg
         .params()
-        .and_then(|p| match p.get("ref").filter(|r| r.is_object()) {
-            Some(r) => r.get("name"),
-            None => p.get("name"),
+        .and_then(|p| match member::of(p, "ref").filter(|r| r.is_object()) {
+            Some(r) => member::of(r, "name"),
+            None => member::of(p, "name"),
         });
     if current.and_then(Value::as_str) == Some(name) {
         return;

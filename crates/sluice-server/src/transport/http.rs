@@ -52,14 +52,29 @@ pub fn router(face: Arc<Face>) -> Router {
         .with_state(face)
 }
 
-fn accepts(headers: &HeaderMap, what: &str) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|p| p.split(';').next().unwrap_or("").trim())
-        .any(|t| t.eq_ignore_ascii_case(what) || t == "*/*")
+/// Does `Accept` take each of `what` (or `*/*`)? One pass over the header's media ranges.
+fn accepts_all<const N: usize>(headers: &HeaderMap, what: [&str; N]) -> bool {
+    let mut missing = N;
+    let mut seen = [false; N];
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        for range in value.split(',') {
+            let t = range.split(';').next().unwrap_or("").trim();
+            if t == "*/*" {
+                return true;
+            }
+            for (i, w) in what.iter().enumerate() {
+                if !seen[i] && t.eq_ignore_ascii_case(w) {
+                    seen[i] = true;
+                    missing -= 1;
+                }
+            }
+            if missing == 0 {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> Response {
@@ -214,7 +229,7 @@ async fn post(
     principal: Option<Arc<Principal>>,
 ) -> Response {
     let gw = &face.st;
-    if !(accepts(&headers, "application/json") && accepts(&headers, "text/event-stream")) {
+    if !accepts_all(&headers, ["application/json", "text/event-stream"]) {
         return json_error(
             StatusCode::NOT_ACCEPTABLE,
             RpcError::invalid_request(
@@ -534,7 +549,7 @@ fn sse_response(
 }
 
 async fn get(gw: &Arc<State>, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
-    if !accepts(&headers, "text/event-stream") {
+    if !accepts_all(&headers, ["text/event-stream"]) {
         return json_error(
             StatusCode::NOT_ACCEPTABLE,
             RpcError::invalid_request("Accept must list text/event-stream"),
