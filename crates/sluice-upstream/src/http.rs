@@ -435,46 +435,8 @@ async fn post(
         .unwrap_or("")
         .to_ascii_lowercase();
     if ctype.starts_with("text/event-stream") {
-        let mut end = read_sse(resp, inner, request_id).await;
-        // The stream ended before the reply: resume it with `Last-Event-ID` (bounded).
-        if let Some(id) = request_id {
-            for _ in 0..5 {
-                if end.answered || inner.is_closed() {
-                    break;
-                }
-                let Some((event_id, retry)) = end.last.clone() else {
-                    break;
-                };
-                inner.stream_event(id, true, retry);
-                tokio::time::sleep(retry.unwrap_or(Duration::from_millis(100))).await;
-                match core.get_stream(Some(&event_id)).await {
-                    Ok(r) if r.status.is_success() => {
-                        let next = read_sse(r, inner, request_id).await;
-                        end = SseEnd {
-                            answered: next.answered,
-                            last: next.last.or(end.last),
-                        };
-                    }
-                    Ok(r) => {
-                        return Err(UpstreamError::Protocol(format!(
-                            "the reply stream broke and resuming it failed: HTTP {}",
-                            r.status
-                        )))
-                    }
-                    Err(e) => {
-                        return Err(UpstreamError::Protocol(format!(
-                            "the reply stream broke and resuming it failed: {e}"
-                        )))
-                    }
-                }
-            }
-            if !end.answered && inner.is_pending(id) {
-                return Err(UpstreamError::Protocol(
-                    "the reply stream ended without a reply".into(),
-                ));
-            }
-        }
-        return Ok(());
+        // Boxed: a JSON reply's future need not hold a stream's.
+        return Box::pin(sse_reply(core, inner, resp, request_id)).await;
     }
     let body = resp
         .bytes()
@@ -507,6 +469,56 @@ async fn post(
             e.error.message
         ))),
     }
+}
+
+/// The rest of a POST answered with an SSE stream: each message dispatched; a stream that
+/// ends before the reply is resumed with `Last-Event-ID` (bounded).
+async fn sse_reply(
+    core: &Arc<Core>,
+    inner: &Arc<Inner>,
+    resp: Reply,
+    request_id: Option<u64>,
+) -> Result<(), UpstreamError> {
+    let mut end = read_sse(resp, inner, request_id).await;
+    // The stream ended before the reply: resume it with `Last-Event-ID` (bounded).
+    if let Some(id) = request_id {
+        for _ in 0..5 {
+            if end.answered || inner.is_closed() {
+                break;
+            }
+            let Some((event_id, retry)) = end.last.clone() else {
+                break;
+            };
+            inner.stream_event(id, true, retry);
+            tokio::time::sleep(retry.unwrap_or(Duration::from_millis(100))).await;
+            match core.get_stream(Some(&event_id)).await {
+                Ok(r) if r.status.is_success() => {
+                    let next = read_sse(r, inner, request_id).await;
+                    end = SseEnd {
+                        answered: next.answered,
+                        last: next.last.or(end.last),
+                    };
+                }
+                Ok(r) => {
+                    return Err(UpstreamError::Protocol(format!(
+                        "the reply stream broke and resuming it failed: HTTP {}",
+                        r.status
+                    )))
+                }
+                Err(e) => {
+                    return Err(UpstreamError::Protocol(format!(
+                        "the reply stream broke and resuming it failed: {e}"
+                    )))
+                }
+            }
+        }
+        if !end.answered && inner.is_pending(id) {
+            return Err(UpstreamError::Protocol(
+                "the reply stream ended without a reply".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Read an SSE body, dispatching each `message` event. Says whether the reply to `related`

@@ -24,6 +24,7 @@ pub mod task_methods;
 pub mod tasks;
 
 use crate::access;
+use crate::catalog::Catalog;
 use crate::channel::{Outcome, Sink};
 #[cfg(test)]
 use crate::control;
@@ -55,7 +56,7 @@ pub async fn client_request(
         crate::views::prepare(snap, session).await;
     }
     let catalog = crate::views::catalog_for(snap, session);
-    let mut target = route::resolve_in(snap, &catalog, principal.as_deref(), &msg);
+    let target = route::resolve_in(snap, &catalog, principal.as_deref(), &msg);
     // Access: a target the caller may not use is answered like one that does not exist.
     if !snap.policy.is_open() {
         if let Err(refused) = access::check(&snap.policy, principal.as_deref(), &msg) {
@@ -84,8 +85,29 @@ pub async fn client_request(
     if snap.chain.is_empty() && !st.observed(snap) && tel.is_none() {
         return dispatch(st, snap, session, target, msg, sink).await;
     }
+    // Boxed: a request nothing hooks or watches is only as large as its dispatch.
+    Box::pin(hooked_request(
+        st, snap, session, msg, sink, &catalog, target,
+    ))
+    .await
+}
+
+/// [`client_request`] past access and routing, when there are hooks to run or someone to
+/// tell (an observer, telemetry): the request hooks, the dispatch, the response hooks, the
+/// record.
+async fn hooked_request(
+    st: &Arc<State>,
+    snap: &Snapshot,
+    session: &Arc<Session>,
+    msg: Message,
+    sink: &Sink,
+    catalog: &Arc<Catalog>,
+    mut target: Target,
+) -> Outcome {
+    let principal = session.principal();
+    let tel = st.rt.telemetry.as_ref();
     let started = Instant::now();
-    let facts = Facts::of_request(snap, &catalog, &msg, target.upstream_id());
+    let facts = Facts::of_request(snap, catalog, &msg, target.upstream_id());
     let cx = facts.ctx(session);
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let peer = peer(session);
@@ -114,7 +136,7 @@ pub async fn client_request(
     let reply = match outcome {
         RequestOutcome::Forward(m) => {
             if owned_key(&m) != before {
-                target = route::resolve_in(snap, &catalog, principal.as_deref(), &m);
+                target = route::resolve_in(snap, catalog, principal.as_deref(), &m);
             }
             // Dispatch, under the request's span when tracing (its upstream call is a child).
             // Each future is made in the await that runs it: a local would be kept twice.
