@@ -1,26 +1,24 @@
-//! The HTTP client of the Streamable HTTP wire: hyper with a pool of its own for a plain
-//! `http://` upstream (the common local case, and the hot path: no layers between the wire and
-//! the socket), reqwest for everything else (TLS, and any proxy the environment names).
+//! The HTTP client of the Streamable HTTP wire: hyper's connection API with a pool of its own
+//! ([`pool`](crate::pool)) for a plain `http://` upstream (the common local case, and the hot
+//! path: no layers between the wire and the socket), reqwest for everything else (TLS, and any
+//! proxy the environment names).
 
+use crate::pool::{HostPool, Lease};
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-
-type Plain = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
-    Full<Bytes>,
->;
 
 /// The client an upstream URL is reached with.
 #[derive(Clone)]
 pub(crate) enum Client {
-    /// hyper, for `http://` with no proxy in the environment (boxed: the client is large).
-    Plain(Box<(Plain, hyper::Uri)>),
+    /// hyper, for `http://` with no proxy in the environment: the host's pool and the
+    /// request target (the URL's path and query).
+    Plain(Arc<(Arc<HostPool>, hyper::Uri)>),
     /// reqwest, for `https://` or through a proxy.
     Reqwest(reqwest::Client),
 }
@@ -41,21 +39,6 @@ pub(crate) fn shared_reqwest() -> reqwest::Client {
         .clone()
 }
 
-fn shared_plain() -> Plain {
-    static CLIENT: OnceLock<Plain> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-            connector.set_nodelay(true);
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(64)
-                .pool_timer(hyper_util::rt::TokioTimer::new())
-                .build(connector)
-        })
-        .clone()
-}
-
 /// Does the environment route plain HTTP through a proxy (reqwest honours these)?
 fn proxied() -> bool {
     static PROXIED: OnceLock<bool> = OnceLock::new();
@@ -70,8 +53,8 @@ impl Client {
     /// The client for `url`.
     pub fn for_url(url: &reqwest::Url) -> Client {
         if url.scheme() == "http" && !proxied() {
-            if let Ok(uri) = url.as_str().parse::<hyper::Uri>() {
-                return Client::Plain(Box::new((shared_plain(), uri)));
+            if let Some(plain) = plain_target(url) {
+                return Client::Plain(plain);
             }
         }
         Client::Reqwest(shared_reqwest())
@@ -88,17 +71,17 @@ impl Client {
     ) -> Result<Reply, String> {
         match self {
             Client::Plain(plain) => {
-                let (client, uri) = &**plain;
+                let (pool, target) = &**plain;
                 let mut req = hyper::Request::new(Full::new(body.unwrap_or_default()));
                 *req.method_mut() = method;
-                *req.uri_mut() = uri.clone();
+                *req.uri_mut() = target.clone();
                 *req.headers_mut() = headers;
-                let resp = client.request(req).await.map_err(|e| plain_error(&e))?;
+                let (resp, lease) = pool.send(req).await?;
                 let (parts, body) = resp.into_parts();
                 Ok(Reply {
                     status: parts.status,
                     headers: parts.headers,
-                    body: Body::Plain(body),
+                    body: Body::Plain(body, lease),
                 })
             }
             Client::Reqwest(client) => {
@@ -117,20 +100,25 @@ impl Client {
     }
 }
 
-/// A hyper client error with its cause (hyper's own text is only "client error (Connect)").
-fn plain_error(e: &hyper_util::client::legacy::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+/// The pool and the request target of a plain `http://` URL (`None`: not one hyper can take).
+fn plain_target(url: &reqwest::Url) -> Option<Arc<(Arc<HostPool>, hyper::Uri)>> {
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    let header = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    };
+    let pool = HostPool::of(&format!("{host}:{port}"), &header).ok()?;
+    let target = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    };
+    Some(Arc::new((pool, target.parse().ok()?)))
 }
 
 enum Body {
-    Plain(hyper::body::Incoming),
+    /// The body, and the connection it came on (returned once the body is read to the end).
+    Plain(hyper::body::Incoming, Lease),
     Reqwest(reqwest::Response),
 }
 
@@ -147,11 +135,11 @@ impl Reply {
     /// The whole body.
     pub async fn bytes(self) -> Result<Bytes, String> {
         match self.body {
-            Body::Plain(b) => b
-                .collect()
-                .await
-                .map(|c| c.to_bytes())
-                .map_err(|e| e.to_string()),
+            Body::Plain(b, mut lease) => {
+                let body = b.collect().await.map_err(|e| e.to_string())?;
+                lease.finish();
+                Ok(body.to_bytes())
+            }
             Body::Reqwest(r) => r.bytes().await.map_err(|e| e.to_string()),
         }
     }
@@ -159,10 +147,20 @@ impl Reply {
     /// The body as it arrives.
     pub fn stream(self) -> BoxStream<'static, Result<Bytes, String>> {
         match self.body {
-            Body::Plain(b) => b
-                .into_data_stream()
-                .map(|r| r.map_err(|e| e.to_string()))
-                .boxed(),
+            Body::Plain(b, lease) => {
+                // The connection goes back when the stream ends, not when it is dropped early.
+                let data = b.into_data_stream();
+                futures_util::stream::unfold((data, lease), |(mut data, mut lease)| async move {
+                    match data.next().await {
+                        Some(r) => Some((r.map_err(|e| e.to_string()), (data, lease))),
+                        None => {
+                            lease.finish();
+                            None
+                        }
+                    }
+                })
+                .boxed()
+            }
             Body::Reqwest(r) => r
                 .bytes_stream()
                 .map(|r| r.map_err(|e| e.to_string()))

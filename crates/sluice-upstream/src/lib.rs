@@ -21,6 +21,7 @@ mod http;
 mod inline;
 mod lists;
 pub mod local;
+mod pool;
 mod pump;
 mod session_lists;
 pub mod shared;

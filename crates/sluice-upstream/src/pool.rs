@@ -1,0 +1,297 @@
+//! Keep-alive HTTP/1.1 connections to one plain `http://` upstream, on hyper's connection API
+//! ([`HostPool`]): a request takes an idle connection (or opens one), and the connection goes
+//! back when its response has been read to the end.
+//!
+//! Why not hyper-util's pooled client: it finds the pool of a request by hashing its scheme
+//! and authority on every request, and boxes a 3 KB future per request; an upstream's pool is
+//! known when its connection is opened, so here a request costs a lock and a pop.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HeaderValue, HOST};
+use hyper::{Request, Response};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+/// Idle connections kept per upstream host (more are closed).
+const MAX_IDLE: usize = 64;
+/// An idle connection unused for this long is closed instead of reused.
+const IDLE_FOR: Duration = Duration::from_secs(90);
+
+type Sender = SendRequest<Full<Bytes>>;
+
+/// The connections to one `host:port`.
+pub(crate) struct HostPool {
+    /// Where to connect (`host:port`).
+    authority: String,
+    /// The `Host` header of its requests.
+    host: HeaderValue,
+    /// Idle connections, the most recently used last.
+    idle: Mutex<Vec<(Sender, Instant)>>,
+}
+
+/// A connection lent to one request: returned to its pool when the response has been read
+/// to the end (or closed, when it never is).
+pub(crate) struct Lease {
+    sender: Option<Sender>,
+    pool: Arc<HostPool>,
+    /// The response's body was read to the end.
+    done: bool,
+}
+
+impl HostPool {
+    /// The pool of `authority` (`host:port`) for requests whose `Host` is `host`, shared by
+    /// every connection to it.
+    pub(crate) fn of(authority: &str, host: &str) -> Result<Arc<HostPool>, String> {
+        type Pools = Mutex<HashMap<(String, String), Weak<HostPool>>>;
+        static POOLS: OnceLock<Pools> = OnceLock::new();
+        let key = (authority.to_string(), host.to_string());
+        let mut pools = POOLS.get_or_init(Default::default).lock();
+        if let Some(p) = pools.get(&key).and_then(Weak::upgrade) {
+            return Ok(p);
+        }
+        pools.retain(|_, p| p.strong_count() > 0);
+        let pool = Arc::new(HostPool {
+            authority: authority.to_string(),
+            host: HeaderValue::from_str(host).map_err(|e| format!("bad host {host:?}: {e}"))?,
+            idle: Mutex::new(Vec::new()),
+        });
+        pools.insert(key, Arc::downgrade(&pool));
+        Ok(pool)
+    }
+
+    /// Send `req` (its URI already in origin form) and wait for the head of the response. A
+    /// request that an idle connection could not take (the upstream closed it meanwhile) goes
+    /// on a new connection.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<(Response<hyper::body::Incoming>, Lease), String> {
+        if !req.headers().contains_key(HOST) {
+            req.headers_mut().insert(HOST, self.host.clone());
+        }
+        while let Some(mut sender) = self.take() {
+            match sender.try_send_request(req).await {
+                Ok(resp) => return Ok((resp, self.lease(sender))),
+                Err(mut e) => match e.take_message() {
+                    // Not sent: the connection was gone; try the next.
+                    Some(back) => req = back,
+                    None => return Err(error_text(&e.into_error())),
+                },
+            }
+        }
+        let mut sender = self.connect().await?;
+        let resp = sender.send_request(req).await.map_err(|e| error_text(&e))?;
+        Ok((resp, self.lease(sender)))
+    }
+
+    fn lease(self: &Arc<Self>, sender: Sender) -> Lease {
+        Lease {
+            sender: Some(sender),
+            pool: self.clone(),
+            done: false,
+        }
+    }
+
+    /// An idle connection ready for a request, if one is left.
+    fn take(&self) -> Option<Sender> {
+        let mut idle = self.idle.lock();
+        while let Some((sender, since)) = idle.pop() {
+            if sender.is_ready() && since.elapsed() < IDLE_FOR {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    /// Open a connection; its I/O runs in a task of its own.
+    async fn connect(&self) -> Result<Sender, String> {
+        let stream = tokio::net::TcpStream::connect(&self.authority)
+            .await
+            .map_err(|e| format!("connecting to {} failed: {e}", self.authority))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| error_text(&e))?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("upstream connection ended: {e}");
+            }
+        });
+        Ok(sender)
+    }
+
+    /// Keep `sender` for the next request (the most recently used is taken first).
+    fn put(&self, sender: Sender) {
+        let mut idle = self.idle.lock();
+        if idle.len() < MAX_IDLE {
+            idle.push((sender, Instant::now()));
+        }
+    }
+}
+
+impl Lease {
+    /// The response's body has been read to the end.
+    pub(crate) fn finish(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let Some(mut sender) = self.sender.take() else {
+            return;
+        };
+        // A body not read to the end leaves the connection unusable: it closes.
+        if !self.done || sender.is_closed() {
+            return;
+        }
+        if sender.is_ready() {
+            self.pool.put(sender);
+            return;
+        }
+        // The connection's task has not yet seen the end of the response: it goes back once
+        // it has.
+        let pool = self.pool.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if sender.ready().await.is_ok() {
+                    pool.put(sender);
+                }
+            });
+        }
+    }
+}
+
+/// A hyper error with its causes (hyper's own text is only the kind, e.g. "connection error").
+fn error_text(e: &hyper::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A loopback HTTP/1.1 server that answers each request with `body` and counts the
+    /// connections it accepted; with `close_after_one`, it closes each connection after its
+    /// first reply (keep-alive announced, as a server that restarted would leave it).
+    async fn server(close_after_one: bool) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    loop {
+                        let mut head = Vec::new();
+                        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match s.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => head.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if s.write_all(reply).await.is_err() || close_after_one {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    fn get(path: &str) -> Request<Full<Bytes>> {
+        Request::builder()
+            .uri(path)
+            .body(Full::new(Bytes::new()))
+            .expect("a request")
+    }
+
+    async fn read(pool: &Arc<HostPool>) -> String {
+        let (resp, mut lease) = pool.send(get("/mcp")).await.expect("a reply");
+        let body = resp.into_body().collect().await.expect("a body").to_bytes();
+        lease.finish();
+        drop(lease);
+        String::from_utf8(body.to_vec()).expect("text")
+    }
+
+    /// Requests one after another share one connection.
+    #[tokio::test]
+    async fn a_connection_is_reused_once_its_response_is_read() {
+        let (addr, accepted) = server(false).await;
+        let pool = HostPool::of(&addr, &addr).expect("a pool");
+        for _ in 0..5 {
+            assert_eq!(read(&pool).await, "ok");
+            // The connection's task marks it ready once it has seen the end of the reply.
+            for _ in 0..100 {
+                if !pool.idle.lock().is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    /// A connection the upstream closed while it was idle is not used; the request goes on
+    /// a new one and succeeds.
+    #[tokio::test]
+    async fn a_connection_closed_while_idle_is_replaced() {
+        let (addr, accepted) = server(true).await;
+        let pool = HostPool::of(&addr, &addr).expect("a pool");
+        assert_eq!(read(&pool).await, "ok");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(read(&pool).await, "ok");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// A response whose body was not read to the end does not give its connection back.
+    #[tokio::test]
+    async fn an_unread_body_closes_its_connection() {
+        let (addr, accepted) = server(false).await;
+        let pool = HostPool::of(&addr, &addr).expect("a pool");
+        let (_resp, lease) = pool.send(get("/mcp")).await.expect("a reply");
+        drop(lease);
+        assert!(pool.idle.lock().is_empty());
+        assert_eq!(read(&pool).await, "ok");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// Nothing listens: the error names the address.
+    #[tokio::test]
+    async fn a_refused_connection_names_the_address() {
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").to_string()
+        };
+        let pool = HostPool::of(&addr, &addr).expect("a pool");
+        let err = pool.send(get("/mcp")).await.err().expect("refused");
+        assert!(
+            err.starts_with(&format!("connecting to {addr} failed: ")),
+            "{err}"
+        );
+    }
+}
