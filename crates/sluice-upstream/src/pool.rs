@@ -83,7 +83,8 @@ impl HostPool {
                 },
             }
         }
-        let mut sender = self.connect().await?;
+        // Boxed: opening a connection is rare, and its future is large.
+        let mut sender = Box::pin(self.connect()).await?;
         let resp = sender.send_request(req).await.map_err(|e| error_text(&e))?;
         Ok((resp, self.lease(sender)))
     }

@@ -189,7 +189,8 @@ async fn find_session(
             .get(id)
             .filter(|s| replicas::owned_by(s, principal.as_deref()))
             .ok_or(Miss::NotFound),
-        Some(c) => replicas::find(gw, c, id, principal.as_ref()).await,
+        // Boxed: a session of a cluster may be fetched from the store.
+        Some(c) => Box::pin(replicas::find(gw, c, id, principal.as_ref())).await,
     };
     match found {
         Ok(s) => {
