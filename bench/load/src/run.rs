@@ -371,13 +371,23 @@ pub struct ListReport {
     /// Latency of one full listing (every page, cursor to cursor).
     #[serde(flatten)]
     pub latency: Latency,
+    /// Of that, the median time this client spent parsing the pages' JSON (the part of a
+    /// listing no server or gateway can take away).
+    #[serde(default)]
+    pub client_parse_p50_us: f64,
     /// Watched processes (CPU per listing).
     pub procs: Vec<ProcReport>,
 }
 
-async fn full_list(session: &Session, conn: &mut Conn, ids: &mut u64) -> Result<(usize, usize)> {
+/// One full listing: the tools and pages it had, and the time spent parsing the replies.
+async fn full_list(
+    session: &Session,
+    conn: &mut Conn,
+    ids: &mut u64,
+) -> Result<(usize, usize, Duration)> {
     let mut cursor: Option<String> = None;
     let (mut tools, mut pages) = (0, 0);
+    let mut parsing = Duration::ZERO;
     loop {
         *ids += 1;
         let id = *ids;
@@ -387,7 +397,10 @@ async fn full_list(session: &Session, conn: &mut Conn, ids: &mut u64) -> Result<
         };
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params})
             .to_string();
-        let reply = session.request(conn, id, body.as_bytes()).await?;
+        let resp = session.post(conn, body.as_bytes()).await?;
+        let parse = Instant::now();
+        let reply = mcp::reply_of(&resp, id)?;
+        parsing += parse.elapsed();
         let result = reply
             .get("result")
             .ok_or_else(|| anyhow!("tools/list failed: {reply}"))?;
@@ -398,7 +411,7 @@ async fn full_list(session: &Session, conn: &mut Conn, ids: &mut u64) -> Result<
         pages += 1;
         match result.get("nextCursor").and_then(Value::as_str) {
             Some(c) if pages < 10_000 => cursor = Some(c.to_string()),
-            _ => return Ok((tools, pages)),
+            _ => return Ok((tools, pages, parsing)),
         }
     }
 }
@@ -427,18 +440,20 @@ pub async fn list(
     }
     let starts = proc_start(watch);
     let mut samples = Vec::with_capacity(n as usize);
+    let mut parsing = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let t = Instant::now();
         let r = full_list(&session, &mut conn, &mut ids).await;
         let us = t.elapsed().as_micros() as u64;
         report.lists += 1;
         match r {
-            Ok((tools, pages)) if expect.is_none_or(|e| e == tools) => {
+            Ok((tools, pages, parse)) if expect.is_none_or(|e| e == tools) => {
                 report.tools = tools;
                 report.pages = pages;
                 samples.push(us);
+                parsing.push(parse.as_micros() as u64);
             }
-            Ok((tools, _)) => {
+            Ok((tools, _, _)) => {
                 report.errors += 1;
                 report
                     .first_error
@@ -452,6 +467,7 @@ pub async fn list(
     }
     report.procs = proc_end(&starts, n);
     report.latency = stats::summarise(&mut samples);
+    report.client_parse_p50_us = stats::summarise(&mut parsing).p50_us;
     Ok(report)
 }
 

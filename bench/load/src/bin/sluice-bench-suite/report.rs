@@ -374,6 +374,15 @@ fn targets17(r: &Results) -> Vec<String> {
                     .map_or_else(na, |x| verdict(x, 0.5, true, "× direct"))
             ));
         }
+        // What no server or gateway can take away: the client parsing the listing.
+        let direct = res_of(r, up, "direct (the upstream alone)");
+        if let Some((parse, whole)) = direct.and_then(|d| d.list_client_parse_us.zip(d.list_p50_us))
+        {
+            out.push(format!(
+                "Of a direct listing from the {up} ({whole:.0} µs), the client spends {parse:.0} µs parsing the JSON: {:.2}× direct is the least any gateway could reach",
+                parse / whole
+            ));
+        }
     }
     out.push(format!(
         "Five builtin hooks, CPU per call over no hooks, c=16: {}",

@@ -252,6 +252,10 @@ pub struct ResRow {
     /// The gateway's CPU µs per full listing (median over the rounds).
     #[serde(default)]
     pub list_gw_cpu_us: Option<f64>,
+    /// Of a direct listing, the time the client spent parsing the JSON (median, µs; on the
+    /// direct row).
+    #[serde(default)]
+    pub list_client_parse_us: Option<f64>,
     /// Tools and pages seen in one listing.
     pub list_tools: usize,
     /// Pages in one listing.
@@ -1250,6 +1254,7 @@ fn resources(
     }
     let mut lists: HashMap<usize, Vec<(f64, f64)>> = HashMap::new();
     let mut list_cpu: HashMap<usize, Vec<f64>> = HashMap::new();
+    let mut direct_parse: Vec<f64> = Vec::new();
     for round in 0..ctx.rounds {
         eprintln!("{} tools/list round {}/{}", u.name(), round + 1, ctx.rounds);
         for (row, p) in &fronts {
@@ -1286,6 +1291,7 @@ fn resources(
                     rows[*row].list_pages = g.pages;
                     rows[0].list_tools = d.tools;
                     rows[0].list_pages = d.pages;
+                    direct_parse.push(d.client_parse_p50_us);
                     lists
                         .entry(*row)
                         .or_default()
@@ -1315,6 +1321,9 @@ fn resources(
     }
     if !all_direct.is_empty() {
         rows[0].list_p50_us = Some(median(&all_direct));
+    }
+    if !direct_parse.is_empty() {
+        rows[0].list_client_parse_us = Some(median(&direct_parse));
     }
     for r in &mut rows {
         r.notes = r.notes.iter().map(|n| short(n)).collect();
