@@ -191,6 +191,15 @@ mod tests {
     /// connections it accepted; with `close_after_one`, it closes each connection after its
     /// first reply (keep-alive announced, as a server that restarted would leave it).
     async fn server(close_after_one: bool) -> (String, Arc<AtomicUsize>) {
+        serve(
+            close_after_one,
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        )
+        .await
+    }
+
+    /// [`server`] answering each request with `reply`, as written.
+    async fn serve(close_after_one: bool, reply: &'static [u8]) -> (String, Arc<AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -213,7 +222,6 @@ mod tests {
                                 Ok(n) => head.extend_from_slice(&buf[..n]),
                             }
                         }
-                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
                         if s.write_all(reply).await.is_err() || close_after_one {
                             return;
                         }
@@ -246,12 +254,12 @@ mod tests {
         let pool = HostPool::of(&addr, &addr).expect("a pool");
         for _ in 0..5 {
             assert_eq!(read(&pool).await, "ok");
-            // The connection's task marks it ready once it has seen the end of the reply.
-            for _ in 0..100 {
+            // Back in the pool once the connection's task has seen the end of the reply.
+            for _ in 0..200 {
                 if !pool.idle.lock().is_empty() {
                     break;
                 }
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
@@ -264,7 +272,13 @@ mod tests {
         let (addr, accepted) = server(true).await;
         let pool = HostPool::of(&addr, &addr).expect("a pool");
         assert_eq!(read(&pool).await, "ok");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Until its task has seen the server close it.
+        for _ in 0..200 {
+            if pool.idle.lock().iter().all(|(s, _)| s.is_closed()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         assert_eq!(read(&pool).await, "ok");
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
@@ -279,6 +293,44 @@ mod tests {
         assert!(pool.idle.lock().is_empty());
         assert_eq!(read(&pool).await, "ok");
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// A body read as a stream (an SSE reply) gives its connection back when the stream ends,
+    /// through the wire's client.
+    #[tokio::test]
+    async fn a_streamed_body_gives_its_connection_back_at_its_end() {
+        use futures_util::StreamExt;
+        let (addr, accepted) = serve(
+            false,
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n7\r\ndata: 1\r\n0\r\n\r\n",
+        )
+        .await;
+        let url: reqwest::Url = format!("http://{addr}/mcp").parse().expect("a URL");
+        let client = crate::client::Client::for_url(&url);
+        // The same pool as the client's (one per host).
+        let pool = HostPool::of(&addr, &addr).expect("a pool");
+        for _ in 0..3 {
+            let reply = client
+                .send(hyper::Method::GET, &url, Default::default(), None)
+                .await
+                .expect("a reply");
+            let chunks: Vec<_> = reply.stream().collect().await;
+            assert_eq!(chunks.len(), 1);
+            assert_eq!(chunks[0].as_deref().expect("data"), b"data: 1");
+            // Back in the pool once the connection's task has seen the end of the reply.
+            for _ in 0..200 {
+                if !pool.idle.lock().is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(
+                pool.idle.lock().len(),
+                1,
+                "the connection is idle in its pool"
+            );
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 
     /// Nothing listens: the error names the address.
