@@ -95,6 +95,23 @@ fn mask_date(head: &str) -> String {
         .join("\r\n")
 }
 
+/// Read from `s` onto `buf` until `found` picks something out of the chunks read so far.
+async fn read_until<T>(
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    found: impl Fn(Vec<String>) -> Option<T>,
+) -> T {
+    loop {
+        if let Some(t) = found(chunks(buf)) {
+            return t;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
 /// The complete chunks at the start of a chunked body.
 fn chunks(mut body: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
@@ -233,34 +250,16 @@ async fn one_kept_alive_connection_goes_from_hyper_to_the_bare_server_and_back()
     let r = c.call_tool("fx_trigger_list_changed", json!({})).await;
     assert_eq!(r["result"]["content"][0]["text"], json!("ok"));
     let data = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
-    let read = async {
-        loop {
-            if let Some(frame) = chunks(&buf).into_iter().find(|c| c.ends_with(data)) {
-                return frame;
-            }
-            let mut chunk = [0u8; 4096];
-            let n = s.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "closed");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    };
+    let read = read_until(&mut s, &mut buf, |c| {
+        c.into_iter().find(|c| c.ends_with(data))
+    });
     let frame = timeout(Duration::from_secs(10), read)
         .await
         .expect("the event within 10 s");
     assert!(frame.starts_with("event: message\nid: 0-"), "{frame:?}");
     // A silent stream sends its keep-alive comment (every 15 s), chunked like the events.
     let seen = chunks(&buf).len();
-    let read = async {
-        loop {
-            if let Some(c) = chunks(&buf).get(seen) {
-                return c.clone();
-            }
-            let mut chunk = [0u8; 4096];
-            let n = s.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "closed");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    };
+    let read = read_until(&mut s, &mut buf, |c| c.into_iter().nth(seen));
     let next = timeout(Duration::from_secs(25), read)
         .await
         .expect("a keep-alive within 25 s");

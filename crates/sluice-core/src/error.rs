@@ -1,4 +1,5 @@
-//! JSON-RPC error objects and the error codes Sluice answers with.
+//! JSON-RPC error objects and the error codes Sluice answers with, and the text of a Rust error
+//! with its causes.
 
 use serde_json::{json, Map, Value};
 
@@ -120,3 +121,19 @@ impl std::fmt::Display for RpcError {
 }
 
 impl std::error::Error for RpcError {}
+
+/// `e`'s text followed by each of its sources' (skipping one its parent already says): the
+/// top-level message of an HTTP client's error alone hides "connection refused".
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        let m = src.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = src.source();
+    }
+    s
+}

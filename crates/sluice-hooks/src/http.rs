@@ -150,13 +150,18 @@ pub(crate) async fn post(
             .body(body)
             .send()
             .await
-            .map_err(|e| HookFailure(format!("hook service request failed: {}", chain(&e))))?;
+            .map_err(|e| {
+                HookFailure(format!(
+                    "hook service request failed: {}",
+                    sluice_core::error::with_causes(&e)
+                ))
+            })?;
         let status = resp.status();
         let mut buf = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(|e| {
             HookFailure(format!(
                 "reading the hook service's answer failed: {}",
-                chain(&e)
+                sluice_core::error::with_causes(&e)
             ))
         })? {
             if buf.len() + chunk.len() > MAX_BODY {
@@ -244,21 +249,6 @@ fn refusal_reason(status: reqwest::StatusCode, body: &[u8]) -> String {
     } else {
         truncate_chars(text, MAX_REASON_CHARS).to_string()
     }
-}
-
-/// An error with its sources (reqwest's top-level message alone hides "connection refused").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(src) = cur {
-        let m = src.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = src.source();
-    }
-    s
 }
 
 /// A header value with Claude Code's environment interpolation: `$NAME` and `${NAME}` are the

@@ -93,6 +93,19 @@ tokio::task_local! {
     static IN_OPERATION: ();
 }
 
+/// An operation's duration series, borrowed: its common attributes, its failure's (if any) and
+/// the network's, in the order the metric writes them.
+fn series<'a>(
+    op: &'a Operation,
+    failure: Option<&'a [(&'static str, String)]>,
+    net: &'a [(&'static str, String)],
+) -> Vec<(&'static str, &'a str)> {
+    let mut labels = op.common_refs();
+    let owned = failure.into_iter().flatten().chain(net);
+    labels.extend(owned.map(|(k, v)| (*k, v.as_str())));
+    labels
+}
+
 /// One client request's `mcp.server.operation.duration`, measured whether or not traces are on.
 #[derive(Debug)]
 pub struct ServerOp {
@@ -125,9 +138,7 @@ impl ServerOp {
             return;
         }
         let failure = Failure::of_reply(&self.op, reply).map(|f| f.attrs());
-        let mut labels = self.op.common_refs();
-        labels.extend(failure.iter().flatten().map(|(k, v)| (*k, v.as_str())));
-        labels.extend(self.net.iter().map(|(k, v)| (*k, v.as_str())));
+        let labels = series(&self.op, failure.as_deref(), &self.net);
         mcp_metrics::global().observe(Side::Server, &labels, self.started.elapsed().as_secs_f64());
     }
 }
@@ -343,9 +354,7 @@ impl ClientOp {
     /// Record the call's duration.
     pub fn finish(&self, result: UpstreamResult<'_>) {
         let failure = self.failure(result).map(|f| f.attrs());
-        let mut labels = self.op.common_refs();
-        labels.extend(failure.iter().flatten().map(|(k, v)| (*k, v.as_str())));
-        labels.extend(self.net.iter().map(|(k, v)| (*k, v.as_str())));
+        let mut labels = series(&self.op, failure.as_deref(), &self.net);
         if let Some(server) = &self.server {
             labels.push(("server.address", server.host.as_str()));
             labels.push(("server.port", server.port_text.as_str()));

@@ -12,6 +12,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response};
 use parking_lot::Mutex;
+use sluice_core::error::with_causes;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -79,13 +80,16 @@ impl HostPool {
                 Err(mut e) => match e.take_message() {
                     // Not sent: the connection was gone; try the next.
                     Some(back) => req = back,
-                    None => return Err(error_text(&e.into_error())),
+                    None => return Err(with_causes(&e.into_error())),
                 },
             }
         }
         // Boxed: opening a connection is rare, and its future is large.
         let mut sender = Box::pin(self.connect()).await?;
-        let resp = sender.send_request(req).await.map_err(|e| error_text(&e))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| with_causes(&e))?;
         Ok((resp, self.lease(sender)))
     }
 
@@ -117,7 +121,7 @@ impl HostPool {
         let (sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                 .await
-                .map_err(|e| error_text(&e))?;
+                .map_err(|e| with_causes(&e))?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!("upstream connection ended: {e}");
@@ -166,18 +170,6 @@ impl Drop for Lease {
             });
         }
     }
-}
-
-/// A hyper error with its causes (hyper's own text is only the kind, e.g. "connection error").
-fn error_text(e: &hyper::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -54,7 +54,6 @@ pub fn router(face: Arc<Face>) -> Router {
 
 /// Does `Accept` take each of `what` (or `*/*`)? One pass over the header's media ranges.
 fn accepts_all<const N: usize>(headers: &HeaderMap, what: [&str; N]) -> bool {
-    let mut missing = N;
     let mut seen = [false; N];
     for value in headers.get_all(header::ACCEPT) {
         let Ok(value) = value.to_str() else { continue };
@@ -63,13 +62,10 @@ fn accepts_all<const N: usize>(headers: &HeaderMap, what: [&str; N]) -> bool {
             if t == "*/*" {
                 return true;
             }
-            for (i, w) in what.iter().enumerate() {
-                if !seen[i] && t.eq_ignore_ascii_case(w) {
-                    seen[i] = true;
-                    missing -= 1;
-                }
+            for (seen, w) in seen.iter_mut().zip(what) {
+                *seen |= t.eq_ignore_ascii_case(w);
             }
-            if missing == 0 {
+            if seen.iter().all(|s| *s) {
                 return true;
             }
         }
