@@ -18,6 +18,7 @@ pub mod process;
 mod raw;
 pub mod time;
 pub mod version;
+pub mod worker;
 
 pub use error::{codes, RpcError};
 pub use glob::glob_match;

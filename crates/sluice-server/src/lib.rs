@@ -45,6 +45,8 @@ pub struct Server {
     pub state: Arc<State>,
     rounds: Arc<modern::rounds::Rounds>,
     inbound: Mutex<Option<control::Inbound>>,
+    /// The MCP listener's serving threads, stopped at [`Server::shutdown`].
+    workers: Mutex<Option<transport::workers::Workers>>,
 }
 
 impl Server {
@@ -60,6 +62,7 @@ impl Server {
             state,
             rounds: Arc::new(rounds),
             inbound: Mutex::new(Some(inbound)),
+            workers: Mutex::new(None),
         })
     }
 
@@ -93,18 +96,24 @@ impl Server {
         control::watch(self.state.clone(), every).await;
     }
 
-    /// Serve MCP over HTTP on `listener` until `shutdown` resolves, then drain: GET streams
-    /// end, calls in flight finish (within `drain_ms`). [`Server::shutdown`] follows.
+    /// Serve MCP over HTTP on `listener`, its connections on `threads` serving threads of
+    /// their own (`transport/workers.rs`), until `shutdown` resolves, then drain: GET streams
+    /// end, calls in flight finish (within `drain_ms`). [`Server::shutdown`] follows, and
+    /// stops the threads.
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
+        threads: usize,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let face = Arc::new(transport::http::Face {
             st: self.state.clone(),
             rounds: self.rounds.clone(),
         });
-        transport::listener::serve(face, listener, shutdown).await
+        let workers = transport::workers::Workers::start(threads)?;
+        let served = transport::listener::serve(face, listener, &workers, shutdown).await;
+        *self.workers.lock() = Some(workers);
+        served
     }
 
     /// Serve one client on `input`/`output` until the input ends (then shut down).
@@ -119,5 +128,9 @@ impl Server {
     /// Shut down: supervisors stop, sessions end, connections close.
     pub async fn shutdown(&self) {
         control::shutdown(&self.state).await;
+        let workers = self.workers.lock().take();
+        if let Some(w) = workers {
+            w.stop().await;
+        }
     }
 }

@@ -5,6 +5,10 @@
 //! Why not hyper-util's pooled client: it finds the pool of a request by hashing its scheme
 //! and authority on every request, and boxes a 3 KB future per request; an upstream's pool is
 //! known when its connection is opened, so here a request costs a lock and a pop.
+//!
+//! Per thread: a connection's I/O runs in a task on the runtime that opened it, so an idle
+//! connection is kept with the serving thread that opened it (`sluice_core::worker`) and taken
+//! again only there: a call's upstream round trip never wakes another thread.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -31,7 +35,15 @@ pub(crate) struct HostPool {
     /// The `Host` header of its requests.
     host: HeaderValue,
     /// Idle connections, the most recently used last.
-    idle: Mutex<Vec<(Sender, Instant)>>,
+    idle: Mutex<Vec<Idle>>,
+}
+
+/// An idle connection.
+struct Idle {
+    sender: Sender,
+    since: Instant,
+    /// The serving thread whose runtime runs its I/O.
+    home: u32,
 }
 
 /// A connection lent to one request: returned to its pool when the response has been read
@@ -39,6 +51,7 @@ pub(crate) struct HostPool {
 pub(crate) struct Lease {
     sender: Option<Sender>,
     pool: Arc<HostPool>,
+    home: u32,
     /// The response's body was read to the end.
     done: bool,
 }
@@ -74,9 +87,10 @@ impl HostPool {
         if !req.headers().contains_key(HOST) {
             req.headers_mut().insert(HOST, self.host.clone());
         }
-        while let Some(mut sender) = self.take() {
+        let home = sluice_core::worker::current();
+        while let Some(mut sender) = self.take(home) {
             match sender.try_send_request(req).await {
-                Ok(resp) => return Ok((resp, self.lease(sender))),
+                Ok(resp) => return Ok((resp, self.lease(sender, home))),
                 Err(mut e) => match e.take_message() {
                     // Not sent: the connection was gone; try the next.
                     Some(back) => req = back,
@@ -90,23 +104,32 @@ impl HostPool {
             .send_request(req)
             .await
             .map_err(|e| with_causes(&e))?;
-        Ok((resp, self.lease(sender)))
+        Ok((resp, self.lease(sender, home)))
     }
 
-    fn lease(self: &Arc<Self>, sender: Sender) -> Lease {
+    fn lease(self: &Arc<Self>, sender: Sender, home: u32) -> Lease {
         Lease {
             sender: Some(sender),
             pool: self.clone(),
+            home,
             done: false,
         }
     }
 
-    /// An idle connection ready for a request, if one is left.
-    fn take(&self) -> Option<Sender> {
+    /// An idle connection of thread `home` ready for a request, if one is left (the stale
+    /// ones met on the way are closed).
+    fn take(&self, home: u32) -> Option<Sender> {
         let mut idle = self.idle.lock();
-        while let Some((sender, since)) = idle.pop() {
-            if sender.is_ready() && since.elapsed() < IDLE_FOR {
-                return Some(sender);
+        let mut i = idle.len();
+        while i > 0 {
+            i -= 1;
+            let c = &idle[i];
+            if !c.sender.is_ready() || c.since.elapsed() >= IDLE_FOR {
+                idle.remove(i);
+                continue;
+            }
+            if c.home == home {
+                return Some(idle.remove(i).sender);
             }
         }
         None
@@ -131,10 +154,14 @@ impl HostPool {
     }
 
     /// Keep `sender` for the next request (the most recently used is taken first).
-    fn put(&self, sender: Sender) {
+    fn put(&self, sender: Sender, home: u32) {
         let mut idle = self.idle.lock();
         if idle.len() < MAX_IDLE {
-            idle.push((sender, Instant::now()));
+            idle.push(Idle {
+                sender,
+                since: Instant::now(),
+                home,
+            });
         }
     }
 }
@@ -156,16 +183,16 @@ impl Drop for Lease {
             return;
         }
         if sender.is_ready() {
-            self.pool.put(sender);
+            self.pool.put(sender, self.home);
             return;
         }
         // The connection's task has not yet seen the end of the response: it goes back once
         // it has.
-        let pool = self.pool.clone();
+        let (pool, home) = (self.pool.clone(), self.home);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 if sender.ready().await.is_ok() {
-                    pool.put(sender);
+                    pool.put(sender, home);
                 }
             });
         }
@@ -257,6 +284,40 @@ mod tests {
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 
+    /// Waits (bounded) until `pool` holds `n` idle connections.
+    async fn idle_count(pool: &Arc<HostPool>, n: usize) {
+        for _ in 0..200 {
+            if pool.idle.lock().len() == n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the pool never held {n} idle connection(s)");
+    }
+
+    /// An idle connection is taken again only by the serving thread that opened it: another
+    /// thread opens its own, and each thread then reuses its own.
+    #[tokio::test]
+    async fn idle_connections_are_kept_per_serving_thread() {
+        let (addr, accepted) = server(false).await;
+        let pool = HostPool::of(&addr, &addr).expect("a pool");
+        assert_eq!(read(&pool).await, "ok");
+        idle_count(&pool, 1).await;
+        sluice_core::worker::mark(1);
+        assert_eq!(read(&pool).await, "ok");
+        idle_count(&pool, 2).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            pool.idle.lock().iter().map(|c| c.home).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(read(&pool).await, "ok");
+        sluice_core::worker::mark(0);
+        assert_eq!(read(&pool).await, "ok");
+        idle_count(&pool, 2).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
     /// A connection the upstream closed while it was idle is not used; the request goes on
     /// a new one and succeeds.
     #[tokio::test]
@@ -266,7 +327,7 @@ mod tests {
         assert_eq!(read(&pool).await, "ok");
         // Until its task has seen the server close it.
         for _ in 0..200 {
-            if pool.idle.lock().iter().all(|(s, _)| s.is_closed()) {
+            if pool.idle.lock().iter().all(|c| c.sender.is_closed()) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

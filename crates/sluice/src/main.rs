@@ -125,8 +125,9 @@ struct ServeArgs {
     /// legacy SSE transport), or, with no value, the command after `--`.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
     passthrough: Option<String>,
-    /// Worker threads (default: one per CPU, or TOKIO_WORKER_THREADS). On a small shared
-    /// machine, 1 costs the least CPU per call at low concurrency.
+    /// Threads serving MCP connections, each a runtime of its own (default: one per CPU, or
+    /// TOKIO_WORKER_THREADS). The main runtime (accept loop, shared upstreams, admin) has as
+    /// many workers.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Write the audit log (JSON lines) to this file (overrides `logs/log.config.json`).
@@ -431,9 +432,19 @@ async fn serve(args: ServeArgs) -> Result<()> {
         shutdown_signal().await;
         tracing::info!("shutting down");
     };
-    gw.serve_http(listener, shutdown).await?;
+    let threads = args.threads.unwrap_or_else(default_threads).max(1);
+    gw.serve_http(listener, threads, shutdown).await?;
     gw.shutdown().await;
     Ok(())
+}
+
+/// One serving thread per CPU, or `TOKIO_WORKER_THREADS` (as tokio sizes its runtime).
+fn default_threads() -> usize {
+    std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Bind the admin listener and settle its token: `admin_token` in sluice.json, else

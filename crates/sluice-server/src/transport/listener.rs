@@ -23,6 +23,10 @@
 //! ends or, between two requests, the next head is a GET: the socket wrapper keeps it, hyper
 //! (idle) sees the end of the connection and hands the socket back (`poll_without_shutdown`).
 //!
+//! Where: each accepted connection is handed, as a plain socket, to the serving thread with
+//! the fewest connections (`workers.rs`), which registers it with its own runtime and serves it
+//! there to the end.
+//!
 //! Shutdown ([`serve`]'s future resolves): the listener is closed, `draining` is cancelled
 //! (GET and listen streams end; see `transport/http.rs`), every connection is shut down
 //! gracefully (an idle one at once; a busy one after the response in flight, sent with
@@ -32,6 +36,7 @@
 use super::bare_get;
 use super::conn_io::{Counted, InFlight, Stats, NONE};
 use super::http::{router, Face};
+use super::workers::{Place, Workers};
 use crate::state::State;
 use axum::body::{Body, Bytes};
 use hyper::body::{Frame, Incoming, SizeHint};
@@ -50,10 +55,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-/// Serve MCP on `listener` until `shutdown` resolves, then drain (bounded by `drain_ms`).
+/// Serve MCP on `listener`, its connections on `workers`, until `shutdown` resolves, then
+/// drain (bounded by `drain_ms`).
 pub async fn serve(
     face: Arc<Face>,
     listener: TcpListener,
+    workers: &Workers,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let st = face.st.clone();
@@ -96,9 +103,31 @@ pub async fn serve(
         saturated = false;
         while tasks.try_join_next().is_some() {}
         let _ = stream.set_nodelay(true);
+        // Out of this runtime's reactor, into the serving thread's.
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!("cannot hand a connection over: {e}");
+                continue;
+            }
+        };
         open.count.fetch_add(1, Ordering::SeqCst);
-        let slot = Release(open.clone());
-        tasks.spawn(connection(st.clone(), app.clone(), stream, slot));
+        let place = workers.pick();
+        let handle = place.handle.clone();
+        let slot = Release {
+            open: open.clone(),
+            _place: place,
+        };
+        let (st, app) = (st.clone(), app.clone());
+        tasks.spawn_on(
+            async move {
+                match TcpStream::from_std(stream) {
+                    Ok(stream) => connection(st, app, stream, slot).await,
+                    Err(e) => tracing::debug!("cannot serve a connection: {e}"),
+                }
+            },
+            &handle,
+        );
     }
     drop(listener);
     drain(&st, tasks).await;
@@ -134,13 +163,16 @@ struct Open {
     freed: Notify,
 }
 
-/// One place under the cap, given back when the connection ends.
-struct Release(Arc<Open>);
+/// One place under the cap and on a serving thread, given back when the connection ends.
+struct Release {
+    open: Arc<Open>,
+    _place: Place,
+}
 
 impl Drop for Release {
     fn drop(&mut self) {
-        self.0.count.fetch_sub(1, Ordering::SeqCst);
-        self.0.freed.notify_one();
+        self.open.count.fetch_sub(1, Ordering::SeqCst);
+        self.open.freed.notify_one();
     }
 }
 

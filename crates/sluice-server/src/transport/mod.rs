@@ -9,3 +9,4 @@ pub mod listener;
 mod rules;
 pub mod stdio;
 pub mod stdio_modern;
+pub mod workers;
