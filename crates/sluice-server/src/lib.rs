@@ -97,20 +97,21 @@ impl Server {
     }
 
     /// Serve MCP over HTTP on `listener`, its connections on `threads` serving threads of
-    /// their own (`transport/workers.rs`), until `shutdown` resolves, then drain: GET streams
-    /// end, calls in flight finish (within `drain_ms`). [`Server::shutdown`] follows, and
-    /// stops the threads.
+    /// their own (`transport/workers.rs`; with `pin`, one per CPU is pinned one to each), until
+    /// `shutdown` resolves, then drain: GET streams end, calls in flight finish (within
+    /// `drain_ms`). [`Server::shutdown`] follows, and stops the threads.
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
         threads: usize,
+        pin: bool,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let face = Arc::new(transport::http::Face {
             st: self.state.clone(),
             rounds: self.rounds.clone(),
         });
-        let workers = transport::workers::Workers::start(threads)?;
+        let workers = transport::workers::Workers::start(threads, pin)?;
         let served = transport::listener::serve(face, listener, &workers, shutdown).await;
         *self.workers.lock() = Some(workers);
         served
