@@ -130,10 +130,10 @@ struct ServeArgs {
     /// many workers.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Do not pin the serving threads to CPUs (by default, with one thread per CPU the process
-    /// may use, each is pinned to its own).
+    /// Pin the serving threads to CPUs, one to each, when there is one per CPU the process may
+    /// use (for a machine whose CPUs are the gateway's own; see docs/deployment.md).
     #[arg(long)]
-    no_pin: bool,
+    pin: bool,
     /// Write the audit log (JSON lines) to this file (overrides `logs/log.config.json`).
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
@@ -437,8 +437,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         tracing::info!("shutting down");
     };
     let threads = args.threads.unwrap_or_else(default_threads).max(1);
-    gw.serve_http(listener, threads, !args.no_pin, shutdown)
-        .await?;
+    gw.serve_http(listener, threads, args.pin, shutdown).await?;
     gw.shutdown().await;
     Ok(())
 }

@@ -4,10 +4,11 @@
 //! worker wakes another to steal it).
 //!
 //! The accept loop (`listener.rs`) gives each new connection to the thread serving the fewest.
-//! When there is one thread per CPU the process may use (the default), thread `i` is pinned to
-//! the `i`-th of those CPUs: two serving threads left on one CPU take turns in scheduler slices
-//! (4 ms), and the connections of the one waiting stall for that long (a p99 of 4 ms where it is
-//! 0.6 ms pinned, on two shared cores). `--no-pin` leaves the placement to the kernel.
+//! With `--pin` and one thread per CPU the process may use, thread `i` is pinned to the `i`-th
+//! of those CPUs: two serving threads left on one CPU take turns in scheduler slices (about
+//! 4 ms), and the connections of the one waiting stall for that long. Not by default: a pinned
+//! thread cannot move away from a CPU that a busy upstream (a stdio child, a Node server on the
+//! same machine) holds, which costs far more than the rare stall (see docs/deployment.md).
 //! Everything a connection spawns (a request's work, a hook process, a per-session upstream)
 //! runs on its thread; what the main runtime runs (shared upstreams, the admin listener, the
 //! watchers) is reached through channels as before. The threads outlive the drain: they stop

@@ -135,6 +135,9 @@ pub enum Launch {
     /// `sluice serve --no-admin --threads 1 --passthrough URL`: no hooks on one worker thread
     /// (no hand-overs between workers; the default is one worker per CPU).
     SluiceOneWorker,
+    /// `sluice serve --no-admin --pin --passthrough URL`: no hooks, the serving threads pinned
+    /// one per CPU.
+    SluicePinned,
     /// `sluice serve --home TREE` with these extra files (a hook configuration).
     SluiceTree(Files),
     /// A peer gateway.
@@ -226,6 +229,13 @@ fn sluice_configs() -> Vec<Config> {
             name: "sluice, no hooks, 1 worker thread".into(),
             via: Via::Http,
             launch: Ok(Launch::SluiceOneWorker),
+            peer: false,
+            modern_client: false,
+        },
+        Config {
+            name: "sluice, no hooks, pinned threads".into(),
+            via: Via::Http,
+            launch: Ok(Launch::SluicePinned),
             peer: false,
             modern_client: false,
         },

@@ -333,17 +333,16 @@ fn targets17(r: &Results) -> Vec<String> {
     let na = || "not measured in this run".to_string();
     let cfg = "sluice, no hooks";
     let mut out = Vec::new();
-    for (cfg, c) in CONCURRENCY.iter().map(|c| (cfg, c)).chain(
-        CONCURRENCY
-            .iter()
-            .map(|c| ("sluice, no hooks, 1 worker thread", c)),
-    ) {
+    let variants = [
+        (cfg, ""),
+        ("sluice, no hooks, 1 worker thread", ", 1 worker thread"),
+        ("sluice, no hooks, pinned threads", ", pinned threads"),
+    ];
+    for (cfg, tag, c) in variants
+        .iter()
+        .flat_map(|&(cfg, tag)| CONCURRENCY.iter().map(move |c| (cfg, tag, c)))
+    {
         let pair = call(cfg, *c).zip(call(FLOOR, *c));
-        let tag = if cfg == "sluice, no hooks" {
-            ""
-        } else {
-            ", 1 worker thread"
-        };
         out.push(format!(
             "At the floor, added p50, Rust echo{tag}, c={c}: {}",
             pair.as_ref()

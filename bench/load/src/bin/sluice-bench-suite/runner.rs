@@ -537,6 +537,12 @@ fn config_cmd(
                 .args(["--listen", &listen]);
             c
         }
+        Launch::SluicePinned => {
+            let mut c = Command::new(sluice);
+            c.args(["serve", "--no-admin", "--pin", "--passthrough", direct_url])
+                .args(["--listen", &listen]);
+            c
+        }
         Launch::SluiceOneWorker => {
             let mut c = Command::new(sluice);
             c.args([
@@ -1018,6 +1024,7 @@ fn is_sluice(l: &Launch) -> bool {
     match l {
         Launch::Sluice(_)
         | Launch::SluiceOneWorker
+        | Launch::SluicePinned
         | Launch::SluiceAdmin
         | Launch::SluiceTree(_) => true,
         Launch::Baseline(inner) => is_sluice(inner),
