@@ -31,6 +31,7 @@ mod python_sdk;
 mod ratelimit;
 mod reload;
 mod routing;
+mod serving_threads;
 mod session_hooks;
 mod tasks;
 mod telemetry;
