@@ -100,6 +100,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         catalog_version: AtomicU64::new(0),
         tasks: Default::default(),
         cluster,
+        serving: Default::default(),
     };
     let slots: Arc<[Arc<Slot>]> = config
         .expose
@@ -148,7 +149,8 @@ pub async fn start(st: &Arc<State>) {
 async fn start_slots(st: &State, slots: &[Arc<Slot>]) {
     let wait = Duration::from_millis(st.snapshot().settings().connect_timeout_ms + 1000);
     let mut waits = Vec::new();
-    for slot in slots {
+    let serving = st.rt.serving.get().filter(|h| !h.is_empty());
+    for (i, slot) in slots.iter().enumerate() {
         if !slot.spec.enabled {
             continue;
         }
@@ -156,7 +158,11 @@ async fn start_slots(st: &State, slots: &[Arc<Slot>]) {
         waits.push(async move {
             let _ = tokio::time::timeout(wait, attempted).await;
         });
-        tokio::spawn(slot.clone().supervise());
+        // On a serving thread when there are some (its connection's tasks with it).
+        match serving {
+            Some(threads) => drop(threads[i % threads.len()].spawn(slot.clone().supervise())),
+            None => drop(tokio::spawn(slot.clone().supervise())),
+        }
     }
     futures_util::future::join_all(waits).await;
 }

@@ -96,22 +96,34 @@ impl Server {
         control::watch(self.state.clone(), every).await;
     }
 
-    /// Serve MCP over HTTP on `listener`, its connections on `threads` serving threads of
-    /// their own (`transport/workers.rs`; with `pin`, one per CPU is pinned one to each), until
+    /// Start the MCP listener's serving threads (`transport/workers.rs`): `threads` of them,
+    /// with `pin` one per CPU pinned one to each. Called before [`Server::start`], so the
+    /// upstreams' supervisors run on them too; [`Server::serve_http`] starts one per CPU
+    /// (unpinned) when this was not called.
+    pub fn start_threads(&self, threads: usize, pin: bool) -> std::io::Result<()> {
+        let workers = transport::workers::Workers::start(threads, pin)?;
+        let _ = self.state.rt.serving.set(workers.handles());
+        *self.workers.lock() = Some(workers);
+        Ok(())
+    }
+
+    /// Serve MCP over HTTP on `listener`, its connections on the serving threads, until
     /// `shutdown` resolves, then drain: GET streams end, calls in flight finish (within
     /// `drain_ms`). [`Server::shutdown`] follows, and stops the threads.
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
-        threads: usize,
-        pin: bool,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let face = Arc::new(transport::http::Face {
             st: self.state.clone(),
             rounds: self.rounds.clone(),
         });
-        let workers = transport::workers::Workers::start(threads, pin)?;
+        let started = self.workers.lock().take();
+        let workers = match started {
+            Some(w) => w,
+            None => transport::workers::Workers::start(transport::workers::default_count(), false)?,
+        };
         let served = transport::listener::serve(face, listener, &workers, shutdown).await;
         *self.workers.lock() = Some(workers);
         served

@@ -122,6 +122,10 @@ pub struct Runtime {
     pub tasks: crate::tasks::Tasks,
     /// This replica's part of a cluster (`cluster` in `sluice.json`; needs a restart).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// The serving threads' runtimes, when the MCP listener has them: upstream supervisors run
+    /// on them (one upstream after another, in turn), so a call to a shared stdio upstream
+    /// from a connection on the same thread never crosses to another.
+    pub serving: std::sync::OnceLock<Vec<tokio::runtime::Handle>>,
 }
 
 /// Lists that changed: the notifications that say so, and the catalog version that changed them

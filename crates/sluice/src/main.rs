@@ -126,8 +126,8 @@ struct ServeArgs {
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
     passthrough: Option<String>,
     /// Threads serving MCP connections, each a runtime of its own (default: one per CPU, or
-    /// TOKIO_WORKER_THREADS). The main runtime (accept loop, shared upstreams, admin) has as
-    /// many workers.
+    /// TOKIO_WORKER_THREADS); the upstreams' supervisors run on them too. The main runtime
+    /// (accept loop, admin) has as many workers.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Pin the serving threads to CPUs, one to each, when there is one per CPU the process may
@@ -424,6 +424,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
     gw.set_bound_address(&bound.to_string());
+    // The serving threads first: the upstreams' supervisors run on them.
+    let threads = args
+        .threads
+        .unwrap_or_else(sluice_server::transport::workers::default_count);
+    gw.start_threads(threads, args.pin)
+        .context("cannot start the serving threads")?;
     gw.start().await;
     match gw.authenticator() {
         Some(auth) => tracing::info!(
@@ -436,19 +442,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
         shutdown_signal().await;
         tracing::info!("shutting down");
     };
-    let threads = args.threads.unwrap_or_else(default_threads).max(1);
-    gw.serve_http(listener, threads, args.pin, shutdown).await?;
+    gw.serve_http(listener, shutdown).await?;
     gw.shutdown().await;
     Ok(())
-}
-
-/// One serving thread per CPU, or `TOKIO_WORKER_THREADS` (as tokio sizes its runtime).
-fn default_threads() -> usize {
-    std::env::var("TOKIO_WORKER_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&n: &usize| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Bind the admin listener and settle its token: `admin_token` in sluice.json, else

@@ -10,8 +10,9 @@
 //! thread cannot move away from a CPU that a busy upstream (a stdio child, a Node server on the
 //! same machine) holds, which costs far more than the rare stall (see docs/deployment.md).
 //! Everything a connection spawns (a request's work, a hook process, a per-session upstream)
-//! runs on its thread; what the main runtime runs (shared upstreams, the admin listener, the
-//! watchers) is reached through channels as before. The threads outlive the drain: they stop
+//! runs on its thread, and so do the upstreams' supervisors (`control.rs::start_slots`, one
+//! upstream after another in turn, through [`Workers::handles`]); what the main runtime runs
+//! (the accept loop, the admin listener, the watchers) is reached through channels. The threads outlive the drain: they stop
 //! at [`Workers::stop`], after the gateway's shutdown has ended the sessions whose tasks they
 //! run.
 
@@ -93,6 +94,11 @@ impl Workers {
         Ok(Workers { threads })
     }
 
+    /// Each thread's runtime, in thread order.
+    pub fn handles(&self) -> Vec<Handle> {
+        self.threads.iter().map(|w| w.handle.clone()).collect()
+    }
+
     /// A place on the thread serving the fewest connections (the first of equals).
     pub fn pick(&self) -> Place {
         let w = self
@@ -119,6 +125,15 @@ impl Workers {
             let _ = tokio::time::timeout(STOP_WITHIN * 2, w).await;
         }
     }
+}
+
+/// One serving thread per CPU, or `TOKIO_WORKER_THREADS` (as tokio sizes its runtime).
+pub fn default_count() -> usize {
+    std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The CPUs this process may run on, in order (empty where that cannot be read).
