@@ -76,23 +76,34 @@ impl<'de> Visitor<'de> for TopVisitor {
 /// values refuses: a number out of an f64's range (an exponent, or 300 digits and more),
 /// nesting deeper than 100 (the parse stops at 128), or a `\u` escape (a lone surrogate)?
 /// Strings are skipped but for their escapes; `true` and `false` are the only other words with
-/// an `e`. One pass over the bytes.
+/// an `e`. One pass over the bytes, jumping through strings from escape to escape.
 fn not_plain(text: &str) -> bool {
-    let (mut in_string, mut escaped) = (false, false);
+    let bytes = text.as_bytes();
     let (mut digits, mut depth, mut prev) = (0usize, 0usize, b' ');
-    for &b in text.as_bytes() {
-        if in_string {
-            match (escaped, b) {
-                (true, b'u') => return true,
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
+    let mut at = 0;
+    while at < bytes.len() {
+        let b = bytes[at];
+        at += 1;
+        if b == b'"' {
+            // Inside a string only its end and its escapes matter: jump from one to the next.
+            loop {
+                let Some(off) = memchr::memchr2(b'"', b'\\', &bytes[at..]) else {
+                    return false;
+                };
+                at += off + 1;
+                if bytes[at - 1] == b'"' {
+                    break;
+                }
+                match bytes.get(at) {
+                    Some(b'u') => return true,
+                    Some(_) => at += 1,
+                    None => return false,
+                }
             }
+            (digits, prev) = (0, b'"');
             continue;
         }
         match b {
-            b'"' => in_string = true,
             b'\n' | b'\r' => return true,
             b'e' | b'E' if prev.is_ascii_digit() || prev == b'.' => return true,
             b'[' | b'{' => {
@@ -390,5 +401,12 @@ mod syntax_tests {
         ));
         assert!(!not_plain(&format!(r#"{{"s":"{}"}}"#, "9".repeat(310))));
         assert!(!not_plain(r#"{"a":"\\","e":null,"b":"\\u"}"#));
+        // Long strings: an escape far inside is still seen, and what a string holds is skipped.
+        let long = "x".repeat(5000);
+        assert!(not_plain(&format!(r#"{{"s":"{long}\u0041{long}"}}"#)));
+        assert!(!not_plain(&format!(
+            r#"{{"s":"{long}\n\"1e9[[[{long}","n":1}}"#
+        )));
+        assert!(not_plain(&format!(r#"{{"s":"{long}","n":1e9}}"#)));
     }
 }
