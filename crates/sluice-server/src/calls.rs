@@ -4,9 +4,9 @@
 
 use crate::channel::Sink;
 use crate::session::Session;
+use foldhash::HashMap;
 use parking_lot::Mutex;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A forwarded call, found again by the id it carries upstream.

@@ -3,11 +3,11 @@
 //! pagination over the merged lists.
 
 use crate::gateway_tools::GatewayTool;
+use foldhash::HashMap;
 use serde_json::{json, Value};
 use sluice_config::{ExposeEntry, UpstreamSpec};
 use sluice_core::RpcError;
 use sluice_upstream::{Slot, UpstreamLists};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Where a client-facing name goes.

@@ -107,7 +107,7 @@ pub struct Routes {
     /// The session's own view of the catalog, when its upstream sessions list something else.
     pub view: Mutex<CatalogView>,
     /// Client requests in flight, by the client's id (as JSON text).
-    pub inflight: Mutex<HashMap<String, InflightCall>>,
+    pub inflight: Mutex<foldhash::HashMap<String, InflightCall>>,
     /// Upstream requests sent to the client, by the id the client saw.
     pub server_requests: Mutex<HashMap<String, PendingServerRequest>>,
     /// Requests Sluice itself sent the client (bridging a 2026-07-28 upstream's input

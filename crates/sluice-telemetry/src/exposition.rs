@@ -24,6 +24,18 @@ impl Hist {
         self.sum += v;
         self.count += 1;
     }
+
+    /// Add another histogram's counts (of the same bounds) to these.
+    pub(crate) fn add(&mut self, other: &Hist) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (c, o) in self.counts.iter_mut().zip(&other.counts) {
+            *c += o;
+        }
+        self.sum += other.sum;
+        self.count += other.count;
+    }
 }
 
 /// Escape a Prometheus label value.

@@ -13,9 +13,11 @@
 
 use crate::exposition::{esc, hist, Hist};
 use parking_lot::Mutex;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// The advisory bucket boundaries (seconds) of both operation-duration histograms.
 pub const OPERATION_BUCKETS: &[f64] = &[
@@ -38,11 +40,48 @@ pub type Labels = Vec<(&'static str, String)>;
 /// labels and copies them only for a new series.
 type Family = BTreeMap<u64, Vec<(Labels, Hist)>>;
 
-/// The MCP operation-duration histograms.
+/// One thread's series of both histograms.
 #[derive(Default)]
-pub struct McpMetrics {
+struct Shard {
     server: Mutex<Family>,
     client: Mutex<Family>,
+}
+
+impl Shard {
+    fn family(&self, side: Side) -> &Mutex<Family> {
+        match side {
+            Side::Server => &self.server,
+            Side::Client => &self.client,
+        }
+    }
+}
+
+/// The MCP operation-duration histograms. Each thread records into a shard of its own (its
+/// lock is never contended, and its lines stay in that CPU's cache: every call records one
+/// observation, from every serving thread); `/metrics` adds the shards up.
+pub struct McpMetrics {
+    /// Which registry a thread's shard belongs to (tests make registries of their own).
+    id: u64,
+    /// Every thread's shard; a thread that ended leaves its counts here.
+    shards: Mutex<Vec<Arc<Shard>>>,
+    /// For a thread whose thread-locals are already gone (recording while it ends).
+    late: Shard,
+}
+
+impl Default for McpMetrics {
+    fn default() -> McpMetrics {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        McpMetrics {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            shards: Mutex::default(),
+            late: Shard::default(),
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's shard of each registry it recorded into, by the registry's id.
+    static SHARDS: RefCell<Vec<(u64, Arc<Shard>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The hash a series is found by: FNV-1a over the label text (a few short strings; SipHash's
@@ -79,10 +118,21 @@ fn label_name(key: &str) -> String {
 impl McpMetrics {
     /// Record one operation of `secs` seconds.
     pub fn observe(&self, side: Side, labels: &[(&'static str, &str)], secs: f64) {
-        let map = match side {
-            Side::Server => &self.server,
-            Side::Client => &self.client,
-        };
+        let recorded = SHARDS.try_with(|mine| {
+            if let Some((_, shard)) = mine.borrow().iter().find(|(id, _)| *id == self.id) {
+                return Self::record(shard.family(side), labels, secs);
+            }
+            let shard = Arc::new(Shard::default());
+            self.shards.lock().push(shard.clone());
+            Self::record(shard.family(side), labels, secs);
+            mine.borrow_mut().push((self.id, shard));
+        });
+        if recorded.is_err() {
+            Self::record(self.late.family(side), labels, secs);
+        }
+    }
+
+    fn record(map: &Mutex<Family>, labels: &[(&'static str, &str)], secs: f64) {
         let key = hash_of(labels);
         let same = |l: &Labels| {
             l.len() == labels.len() && l.iter().zip(labels).all(|(a, b)| a.0 == b.0 && a.1 == b.1)
@@ -114,19 +164,20 @@ impl McpMetrics {
                 "The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received (OpenTelemetry mcp.client.operation.duration).",
             ),
         ] {
-            let map = match side {
-                Side::Server => self.server.lock(),
-                Side::Client => self.client.lock(),
-            };
-            if map.is_empty() {
+            // Every thread's series added up, in label order (whatever their hashes).
+            let mut all: BTreeMap<Labels, Hist> = BTreeMap::new();
+            let shards = self.shards.lock().clone();
+            for shard in shards.iter().map(|s| &**s).chain([&self.late]) {
+                for (labels, h) in shard.family(side).lock().values().flatten() {
+                    all.entry(labels.clone()).or_default().add(h);
+                }
+            }
+            if all.is_empty() {
                 continue;
             }
-            // In label order, whatever their hashes.
-            let mut all: Vec<&(Labels, Hist)> = map.values().flatten().collect();
-            all.sort_by(|a, b| a.0.cmp(&b.0));
             let _ = writeln!(o, "# HELP {name} {help}");
             let _ = writeln!(o, "# TYPE {name} histogram");
-            for (labels, h) in all {
+            for (labels, h) in &all {
                 let l = labels
                     .iter()
                     .map(|(k, v)| format!("{}=\"{}\"", label_name(k), esc(v)))
@@ -191,5 +242,42 @@ mod tests {
             assert!(lines.contains(&want.as_str()), "missing {want:?} in\n{o}");
         }
         assert_eq!(o.lines().filter(|l| l.starts_with("# HELP")).count(), 2);
+    }
+
+    #[test]
+    fn each_thread_records_apart_and_the_render_adds_them_up() {
+        let m = McpMetrics::default();
+        let call = [("mcp.method.name", "tools/call")];
+        m.observe(Side::Server, &call, 0.015);
+        std::thread::scope(|s| {
+            for secs in [0.03, 7.0] {
+                let m = &m;
+                s.spawn(move || m.observe(Side::Server, &call, secs));
+            }
+        });
+        assert_eq!(m.shards.lock().len(), 3, "a shard per thread that recorded");
+        // Another registry on the same thread keeps its own counts.
+        let other = McpMetrics::default();
+        other.observe(Side::Server, &call, 100.0);
+        let mut o = String::new();
+        m.render(&mut o);
+        let n = "mcp_server_operation_duration_seconds";
+        let l = r#"mcp_method_name="tools/call""#;
+        for want in [
+            format!(r#"{n}_bucket{{{l},le="0.02"}} 1"#),
+            format!(r#"{n}_bucket{{{l},le="0.05"}} 2"#),
+            format!(r#"{n}_bucket{{{l},le="5"}} 2"#),
+            format!(r#"{n}_bucket{{{l},le="10"}} 3"#),
+            format!(r#"{n}_bucket{{{l},le="+Inf"}} 3"#),
+            format!(r#"{n}_count{{{l}}} 3"#),
+            format!(r#"{n}_sum{{{l}}} 7.045"#),
+        ] {
+            assert!(o.lines().any(|x| x == want), "missing {want:?} in\n{o}");
+        }
+        assert_eq!(
+            o.matches(&format!("{n}_count")).count(),
+            1,
+            "one series:\n{o}"
+        );
     }
 }

@@ -4,10 +4,10 @@
 //! and no connection, so every wire imports it without a cycle.
 
 use crate::error::UpstreamError;
+use foldhash::HashMap;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use sluice_core::{Kind, Message};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -126,7 +126,7 @@ impl Inner {
             label,
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             next_id: AtomicU64::new(1),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::default()),
             events,
             closed: AtomicBool::new(false),
             ordered: AtomicBool::new(false),

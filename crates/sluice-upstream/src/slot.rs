@@ -12,11 +12,11 @@
 
 use crate::lists::{fetch_lists, UpstreamLists};
 use crate::{Connection, Incoming, OpenOptions, StderrTail};
+use foldhash::HashMap;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_config::{Isolation, Transport, UpstreamSpec};
 use sluice_core::{codes, RpcError};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -230,8 +230,8 @@ impl Slot {
             attempted: Notify::new(),
             stderr: StderrTail::default(),
             env,
-            sessions: Mutex::new(HashMap::new()),
-            session_lists: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::default()),
+            session_lists: Mutex::new(HashMap::default()),
         }
     }
 
