@@ -193,6 +193,13 @@ impl McpMetrics {
 mod tests {
     use super::*;
 
+    /// Every line of `want` is a whole line of the rendered text `o`.
+    fn assert_lines(o: &str, want: &[String]) {
+        for w in want {
+            assert!(o.lines().any(|l| l == w), "missing {w:?} in\n{o}");
+        }
+    }
+
     #[test]
     fn renders_the_otel_histograms_in_their_prometheus_form() {
         let m = McpMetrics::default();
@@ -223,9 +230,8 @@ mod tests {
             400.0,
         );
         m.render(&mut o);
-        let lines: Vec<&str> = o.lines().collect();
         let l = r#"mcp_method_name="tools/call",gen_ai_operation_name="execute_tool",gen_ai_tool_name="fx_echo",network_transport="tcp""#;
-        for want in [
+        assert_lines(&o, &[
             "# TYPE mcp_server_operation_duration_seconds histogram".to_string(),
             format!(r#"mcp_server_operation_duration_seconds_bucket{{{l},le="0.01"}} 0"#),
             format!(r#"mcp_server_operation_duration_seconds_bucket{{{l},le="0.02"}} 1"#),
@@ -238,9 +244,7 @@ mod tests {
             "# TYPE mcp_client_operation_duration_seconds histogram".to_string(),
             r#"mcp_client_operation_duration_seconds_bucket{mcp_method_name="initialize",server_address="127.0.0.1",server_port="8080",le="300"} 0"#.to_string(),
             r#"mcp_client_operation_duration_seconds_bucket{mcp_method_name="initialize",server_address="127.0.0.1",server_port="8080",le="+Inf"} 1"#.to_string(),
-        ] {
-            assert!(lines.contains(&want.as_str()), "missing {want:?} in\n{o}");
-        }
+        ]);
         assert_eq!(o.lines().filter(|l| l.starts_with("# HELP")).count(), 2);
     }
 
@@ -263,21 +267,48 @@ mod tests {
         m.render(&mut o);
         let n = "mcp_server_operation_duration_seconds";
         let l = r#"mcp_method_name="tools/call""#;
-        for want in [
-            format!(r#"{n}_bucket{{{l},le="0.02"}} 1"#),
-            format!(r#"{n}_bucket{{{l},le="0.05"}} 2"#),
-            format!(r#"{n}_bucket{{{l},le="5"}} 2"#),
-            format!(r#"{n}_bucket{{{l},le="10"}} 3"#),
-            format!(r#"{n}_bucket{{{l},le="+Inf"}} 3"#),
-            format!(r#"{n}_count{{{l}}} 3"#),
-            format!(r#"{n}_sum{{{l}}} 7.045"#),
-        ] {
-            assert!(o.lines().any(|x| x == want), "missing {want:?} in\n{o}");
-        }
+        assert_lines(
+            &o,
+            &[
+                format!(r#"{n}_bucket{{{l},le="0.02"}} 1"#),
+                format!(r#"{n}_bucket{{{l},le="0.05"}} 2"#),
+                format!(r#"{n}_bucket{{{l},le="5"}} 2"#),
+                format!(r#"{n}_bucket{{{l},le="10"}} 3"#),
+                format!(r#"{n}_bucket{{{l},le="+Inf"}} 3"#),
+                format!(r#"{n}_count{{{l}}} 3"#),
+                format!(r#"{n}_sum{{{l}}} 7.045"#),
+            ],
+        );
         assert_eq!(
             o.matches(&format!("{n}_count")).count(),
             1,
             "one series:\n{o}"
         );
+    }
+
+    #[test]
+    fn an_observation_made_while_a_thread_ends_is_kept() {
+        static M: OnceLock<McpMetrics> = OnceLock::new();
+        let m = M.get_or_init(McpMetrics::default);
+        // Records from a thread-local's destructor, when the thread's own shard list may be
+        // gone already (then it goes to the registry's late shard).
+        struct AtExit;
+        impl Drop for AtExit {
+            fn drop(&mut self) {
+                let m = M.get().expect("made before the thread");
+                m.observe(Side::Client, &[("mcp.method.name", "ping")], 0.001);
+            }
+        }
+        thread_local! { static AT_EXIT: AtExit = const { AtExit }; }
+        std::thread::spawn(|| {
+            AT_EXIT.with(|_| ());
+            m.observe(Side::Client, &[("mcp.method.name", "ping")], 0.001);
+        })
+        .join()
+        .unwrap();
+        let mut o = String::new();
+        m.render(&mut o);
+        let n = "mcp_client_operation_duration_seconds";
+        assert_lines(&o, &[format!(r#"{n}_count{{mcp_method_name="ping"}} 2"#)]);
     }
 }
