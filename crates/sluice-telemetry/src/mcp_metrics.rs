@@ -9,14 +9,16 @@
 //!
 //! The gateway records into one process-wide registry ([`global`]), as an OpenTelemetry SDK
 //! records into its global meter provider: requests are handled far from where `/metrics` is
-//! rendered. A family appears once it has a series.
+//! rendered. That registry records only once something can read it
+//! ([`McpMetrics::set_recording`]: the admin listener, which serves `/metrics`); without it a
+//! call measures nothing. A family appears once it has a series.
 
 use crate::exposition::{esc, hist, Hist};
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The advisory bucket boundaries (seconds) of both operation-duration histograms.
@@ -66,6 +68,8 @@ pub struct McpMetrics {
     shards: Mutex<Vec<Arc<Shard>>>,
     /// For a thread whose thread-locals are already gone (recording while it ends).
     late: Shard,
+    /// Observations are kept (else dropped unseen: nothing renders them).
+    recording: AtomicBool,
 }
 
 impl Default for McpMetrics {
@@ -75,6 +79,7 @@ impl Default for McpMetrics {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             shards: Mutex::default(),
             late: Shard::default(),
+            recording: AtomicBool::new(true),
         }
     }
 }
@@ -84,28 +89,30 @@ thread_local! {
     static SHARDS: RefCell<Vec<(u64, Arc<Shard>)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The hash a series is found by: FNV-1a over the label text (a few short strings; SipHash's
-/// per-write cost would be most of an observation). Series with equal hashes are told apart
-/// by their labels.
+/// The hash a series is found by: foldhash over the label text, with a fixed seed (a few short
+/// strings; SipHash's or a byte-at-a-time hash's cost would be most of an observation). Series
+/// with equal hashes are told apart by their labels.
 fn hash_of(labels: &[(&'static str, &str)]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8], end: u8| {
-        for &b in bytes.iter().chain(std::iter::once(&end)) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0x5eed).build_hasher();
     for (k, v) in labels {
-        eat(k.as_bytes(), 0xfe);
-        eat(v.as_bytes(), 0xff);
+        h.write(k.as_bytes());
+        h.write_u8(0xfe);
+        h.write(v.as_bytes());
+        h.write_u8(0xff);
     }
-    h
+    h.finish()
 }
 
-/// The process-wide registry the gateway records into and `/metrics` renders.
+/// The process-wide registry the gateway records into and `/metrics` renders. It records
+/// nothing until [`McpMetrics::set_recording`] turns it on.
 pub fn global() -> &'static McpMetrics {
     static GLOBAL: OnceLock<McpMetrics> = OnceLock::new();
-    GLOBAL.get_or_init(McpMetrics::default)
+    GLOBAL.get_or_init(|| {
+        let m = McpMetrics::default();
+        m.set_recording(false);
+        m
+    })
 }
 
 /// An OpenTelemetry attribute key as a Prometheus label name.
@@ -116,8 +123,22 @@ fn label_name(key: &str) -> String {
 }
 
 impl McpMetrics {
-    /// Record one operation of `secs` seconds.
+    /// Keep observations from now on (`true`), or drop them (`false`). A registry of its own
+    /// records from the start; [`global`] from when the admin listener starts.
+    pub fn set_recording(&self, on: bool) {
+        self.recording.store(on, Ordering::Relaxed);
+    }
+
+    /// Are observations kept? A call measures nothing when they are not.
+    pub fn is_recording(&self) -> bool {
+        self.recording.load(Ordering::Relaxed)
+    }
+
+    /// Record one operation of `secs` seconds (dropped when not recording).
     pub fn observe(&self, side: Side, labels: &[(&'static str, &str)], secs: f64) {
+        if !self.is_recording() {
+            return;
+        }
         let recorded = SHARDS.try_with(|mine| {
             if let Some((_, shard)) = mine.borrow().iter().find(|(id, _)| *id == self.id) {
                 return Self::record(shard.family(side), labels, secs);
@@ -246,6 +267,37 @@ mod tests {
             r#"mcp_client_operation_duration_seconds_bucket{mcp_method_name="initialize",server_address="127.0.0.1",server_port="8080",le="+Inf"} 1"#.to_string(),
         ]);
         assert_eq!(o.lines().filter(|l| l.starts_with("# HELP")).count(), 2);
+    }
+
+    #[test]
+    fn observations_are_kept_only_while_recording() {
+        let m = McpMetrics::default();
+        assert!(
+            m.is_recording(),
+            "a registry of its own records from the start"
+        );
+        let call = [("mcp.method.name", "tools/call")];
+        m.set_recording(false);
+        m.observe(Side::Client, &call, 0.5);
+        let mut o = String::new();
+        m.render(&mut o);
+        assert_eq!(o, "", "dropped while not recording");
+        m.set_recording(true);
+        m.observe(Side::Client, &call, 0.25);
+        m.render(&mut o);
+        assert_lines(
+            &o,
+            &[
+                r#"mcp_client_operation_duration_seconds_count{mcp_method_name="tools/call"} 1"#
+                    .to_string(),
+                r#"mcp_client_operation_duration_seconds_sum{mcp_method_name="tools/call"} 0.25"#
+                    .to_string(),
+            ],
+        );
+        assert!(
+            !global().is_recording(),
+            "the global registry waits to be turned on"
+        );
     }
 
     #[test]

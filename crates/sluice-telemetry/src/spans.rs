@@ -106,24 +106,31 @@ fn series<'a>(
     labels
 }
 
-/// One client request's `mcp.server.operation.duration`, measured whether or not traces are on.
+/// One client request's `mcp.server.operation.duration`, measured whether or not traces are on
+/// (and only when the metrics are recorded: [`mcp_metrics::McpMetrics::is_recording`]).
 #[derive(Debug)]
 pub struct ServerOp {
+    /// What is measured; `None` when nothing is (not recording, or nested in an operation).
+    measured: Option<Measured>,
+}
+
+#[derive(Debug)]
+struct Measured {
     op: Operation,
     net: Vec<(&'static str, String)>,
     started: Instant,
-    nested: bool,
 }
 
 impl ServerOp {
     /// Start measuring the handling of `msg` from `peer`.
     pub fn start(msg: &Message, peer: &Peer<'_>) -> ServerOp {
-        ServerOp {
+        let nested = IN_OPERATION.try_with(|_| ()).is_ok();
+        let measured = (!nested && mcp_metrics::global().is_recording()).then(|| Measured {
             op: Operation::of(msg),
             net: semconv::network(peer.net, Some(peer.protocol_version)),
             started: Instant::now(),
-            nested: IN_OPERATION.try_with(|_| ()).is_ok(),
-        }
+        });
+        ServerOp { measured }
     }
 
     /// Run the request's dispatch inside this operation (the task-local future itself: no
@@ -134,12 +141,12 @@ impl ServerOp {
 
     /// Record the operation, answered with `reply`.
     pub fn finish(self, reply: &Message) {
-        if self.nested {
+        let Some(m) = self.measured else {
             return;
-        }
-        let failure = Failure::of_reply(&self.op, reply).map(|f| f.attrs());
-        let labels = series(&self.op, failure.as_deref(), &self.net);
-        mcp_metrics::global().observe(Side::Server, &labels, self.started.elapsed().as_secs_f64());
+        };
+        let failure = Failure::of_reply(&m.op, reply).map(|f| f.attrs());
+        let labels = series(&m.op, failure.as_deref(), &m.net);
+        mcp_metrics::global().observe(Side::Server, &labels, m.started.elapsed().as_secs_f64());
     }
 }
 
@@ -351,8 +358,17 @@ impl ClientOp {
         }
     }
 
-    /// Record the call's duration.
+    /// Is anything to measure a call upstream: the metrics recorded, or a span open (`span`)?
+    /// A call makes no [`ClientOp`] otherwise.
+    pub fn wanted(span: bool) -> bool {
+        span || mcp_metrics::global().is_recording()
+    }
+
+    /// Record the call's duration (when the metrics are recorded).
     pub fn finish(&self, result: UpstreamResult<'_>) {
+        if !mcp_metrics::global().is_recording() {
+            return;
+        }
         let failure = self.failure(result).map(|f| f.attrs());
         let mut labels = series(&self.op, failure.as_deref(), &self.net);
         if let Some(server) = &self.server {

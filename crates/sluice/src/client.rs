@@ -172,7 +172,7 @@ enum Failure {
 pub fn run(args: ClientArgs) -> ExitCode {
     // Warnings only unless RUST_LOG says otherwise: the connection's info lines are for the
     // gateway's log, not for a command-line user.
-    crate::init_logging("warn");
+    let _log = crate::init_logging("warn");
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -177,7 +177,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve(args) => {
-            init_logging("info");
+            // Held to the end: dropping it writes what is still queued.
+            let _log = init_logging("info");
             let mut builder = tokio::runtime::Builder::new_multi_thread();
             if let Some(n) = args.threads {
                 builder.worker_threads(n.max(1));
@@ -268,16 +269,25 @@ fn import_claude_hooks(
     }
 }
 
-/// Logs on stderr, filtered by RUST_LOG or else `default`.
-fn init_logging(default: &str) {
+/// Logs on stderr, filtered by RUST_LOG or else `default`. Lines are written by a thread of
+/// their own (a serving thread formats a line and queues it; the writer drains the queue in one
+/// write when lines come faster than it writes). Nothing is dropped: a full queue waits. The
+/// guard writes what is queued when dropped.
+fn init_logging(default: &str) -> tracing_appender::non_blocking::WorkerGuard {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("sluice-log")
+        .finish(std::io::BufWriter::new(std::io::stderr()));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(writer)
+        .with_ansi(ansi)
         .with_target(false)
         .init();
+    guard
 }
 
 fn env_lookup(name: &str) -> Option<String> {

@@ -54,8 +54,10 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// Subscribe to the gateway's traffic now (so nothing is missed) and count it from then on.
+    /// Subscribe to the gateway's traffic now (so nothing is missed) and count it from then on;
+    /// the MCP duration histograms are recorded from now on too (`/metrics` shows them).
     pub fn start(st: Arc<Gw>, opts: AdminOptions) -> Arc<Admin> {
+        sluice_telemetry::mcp_metrics::global().set_recording(true);
         let metrics = Arc::new(Metrics::default());
         let shutdown = st.rt.shutdown.clone();
         tokio::spawn(

@@ -99,7 +99,9 @@ async fn call_once(
         .init_result()
         .get("protocolVersion")
         .and_then(Value::as_str);
-    let client_op = ClientOp::start(&slot.spec, &msg, protocol_version);
+    // Measured only when something reads it (`/metrics`, a span).
+    let client_op = ClientOp::wanted(span.is_some())
+        .then(|| ClientOp::start(&slot.spec, &msg, protocol_version));
     let progress_token = match msg.progress_token().cloned() {
         Some(t) => {
             if let Some(meta) = msg
@@ -165,10 +167,12 @@ async fn call_once(
         };
         (kind, e as &dyn std::fmt::Display)
     });
-    if let Some(s) = span {
-        s.finish(&slot.spec, &client_op, answer);
+    if let Some(op) = &client_op {
+        if let Some(s) = span {
+            s.finish(&slot.spec, op, answer);
+        }
+        op.finish(answer);
     }
-    client_op.finish(answer);
     if cancelled.load(Ordering::SeqCst) {
         return Outcome::Cancelled(client_id);
     }
