@@ -238,6 +238,19 @@ impl Message {
         self.kind
     }
 
+    /// Move the message out, leaving an empty object of the same kind in its place (a hook
+    /// that changes the message it was shown, without a copy).
+    pub fn take(&mut self) -> Message {
+        let kind = self.kind;
+        std::mem::replace(
+            self,
+            Message {
+                body: Body::Obj(Map::new()),
+                kind,
+            },
+        )
+    }
+
     /// `method`, for requests and notifications.
     pub fn method(&self) -> Option<&str> {
         match &self.body {
@@ -390,6 +403,20 @@ impl serde::Serialize for Message {
 mod tests {
     use super::*;
     use crate::codes;
+
+    #[test]
+    fn take_moves_the_message_out_and_leaves_an_empty_one_of_its_kind() {
+        let mut m =
+            Message::parse(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a":1}}"#)
+                .unwrap();
+        let taken = m.take();
+        assert_eq!(
+            taken.to_value(),
+            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"a": 1}})
+        );
+        assert_eq!(m.kind(), Kind::Request);
+        assert_eq!(m.to_value(), serde_json::json!({}));
+    }
 
     #[test]
     fn classifies_and_keeps_unknown_fields_in_order() {

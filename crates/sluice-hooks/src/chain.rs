@@ -247,9 +247,10 @@ impl Hook {
         }
     }
 
+    /// Decide on `ev`; a builtin may move its message into a `Modify`.
     async fn decide(
         &self,
-        ev: &HookEvent,
+        ev: &mut HookEvent,
         ctx: &Ctx<'_>,
         trace: &mut Trace,
     ) -> Result<Decision, HookFailure> {
@@ -409,7 +410,46 @@ impl Chain {
         request: Option<Message>,
         trace: &Trace,
     ) -> HookEvent {
-        let event_name = match (hook.event, phase) {
+        let mut ev = HookEvent {
+            phase,
+            event_name: "",
+            method: ctx.method.to_string(),
+            session_id: ctx.session_id.to_string(),
+            tool_name: Self::tool_name(hook, ctx),
+            upstream: ctx.upstream.map(str::to_string),
+            message,
+            request,
+            era: ctx.era,
+            cwd: self.cwd.clone(),
+            principal: ctx.principal.clone(),
+            claude: ClaudeFields::default(),
+        };
+        self.refit(&mut ev, hook, ctx, trace);
+        ev
+    }
+
+    /// The tool name `hook` is shown: Claude Code's `mcp__<upstream>__<tool>` or the gateway's.
+    fn tool_name(hook: &Hook, ctx: &Ctx) -> Option<String> {
+        match hook.claude.tool_name {
+            ToolNameForm::Mcp => ctx.mcp_tool_name().or(ctx.tool_name.map(str::to_string)),
+            ToolNameForm::Gateway => ctx.tool_name.map(str::to_string),
+        }
+    }
+
+    /// Make the event one hook was shown into the next one's (of the same phase and message):
+    /// what differs from hook to hook is the event name, the Claude Code fields and the tool
+    /// name's form; the rest is kept (no copies per hook).
+    fn reuse(&self, ev: &mut HookEvent, last: &Hook, hook: &Hook, ctx: &Ctx, trace: &Trace) {
+        if hook.claude.tool_name != last.claude.tool_name {
+            ev.tool_name = Self::tool_name(hook, ctx);
+        }
+        self.refit(ev, hook, ctx, trace);
+    }
+
+    /// Set what is `hook`'s own in `ev`: the event name and the Claude Code fields.
+    fn refit(&self, ev: &mut HookEvent, hook: &Hook, ctx: &Ctx, trace: &Trace) {
+        let phase = ev.phase;
+        ev.event_name = match (hook.event, phase) {
             (
                 HookEventKind::PreToolUse
                 | HookEventKind::PostToolUse
@@ -422,11 +462,7 @@ impl Chain {
             (_, Phase::Request) => "Request",
             (_, Phase::Response) => "Response",
         };
-        let tool_name = match hook.claude.tool_name {
-            ToolNameForm::Mcp => ctx.mcp_tool_name().or(ctx.tool_name.map(str::to_string)),
-            ToolNameForm::Gateway => ctx.tool_name.map(str::to_string),
-        };
-        let claude = if hook.is_builtin() {
+        ev.claude = if hook.is_builtin() {
             ClaudeFields::default()
         } else {
             ClaudeFields {
@@ -439,20 +475,6 @@ impl Chain {
                 },
             }
         };
-        HookEvent {
-            phase,
-            event_name,
-            method: ctx.method.to_string(),
-            session_id: ctx.session_id.to_string(),
-            tool_name,
-            upstream: ctx.upstream.map(str::to_string),
-            message,
-            request,
-            era: ctx.era,
-            cwd: self.cwd.clone(),
-            principal: ctx.principal.clone(),
-            claude,
-        }
     }
 
     /// The transcript line of a call, before its request hooks.
@@ -490,6 +512,8 @@ impl Chain {
             self.transcript_use(ctx, &msg);
         }
         let mut asks = Vec::new();
+        // The event the last hook was shown, and that hook: the next one is shown it refitted.
+        let mut spare: Option<(HookEvent, &Hook)> = None;
         for (i, hook) in self.hooks.iter().enumerate() {
             if !hook.selects(Phase::Request, ctx) {
                 continue;
@@ -501,9 +525,17 @@ impl Chain {
                 continue;
             }
             let started = Instant::now();
-            let ev = self.event(Phase::Request, hook, ctx, msg, ctx.answers.cloned(), trace);
-            let result = hook.decide(&ev, ctx, trace).await;
-            msg = ev.message;
+            let mut ev = match spare.take() {
+                Some((mut ev, last)) => {
+                    ev.message = msg;
+                    self.reuse(&mut ev, last, hook, ctx, trace);
+                    ev
+                }
+                None => self.event(Phase::Request, hook, ctx, msg, ctx.answers.cloned(), trace),
+            };
+            let result = hook.decide(&mut ev, ctx, trace).await;
+            msg = ev.message.take();
+            spare = Some((ev, hook));
             let mut record = |decision: &'static str, reason: Option<String>| {
                 trace
                     .records
@@ -606,8 +638,8 @@ impl Chain {
                 continue;
             }
             let started = Instant::now();
-            let ev = self.event(Phase::Response, hook, ctx, msg, request.cloned(), trace);
-            let result = hook.decide(&ev, ctx, trace).await;
+            let mut ev = self.event(Phase::Response, hook, ctx, msg, request.cloned(), trace);
+            let result = hook.decide(&mut ev, ctx, trace).await;
             msg = ev.message;
             let mut record = |decision: &'static str, reason: Option<String>| {
                 trace

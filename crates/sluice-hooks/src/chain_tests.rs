@@ -289,3 +289,73 @@ async fn request_builtins_select_tools_call_and_honour_the_matcher() {
         .await;
     assert!(matches!(out, RequestOutcome::Forward(m) if m == list));
 }
+
+/// The request phase shows each hook the event refitted from the last one's: a command hook
+/// after the explain builtin sees the call the builtin changed, with its own name form and
+/// Claude Code fields (a builtin is shown none).
+#[tokio::test]
+async fn each_hook_is_shown_its_own_event_along_the_chain() {
+    use serde_json::json;
+    let dir = std::env::temp_dir().join(format!("sluice-chain-events-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let command = |id: &str, form: ToolNameForm, mode: &str| HookSpec {
+        event: HookEventKind::PreToolUse,
+        kind: HookKindSpec::Command {
+            command: format!("cat > {}/{id}.json", dir.display()),
+            args: None,
+            script: None,
+        },
+        claude: ClaudeSettings {
+            tool_name: form,
+            permission_mode: mode.into(),
+            ..Default::default()
+        },
+        ..builtin(id, "explain", Value::Null, &["tools/call"])
+    };
+    let specs = [
+        builtin("explain", "explain", Value::Null, &["*"]),
+        command("first", ToolNameForm::Mcp, "plan"),
+        command("second", ToolNameForm::Gateway, "default"),
+        command("third", ToolNameForm::Mcp, "acceptEdits"),
+    ];
+    let (chain, warnings) = Chain::build(&specs, &dir);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let cx = Ctx {
+        upstream: Some("up"),
+        upstream_tool: Some("echo"),
+        tool_use_id: Some("toolu_1"),
+        ..ctx("tools/call", Some("up_echo"))
+    };
+    let msg = Message::from_value(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "up_echo", "arguments": {"text": "hi", "reason": "to test"}}}))
+    .unwrap();
+    let mut trace = Trace::default();
+    let (outcome, depth) = chain.request(&cx, msg, &mut trace).await;
+    assert_eq!(depth, 4);
+    let RequestOutcome::Forward(m) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(m.params().unwrap()["arguments"], json!({"text": "hi"}));
+    assert_eq!(m.id(), Some(&json!(3)));
+    let decisions: Vec<_> = trace.records.iter().map(|r| r.decision).collect();
+    assert_eq!(decisions, ["modify", "pass", "pass", "pass"]);
+    let shown = |id: &str| -> Value {
+        let text = std::fs::read_to_string(dir.join(format!("{id}.json"))).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    for (id, name, mode) in [
+        ("first", "mcp__up__echo", "plan"),
+        ("second", "up_echo", "default"),
+        ("third", "mcp__up__echo", "acceptEdits"),
+    ] {
+        let p = shown(id);
+        assert_eq!(p["hook_event_name"], json!("PreToolUse"), "{id}: {p}");
+        assert_eq!(p["tool_name"], json!(name), "{id}: {p}");
+        assert_eq!(p["permission_mode"], json!(mode), "{id}: {p}");
+        assert_eq!(p["tool_use_id"], json!("toolu_1"), "{id}: {p}");
+        assert_eq!(p["session_id"], json!("s"), "{id}: {p}");
+        assert_eq!(p["tool_input"], json!({"text": "hi"}), "{id}: {p}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -107,12 +107,13 @@ impl Explain {
         )
     }
 
-    /// Decide; a `tools/call` reason is also put in `reason` (the trace's `explain_reason`).
-    pub fn decide(&self, ev: &HookEvent, reason_out: &mut Option<String>) -> Decision {
+    /// Decide; a `tools/call` reason is also put in `reason` (the trace's `explain_reason`). A
+    /// change is made to the event's message itself, which `Modify` carries away (no copy).
+    pub fn decide(&self, ev: &mut HookEvent, reason_out: &mut Option<String>) -> Decision {
         match (ev.phase, ev.method.as_str()) {
             (Phase::Response, "tools/list") => {
-                let mut msg = ev.message.clone();
-                let Some(tools) = msg
+                let Some(tools) = ev
+                    .message
                     .result_mut()
                     .and_then(|r| r.get_mut("tools"))
                     .and_then(Value::as_array_mut)
@@ -122,7 +123,7 @@ impl Explain {
                 for t in tools.iter_mut() {
                     add_reason_described(t, &self.description);
                 }
-                Decision::Modify(msg)
+                Decision::Modify(ev.message.take())
             }
             (Phase::Request, "tools/call") => {
                 let given = ev
@@ -142,7 +143,7 @@ impl Explain {
                     "explain"
                 );
                 *reason_out = Some(reason.clone());
-                let mut msg = ev.message.clone();
+                let mut msg = ev.message.take();
                 let params = msg.params_mut();
                 if let Some(args) = params.get_mut("arguments").and_then(Value::as_object_mut) {
                     args.shift_remove("reason");

@@ -152,10 +152,11 @@ impl Builtin {
     }
 
     /// Decide on an event. `tool` is the tool's definition when known; `explain_reason` receives
-    /// the reason the explain builtin records.
+    /// the reason the explain builtin records. A builtin that changes the message changes the
+    /// event's own and moves it into `Modify` (the event's is left empty): no copy per hook.
     pub async fn decide(
         &self,
-        ev: &HookEvent,
+        ev: &mut HookEvent,
         tool: Option<&Value>,
         explain_reason: &mut Option<String>,
     ) -> Result<Decision, HookFailure> {

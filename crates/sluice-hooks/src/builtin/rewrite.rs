@@ -74,8 +74,9 @@ impl Rewrite {
         Ok(Rewrite { rules })
     }
 
-    /// Decide on the request phase of a `tools/call`.
-    pub fn decide(&self, ev: &HookEvent) -> Decision {
+    /// Decide on the request phase of a `tools/call` (a change is made to the event's message,
+    /// which `Modify` carries away).
+    pub fn decide(&self, ev: &mut HookEvent) -> Decision {
         let tool = ev.tool_name.as_deref().unwrap_or("");
         let rules: Vec<&Rule> = self
             .rules
@@ -107,7 +108,7 @@ impl Rewrite {
         if changed == 0 {
             return Decision::Pass;
         }
-        let mut msg = ev.message.clone();
+        let mut msg = ev.message.take();
         msg.params_mut()
             .insert("arguments".into(), std::mem::take(args));
         Decision::Modify(msg)
@@ -129,7 +130,7 @@ mod tests {
     }
 
     fn args_after(r: &Rewrite, tool: &str, args: Value) -> Option<Value> {
-        match r.decide(&call(tool, args)) {
+        match r.decide(&mut call(tool, args)) {
             Decision::Modify(m) => Some(m.params().unwrap()["arguments"].clone()),
             Decision::Pass => None,
             other => panic!("{other:?}"),

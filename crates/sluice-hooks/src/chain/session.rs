@@ -79,8 +79,8 @@ impl Chain {
                 continue;
             }
             let started = Instant::now();
-            let ev = self.event(Phase::Request, hook, ctx, msg.clone(), None, trace);
-            let (decision, reason, refusal) = match hook.decide(&ev, ctx, trace).await {
+            let mut ev = self.event(Phase::Request, hook, ctx, msg.clone(), None, trace);
+            let (decision, reason, refusal) = match hook.decide(&mut ev, ctx, trace).await {
                 Ok(Decision::Refuse(r)) => ("refuse", Some(r.reason.clone()), Some(r)),
                 Ok(_) => ("pass", None, None),
                 Err(HookFailure(why)) if hook.on_error == OnError::Refuse => (
@@ -147,7 +147,7 @@ impl Chain {
             let mut trace = Trace::default();
             let mut ev = self.event(Phase::Request, hook, &ctx, msg, None, &trace);
             ev.event_name = hook.event.name();
-            match hook.decide(&ev, &ctx, &mut trace).await {
+            match hook.decide(&mut ev, &ctx, &mut trace).await {
                 Ok(d) => tracing::debug!(hook = %hook.id, session = session_id, "Stop hook: {d:?}"),
                 Err(e) => {
                     tracing::warn!(hook = %hook.id, session = session_id, "Stop hook failed: {e}")
