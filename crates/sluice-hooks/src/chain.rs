@@ -307,6 +307,12 @@ impl Chain {
         self.transcripts.as_ref().map(|t| t.path(session_id))
     }
 
+    /// Is a hook shown payloads (a command, process, http or civic hook)? Only those see a
+    /// call's `tool_use_id` and the session's transcript.
+    pub fn shows_payloads(&self) -> bool {
+        self.transcripts.is_some()
+    }
+
     /// No hooks at all (the fast path).
     pub fn is_empty(&self) -> bool {
         self.hooks.is_empty() && self.controls.is_empty()

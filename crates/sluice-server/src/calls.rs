@@ -19,19 +19,51 @@ pub struct CallRoute {
     pub sink: Sink,
 }
 
-/// Every call in flight upstream.
-#[derive(Default)]
-pub struct CallTable(Mutex<HashMap<(u64, u64), CallRoute>>);
+/// One shard's calls, by (connection serial, upstream id).
+type Shard = Mutex<HashMap<(u64, u64), CallRoute>>;
+
+/// How many shards: serving thread `n` records into shard `n % SHARDS` (threads past that
+/// share).
+const SHARDS: usize = 16;
+
+/// Every call in flight upstream. A call is recorded in the shard of the serving thread that
+/// forwards it, where it is forgotten again (a call never leaves its thread), so no call's
+/// bookkeeping touches a lock or a table another thread writes; lookups by id (progress,
+/// upstream requests, a cancel) look in their own thread's shard first, then in the others.
+pub struct CallTable(Box<[Shard]>);
+
+impl Default for CallTable {
+    fn default() -> CallTable {
+        CallTable((0..SHARDS).map(|_| Shard::default()).collect())
+    }
+}
 
 impl CallTable {
+    /// This thread's shard first, then the others.
+    fn shards(&self) -> impl Iterator<Item = &Shard> {
+        let mine = sluice_core::worker::current() as usize % SHARDS;
+        self.0[mine..].iter().chain(&self.0[..mine])
+    }
+
     /// Record a forwarded call.
     pub fn track(&self, conn: u64, upstream_id: u64, route: CallRoute) {
-        self.0.lock().insert((conn, upstream_id), route);
+        let mine = sluice_core::worker::current() as usize % SHARDS;
+        self.0[mine].lock().insert((conn, upstream_id), route);
     }
 
     /// Forget a forwarded call.
     pub fn untrack(&self, conn: u64, upstream_id: u64) {
-        self.0.lock().remove(&(conn, upstream_id));
+        for shard in self.shards() {
+            if shard.lock().remove(&(conn, upstream_id)).is_some() {
+                return;
+            }
+        }
+    }
+
+    /// Look a call up and take what `f` reads from it.
+    fn find<T>(&self, conn: u64, upstream_id: u64, f: impl Fn(&CallRoute) -> T) -> Option<T> {
+        self.shards()
+            .find_map(|shard| shard.lock().get(&(conn, upstream_id)).map(&f))
     }
 
     /// The session, progress token and sink of a call.
@@ -40,35 +72,124 @@ impl CallTable {
         conn: u64,
         upstream_id: u64,
     ) -> Option<(Arc<Session>, Option<Value>, Sink)> {
-        self.0
-            .lock()
-            .get(&(conn, upstream_id))
-            .map(|r| (r.session.clone(), r.progress_token.clone(), r.sink.clone()))
+        self.find(conn, upstream_id, |r| {
+            (r.session.clone(), r.progress_token.clone(), r.sink.clone())
+        })
     }
 
     /// The sink of a call.
     pub fn sink(&self, conn: u64, upstream_id: u64) -> Option<Sink> {
-        self.0
-            .lock()
-            .get(&(conn, upstream_id))
-            .map(|r| r.sink.clone())
+        self.find(conn, upstream_id, |r| r.sink.clone())
     }
 
     /// The session and sink of the most recent call in flight on a connection (for messages a
     /// shared stdio upstream sends without saying which call they belong to).
     pub fn latest_on(&self, conn: u64) -> Option<(Arc<Session>, Sink)> {
         self.0
-            .lock()
             .iter()
-            .filter(|((serial, _), _)| *serial == conn)
-            .max_by_key(|((_, id), _)| *id)
-            .map(|(_, r)| (r.session.clone(), r.sink.clone()))
+            .filter_map(|shard| {
+                shard
+                    .lock()
+                    .iter()
+                    .filter(|((serial, _), _)| *serial == conn)
+                    .max_by_key(|((_, id), _)| *id)
+                    .map(|((_, id), r)| (*id, r.session.clone(), r.sink.clone()))
+            })
+            .max_by_key(|(id, _, _)| *id)
+            .map(|(_, session, sink)| (session, sink))
     }
 
     /// Forget every call of a session (it ended).
     pub fn forget_session(&self, session: &Arc<Session>) {
-        self.0
-            .lock()
-            .retain(|_, r| !Arc::ptr_eq(&r.session, session));
+        for shard in self.0.iter() {
+            shard
+                .lock()
+                .retain(|_, r| !Arc::ptr_eq(&r.session, session));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::Out;
+    use crate::testing;
+    use tokio::sync::mpsc;
+
+    fn route(session: &Arc<Session>, token: i64) -> (CallRoute, mpsc::UnboundedReceiver<Out>) {
+        let (sink, rx) = mpsc::unbounded_channel();
+        let route = CallRoute {
+            session: session.clone(),
+            progress_token: Some(Value::from(token)),
+            sink,
+        };
+        (route, rx)
+    }
+
+    /// Calls recorded on different serving threads are found, and forgotten, from any thread.
+    #[test]
+    fn calls_on_several_threads_are_found_and_forgotten_from_any() {
+        let table = Arc::new(CallTable::default());
+        let (session, _out) = testing::session();
+        let mut sinks = Vec::new();
+        for (thread, id) in [(1u32, 10u64), (2, 20), (17, 30)] {
+            let (r, rx) = route(&session, id as i64);
+            sinks.push(rx);
+            let table = table.clone();
+            std::thread::spawn(move || {
+                sluice_core::worker::mark(thread);
+                table.track(7, id, r);
+            })
+            .join()
+            .unwrap();
+        }
+        // From this (unmarked) thread: each is found with its own token.
+        for id in [10, 20, 30] {
+            let (_, token, _) = table.route(7, id).expect("found");
+            assert_eq!(token, Some(Value::from(id as i64)));
+            assert!(table.sink(7, id).is_some());
+        }
+        assert!(table.route(8, 10).is_none(), "another connection's id");
+        let (latest, _) = table.latest_on(7).expect("a call on connection 7");
+        assert!(Arc::ptr_eq(&latest, &session));
+        // Forgotten from another thread than the one that recorded it.
+        let t = table.clone();
+        std::thread::spawn(move || {
+            sluice_core::worker::mark(1);
+            t.untrack(7, 20);
+        })
+        .join()
+        .unwrap();
+        assert!(table.route(7, 20).is_none());
+        assert!(table.route(7, 10).is_some() && table.route(7, 30).is_some());
+        table.forget_session(&session);
+        for id in [10, 30] {
+            assert!(table.route(7, id).is_none());
+        }
+        assert!(table.latest_on(7).is_none());
+    }
+
+    /// The most recent call on a connection is the one with the highest upstream id, whichever
+    /// shard holds it.
+    #[test]
+    fn the_latest_call_is_found_across_shards() {
+        let table = Arc::new(CallTable::default());
+        let (a, _out_a) = testing::session();
+        let (b, _out_b) = testing::session();
+        let (r, _rx1) = route(&a, 1);
+        table.track(3, 5, r);
+        let t = table.clone();
+        let (r, _rx2) = route(&b, 2);
+        std::thread::spawn(move || {
+            sluice_core::worker::mark(4);
+            t.track(3, 9, r);
+        })
+        .join()
+        .unwrap();
+        let (latest, _) = table.latest_on(3).unwrap();
+        assert!(Arc::ptr_eq(&latest, &b));
+        table.untrack(3, 9);
+        let (latest, _) = table.latest_on(3).unwrap();
+        assert!(Arc::ptr_eq(&latest, &a));
     }
 }

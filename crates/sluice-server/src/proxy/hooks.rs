@@ -31,6 +31,16 @@ pub struct Facts {
     pub answers: Option<Message>,
 }
 
+/// A fresh `toolu_<32 hex>`, as Claude Code names a tool use.
+fn tool_use_id() -> String {
+    let mut buf = uuid::Uuid::encode_buffer();
+    let hex = uuid::Uuid::new_v4().simple().encode_lower(&mut buf);
+    let mut id = String::with_capacity(6 + hex.len());
+    id.push_str("toolu_");
+    id.push_str(hex);
+    id
+}
+
 impl Facts {
     /// Facts of a client request going to `upstream`; `catalog` is the one the client sees
     /// ([`crate::views::catalog_for`]).
@@ -52,7 +62,8 @@ impl Facts {
                     Some(Route::Upstream { name, .. }) => Some(name.clone()),
                     _ => None,
                 },
-                Some(format!("toolu_{}", uuid::Uuid::new_v4().simple())),
+                // Only hooks shown payloads see it (and the transcript lines they read).
+                snap.chain.shows_payloads().then(tool_use_id),
             ),
             _ => (None, None),
         };
