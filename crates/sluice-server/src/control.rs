@@ -87,6 +87,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         calls: Default::default(),
         listeners: Listeners::default(),
         traffic: broadcast::channel(4096).0,
+        counted: Default::default(),
         changes: changes_tx,
         telemetry: sluice_telemetry::Telemetry::start(&config.settings.telemetry),
         shutdown,

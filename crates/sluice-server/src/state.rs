@@ -50,10 +50,13 @@ impl State {
 
     /// Is anyone recording exchanges (the audit log, or a live traffic subscriber)?
     pub fn observed(&self, snap: &Snapshot) -> bool {
-        snap.audit.enabled() || self.rt.traffic.receiver_count() > 0
+        snap.audit.enabled()
+            || self.rt.traffic.receiver_count() > 0
+            || self.rt.counted.get().is_some()
     }
 
-    /// Record one exchange: to the audit log and to live traffic subscribers.
+    /// Record one exchange: to the audit log, the admin listener's counters and live traffic
+    /// subscribers.
     pub fn record(&self, snap: &Snapshot, session: &Session, call: Call<'_>) {
         self.record_task(snap, session, call, None)
     }
@@ -67,7 +70,8 @@ impl State {
         task: Option<&str>,
     ) {
         let watchers = self.rt.traffic.receiver_count() > 0;
-        if !snap.audit.enabled() && !watchers {
+        let counted = self.rt.counted.get();
+        if !snap.audit.enabled() && !watchers && counted.is_none() {
             return;
         }
         let principal = session.principal();
@@ -79,8 +83,15 @@ impl State {
         let mut exchange = Exchange::new(caller, call);
         exchange.task = task.map(str::to_string);
         snap.audit.write(&exchange);
+        if !watchers && counted.is_none() {
+            return;
+        }
+        let exchange = Arc::new(exchange);
+        if let Some(metrics) = counted {
+            metrics.observe(exchange.clone());
+        }
         if watchers {
-            let _ = self.rt.traffic.send(Arc::new(exchange));
+            let _ = self.rt.traffic.send(exchange);
         }
     }
 }
@@ -95,6 +106,9 @@ pub struct Runtime {
     pub listeners: Listeners,
     /// Live traffic: every recorded exchange (serialized, the audit line's shape).
     pub traffic: broadcast::Sender<Arc<Exchange>>,
+    /// The admin listener's counters, once it runs: every recorded exchange is counted in
+    /// the thread that served it (no hand-over to another task, no wake-up per call).
+    pub counted: std::sync::OnceLock<Arc<sluice_telemetry::Metrics>>,
     /// Lists that changed (the notifications to send), for the inbound driver to announce.
     pub changes: mpsc::UnboundedSender<Changed>,
     /// The trace exporter (None: tracing is off; `sluice.json` changes need a restart).

@@ -19,10 +19,8 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
-use tokio::sync::broadcast;
 
 /// Upper bounds (seconds) of the call latency histogram.
 pub const CALL_BUCKETS: &[f64] = &[
@@ -53,10 +51,12 @@ struct Store {
     series: VecDeque<(u64, u64, u64)>,
     /// (unix second, duration ms) of recent calls, for percentiles.
     durations: VecDeque<(u64, f64)>,
+    /// Always 0 since exchanges are counted where they happen (no queue to fall behind);
+    /// `sluice_traffic_events_dropped_total` stays for the dashboards that read it.
     dropped: u64,
 }
 
-/// The metrics of one gateway (fed by [`Metrics::run`]).
+/// The metrics of one gateway (fed by [`Metrics::observe`], exchange by exchange).
 #[derive(Default)]
 pub struct Metrics {
     store: Mutex<Store>,
@@ -102,28 +102,7 @@ pub struct UpstreamGauge {
 }
 
 impl Metrics {
-    /// Count exchanges until `shutdown` completes or the traffic ends (subscribe before
-    /// serving, so no exchange is missed).
-    pub async fn run(
-        self: Arc<Self>,
-        mut rx: broadcast::Receiver<Arc<Exchange>>,
-        shutdown: impl Future<Output = ()>,
-    ) {
-        use tokio::sync::broadcast::error::RecvError;
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                r = rx.recv() => match r {
-                    Ok(x) => self.observe(x),
-                    Err(RecvError::Lagged(n)) => self.store.lock().dropped += n,
-                    Err(RecvError::Closed) => return,
-                },
-                _ = &mut shutdown => return,
-            }
-        }
-    }
-
-    /// Count one exchange.
+    /// Count one exchange (called by the thread that served it).
     pub fn observe(&self, ev: Arc<Exchange>) {
         let upstream = label(ev.upstream.as_deref());
         let tool = label(ev.tool.as_deref());

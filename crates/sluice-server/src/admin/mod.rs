@@ -54,17 +54,12 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// Subscribe to the gateway's traffic now (so nothing is missed) and count it from then on;
-    /// the MCP duration histograms are recorded from now on too (`/metrics` shows them).
+    /// Count the gateway's exchanges from now on (each in the thread that served it); the
+    /// MCP duration histograms are recorded from now on too (`/metrics` shows them). A second
+    /// admin listener of the same gateway shares the first one's counters.
     pub fn start(st: Arc<Gw>, opts: AdminOptions) -> Arc<Admin> {
         sluice_telemetry::mcp_metrics::global().set_recording(true);
-        let metrics = Arc::new(Metrics::default());
-        let shutdown = st.rt.shutdown.clone();
-        tokio::spawn(
-            metrics
-                .clone()
-                .run(st.rt.traffic.subscribe(), shutdown.cancelled_owned()),
-        );
+        let metrics = st.rt.counted.get_or_init(Arc::default).clone();
         Arc::new(Admin { st, metrics, opts })
     }
 }
