@@ -29,7 +29,7 @@ fn utc(secs: i64, frac: i64, digits: u32) -> String {
         return format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{sec:02}.{frac:0width$}Z");
     }
     // Written digit by digit: this runs for every recorded exchange and log line, where
-    // `format!` cost about fifteen times as much.
+    // `format!` cost about three times as much (callgrind: 3.4k against 1.2k instructions).
     let mut out = String::with_capacity(21 + digits as usize);
     let fields = [
         (y, 4, '-'),
@@ -55,11 +55,19 @@ fn utc(secs: i64, frac: i64, digits: u32) -> String {
 
 /// Now, as [`rfc3339`] writes it.
 pub fn now_rfc3339() -> String {
-    let ms = std::time::SystemTime::now()
+    rfc3339(since_epoch().as_millis())
+}
+
+/// Now, as [`rfc3339_micros`] writes it.
+pub fn now_rfc3339_micros() -> String {
+    rfc3339_micros(since_epoch().as_micros())
+}
+
+/// The time since the Unix epoch (zero on a clock set before it).
+fn since_epoch() -> std::time::Duration {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    rfc3339(ms)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

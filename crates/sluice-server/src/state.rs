@@ -48,7 +48,8 @@ impl State {
         self.snapshot.store(Arc::new(snapshot));
     }
 
-    /// Is anyone recording exchanges (the audit log, or a live traffic subscriber)?
+    /// Is anyone recording exchanges (the audit log, the admin listener's counters, or a live
+    /// traffic subscriber)?
     pub fn observed(&self, snap: &Snapshot) -> bool {
         snap.audit.enabled()
             || self.rt.traffic.receiver_count() > 0

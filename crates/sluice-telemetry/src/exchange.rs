@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sluice_hooks::Trace;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// One recorded exchange.
 #[derive(Debug, Clone, Serialize)]
@@ -93,10 +93,6 @@ pub struct Call<'a> {
 impl Exchange {
     /// The record of `call`, made by `caller`, ending now.
     pub fn new(caller: Caller<'_>, call: Call<'_>) -> Exchange {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
         let hooks = call
             .trace
             .records
@@ -110,7 +106,7 @@ impl Exchange {
             })
             .collect();
         Exchange {
-            time: rfc3339(now),
+            time: sluice_core::time::now_rfc3339(),
             session: caller.session.to_string(),
             client: caller.client.cloned(),
             principal: caller.principal.map(str::to_string),
@@ -146,6 +142,7 @@ mod tests {
     use serde_json::json;
     use sluice_hooks::{HookRecord, Phase};
 
+    /// The line is byte for byte what the server wrote with `json!` before the record was typed.
     #[test]
     fn the_audit_line_keeps_its_shape() {
         let mut trace = Trace {

@@ -297,11 +297,7 @@ struct LogTime;
 
 impl tracing_subscriber::fmt::time::FormatTime for LogTime {
     fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
-        let us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros())
-            .unwrap_or(0);
-        w.write_str(&sluice_core::time::rfc3339_micros(us))
+        w.write_str(&sluice_core::time::now_rfc3339_micros())
     }
 }
 
