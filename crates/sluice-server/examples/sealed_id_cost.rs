@@ -21,11 +21,11 @@ fn main() {
         redis: "redis://127.0.0.1:6379/0".into(),
     })
     .expect("a cluster");
-    let init = Init {
-        protocol_version: "2025-11-25".into(),
-        capabilities: json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}}),
-        client_info: json!({"name": "claude-code", "version": "2.1.0"}),
-    };
+    let init = Init::new(
+        "2025-11-25",
+        json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}}),
+        json!({"name": "claude-code", "version": "2.1.0"}),
+    );
     let p = Principal {
         id: "ci-bot".into(),
         kind: "token",

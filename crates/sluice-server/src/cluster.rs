@@ -82,8 +82,8 @@ impl Cluster {
     pub fn seal(&self, init: &Init, principal: Option<&Principal>) -> (String, String) {
         let doc = json!({
             "v": init.protocol_version,
-            "c": init.capabilities,
-            "i": init.client_info,
+            "c": *init.capabilities,
+            "i": *init.client_info,
             "p": principal.map(|p| json!([p.id, p.kind])),
         });
         self.keys.seal(doc.to_string().as_bytes())
@@ -102,11 +102,11 @@ impl Cluster {
         };
         Some(Sealed {
             handle: opened.handle,
-            init: Init {
-                protocol_version: doc.get("v")?.as_str()?.to_string(),
-                capabilities: doc.get("c").cloned().unwrap_or_else(|| json!({})),
-                client_info: doc.get("i").cloned().unwrap_or(Value::Null),
-            },
+            init: Init::new(
+                doc.get("v")?.as_str()?,
+                doc.get("c").cloned().unwrap_or_else(|| json!({})),
+                doc.get("i").cloned().unwrap_or(Value::Null),
+            ),
             principal,
         })
     }
@@ -239,11 +239,11 @@ mod tests {
     #[test]
     fn what_initialize_fixed_travels_sealed_in_the_id() {
         let c = cluster(7);
-        let init = Init {
-            protocol_version: "2025-06-18".into(),
-            capabilities: json!({"sampling": {}, "roots": {"listChanged": true}}),
-            client_info: json!({"name": "x", "version": "1"}),
-        };
+        let init = Init::new(
+            "2025-06-18",
+            json!({"sampling": {}, "roots": {"listChanged": true}}),
+            json!({"name": "x", "version": "1"}),
+        );
         let p = Principal {
             id: "alice".into(),
             kind: "token",

@@ -29,29 +29,96 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// What the client said at `initialize`: fixed for the session's life.
+/// What the client said at `initialize`: fixed for the session's life. The two values are
+/// shared with every other live session whose client said the same (see [`Init::new`]).
 #[derive(Debug, Clone)]
 pub struct Init {
     /// The negotiated protocol version.
     pub protocol_version: String,
     /// `capabilities` from the client's `initialize`.
-    pub capabilities: Value,
+    pub capabilities: Arc<Value>,
     /// `clientInfo` from the client's `initialize`.
-    pub client_info: Value,
+    pub client_info: Arc<Value>,
 }
 
 impl Init {
+    /// What a client said: `capabilities` and `clientInfo` are kept once for all the live
+    /// sessions that said the same. A deployment's clients are a few programs, and each value
+    /// as a tree is a few hundred bytes: most of what an idle session would otherwise hold.
+    pub fn new(
+        protocol_version: impl Into<String>,
+        capabilities: Value,
+        client_info: Value,
+    ) -> Init {
+        Init {
+            protocol_version: protocol_version.into(),
+            capabilities: interned(capabilities),
+            client_info: interned(client_info),
+        }
+    }
+
     /// What an `initialize` request's params say, at the negotiated `version`.
     pub fn of_initialize(params: &Value, version: &str) -> Init {
-        Init {
-            protocol_version: version.to_string(),
-            capabilities: params
+        Init::new(
+            version,
+            params
                 .get("capabilities")
                 .cloned()
                 .unwrap_or_else(|| serde_json::json!({})),
-            client_info: params.get("clientInfo").cloned().unwrap_or(Value::Null),
+            params.get("clientInfo").cloned().unwrap_or(Value::Null),
+        )
+    }
+}
+
+/// The values live sessions share, by a hash of their JSON text. A value no live session holds
+/// any more is dropped when the table has doubled since it was last swept, so the table stays
+/// within twice the number of distinct live values.
+struct Interned {
+    by_hash: foldhash::HashMap<u64, std::sync::Weak<Value>>,
+    sweep_at: usize,
+}
+
+static INTERNED: std::sync::LazyLock<Mutex<Interned>> = std::sync::LazyLock::new(|| {
+    Mutex::new(Interned {
+        by_hash: foldhash::HashMap::default(),
+        sweep_at: 64,
+    })
+});
+
+/// `value`, as the one copy live sessions share (a fresh one when a different value has the
+/// same hash).
+fn interned(value: Value) -> Arc<Value> {
+    use std::hash::{BuildHasher, Hasher};
+    /// Feeds JSON text to a hasher as it is written.
+    struct Feed<H: Hasher>(H);
+    impl<H: Hasher> std::io::Write for Feed<H> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.write(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
         }
     }
+    let mut feed = Feed(foldhash::fast::FixedState::default().build_hasher());
+    if serde_json::to_writer(&mut feed, &value).is_err() {
+        return Arc::new(value);
+    }
+    let hash = feed.0.finish();
+    let mut table = INTERNED.lock();
+    if let Some(held) = table.by_hash.get(&hash).and_then(std::sync::Weak::upgrade) {
+        if *held == value {
+            return held;
+        }
+        return Arc::new(value);
+    }
+    if table.by_hash.len() >= table.sweep_at {
+        table.by_hash.retain(|_, w| w.strong_count() > 0);
+        table.sweep_at = (table.by_hash.len() * 2).max(64);
+    }
+    let value = Arc::new(value);
+    table.by_hash.insert(hash, Arc::downgrade(&value));
+    value
 }
 
 /// What changes while a session lives.
@@ -477,4 +544,47 @@ impl Session {
 /// JSON text of an id, as a map key (`1` and `"1"` stay distinct).
 pub fn id_key(id: &Value) -> String {
     sluice_core::exact::key(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sessions_whose_clients_said_the_same_share_one_copy_of_it() {
+        let params = json!({
+            "capabilities": {"roots": {"listChanged": true}, "x-interned-test": 1},
+            "clientInfo": {"name": "interned-test-client", "version": "1.0"},
+        });
+        let a = Init::of_initialize(&params, "2025-11-25");
+        let b = Init::of_initialize(&params, "2025-06-18");
+        assert!(Arc::ptr_eq(&a.capabilities, &b.capabilities));
+        assert!(Arc::ptr_eq(&a.client_info, &b.client_info));
+        assert_eq!(*a.client_info, params["clientInfo"]);
+        // Another client's value is its own.
+        let other = json!({
+            "capabilities": {"roots": {"listChanged": true}, "x-interned-test": 2},
+            "clientInfo": {"name": "interned-test-client", "version": "1.0"},
+        });
+        let c = Init::of_initialize(&other, "2025-11-25");
+        assert!(!Arc::ptr_eq(&a.capabilities, &c.capabilities));
+        assert_eq!(*c.capabilities, other["capabilities"]);
+        assert!(Arc::ptr_eq(&a.client_info, &c.client_info));
+    }
+
+    #[test]
+    fn a_value_no_session_holds_is_swept_from_the_table() {
+        let value = |i: usize| json!({"interned-sweep-test": i});
+        // Far more distinct values than the table keeps without a sweep, none held.
+        for i in 0..1000 {
+            drop(interned(value(i)));
+        }
+        let held = interned(value(5000));
+        let len = INTERNED.lock().by_hash.len();
+        // Other tests intern values meanwhile: the bound is loose, but far below 1000.
+        assert!(len < 200, "{len} values in the table");
+        // A value still held is found again.
+        assert!(Arc::ptr_eq(&held, &interned(value(5000))));
+    }
 }

@@ -188,11 +188,7 @@ mod tests {
 
     fn session(id: &str, version: &str) -> Arc<Session> {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        let init = Init {
-            protocol_version: version.into(),
-            capabilities: json!({}),
-            client_info: json!({"name": "unit"}),
-        };
+        let init = Init::new(version, json!({}), json!({"name": "unit"}));
         Arc::new(Session::new(id.into(), init, Outbound::Stdio(tx)))
     }
 

@@ -77,11 +77,7 @@ pub fn session() -> (
     tokio::sync::mpsc::UnboundedReceiver<crate::channel::Out>,
 ) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let init = Init {
-        protocol_version: "2025-11-25".into(),
-        capabilities: json!({}),
-        client_info: json!({"name": "unit"}),
-    };
+    let init = Init::new("2025-11-25", json!({}), json!({"name": "unit"}));
     (
         Arc::new(Session::new("unit".into(), init, Outbound::Stdio(tx))),
         rx,

@@ -225,17 +225,15 @@ pub fn ephemeral_session(
     principal: Option<Arc<Principal>>,
 ) -> Arc<Session> {
     let m = meta_of(msg);
-    let init = Init {
-        protocol_version: requested.to_string(),
-        capabilities: m
-            .and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
+    let init = Init::new(
+        requested,
+        m.and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
             .cloned()
             .unwrap_or(json!({})),
-        client_info: m
-            .and_then(|m| m.get(meta::CLIENT_INFO))
+        m.and_then(|m| m.get(meta::CLIENT_INFO))
             .cloned()
             .unwrap_or(Value::Null),
-    };
+    );
     let snap = st.snapshot();
     let buf = StreamBuf::new(
         0,

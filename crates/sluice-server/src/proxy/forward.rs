@@ -310,7 +310,7 @@ fn modern_upstream_request(
     msg: &mut Message,
     extra: &mut ExtraHeaders,
 ) {
-    let caps = session.init.capabilities.clone();
+    let caps = (*session.init.capabilities).clone();
     // A legacy client hears log messages unless it lowered the level (the handshake era's
     // default); a modern client's own `logLevel` (or none) travels as it sent it.
     let level = (!session.is_modern()).then(|| {

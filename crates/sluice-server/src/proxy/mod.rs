@@ -239,8 +239,8 @@ pub async fn modern_request(
         "initialize",
         Some(json!({
             "protocolVersion": session.init.protocol_version,
-            "capabilities": session.init.capabilities,
-            "clientInfo": session.init.client_info,
+            "capabilities": *session.init.capabilities,
+            "clientInfo": *session.init.client_info,
         })),
     );
     let facts = Facts::plain("initialize", None);

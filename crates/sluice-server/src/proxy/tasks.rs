@@ -226,7 +226,7 @@ pub async fn call_tool(
 /// The client's capabilities plus the extension: what a legacy client's task requests tell a
 /// 2026-07-28 upstream (the gateway takes the task on the client's behalf).
 pub(super) fn with_extension(session: &Session) -> Value {
-    let mut caps = session.init.capabilities.clone();
+    let mut caps = (*session.init.capabilities).clone();
     if let Some(c) = caps.as_object_mut() {
         let ext = c.entry("extensions").or_insert_with(|| json!({}));
         ext[EXTENSION] = json!({});
