@@ -146,15 +146,65 @@ pub async fn initialize(conn: &mut Conn, client: &str) -> Result<Session> {
 
 /// The JSON-RPC reply to `id` in a response: the JSON body, or the matching SSE `message` event.
 pub fn reply_of(resp: &Response, id: u64) -> Result<Value> {
+    reply_in(resp, id, |data| {
+        let v: Value = serde_json::from_slice(data).map_err(|e| {
+            anyhow!(
+                "reply is not JSON ({e}): {}",
+                String::from_utf8_lossy(&data[..data.len().min(300)])
+            )
+        })?;
+        let reply = v.get("id").and_then(Value::as_u64) == Some(id)
+            && (v.get("result").is_some() || v.get("error").is_some());
+        Ok(reply.then_some(v))
+    })
+}
+
+/// One page of a list reply, skimmed: its tools counted (each checked to be JSON, none built
+/// into a tree) and its `nextCursor`.
+#[derive(serde::Deserialize)]
+struct ListReply {
+    id: Option<u64>,
+    result: Option<ListPage>,
+    error: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListPage {
+    #[serde(default)]
+    tools: Vec<serde::de::IgnoredAny>,
+    #[serde(rename = "nextCursor")]
+    next_cursor: Option<String>,
+}
+
+/// The reply to the `tools/list` request `id`, skimmed: how many tools the page holds and its
+/// `nextCursor`. Every byte is read and checked as JSON, but the tools are counted, not built
+/// (what a listing costs this client is then mostly reading, the same for every server).
+pub fn list_page_of(resp: &Response, id: u64) -> Result<(usize, Option<String>)> {
+    reply_in(resp, id, |data| {
+        let r: ListReply = serde_json::from_slice(data).map_err(|e| {
+            anyhow!(
+                "reply is not a list reply ({e}): {}",
+                String::from_utf8_lossy(&data[..data.len().min(300)])
+            )
+        })?;
+        if r.id != Some(id) {
+            return Ok(None);
+        }
+        match (r.result, r.error) {
+            (Some(page), _) => Ok(Some((page.tools.len(), page.next_cursor))),
+            (None, Some(e)) => bail!("tools/list failed: {e}"),
+            (None, None) => Ok(None),
+        }
+    })
+}
+
+/// The reply to `id` in a response, as `parse` reads it (`None`: not that reply): the JSON
+/// body, or the first SSE event `parse` takes (events it cannot read are skipped).
+fn reply_in<T>(resp: &Response, id: u64, parse: impl Fn(&[u8]) -> Result<Option<T>>) -> Result<T> {
     if resp.is_sse() {
         for data in sse_data(&resp.body) {
-            let Ok(v) = serde_json::from_slice::<Value>(&data) else {
-                continue;
-            };
-            if v.get("id").and_then(Value::as_u64) == Some(id)
-                && (v.get("result").is_some() || v.get("error").is_some())
-            {
-                return Ok(v);
+            if let Ok(Some(reply)) = parse(&data) {
+                return Ok(reply);
             }
         }
         bail!(
@@ -169,16 +219,12 @@ pub fn reply_of(resp: &Response, id: u64) -> Result<Value> {
             String::from_utf8_lossy(&resp.body[..resp.body.len().min(300)])
         );
     }
-    let v: Value = serde_json::from_slice(&resp.body).map_err(|e| {
+    parse(&resp.body)?.ok_or_else(|| {
         anyhow!(
-            "reply is not JSON ({e}): {}",
+            "reply carries the wrong id (wanted {id}): {}",
             String::from_utf8_lossy(&resp.body[..resp.body.len().min(300)])
         )
-    })?;
-    if v.get("id").and_then(Value::as_u64) != Some(id) {
-        bail!("reply carries the wrong id (wanted {id}): {v}");
-    }
-    Ok(v)
+    })
 }
 
 /// The `data` of every event in an SSE body (multi-line data joined with `\n`).

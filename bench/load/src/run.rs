@@ -399,18 +399,12 @@ async fn full_list(
             .to_string();
         let resp = session.post(conn, body.as_bytes()).await?;
         let parse = Instant::now();
-        let reply = mcp::reply_of(&resp, id)?;
+        let (count, next) = mcp::list_page_of(&resp, id)?;
         parsing += parse.elapsed();
-        let result = reply
-            .get("result")
-            .ok_or_else(|| anyhow!("tools/list failed: {reply}"))?;
-        tools += result
-            .get("tools")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
+        tools += count;
         pages += 1;
-        match result.get("nextCursor").and_then(Value::as_str) {
-            Some(c) if pages < 10_000 => cursor = Some(c.to_string()),
+        match next {
+            Some(c) if pages < 10_000 => cursor = Some(c),
             _ => return Ok((tools, pages, parsing)),
         }
     }
