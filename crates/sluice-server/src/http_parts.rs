@@ -2,16 +2,18 @@
 //! names, JSON replies and JSON-RPC errors with their status, SSE response headers, and reading
 //! a header as text.
 
+use axum::http::header::{AsHeaderName, HeaderName};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use sluice_core::{Message, RpcError};
 use std::time::Duration;
 
-/// `Mcp-Session-Id`.
-pub(crate) const SESSION: &str = sluice_core::headers::SESSION_ID;
+/// `Mcp-Session-Id` (a `HeaderName`, not text: a lookup by text parses the name every time).
+pub(crate) const SESSION: HeaderName = HeaderName::from_static(sluice_core::headers::SESSION_ID);
 /// `MCP-Protocol-Version`.
-pub(crate) const PROTOCOL: &str = sluice_core::headers::PROTOCOL_VERSION;
+pub(crate) const PROTOCOL: HeaderName =
+    HeaderName::from_static(sluice_core::headers::PROTOCOL_VERSION);
 /// How long an SSE response stays silent before a keep-alive comment.
 pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
 
@@ -30,7 +32,7 @@ pub(crate) fn json_error(status: StatusCode, error: RpcError, id: Option<&Value>
 }
 
 /// A header's value, when it is present and visible ASCII.
-pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header_str(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 

@@ -15,6 +15,11 @@ use sluice_core::{headers, Kind, Message};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `Mcp-Session-Id` and `MCP-Protocol-Version`, on every request of a session (as names: a
+/// header looked up or inserted by its text is parsed every time).
+const SESSION_ID: HeaderName = HeaderName::from_static(headers::SESSION_ID);
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(headers::PROTOCOL_VERSION);
+
 pub(crate) fn header_map(spec: &UpstreamSpec) -> Result<HeaderMap, UpstreamError> {
     let mut headers = HeaderMap::new();
     for (k, v) in &spec.headers {
@@ -174,12 +179,9 @@ impl Core {
     fn under_session(&self, mut own: HeaderMap) -> HeaderMap {
         {
             let st = self.state.lock();
-            for (name, value) in [
-                (headers::SESSION_ID, &st.session),
-                (headers::PROTOCOL_VERSION, &st.version),
-            ] {
+            for (name, value) in [(SESSION_ID, &st.session), (PROTOCOL_VERSION, &st.version)] {
                 if let Some(v) = value {
-                    if !own.contains_key(name) {
+                    if !own.contains_key(&name) {
                         own.insert(name, v.clone());
                     }
                 }
@@ -416,7 +418,7 @@ async fn post(
         .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?;
     let status = resp.status;
     if is_init && status.is_success() {
-        if let Some(s) = resp.headers.get(headers::SESSION_ID) {
+        if let Some(s) = resp.headers.get(SESSION_ID) {
             core.state.lock().session = Some(s.clone());
         }
     }

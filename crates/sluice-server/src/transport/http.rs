@@ -87,7 +87,7 @@ async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> 
         None => None,
         Some(auth) => {
             let credentials = (
-                header_str(&headers, "authorization"),
+                header_str(&headers, header::AUTHORIZATION),
                 header_str(&headers, "x-api-key"),
             );
             match auth.authenticate(credentials.0, credentials.1).await {
@@ -194,7 +194,7 @@ async fn find_session(
             if principal.is_some() {
                 s.set_principal(principal);
             }
-            s.set_authorization(header_str(headers, "authorization"));
+            s.set_authorization(header_str(headers, header::AUTHORIZATION));
             Ok(s)
         }
         Err(Miss::NotFound) => Err(json_error(
@@ -235,7 +235,7 @@ async fn post(
             None,
         );
     }
-    let ctype = header_str(&headers, "content-type").unwrap_or("");
+    let ctype = header_str(&headers, header::CONTENT_TYPE).unwrap_or("");
     if !ctype.to_ascii_lowercase().starts_with("application/json") {
         return json_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -354,7 +354,7 @@ async fn initialize(
     }
     let session = Arc::new(session);
     session.set_principal(principal);
-    session.set_authorization(header_str(headers, "authorization"));
+    session.set_authorization(header_str(headers, header::AUTHORIZATION));
     let client = params
         .get("clientInfo")
         .and_then(|c| c.get("name"))

@@ -20,7 +20,13 @@ use tokio::sync::mpsc;
 
 impl HeaderSource for HeaderMap {
     fn header(&self, name: &str) -> Option<Option<&str>> {
-        self.get(name).map(|v| v.to_str().ok())
+        // The two every request is asked for, by name (a lookup by text parses the name).
+        let value = match name {
+            sluice_core::headers::SESSION_ID => self.get(crate::http_parts::SESSION),
+            sluice_core::headers::PROTOCOL_VERSION => self.get(crate::http_parts::PROTOCOL),
+            _ => self.get(name),
+        };
+        value.map(|v| v.to_str().ok())
     }
 }
 
@@ -64,7 +70,7 @@ pub async fn post(
             return json_error(status, refusal.error, Some(&id));
         }
     };
-    let authorization = header_str(headers, "authorization");
+    let authorization = header_str(headers, axum::http::header::AUTHORIZATION);
     // A retry whose call waits on another replica of the cluster: that replica continues it.
     if let Some(c) = st.rt.cluster.clone() {
         if let Some(owner) = rounds.elsewhere(&msg, principal.as_ref().map(|p| p.id.as_str())) {

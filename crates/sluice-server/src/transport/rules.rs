@@ -26,8 +26,9 @@ pub(crate) fn check(snap: &Snapshot, headers: &HeaderMap) -> Result<(), Response
             None,
         ));
     }
-    let versions: Vec<_> = headers.get_all(PROTOCOL).iter().collect();
-    if versions.windows(2).any(|w| w[0] != w[1]) {
+    let mut versions = headers.get_all(PROTOCOL).into_iter();
+    let first = versions.next();
+    if versions.any(|v| Some(v) != first) {
         return Err(json_error(
             StatusCode::BAD_REQUEST,
             RpcError::invalid_request("conflicting MCP-Protocol-Version headers: send one"),
@@ -46,7 +47,7 @@ pub(crate) fn check(snap: &Snapshot, headers: &HeaderMap) -> Result<(), Response
 
 /// Is this `Origin` allowed? Absent (non-browser clients), loopback, or configured.
 fn origin_allowed(snap: &Snapshot, headers: &HeaderMap) -> bool {
-    let Some(origin) = header_str(headers, "origin") else {
+    let Some(origin) = header_str(headers, axum::http::header::ORIGIN) else {
         return true;
     };
     if snap
