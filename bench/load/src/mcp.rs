@@ -146,13 +146,7 @@ pub async fn initialize(conn: &mut Conn, client: &str) -> Result<Session> {
 
 /// The JSON-RPC reply to `id` in a response: the JSON body, or the matching SSE `message` event.
 pub fn reply_of(resp: &Response, id: u64) -> Result<Value> {
-    reply_in(resp, id, |data| {
-        let v: Value = serde_json::from_slice(data).map_err(|e| {
-            anyhow!(
-                "reply is not JSON ({e}): {}",
-                String::from_utf8_lossy(&data[..data.len().min(300)])
-            )
-        })?;
+    reply_in(resp, id, |v: Value| {
         let reply = v.get("id").and_then(Value::as_u64) == Some(id)
             && (v.get("result").is_some() || v.get("error").is_some());
         Ok(reply.then_some(v))
@@ -180,13 +174,7 @@ struct ListPage {
 /// `nextCursor`. Every byte is read and checked as JSON, but the tools are counted, not built
 /// (what a listing costs this client is then mostly reading, the same for every server).
 pub fn list_page_of(resp: &Response, id: u64) -> Result<(usize, Option<String>)> {
-    reply_in(resp, id, |data| {
-        let r: ListReply = serde_json::from_slice(data).map_err(|e| {
-            anyhow!(
-                "reply is not a list reply ({e}): {}",
-                String::from_utf8_lossy(&data[..data.len().min(300)])
-            )
-        })?;
+    reply_in(resp, id, |r: ListReply| {
         if r.id != Some(id) {
             return Ok(None);
         }
@@ -198,13 +186,19 @@ pub fn list_page_of(resp: &Response, id: u64) -> Result<(usize, Option<String>)>
     })
 }
 
-/// The reply to `id` in a response, as `parse` reads it (`None`: not that reply): the JSON
-/// body, or the first SSE event `parse` takes (events it cannot read are skipped).
-fn reply_in<T>(resp: &Response, id: u64, parse: impl Fn(&[u8]) -> Result<Option<T>>) -> Result<T> {
+/// The reply to `id` in a response: the JSON body, or the first SSE event, read as `R`, that
+/// `pick` takes (`None`: not that reply; SSE events that are not an `R` are skipped).
+fn reply_in<R: serde::de::DeserializeOwned, T>(
+    resp: &Response,
+    id: u64,
+    pick: impl Fn(R) -> Result<Option<T>>,
+) -> Result<T> {
     if resp.is_sse() {
         for data in sse_data(&resp.body) {
-            if let Ok(Some(reply)) = parse(&data) {
-                return Ok(reply);
+            if let Ok(r) = serde_json::from_slice::<R>(&data) {
+                if let Some(reply) = pick(r)? {
+                    return Ok(reply);
+                }
             }
         }
         bail!(
@@ -213,18 +207,21 @@ fn reply_in<T>(resp: &Response, id: u64, parse: impl Fn(&[u8]) -> Result<Option<
         );
     }
     if !(200..300).contains(&resp.status) {
-        bail!(
-            "HTTP {}: {}",
-            resp.status,
-            String::from_utf8_lossy(&resp.body[..resp.body.len().min(300)])
-        );
+        bail!("HTTP {}: {}", resp.status, head(&resp.body));
     }
-    parse(&resp.body)?.ok_or_else(|| {
+    let r = serde_json::from_slice::<R>(&resp.body)
+        .map_err(|e| anyhow!("reply is not JSON ({e}): {}", head(&resp.body)))?;
+    pick(r)?.ok_or_else(|| {
         anyhow!(
             "reply carries the wrong id (wanted {id}): {}",
-            String::from_utf8_lossy(&resp.body[..resp.body.len().min(300)])
+            head(&resp.body)
         )
     })
+}
+
+/// The first 300 bytes of a body, as text (for an error message).
+fn head(body: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(&body[..body.len().min(300)])
 }
 
 /// The `data` of every event in an SSE body (multi-line data joined with `\n`).
