@@ -8,6 +8,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod client;
 mod demo;
+mod log;
 mod manage;
 
 use anyhow::{bail, Context, Result};
@@ -270,17 +271,13 @@ fn import_claude_hooks(
 }
 
 /// Logs on stderr, filtered by RUST_LOG or else `default`. Lines are written by a thread of
-/// their own (a serving thread formats a line and queues it; the writer drains the queue in one
-/// write when lines come faster than it writes). Nothing is dropped: a full queue waits. The
-/// guard writes what is queued when dropped.
-fn init_logging(default: &str) -> tracing_appender::non_blocking::WorkerGuard {
+/// their own on a clock (see [`log`]): a serving thread formats a line and appends it to a
+/// buffer. Nothing is dropped. The guard writes what is buffered when dropped.
+fn init_logging(default: &str) -> log::LogGuard {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("sluice-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
+    let (writer, guard) = log::writer();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_timer(LogTime)

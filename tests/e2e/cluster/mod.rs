@@ -219,9 +219,21 @@ impl Replica {
         (status, r.json().await.unwrap())
     }
 
-    /// Its log so far.
+    /// Its log so far, once it has settled: the gateway writes a burst of lines in batches
+    /// (up to 20 ms apart), so the file is read until two reads 60 ms apart agree (at most
+    /// 3 s).
     pub(crate) fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        let read = || std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut last = read();
+        for _ in 0..50 {
+            std::thread::sleep(std::time::Duration::from_millis(60));
+            let now = read();
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        last
     }
 }
 
