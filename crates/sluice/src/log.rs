@@ -23,9 +23,9 @@ const FULL: usize = 4 * 1024 * 1024;
 struct Shared {
     /// Lines not yet written.
     lines: Mutex<Vec<u8>>,
-    /// Where lines go (stderr), held from taking the buffer to writing it, so lines keep
-    /// their order.
-    output: Mutex<Box<dyn Write + Send>>,
+    /// Where lines go (stderr) and the spare buffer swapped in for `lines` (so the buffer
+    /// keeps its capacity), held from taking the buffer to writing it: lines keep their order.
+    output: Mutex<(Box<dyn Write + Send>, Vec<u8>)>,
     /// The writer thread (woken by a line into an empty buffer, and to stop).
     writer: std::sync::OnceLock<Thread>,
     stop: AtomicBool,
@@ -39,10 +39,12 @@ impl Shared {
     /// Write what is buffered (a failed write is dropped: there is nowhere to report it).
     fn drain(&self) {
         let mut out = lock(&self.output);
-        let taken = std::mem::take(&mut *lock(&self.lines));
-        if !taken.is_empty() {
-            let _ = out.write_all(&taken);
-            let _ = out.flush();
+        let (sink, spare) = &mut *out;
+        std::mem::swap(spare, &mut *lock(&self.lines));
+        if !spare.is_empty() {
+            let _ = sink.write_all(spare);
+            let _ = sink.flush();
+            spare.clear();
         }
     }
 }
@@ -66,7 +68,7 @@ pub fn writer() -> (LogWriter, LogGuard) {
 fn writer_to(sink: Box<dyn Write + Send>) -> (LogWriter, LogGuard) {
     let shared = Arc::new(Shared {
         lines: Mutex::new(Vec::with_capacity(64 * 1024)),
-        output: Mutex::new(sink),
+        output: Mutex::new((sink, Vec::with_capacity(64 * 1024))),
         writer: std::sync::OnceLock::new(),
         stop: AtomicBool::new(false),
     });
