@@ -109,7 +109,7 @@ pub struct PageKey {
 }
 
 /// A serialised page and what keeps its transform's identity from being reused.
-type Cached = (Option<Arc<dyn std::any::Any + Send + Sync>>, Arc<str>);
+type Cached = (Option<Arc<dyn std::any::Any + Send + Sync>>, bytes::Bytes);
 
 #[derive(Default)]
 struct PageCache(parking_lot::Mutex<HashMap<PageKey, Cached>>);
@@ -468,7 +468,7 @@ impl Catalog {
     }
 
     /// A page serialised before, if any.
-    pub fn cached_page(&self, key: &PageKey) -> Option<Arc<str>> {
+    pub fn cached_page(&self, key: &PageKey) -> Option<bytes::Bytes> {
         self.pages.0.lock().get(key).map(|(_, json)| json.clone())
     }
 
@@ -478,7 +478,7 @@ impl Catalog {
         &self,
         key: PageKey,
         keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
-        json: Arc<str>,
+        json: bytes::Bytes,
     ) {
         self.pages.0.lock().insert(key, (keep, json));
     }

@@ -2,6 +2,7 @@
 //! names, JSON replies and JSON-RPC errors with their status, SSE response headers, and reading
 //! a header as text.
 
+use axum::body::{Body, Bytes};
 use axum::http::header::{AsHeaderName, HeaderName};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -54,6 +55,68 @@ pub(crate) fn json_text(body: String) -> Response {
         .into_response()
 }
 
+/// A message already serialised in pieces (a cached page between the head with the id and the
+/// closing brace), as a 200 JSON response whose body is those pieces as they are: hyper writes
+/// them with the head in one vectored write, and nothing copies the page.
+pub(crate) fn json_pieces<const N: usize>(pieces: [Bytes; N]) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        Body::new(Pieces::new(pieces)),
+    )
+        .into_response()
+}
+
+/// A body of a few byte strings, one frame each, of a length known up front.
+struct Pieces<const N: usize> {
+    pieces: [Bytes; N],
+    next: usize,
+    left: u64,
+}
+
+impl<const N: usize> Pieces<N> {
+    fn new(pieces: [Bytes; N]) -> Self {
+        let left = pieces.iter().map(|p| p.len() as u64).sum();
+        Pieces {
+            pieces,
+            next: 0,
+            left,
+        }
+    }
+}
+
+impl<const N: usize> http_body::Body for Pieces<N> {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        while this.next < N {
+            let piece = std::mem::take(&mut this.pieces[this.next]);
+            this.next += 1;
+            if !piece.is_empty() {
+                this.left -= piece.len() as u64;
+                return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(piece))));
+            }
+        }
+        std::task::Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
+}
+
 /// Mark a response as an SSE stream (`text/event-stream`, not cached).
 pub(crate) fn sse_headers(mut r: Response) -> Response {
     let h = r.headers_mut();
@@ -63,4 +126,27 @@ pub(crate) fn sse_headers(mut r: Response) -> Response {
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Body as _;
+
+    #[tokio::test]
+    async fn pieces_are_one_json_body_of_their_whole_length() {
+        let r = json_pieces([
+            Bytes::from_static(br#"{"id":1,"result":"#),
+            Bytes::new(),
+            Bytes::from_static(br#"{"tools":[]}"#),
+            Bytes::from_static(b"}"),
+        ]);
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+        let body = r.into_body();
+        // hyper writes a Content-Length from an exact size, not a chunked body.
+        assert_eq!(body.size_hint().exact(), Some(30));
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        assert_eq!(&bytes[..], br#"{"id":1,"result":{"tools":[]}}"#);
+    }
 }

@@ -2,7 +2,8 @@
 //! caller changes what it may see (open access rules) and the hook chain leaves the list
 //! alone or only reshapes it from its options (`explain`, `describe`: transformed once), the
 //! reply is the cached page's text under the request's id — the same bytes the full driver
-//! would write, without cloning and serialising the page again.
+//! would write, without cloning and serialising the page again, and without copying it: the
+//! reply is the head with the id, the shared page, and the closing brace ([`Cached`]).
 
 use super::hooks::Facts;
 use crate::catalog::{ListKind, PageKey};
@@ -27,7 +28,30 @@ pub fn list_kind(msg: &Message) -> Option<ListKind> {
     })
 }
 
-/// The whole reply (JSON text) to a list request (`kind`, from [`list_kind`]) answered from the
+/// A reply answered from the cache: `head`, then the shared serialised `page`, then `}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cached {
+    /// `{"jsonrpc":"2.0","id":…,"result":`.
+    pub head: String,
+    /// The page's JSON text, shared with the cache.
+    pub page: bytes::Bytes,
+}
+
+impl Cached {
+    /// The closing brace after the page.
+    pub const TAIL: &'static str = "}";
+
+    /// The whole reply as one text (tests, and anything that needs it in one piece).
+    pub fn text(&self) -> String {
+        let mut s = String::with_capacity(self.head.len() + self.page.len() + 1);
+        s.push_str(&self.head);
+        s.push_str(&String::from_utf8_lossy(&self.page));
+        s.push_str(Self::TAIL);
+        s
+    }
+}
+
+/// The whole reply (JSON text, in [`Cached`]'s three pieces) to a list request (`kind`, from [`list_kind`]) answered from the
 /// cache, or `None` when the request takes the full driver (filtered by access rules, traced,
 /// hooked by anything but a pure list transform, a cursor that starts no page, …).
 pub async fn cached(
@@ -36,7 +60,7 @@ pub async fn cached(
     session: &Arc<Session>,
     msg: &Message,
     kind: ListKind,
-) -> Option<String> {
+) -> Option<Cached> {
     if !snap.policy.is_open() || st.rt.telemetry.is_some() {
         return None;
     }
@@ -92,7 +116,7 @@ pub async fn cached(
                 }
                 _ => page,
             };
-            let page: Arc<str> = serde_json::to_string(&page).ok()?.into();
+            let page = bytes::Bytes::from(serde_json::to_vec(&page).ok()?);
             let keep =
                 transformed.then(|| snap.chain.clone() as Arc<dyn std::any::Any + Send + Sync>);
             catalog.keep_page(key, keep, page.clone());
@@ -102,10 +126,13 @@ pub async fn cached(
     if let Some(op) = op {
         op.finish(&Message::response(id.clone(), Value::Null));
     }
-    Some(format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{page}}}"#,
-        sluice_core::exact::to_string(id)
-    ))
+    Some(Cached {
+        head: format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":"#,
+            sluice_core::exact::to_string(id)
+        ),
+        page,
+    })
 }
 
 #[cfg(test)]
@@ -140,7 +167,9 @@ mod tests {
 
     async fn from_cache(st: &Arc<State>, msg: &Message) -> Option<String> {
         let (session, _out) = testing::session();
-        cached(st, &st.snapshot(), &session, msg, list_kind(msg)?).await
+        cached(st, &st.snapshot(), &session, msg, list_kind(msg)?)
+            .await
+            .map(|c| c.text())
     }
 
     fn list(id: Value, cursor: Option<&str>) -> Message {

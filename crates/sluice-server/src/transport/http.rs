@@ -7,7 +7,7 @@ use super::rules;
 use crate::channel::{is_reply, Out};
 use crate::control;
 use crate::http_parts::{
-    header_str, json_error, json_reply, json_text, sse_headers, KEEPALIVE, SESSION,
+    header_str, json_error, json_pieces, json_reply, sse_headers, KEEPALIVE, SESSION,
 };
 use crate::modern::rounds::Rounds;
 use crate::proxy;
@@ -440,8 +440,12 @@ async fn request(
     // not hold that one's).
     if let Some(kind) = proxy::lists::list_kind(&msg) {
         let cached = proxy::lists::cached(&gw, &snap, &session, &msg, kind);
-        if let Some(json) = Box::pin(cached).await {
-            return json_text(json);
+        if let Some(reply) = Box::pin(cached).await {
+            return json_pieces([
+                Bytes::from(reply.head),
+                reply.page,
+                Bytes::from_static(proxy::lists::Cached::TAIL.as_bytes()),
+            ]);
         }
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
