@@ -374,6 +374,17 @@ impl Message {
         Value::Object(self.obj().clone())
     }
 
+    /// A reply kept as the text it arrived as, in the pieces [`Message::to_json`] joins: the
+    /// text (shared), where the received id is in it, and the id to write there (with
+    /// [`exact::to_string`]). `None` for every other message. A writer can send the text around
+    /// the id as it is, without copying a large reply into a new string.
+    pub fn raw_pieces(&self) -> Option<(&std::sync::Arc<str>, (usize, usize), &Value)> {
+        match &self.body {
+            Body::Reply(r) => Some(r.pieces()),
+            Body::Obj(_) => None,
+        }
+    }
+
     /// Serialise to compact JSON (no newlines, as stdio framing needs); an exact id is written
     /// as the number text it holds.
     pub fn to_json(&self) -> String {

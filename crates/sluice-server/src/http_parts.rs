@@ -37,9 +37,31 @@ pub(crate) fn header_str(headers: &HeaderMap, name: impl AsHeaderName) -> Option
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// A message as a 200 JSON response.
+/// A message as a 200 JSON response. A large reply kept as its upstream's text is sent as that
+/// text around the client's id ([`json_pieces`]), not copied into a new string first.
 pub(crate) fn json_reply(reply: Message) -> Response {
+    if let Some((text, (start, end), id)) = reply
+        .raw_pieces()
+        .filter(|(text, ..)| text.len() >= PIECES_FROM)
+    {
+        let id = Bytes::from(sluice_core::exact::to_string(id));
+        let whole = Bytes::from_owner(Text(text.clone()));
+        return json_pieces([whole.slice(..start), id, whole.slice(end..)]);
+    }
     json_text(reply.to_json())
+}
+
+/// From this many bytes a raw reply is written in pieces; below it one copy costs less than
+/// the frames.
+const PIECES_FROM: usize = 16 * 1024;
+
+/// A reply's shared text as the owner of the bytes sent.
+struct Text(std::sync::Arc<str>);
+
+impl AsRef<[u8]> for Text {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
 
 /// A message already serialised, as a 200 JSON response.
@@ -148,5 +170,26 @@ mod tests {
         assert_eq!(body.size_hint().exact(), Some(30));
         let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
         assert_eq!(&bytes[..], br#"{"id":1,"result":{"tools":[]}}"#);
+    }
+
+    /// A reply kept as its upstream's text, small and large, with the client's id put in: the
+    /// body is the bytes `to_json` writes, and its length is known (a Content-Length).
+    #[tokio::test]
+    async fn raw_replies_are_written_as_to_json_writes_them() {
+        for size in [10, PIECES_FROM + 1, 300_000] {
+            let text = format!(
+                r#"{{"result":{{"content":[{{"type":"text","text":"{}"}}]}},"jsonrpc":"2.0","id":41}}"#,
+                "x".repeat(size)
+            );
+            let mut reply = Message::parse_reply(text.as_bytes()).unwrap();
+            assert!(reply.raw_pieces().is_some(), "a plain reply is kept raw");
+            reply.set_id(serde_json::json!("client-7"));
+            let want = reply.to_json();
+            assert!(want.ends_with(r#""jsonrpc":"2.0","id":"client-7"}"#));
+            let body = json_reply(reply).into_body();
+            assert_eq!(body.size_hint().exact(), Some(want.len() as u64));
+            let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            assert_eq!(&bytes[..], want.as_bytes(), "size {size}");
+        }
     }
 }
