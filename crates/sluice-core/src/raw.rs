@@ -267,13 +267,13 @@ impl RawReply {
         self.obj.into_inner().expect("parsed just now")
     }
 
-    /// The reply's text: as received, the id as it is now.
     /// The text, where the received id is in it, and the id to write there (what
     /// [`RawReply::to_json`] joins).
     pub(crate) fn pieces(&self) -> (&Arc<str>, (usize, usize), &Value) {
         (&self.text, self.id_at, &self.id)
     }
 
+    /// The reply's text: as received, the id as it is now.
     pub(crate) fn to_json(&self) -> String {
         let (start, end) = self.id_at;
         let id = exact::to_string(&self.id);

@@ -197,6 +197,38 @@ mod tests {
         assert_eq!(next, [3000; 4]);
     }
 
+    /// A sink whose first write fails (stderr closed for a moment, a full pipe).
+    struct FailsOnce(Sink, bool);
+
+    impl Write for FailsOnce {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if !self.1 {
+                self.1 = true;
+                return Err(std::io::Error::other("broken pipe"));
+            }
+            self.0.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_write_loses_its_batch_and_the_writer_goes_on() {
+        let sink = Sink::default();
+        let (writer, guard) = writer_to(Box::new(FailsOnce(sink.clone(), false)));
+        writer.make_writer().write_all(b"lost\n").unwrap();
+        for _ in 0..500 {
+            if lock(&writer.0.lines).is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        writer.make_writer().write_all(b"kept\n").unwrap();
+        drop(guard);
+        assert_eq!(lock(&sink.0).as_slice(), b"kept\n");
+    }
+
     #[test]
     fn a_line_into_a_quiet_log_is_written_without_a_flush() {
         let sink = Sink::default();

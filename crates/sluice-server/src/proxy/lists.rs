@@ -38,22 +38,20 @@ pub struct Cached {
 }
 
 impl Cached {
-    /// The closing brace after the page.
-    pub const TAIL: &'static str = "}";
-
-    /// The whole reply as one text (tests, and anything that needs it in one piece).
-    pub fn text(&self) -> String {
-        let mut s = String::with_capacity(self.head.len() + self.page.len() + 1);
-        s.push_str(&self.head);
-        s.push_str(&String::from_utf8_lossy(&self.page));
-        s.push_str(Self::TAIL);
-        s
+    /// The reply's three pieces, in order, as they are written.
+    pub fn into_pieces(self) -> [bytes::Bytes; 3] {
+        [
+            bytes::Bytes::from(self.head),
+            self.page,
+            bytes::Bytes::from_static(b"}"),
+        ]
     }
 }
 
-/// The whole reply (JSON text, in [`Cached`]'s three pieces) to a list request (`kind`, from [`list_kind`]) answered from the
-/// cache, or `None` when the request takes the full driver (filtered by access rules, traced,
-/// hooked by anything but a pure list transform, a cursor that starts no page, …).
+/// The whole reply (JSON text, in [`Cached`]'s three pieces) to a list request (`kind`, from
+/// [`list_kind`]) answered from the cache, or `None` when the request takes the full driver
+/// (filtered by access rules, traced, hooked by anything but a pure list transform, a cursor
+/// that starts no page, …).
 pub async fn cached(
     st: &Arc<State>,
     snap: &Snapshot,
@@ -167,9 +165,10 @@ mod tests {
 
     async fn from_cache(st: &Arc<State>, msg: &Message) -> Option<String> {
         let (session, _out) = testing::session();
-        cached(st, &st.snapshot(), &session, msg, list_kind(msg)?)
-            .await
-            .map(|c| c.text())
+        let pieces = cached(st, &st.snapshot(), &session, msg, list_kind(msg)?)
+            .await?
+            .into_pieces();
+        Some(String::from_utf8(pieces.concat()).unwrap())
     }
 
     fn list(id: Value, cursor: Option<&str>) -> Message {

@@ -441,11 +441,7 @@ async fn request(
     if let Some(kind) = proxy::lists::list_kind(&msg) {
         let cached = proxy::lists::cached(&gw, &snap, &session, &msg, kind);
         if let Some(reply) = Box::pin(cached).await {
-            return json_pieces([
-                Bytes::from(reply.head),
-                reply.page,
-                Bytes::from_static(proxy::lists::Cached::TAIL.as_bytes()),
-            ]);
+            return json_pieces(reply.into_pieces());
         }
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
