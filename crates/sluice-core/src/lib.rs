@@ -16,6 +16,7 @@ pub mod principal;
 #[cfg(feature = "process")]
 pub mod process;
 mod raw;
+mod raw_request;
 pub mod time;
 pub mod version;
 pub mod worker;

@@ -4,6 +4,7 @@ use crate::error::RpcError;
 use crate::exact;
 use crate::member;
 use crate::raw::RawReply;
+use crate::raw_request::RawRequest;
 use serde_json::{json, Map, Value};
 
 /// What a JSON-RPC message is.
@@ -20,9 +21,10 @@ pub enum Kind {
 }
 
 /// A JSON-RPC message. The object is kept whole (unknown fields, key order), so forwarding it
-/// changes nothing the gateway did not mean to change. A reply read with
-/// [`Message::parse_reply`] is kept as its text until something looks inside or changes more
-/// than its id.
+/// changes nothing the gateway did not mean to change. A plain request or notification read
+/// with [`Message::parse`], and a plain reply read with [`Message::parse_reply`], are kept as
+/// their text until something looks inside or changes more than their id (and, for a request,
+/// a member of `params` it has).
 #[derive(Debug, Clone)]
 pub struct Message {
     body: Body,
@@ -33,6 +35,7 @@ pub struct Message {
 enum Body {
     Obj(Map<String, Value>),
     Reply(Box<RawReply>),
+    Request(Box<RawRequest>),
 }
 
 impl PartialEq for Message {
@@ -78,8 +81,27 @@ fn keep_exact_id(id: Option<&mut Value>, bytes: &[u8]) {
 impl Message {
     /// Parse one message from bytes. Invalid JSON is -32700; JSON that is not a JSON-RPC 2.0
     /// message (an array, a missing `jsonrpc`, a bad id …) is -32600. A numeric id is kept as
-    /// sent, byte for byte (an [exact id](crate::exact) when `serde_json` would change it).
+    /// sent, byte for byte (an [exact id](crate::exact) when `serde_json` would change it). A
+    /// plain request or notification is kept as its text (written back as received, with only
+    /// what was changed spliced in).
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
+        if let Some(r) = RawRequest::read(bytes) {
+            return Ok(Message {
+                kind: if r.is_request() {
+                    Kind::Request
+                } else {
+                    Kind::Notification
+                },
+                body: Body::Request(Box::new(r)),
+            });
+        }
+        Message::parse_tree(bytes)
+    }
+
+    /// [`Message::parse`] straight into a JSON tree, for a message that will be looked into
+    /// anyway (request hooks read every request they are shown): reading its text first would
+    /// only add that read to the parse.
+    pub fn parse_tree(bytes: &[u8]) -> Result<Message, ParseError> {
         let value: Value = serde_json::from_slice(bytes).map_err(|e| ParseError {
             error: Box::new(RpcError::parse(e)),
             id: None,
@@ -177,18 +199,19 @@ impl Message {
         match &self.body {
             Body::Obj(m) => m,
             Body::Reply(r) => r.obj(),
+            Body::Request(r) => r.obj(),
         }
     }
 
     fn obj_mut(&mut self) -> &mut Map<String, Value> {
-        if matches!(self.body, Body::Reply(_)) {
-            if let Body::Reply(r) = std::mem::replace(&mut self.body, Body::Obj(Map::new())) {
-                self.body = Body::Obj(r.into_obj());
-            }
+        match std::mem::replace(&mut self.body, Body::Obj(Map::new())) {
+            Body::Obj(m) => self.body = Body::Obj(m),
+            Body::Reply(r) => self.body = Body::Obj(r.into_obj()),
+            Body::Request(r) => self.body = Body::Obj(r.into_obj()),
         }
         match &mut self.body {
             Body::Obj(m) => m,
-            Body::Reply(_) => unreachable!("made an object above"),
+            _ => unreachable!("made an object above"),
         }
     }
 
@@ -256,6 +279,7 @@ impl Message {
         match &self.body {
             Body::Obj(m) => member::get(m, "method").and_then(Value::as_str),
             Body::Reply(_) => None,
+            Body::Request(r) => Some(r.method()),
         }
     }
 
@@ -264,6 +288,7 @@ impl Message {
         match &self.body {
             Body::Obj(m) => member::get(m, "id"),
             Body::Reply(r) => Some(r.id()),
+            Body::Request(r) => r.id(),
         }
     }
 
@@ -272,6 +297,10 @@ impl Message {
         match &mut self.body {
             Body::Obj(m) => m.insert("id".into(), id),
             Body::Reply(r) => Some(r.set_id(id)),
+            Body::Request(r) => match r.set_id(id) {
+                Ok(old) => Some(old),
+                Err(id) => self.obj_mut().insert("id".into(), id),
+            },
         }
     }
 
@@ -280,7 +309,39 @@ impl Message {
         match &self.body {
             Body::Obj(m) => member::get(m, "params"),
             Body::Reply(_) => None,
+            Body::Request(r) if !r.has_params() => None,
+            Body::Request(r) => member::get(r.obj(), "params"),
         }
+    }
+
+    /// The member `key` of `params` (read without parsing a request kept as text when it has
+    /// no such member).
+    pub fn param(&self, key: &str) -> Option<&Value> {
+        match &self.body {
+            Body::Request(r) if !r.has_param(key) => None,
+            _ => member::of(self.params()?, key),
+        }
+    }
+
+    /// Does `params` have the member `key`?
+    pub fn has_param(&self, key: &str) -> bool {
+        match &self.body {
+            Body::Request(r) => r.has_param(key),
+            _ => self.param(key).is_some(),
+        }
+    }
+
+    /// Set the member `key` of `params` (created as `{}` when absent). A request kept as text
+    /// stays text when it had that member.
+    pub fn set_param(&mut self, key: &str, value: Value) {
+        let value = match &mut self.body {
+            Body::Request(r) => match r.set_param(key, value) {
+                Ok(()) => return,
+                Err(value) => value,
+            },
+            _ => value,
+        };
+        self.params_mut().insert(key.into(), value);
     }
 
     /// `params`, mutable, created as `{}` when absent.
@@ -297,18 +358,22 @@ impl Message {
 
     /// A string field of `params` (e.g. `name`, `uri`, `cursor`).
     pub fn param_str(&self, key: &str) -> Option<&str> {
-        member::of(self.params()?, key)?.as_str()
+        match &self.body {
+            Body::Request(r) => r.param_str(key),
+            _ => member::of(self.params()?, key)?.as_str(),
+        }
     }
 
     /// `params._meta.progressToken`, if any.
     pub fn progress_token(&self) -> Option<&Value> {
-        member::of(member::of(self.params()?, "_meta")?, "progressToken")
+        member::of(self.param("_meta")?, "progressToken")
     }
 
     /// `result`, for success responses.
     pub fn result(&self) -> Option<&Value> {
         match &self.body {
             Body::Reply(r) if r.is_error() => None,
+            Body::Request(_) => None,
             _ => member::get(self.obj(), "result"),
         }
     }
@@ -319,6 +384,7 @@ impl Message {
         match &self.body {
             Body::Reply(r) if r.is_error() => None,
             Body::Reply(r) => r.member_bool(key),
+            Body::Request(_) => None,
             Body::Obj(_) => member::of(self.result()?, key)?.as_bool(),
         }
     }
@@ -329,7 +395,7 @@ impl Message {
     pub fn reply_member_text(&self) -> Option<&str> {
         match &self.body {
             Body::Reply(r) => Some(r.member_text()),
-            Body::Obj(_) => None,
+            _ => None,
         }
     }
 
@@ -342,6 +408,7 @@ impl Message {
     pub fn error_obj(&self) -> Option<&Value> {
         match &self.body {
             Body::Reply(r) if !r.is_error() => None,
+            Body::Request(_) => None,
             _ => member::get(self.obj(), "error"),
         }
     }
@@ -366,6 +433,7 @@ impl Message {
         Value::Object(match self.body {
             Body::Obj(m) => m,
             Body::Reply(r) => r.into_obj(),
+            Body::Request(r) => r.into_obj(),
         })
     }
 
@@ -381,7 +449,7 @@ impl Message {
     pub fn raw_pieces(&self) -> Option<(&std::sync::Arc<str>, (usize, usize), &Value)> {
         match &self.body {
             Body::Reply(r) => Some(r.pieces()),
-            Body::Obj(_) => None,
+            _ => None,
         }
     }
 
@@ -391,6 +459,7 @@ impl Message {
         let obj = match &self.body {
             Body::Obj(m) => m,
             Body::Reply(r) => return r.to_json(),
+            Body::Request(r) => return r.to_json(),
         };
         if exact::has_exact_id(obj) {
             return serde_json::to_string(&exact::ExactMap(obj))
@@ -400,9 +469,17 @@ impl Message {
     }
 }
 
+/// As [`Message::to_json`]: a message kept as its text is written as that text.
 impl serde::Serialize for Message {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let obj = self.obj();
+        let obj = match &self.body {
+            Body::Obj(m) => m,
+            Body::Reply(_) | Body::Request(_) => {
+                let raw = serde_json::value::RawValue::from_string(self.to_json())
+                    .map_err(serde::ser::Error::custom)?;
+                return raw.serialize(s);
+            }
+        };
         if exact::has_exact_id(obj) {
             return exact::ExactMap(obj).serialize(s);
         }
@@ -480,9 +557,16 @@ mod tests {
                 format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"n":1.10}}}}"#);
             let m = Message::parse(text.as_bytes()).unwrap();
             assert_eq!(m.kind(), Kind::Request, "{id}");
-            // The id as sent; every other number as serde_json writes it (as before).
+            // The id as sent. A request kept as its text is written back as sent; one with an
+            // exponent (which a parse into values may refuse) is parsed whole, and its other
+            // numbers are written as serde_json writes them.
+            let n = if id.contains(['e', 'E']) {
+                "1.1"
+            } else {
+                "1.10"
+            };
             let want =
-                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"n":1.1}}}}"#);
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"n":{n}}}}}"#);
             assert_eq!(m.to_json(), want, "{id}");
             assert_eq!(serde_json::to_string(&m).unwrap(), want, "{id}");
             // Carried into a reply, an error, a copy through a Value: still as sent.

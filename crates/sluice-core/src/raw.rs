@@ -77,7 +77,7 @@ impl<'de> Visitor<'de> for TopVisitor {
 /// nesting deeper than 100 (the parse stops at 128), or a `\u` escape (a lone surrogate)?
 /// Strings are skipped but for their escapes; `true` and `false` are the only other words with
 /// an `e`. One pass over the bytes, jumping through strings from escape to escape.
-fn not_plain(text: &str) -> bool {
+pub(crate) fn not_plain(text: &str) -> bool {
     let bytes = text.as_bytes();
     let (mut digits, mut depth, mut prev) = (0usize, 0usize, b' ');
     let mut at = 0;
@@ -87,7 +87,7 @@ fn not_plain(text: &str) -> bool {
         if b == b'"' {
             // Inside a string only its end and its escapes matter: jump from one to the next.
             loop {
-                let Some(off) = memchr::memchr2(b'"', b'\\', &bytes[at..]) else {
+                let Some(off) = quote_or_escape(&bytes[at..]) else {
                     return false;
                 };
                 at += off + 1;
@@ -129,6 +129,21 @@ fn not_plain(text: &str) -> bool {
     false
 }
 
+/// Where the first `"` or `\` in `bytes` is. Most strings of a message are short (keys,
+/// names): a byte loop finds their end for less than the vector search's setup costs, which
+/// takes over past the first 32 bytes.
+fn quote_or_escape(bytes: &[u8]) -> Option<usize> {
+    const SHORT: usize = 32;
+    let head = &bytes[..bytes.len().min(SHORT)];
+    if let Some(at) = head.iter().position(|&c| c == b'"' || c == b'\\') {
+        return Some(at);
+    }
+    if bytes.len() <= SHORT {
+        return None;
+    }
+    memchr::memchr2(b'"', b'\\', &bytes[SHORT..]).map(|at| at + SHORT)
+}
+
 /// `key`'s boolean when it is the last member of the object `text` (where servers put
 /// `isError`), read from the tail alone; `None` when the tail is not that. Sure because the
 /// text is valid JSON: a quote after a comma or brace is not inside a string, so it opens a
@@ -168,13 +183,36 @@ impl<'de> Visitor<'de> for FindBool<'_> {
     }
 }
 
+/// `bytes` as UTF-8 text without JSON's whitespace around it (`trim_ascii` would also take a
+/// form feed, which JSON refuses), or `None`.
+pub(crate) fn trimmed(bytes: &[u8]) -> Option<&str> {
+    let json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
+    Some(std::str::from_utf8(bytes).ok()?.trim_matches(json_space))
+}
+
+/// Where `part`, a slice of `text`, is in it.
+pub(crate) fn span(text: &str, part: &str) -> (usize, usize) {
+    let start = part.as_ptr() as usize - text.as_ptr() as usize;
+    (start, start + part.len())
+}
+
+/// A received id as a value: a string, or a number (an [exact id](crate::exact) when
+/// `serde_json` would write it back otherwise); `null` too when `null_ok`. `None` for anything
+/// else.
+pub(crate) fn id_of(raw: &RawValue, null_ok: bool) -> Option<Value> {
+    match serde_json::from_str::<Value>(raw.get()).ok()? {
+        Value::Number(n) if !(n.is_u64() || n.is_i64()) => exact::keep(&n, raw.get()),
+        v @ (Value::Number(_) | Value::String(_)) => Some(v),
+        Value::Null if null_ok => Some(Value::Null),
+        _ => None,
+    }
+}
+
 impl RawReply {
     /// Read `bytes` as a plain reply, or `None` (the caller parses it whole, which also finds
     /// what is wrong with it, if anything).
     pub(crate) fn read(bytes: &[u8]) -> Option<RawReply> {
-        // JSON's whitespace only (`trim_ascii` would also take a form feed, which JSON refuses).
-        let json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
-        let text = std::str::from_utf8(bytes).ok()?.trim_matches(json_space);
+        let text = trimmed(bytes)?;
         // A reply on more than one line (it is written back as it is, into SSE events and stdio
         // lines), or with what the syntax check below lets through but the parse of the whole
         // reply refuses (a number too large for an f64, nesting past its depth limit, a lone
@@ -192,18 +230,10 @@ impl RawReply {
             _ => return None,
         };
         let raw_id = top.id?;
-        let id = match serde_json::from_str::<Value>(raw_id.get()).ok()? {
-            Value::Number(n) if !(n.is_u64() || n.is_i64()) => exact::keep(&n, raw_id.get())?,
-            v @ (Value::Number(_) | Value::String(_) | Value::Null) => v,
-            _ => return None,
-        };
-        let at = |v: &RawValue| {
-            let start = v.get().as_ptr() as usize - text.as_ptr() as usize;
-            (start, start + v.get().len())
-        };
+        let id = id_of(raw_id, true)?;
         Some(RawReply {
-            id_at: at(raw_id),
-            member_at: at(member),
+            id_at: span(text, raw_id.get()),
+            member_at: span(text, member.get()),
             text: Arc::from(text),
             id,
             error,
@@ -414,5 +444,13 @@ mod syntax_tests {
             r#"{{"s":"{long}\n\"1e9[[[{long}","n":1}}"#
         )));
         assert!(not_plain(&format!(r#"{{"s":"{long}","n":1e9}}"#)));
+        // Around the end of the byte loop (32 bytes) and the start of the vector search.
+        for n in 28..38 {
+            let x = "x".repeat(n);
+            assert!(not_plain(&format!(r#"{{"s":"{x}\u0041"}}"#)), "{n}");
+            assert!(not_plain(&format!(r#"{{"s":"{x}","n":1e9}}"#)), "{n}");
+            assert!(!not_plain(&format!(r#"{{"s":"{x}\"1e9","n":1}}"#)), "{n}");
+            assert!(!not_plain(&format!(r#"{{"s":"{x}"}}"#)), "{n}");
+        }
     }
 }

@@ -208,7 +208,7 @@ fn wanted_log_rank(msg: &Message) -> Option<u8> {
 }
 
 fn meta_of(msg: &Message) -> Option<&Map<String, Value>> {
-    msg.params()?.get("_meta")?.as_object()
+    msg.param("_meta")?.as_object()
 }
 
 fn meta_str<'a>(msg: &'a Message, key: &str) -> Option<&'a str> {

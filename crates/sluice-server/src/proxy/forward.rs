@@ -68,7 +68,7 @@ async fn call_once(
     let up_id = conn.next_id();
     msg.set_id(json!(up_id));
     // Gateway-internal metadata never goes upstream.
-    if msg.params().and_then(|p| p.get("_meta")).is_some() {
+    if msg.has_param("_meta") {
         let params = msg.params_mut();
         if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
             meta.remove(sluice_hooks::builtin::explain::EXPLAIN_REASON_META);

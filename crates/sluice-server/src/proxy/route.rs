@@ -239,21 +239,25 @@ fn not_found(uri: &str) -> RpcError {
 /// Rename a request for its upstream: the tool's or prompt's name there.
 pub fn rename(msg: &mut Message, name: &str) {
     // Already the upstream's name (a tool exposed under its own): nothing to change.
-    let current = msg
-        .params()
-        .and_then(|p| match member::of(p, "ref").filter(|r| r.is_object()) {
-            Some(r) => member::of(r, "name"),
-            None => member::of(p, "name"),
-        });
-    if current.and_then(Value::as_str) == Some(name) {
+    let current = match msg.param("ref").filter(|r| r.is_object()) {
+        Some(r) => member::of(r, "name").and_then(Value::as_str),
+        None => msg.param_str("name"),
+    };
+    if current == Some(name) {
         return;
     }
-    let params = msg.params_mut();
-    if let Some(r) = params.get_mut("ref").and_then(Value::as_object_mut) {
-        r.insert("name".into(), json!(name));
-    } else {
-        params.insert("name".into(), json!(name));
+    if msg.has_param("ref") {
+        if let Some(r) = msg
+            .params_mut()
+            .get_mut("ref")
+            .and_then(Value::as_object_mut)
+        {
+            r.insert("name".into(), json!(name));
+            return;
+        }
     }
+    // A request kept as its text keeps it: only the name is spliced in.
+    msg.set_param("name", json!(name));
 }
 
 /// The one upstream of `sluice serve --passthrough` (a single transparent upstream that is

@@ -26,7 +26,7 @@ use crate::state::{Snapshot, State};
 use crate::tasks::TaskRoute;
 use serde_json::{json, Map, Value};
 use sluice_core::version::meta;
-use sluice_core::{codes, member, Message, RpcError};
+use sluice_core::{codes, Message, RpcError};
 use sluice_hooks::Trace;
 use sluice_telemetry::Call;
 use sluice_upstream::Slot;
@@ -116,9 +116,7 @@ pub fn fit_capabilities(caps: &mut Value, modern_client: bool) {
 /// (whose tool may require one: -32021 then, as a 2026-07-28 upstream would answer)?
 pub fn involved(session: &Session, slot: &Slot, msg: &Message) -> bool {
     if !session.is_modern() {
-        return msg
-            .params()
-            .is_some_and(|p| member::of(p, "task").is_some());
+        return msg.has_param("task");
     }
     declares_extension(&session.init.capabilities)
         || (!slot.is_modern() && slot.capabilities().is_some_and(|c| legacy_tasks(&c)))

@@ -265,7 +265,13 @@ async fn post(
             )
         }
     };
-    let msg = match Message::parse(&bytes) {
+    // Kept as its text unless request hooks will read it anyway.
+    let parsed = if snap.chain.is_empty() {
+        Message::parse(&bytes)
+    } else {
+        Message::parse_tree(&bytes)
+    };
+    let msg = match parsed {
         Ok(m) => m,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };

@@ -67,7 +67,13 @@ where
         if line.is_empty() {
             continue;
         }
-        let msg = match Message::parse(line) {
+        // Kept as its text unless request hooks will read it anyway.
+        let parsed = if gw.snapshot().chain.is_empty() {
+            Message::parse(line)
+        } else {
+            Message::parse_tree(line)
+        };
+        let msg = match parsed {
             Ok(m) => m,
             Err(e) => {
                 send_out(
