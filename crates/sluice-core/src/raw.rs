@@ -79,33 +79,30 @@ impl<'de> Visitor<'de> for TopVisitor {
 /// an `e`. One pass over the bytes, jumping through strings from escape to escape.
 pub(crate) fn not_plain(text: &str) -> bool {
     let bytes = text.as_bytes();
-    let (mut digits, mut depth, mut prev) = (0usize, 0usize, b' ');
+    let mut depth = 0usize;
     let mut at = 0;
     while at < bytes.len() {
         let b = bytes[at];
         at += 1;
-        if b == b'"' {
-            // Inside a string only its end and its escapes matter: jump from one to the next.
-            loop {
-                let Some(off) = quote_or_escape(&bytes[at..]) else {
-                    return false;
-                };
-                at += off + 1;
-                if bytes[at - 1] == b'"' {
-                    break;
-                }
-                match bytes.get(at) {
-                    Some(b'u') => return true,
-                    Some(_) => at += 1,
-                    None => return false,
+        match b {
+            b'"' => {
+                // Inside a string only its end and its escapes matter: jump from one to the next.
+                loop {
+                    let Some(off) = quote_or_escape(&bytes[at..]) else {
+                        return false;
+                    };
+                    at += off + 1;
+                    if bytes[at - 1] == b'"' {
+                        break;
+                    }
+                    match bytes.get(at) {
+                        Some(b'u') => return true,
+                        Some(_) => at += 1,
+                        None => return false,
+                    }
                 }
             }
-            (digits, prev) = (0, b'"');
-            continue;
-        }
-        match b {
             b'\n' | b'\r' => return true,
-            b'e' | b'E' if prev.is_ascii_digit() || prev == b'.' => return true,
             b'[' | b'{' => {
                 depth += 1;
                 if depth > 100 {
@@ -114,17 +111,23 @@ pub(crate) fn not_plain(text: &str) -> bool {
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
             b'0'..=b'9' => {
-                digits += 1;
+                // A number: its digits (a fraction's too) counted, and an exponent after them.
+                let mut digits = 1;
+                while let Some(&c) = bytes.get(at) {
+                    match c {
+                        b'0'..=b'9' => digits += 1,
+                        b'.' => {}
+                        b'e' | b'E' => return true,
+                        _ => break,
+                    }
+                    at += 1;
+                }
                 if digits >= 300 {
                     return true;
                 }
             }
             _ => {}
         }
-        if !b.is_ascii_digit() && b != b'.' {
-            digits = 0;
-        }
-        prev = b;
     }
     false
 }
