@@ -491,6 +491,30 @@ mod tests {
     }
 
     #[test]
+    fn a_request_kept_as_text_is_renamed_without_rewriting_the_rest() {
+        let text = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fx_echo","arguments":{"n":1.10,"s":"\n"}}}"#;
+        let mut call = Message::parse(text).unwrap();
+        rename(&mut call, "echo");
+        assert_eq!(call.param_str("name"), Some("echo"));
+        assert_eq!(
+            call.to_json(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.10,"s":"\n"}}}"#
+        );
+        // Already the upstream's name: nothing changes.
+        let mut same = Message::parse(text).unwrap();
+        rename(&mut same, "fx_echo");
+        assert_eq!(same.to_json().as_bytes(), text);
+        // A prompt's completion renames its ref (parsed then: the name is inside it).
+        let text = br#"{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"docs_greet"},"argument":{"name":"n","value":"x"}}}"#;
+        let mut c = Message::parse(text).unwrap();
+        rename(&mut c, "greet");
+        assert_eq!(
+            c.to_json(),
+            r#"{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"n","value":"x"}}}"#
+        );
+    }
+
+    #[test]
     fn lists_pings_and_unknown_methods_are_local() {
         let snap = snap_of(&[
             testing::expose(&["fx", "docs"]),
