@@ -676,6 +676,55 @@ mod tests {
     }
 
     #[test]
+    fn a_request_kept_as_text_reads_and_changes_like_a_parsed_one() {
+        let text = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"a\"b","arguments":{"n":1.10},"_meta":{"progressToken":"p"}}}"#;
+        let (mut lazy, parsed) = (
+            Message::parse(text).unwrap(),
+            Message::parse_tree(text).unwrap(),
+        );
+        assert_eq!(lazy, parsed);
+        assert_eq!(
+            (lazy.kind(), lazy.method()),
+            (Kind::Request, Some("tools/call"))
+        );
+        assert_eq!(
+            lazy.param_str("name"),
+            Some("a\"b"),
+            "an escaped name, from the parse"
+        );
+        assert_eq!(lazy.progress_token(), Some(&json!("p")));
+        assert!(lazy.has_param("arguments") && !lazy.has_param("task"));
+        assert_eq!(lazy.param("task"), None);
+        assert_eq!((lazy.result(), lazy.error_obj()), (None, None));
+        // Kept as text: only the changes are spliced in; a member it lacks is added to the object.
+        lazy.set_id(json!(9));
+        lazy.set_param("name", json!("c"));
+        assert_eq!(
+            lazy.to_json(),
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"c","arguments":{"n":1.10},"_meta":{"progressToken":"p"}}}"#
+        );
+        lazy.set_param("task", json!({"ttl": 1}));
+        assert_eq!(lazy.params().unwrap()["task"], json!({"ttl": 1}));
+        assert_eq!(lazy.param_str("name"), Some("c"));
+        assert!(lazy.to_json().ends_with(r#""task":{"ttl":1}}}"#));
+        // A notification given an id becomes an ordinary message with one.
+        let mut n = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap();
+        assert_eq!(
+            (n.kind(), n.id(), n.params()),
+            (Kind::Notification, None, None)
+        );
+        assert_eq!(n.set_id(json!(1)), None);
+        assert_eq!(
+            n.to_json(),
+            r#"{"jsonrpc":"2.0","method":"notifications/x","id":1}"#
+        );
+        // Written as its text by serde too.
+        let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1.10}}"#;
+        let m = Message::parse(ping).unwrap();
+        assert_eq!(serde_json::to_string(&m).unwrap().as_bytes(), ping);
+    }
+
+    #[test]
     fn kinds() {
         let n =
             Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();

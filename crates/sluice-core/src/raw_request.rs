@@ -110,6 +110,13 @@ impl<'de> Visitor<'de> for MembersVisitor {
     }
 }
 
+/// The characters of `text`, a JSON value's text, when it is a string without escapes: what is
+/// between its quotes (the text is valid JSON, so nothing there needs checking).
+fn plain_str(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('\\')).then_some(inner)
+}
+
 impl RawRequest {
     /// Read `bytes` as a plain request or notification, or `None` (the caller parses it whole,
     /// which also finds what is wrong with it, if anything).
@@ -124,8 +131,8 @@ impl RawRequest {
         if top.jsonrpc?.get() != r#""2.0""# {
             return None;
         }
-        // Borrowed: a method with an escape (or not a string) is left to the full parse.
-        let method: &str = serde_json::from_str(top.method?.get()).ok()?;
+        // A method with an escape (or not a string) is left to the full parse.
+        let method = plain_str(top.method?.get())?;
         let id = match top.id {
             Some(raw) => Some((id_of(raw, false)?, span(text, raw.get()))),
             None => None,
@@ -202,10 +209,10 @@ impl RawRequest {
         if !text.starts_with('"') {
             return None;
         }
-        match serde_json::from_str::<&str>(text) {
-            Ok(s) => Some(s),
-            // A string with an escape cannot be borrowed from the text.
-            Err(_) => crate::member::of(crate::member::get(self.obj(), "params")?, key)?.as_str(),
+        match plain_str(text) {
+            Some(s) => Some(s),
+            // A string with an escape is read from the parsed object.
+            None => crate::member::of(crate::member::get(self.obj(), "params")?, key)?.as_str(),
         }
     }
 

@@ -35,11 +35,22 @@ use crate::state::{Snapshot, State};
 use hooks::Facts;
 use route::Target;
 use serde_json::{json, Value};
-use sluice_core::{Kind, Message, RpcError};
+use sluice_core::{Kind, Message, ParseError, RpcError};
 use sluice_hooks::{Phase, RequestOutcome, Trace};
 use sluice_telemetry::Call;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Parse a message a client sent, as the listeners do: kept as its text
+/// ([`Message::parse`]), unless request hooks will read it anyway
+/// ([`Message::parse_tree`]; reading its text first would only add to the parse).
+pub fn parse_client(snap: &Snapshot, bytes: &[u8]) -> Result<Message, ParseError> {
+    if snap.chain.is_empty() {
+        Message::parse(bytes)
+    } else {
+        Message::parse_tree(bytes)
+    }
+}
 
 /// A client request of an initialised session (or a modern client's request): every phase, on
 /// the one snapshot the transport loaded for it.

@@ -265,13 +265,7 @@ async fn post(
             )
         }
     };
-    // Kept as its text unless request hooks will read it anyway.
-    let parsed = if snap.chain.is_empty() {
-        Message::parse(&bytes)
-    } else {
-        Message::parse_tree(&bytes)
-    };
-    let msg = match parsed {
+    let msg = match proxy::parse_client(&snap, &bytes) {
         Ok(m) => m,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, *e.error, e.id.as_ref()),
     };

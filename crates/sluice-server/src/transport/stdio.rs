@@ -67,13 +67,7 @@ where
         if line.is_empty() {
             continue;
         }
-        // Kept as its text unless request hooks will read it anyway.
-        let parsed = if gw.snapshot().chain.is_empty() {
-            Message::parse(line)
-        } else {
-            Message::parse_tree(line)
-        };
-        let msg = match parsed {
+        let msg = match proxy::parse_client(&gw.snapshot(), line) {
             Ok(m) => m,
             Err(e) => {
                 send_out(
