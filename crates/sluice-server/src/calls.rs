@@ -1,12 +1,15 @@
 //! The call table: every call forwarded upstream, by (connection serial, the id it carries
 //! upstream), so that what an upstream sends about a call (progress, logging, requests to the
-//! client, its reply stream) finds the client that made it.
+//! client, its reply stream) finds the client that made it, and a client's cancellation (by
+//! the id the client gave it) finds the call.
 
 use crate::channel::Sink;
-use crate::session::Session;
+use crate::session::{id_key, Session};
 use foldhash::HashMap;
 use parking_lot::Mutex;
 use serde_json::Value;
+use sluice_core::worker::PerThread;
+use sluice_upstream::Connection;
 use std::sync::Arc;
 
 /// A forwarded call, found again by the id it carries upstream.
@@ -17,47 +20,72 @@ pub struct CallRoute {
     pub progress_token: Option<Value>,
     /// Where related messages go.
     pub sink: Sink,
+    /// The id the client gave it.
+    pub client_id: Value,
+    /// The connection it went to.
+    pub conn: Connection,
 }
 
-/// One shard's calls, by (connection serial, upstream id).
+/// One serving thread's calls, by (connection serial, upstream id).
 type Shard = Mutex<HashMap<(u64, u64), CallRoute>>;
-
-/// How many shards: serving thread `n` records into shard `n % SHARDS` (threads past that
-/// share).
-const SHARDS: usize = 16;
 
 /// Every call in flight upstream. A call is recorded in the shard of the serving thread that
 /// forwards it, where it is forgotten again (a call never leaves its thread), so no call's
 /// bookkeeping touches a lock or a table another thread writes; lookups by id (progress,
 /// upstream requests, a cancel) look in their own thread's shard first, then in the others.
-pub struct CallTable(Box<[Shard]>);
-
-impl Default for CallTable {
-    fn default() -> CallTable {
-        CallTable((0..SHARDS).map(|_| Shard::default()).collect())
-    }
-}
+#[derive(Default)]
+pub struct CallTable(PerThread<Shard>);
 
 impl CallTable {
     /// This thread's shard first, then the others.
     fn shards(&self) -> impl Iterator<Item = &Shard> {
-        let mine = sluice_core::worker::current() as usize % SHARDS;
-        self.0[mine..].iter().chain(&self.0[..mine])
+        self.0.mine_first()
     }
 
     /// Record a forwarded call.
     pub fn track(&self, conn: u64, upstream_id: u64, route: CallRoute) {
-        let mine = sluice_core::worker::current() as usize % SHARDS;
-        self.0[mine].lock().insert((conn, upstream_id), route);
+        self.0.mine().lock().insert((conn, upstream_id), route);
     }
 
-    /// Forget a forwarded call.
-    pub fn untrack(&self, conn: u64, upstream_id: u64) {
-        for shard in self.shards() {
-            if shard.lock().remove(&(conn, upstream_id)).is_some() {
-                return;
-            }
-        }
+    /// Forget a forwarded call; false if it was not recorded (any more).
+    pub fn untrack(&self, conn: u64, upstream_id: u64) -> bool {
+        self.shards()
+            .any(|shard| shard.lock().remove(&(conn, upstream_id)).is_some())
+    }
+
+    /// Take out the call of `session` the client gave `client_id` (its cancellation): the id
+    /// it carries upstream, and its route.
+    pub fn take_by_client(&self, session: &Session, client_id: &Value) -> Option<(u64, CallRoute)> {
+        let key = id_key(client_id);
+        self.shards().find_map(|shard| {
+            let mut calls = shard.lock();
+            let found = *calls
+                .iter()
+                .find(|(_, r)| std::ptr::eq(&*r.session, session) && id_key(&r.client_id) == key)?
+                .0;
+            calls.remove(&found).map(|r| (found.1, r))
+        })
+    }
+
+    /// Is a call of `session` with the client's `client_id` in flight?
+    pub fn has_client_call(&self, session: &Session, client_id: &Value) -> bool {
+        let key = id_key(client_id);
+        self.shards().any(|shard| {
+            shard
+                .lock()
+                .values()
+                .any(|r| std::ptr::eq(&*r.session, session) && id_key(&r.client_id) == key)
+        })
+    }
+
+    /// Has `session` a call in flight?
+    pub fn has_session_calls(&self, session: &Session) -> bool {
+        self.shards().any(|shard| {
+            shard
+                .lock()
+                .values()
+                .any(|r| std::ptr::eq(&*r.session, session))
+        })
     }
 
     /// Look a call up and take what `f` reads from it.
@@ -85,8 +113,7 @@ impl CallTable {
     /// The session and sink of the most recent call in flight on a connection (for messages a
     /// shared stdio upstream sends without saying which call they belong to).
     pub fn latest_on(&self, conn: u64) -> Option<(Arc<Session>, Sink)> {
-        self.0
-            .iter()
+        self.shards()
             .filter_map(|shard| {
                 shard
                     .lock()
@@ -101,7 +128,7 @@ impl CallTable {
 
     /// Forget every call of a session (it ended).
     pub fn forget_session(&self, session: &Arc<Session>) {
-        for shard in self.0.iter() {
+        for shard in self.shards() {
             shard
                 .lock()
                 .retain(|_, r| !Arc::ptr_eq(&r.session, session));
@@ -122,6 +149,8 @@ mod tests {
             session: session.clone(),
             progress_token: Some(Value::from(token)),
             sink,
+            client_id: Value::from(token),
+            conn: testing::connection(),
         };
         (route, rx)
     }
@@ -167,6 +196,37 @@ mod tests {
             assert!(table.route(7, id).is_none());
         }
         assert!(table.latest_on(7).is_none());
+    }
+
+    /// A client's cancellation finds its call by the client's id, in its own session only
+    /// (`1` is not `"1"`), on whichever thread recorded it; once taken it is gone.
+    #[test]
+    fn a_call_is_found_by_its_session_and_the_client_id() {
+        let table = Arc::new(CallTable::default());
+        let (a, _out_a) = testing::session();
+        let (b, _out_b) = testing::session();
+        let t = table.clone();
+        let (r, _rx1) = route(&a, 1);
+        std::thread::spawn(move || {
+            sluice_core::worker::mark(2);
+            t.track(3, 40, r);
+        })
+        .join()
+        .unwrap();
+        let (r, _rx2) = route(&b, 1);
+        table.track(3, 41, r);
+        assert!(table.has_client_call(&a, &Value::from(1)));
+        assert!(!table.has_client_call(&a, &Value::from("1")));
+        assert!(table.take_by_client(&a, &Value::from("1")).is_none());
+        let (up, route) = table.take_by_client(&a, &Value::from(1)).expect("a's call");
+        assert_eq!(up, 40);
+        assert!(Arc::ptr_eq(&route.session, &a));
+        assert!(!table.has_client_call(&a, &Value::from(1)));
+        assert!(!table.has_session_calls(&a));
+        assert!(!table.untrack(3, 40), "taken already");
+        assert!(table.has_session_calls(&b));
+        assert!(table.untrack(3, 41));
+        assert!(!table.has_session_calls(&b));
     }
 
     /// The most recent call on a connection is the one with the highest upstream id, whichever

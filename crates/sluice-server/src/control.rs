@@ -563,7 +563,7 @@ async fn reap_idle_sessions(st: Arc<State>) {
             .sessions
             .all()
             .iter()
-            .filter(|s| s.idle_secs() >= idle && s.routes.inflight.lock().is_empty())
+            .filter(|s| s.idle_secs() >= idle && !st.rt.calls.has_session_calls(s))
             .map(|s| s.id.clone())
             .collect();
         for id in stale {

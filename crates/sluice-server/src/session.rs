@@ -121,6 +121,25 @@ fn interned(value: Value) -> Arc<Value> {
     value
 }
 
+/// How far a session's last activity must have moved before it is written again.
+const TOUCH_EVERY_MS: u64 = 50;
+
+/// The instant session activity is measured from: an hour before the first time it is asked
+/// for (so that every moment of this process lies after it).
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(std::time::Duration::from_secs(3600))
+            .unwrap_or(now)
+    })
+}
+
+/// Milliseconds since [`epoch`].
+fn since_epoch_ms() -> u64 {
+    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 /// What changes while a session lives.
 #[derive(Debug)]
 pub struct Live {
@@ -132,7 +151,9 @@ pub struct Live {
     /// The catalog version the client has seen (it began on it, or was told of it): list
     /// changes up to it are not announced again.
     pub catalog_seen: AtomicU64,
-    last_seen: Mutex<Instant>,
+    /// When the client was last heard, in ms since [`epoch`]; moved on only when it has moved
+    /// by [`TOUCH_EVERY_MS`], so concurrent requests of one session do not each write it.
+    last_seen: AtomicU64,
     closed: AtomicBool,
 }
 
@@ -144,16 +165,6 @@ pub struct PendingServerRequest {
     pub upstream_id: Value,
     /// The request as the upstream sent it, kept when there are hooks (a reply's hooks see it).
     pub request: Option<Message>,
-}
-
-/// A client request forwarded upstream and not answered yet.
-pub struct InflightCall {
-    /// The connection it went to.
-    pub conn: Connection,
-    /// The id it carries upstream.
-    pub upstream_id: u64,
-    /// Set when the client cancelled it.
-    pub cancelled: Arc<AtomicBool>,
 }
 
 /// The session's own view of the catalog (`views.rs`) and what it was built from: the
@@ -173,8 +184,6 @@ pub struct CatalogView {
 pub struct Routes {
     /// The session's own view of the catalog, when its upstream sessions list something else.
     pub view: Mutex<CatalogView>,
-    /// Client requests in flight, by the client's id (as JSON text).
-    pub inflight: Mutex<foldhash::HashMap<String, InflightCall>>,
     /// Upstream requests sent to the client, by the id the client saw.
     pub server_requests: Mutex<HashMap<String, PendingServerRequest>>,
     /// Requests Sluice itself sent the client (bridging a 2026-07-28 upstream's input
@@ -343,7 +352,7 @@ impl Session {
                 log_level: Mutex::new(None),
                 subscriptions: Mutex::new(HashSet::new()),
                 catalog_seen: AtomicU64::new(0),
-                last_seen: Mutex::new(Instant::now()),
+                last_seen: AtomicU64::new(since_epoch_ms()),
                 closed: AtomicBool::new(false),
             },
             routes: Routes::default(),
@@ -396,6 +405,8 @@ impl Session {
 
     /// Who the client authenticated as.
     pub fn principal(&self) -> Option<Arc<Principal>> {
+        // Never set (the gateway has no auth): no lock taken.
+        self.principal_key.get()?;
         self.principal.read().clone()
     }
 
@@ -522,12 +533,17 @@ impl Session {
 
     /// Record activity (for the idle timeout).
     pub fn touch(&self) {
-        *self.live.last_seen.lock() = Instant::now();
+        let now = since_epoch_ms();
+        let seen = &self.live.last_seen;
+        if now >= seen.load(Ordering::Relaxed) + TOUCH_EVERY_MS {
+            seen.store(now, Ordering::Relaxed);
+        }
     }
 
     /// Seconds since the last activity.
     pub fn idle_secs(&self) -> u64 {
-        self.live.last_seen.lock().elapsed().as_secs()
+        let seen = self.live.last_seen.load(Ordering::Relaxed);
+        since_epoch_ms().saturating_sub(seen) / 1000
     }
 
     /// Mark closed; returns false if it already was.
@@ -550,6 +566,28 @@ pub fn id_key(id: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_touch_resets_the_idle_time_and_concurrent_touches_write_once() {
+        let (s, _rx) = crate::testing::session();
+        assert_eq!(s.idle_secs(), 0);
+        let ago = since_epoch_ms() - 5_000;
+        s.live.last_seen.store(ago, Ordering::Relaxed);
+        assert_eq!(s.idle_secs(), 5);
+        s.touch();
+        assert_eq!(s.idle_secs(), 0);
+        let seen = s.live.last_seen.load(Ordering::Relaxed);
+        assert!(seen > ago);
+        // Within TOUCH_EVERY_MS of it, a touch leaves the time as it is.
+        s.live
+            .last_seen
+            .store(seen + TOUCH_EVERY_MS - 1, Ordering::Relaxed);
+        s.touch();
+        assert_eq!(
+            s.live.last_seen.load(Ordering::Relaxed),
+            seen + TOUCH_EVERY_MS - 1
+        );
+    }
 
     #[test]
     fn sessions_whose_clients_said_the_same_share_one_copy_of_it() {

@@ -10,10 +10,11 @@ use crate::catalog::Catalog;
 use crate::listeners::Listeners;
 use crate::session::Session;
 use arc_swap::ArcSwap;
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 use parking_lot::Mutex;
 use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, Settings};
+use sluice_core::worker::PerThread;
 use sluice_hooks::Chain;
 use sluice_telemetry::{Audit, Call, Caller, Exchange, Telemetry};
 use sluice_upstream::{Slot, SlotEnv, Timing};
@@ -153,9 +154,38 @@ pub struct Changed {
     pub lists: Vec<&'static str>,
 }
 
-/// The registry of live client sessions.
+/// The registry of live client sessions: one table for all, and what each serving thread has
+/// found in it, so that a request finds its session without the lock every thread takes.
 #[derive(Default)]
-pub struct Sessions(Mutex<HashMap<String, Arc<Session>>>);
+pub struct Sessions {
+    all: Mutex<HashMap<String, Arc<Session>>>,
+    /// Sessions each thread has looked up (filled under `all`'s lock, and emptied of a session
+    /// under it when the session is forgotten).
+    seen: PerThread<Mutex<HashSet<ById>>>,
+}
+
+/// A session, found by its id.
+struct ById(Arc<Session>);
+
+impl std::borrow::Borrow<str> for ById {
+    fn borrow(&self) -> &str {
+        &self.0.id
+    }
+}
+
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.id.as_str().hash(state);
+    }
+}
+
+impl PartialEq for ById {
+    fn eq(&self, other: &ById) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for ById {}
 
 /// A cap on live sessions that a new one would pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,7 +199,7 @@ pub enum SessionCap {
 impl Sessions {
     /// Register a new session.
     pub fn add(&self, session: Arc<Session>) {
-        self.0.lock().insert(session.id.clone(), session);
+        self.all.lock().insert(session.id.clone(), session);
     }
 
     /// Would one more session of `principal` pass a cap? `per_principal` applies only to an
@@ -181,7 +211,7 @@ impl Sessions {
         max: u64,
         per_principal: u64,
     ) -> Option<SessionCap> {
-        cap_passed(&self.0.lock(), principal, max, per_principal)
+        cap_passed(&self.all.lock(), principal, max, per_principal)
     }
 
     /// Register a new session unless it would pass a cap (checked and added under one lock).
@@ -192,7 +222,7 @@ impl Sessions {
         per_principal: u64,
     ) -> Result<(), SessionCap> {
         let principal = session.principal();
-        let mut sessions = self.0.lock();
+        let mut sessions = self.all.lock();
         if let Some(cap) = cap_passed(&sessions, principal.as_deref(), max, per_principal) {
             return Err(cap);
         }
@@ -202,36 +232,56 @@ impl Sessions {
 
     /// Register `session` unless one with its id is there already; the one registered.
     pub fn get_or_add(&self, session: Arc<Session>) -> Arc<Session> {
-        self.0
+        self.all
             .lock()
             .entry(session.id.clone())
             .or_insert(session)
             .clone()
     }
 
-    /// Find a live session.
+    /// Find a live session: among those this thread has found before, else in the table.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.0.lock().get(id).cloned()
+        if let Some(s) = self.seen.mine().lock().get(id) {
+            if !s.0.is_closed() {
+                return Some(s.0.clone());
+            }
+        }
+        let all = self.all.lock();
+        let mut seen = self.seen.mine().lock();
+        match all.get(id) {
+            Some(s) => {
+                seen.replace(ById(s.clone()));
+                Some(s.clone())
+            }
+            None => {
+                seen.remove(id);
+                None
+            }
+        }
     }
 
     /// Forget a session.
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
-        self.0.lock().remove(id)
+        let mut all = self.all.lock();
+        for seen in self.seen.mine_first() {
+            seen.lock().remove(id);
+        }
+        all.remove(id)
     }
 
     /// Every live session.
     pub fn all(&self) -> Vec<Arc<Session>> {
-        self.0.lock().values().cloned().collect()
+        self.all.lock().values().cloned().collect()
     }
 
     /// How many sessions are live.
     pub fn len(&self) -> usize {
-        self.0.lock().len()
+        self.all.lock().len()
     }
 
     /// Are there none?
     pub fn is_empty(&self) -> bool {
-        self.0.lock().is_empty()
+        self.all.lock().is_empty()
     }
 }
 
@@ -326,5 +376,49 @@ impl Snapshot {
             audit: self.audit.clone(),
             funnel_prefix: self.funnel_prefix.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    /// A session found on two serving threads is found again on each; once forgotten, on
+    /// neither; and a new session under an ended one's id is the one found.
+    #[test]
+    fn each_thread_finds_a_session_until_it_is_forgotten() {
+        let sessions = Sessions::default();
+        let (s, _out) = testing::session();
+        sessions.add(s.clone());
+        let on = |n: u32, id: &str| {
+            std::thread::scope(|t| {
+                t.spawn(|| {
+                    sluice_core::worker::mark(n);
+                    sessions.get(id)
+                })
+                .join()
+                .expect("thread")
+            })
+        };
+        for _ in 0..2 {
+            for n in [1, 2] {
+                assert!(Arc::ptr_eq(&on(n, "unit").expect("found"), &s));
+            }
+        }
+        assert!(on(1, "other").is_none());
+        assert!(Arc::ptr_eq(&sessions.remove("unit").expect("removed"), &s));
+        for n in [1, 2] {
+            assert!(on(n, "unit").is_none(), "forgotten on thread {n}");
+        }
+        assert_eq!(Arc::strong_count(&s), 1, "no thread keeps it");
+        // An ended session a thread still holds is not found in place of a new one.
+        let (again, _out) = testing::session();
+        sessions.add(again.clone());
+        assert!(Arc::ptr_eq(&on(1, "unit").expect("found"), &again));
+        assert!(again.mark_closed());
+        let (third, _out) = testing::session();
+        sessions.add(third.clone());
+        assert!(Arc::ptr_eq(&on(1, "unit").expect("found"), &third));
     }
 }

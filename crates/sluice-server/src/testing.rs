@@ -83,3 +83,28 @@ pub fn session() -> (
         rx,
     )
 }
+
+/// A connection to an HTTP upstream at a closed port, made without a handshake (nothing is
+/// sent unless a test sends something).
+pub fn connection() -> sluice_upstream::Connection {
+    let spec = sluice_config::UpstreamSpec::http(
+        "unit",
+        "http://127.0.0.1:9/mcp",
+        sluice_config::Transport::Http,
+    );
+    let opts = sluice_upstream::OpenOptions {
+        client_info: json!({"name": "unit"}),
+        capabilities: json!({}),
+        protocol_version: "2025-11-25".into(),
+        connect_timeout: std::time::Duration::from_secs(1),
+        label: "unit".into(),
+        stderr: Default::default(),
+    };
+    let (events, _) = tokio::sync::mpsc::unbounded_channel();
+    let session = sluice_upstream::UpstreamSession {
+        id: "unit-upstream".into(),
+        protocol_version: "2025-11-25".into(),
+        init: json!({}),
+    };
+    sluice_upstream::Connection::adopt(&spec, opts, events, &session).expect("a connection")
+}

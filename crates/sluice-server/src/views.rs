@@ -12,6 +12,7 @@ use crate::control;
 use crate::session::Session;
 use crate::state::Snapshot;
 use sluice_upstream::Status;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Does any upstream of the snapshot give a legacy session a connection of its own?
@@ -39,12 +40,17 @@ pub async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
     futures_util::future::join_all(opens).await;
 }
 
-/// The catalog `session` sees: the gateway's, or its own view when an upstream session of its
-/// own lists something else.
-pub fn catalog_for(snap: &Snapshot, session: &Session) -> Arc<Catalog> {
+/// The catalog `session` sees: the gateway's (borrowed: a call does not write its reference
+/// count), or its own view when an upstream session of its own lists something else.
+pub fn catalog_for<'a>(snap: &'a Snapshot, session: &Session) -> Cow<'a, Arc<Catalog>> {
     if !has_own_sessions(snap, session) {
-        return snap.catalog.clone();
+        return Cow::Borrowed(&snap.catalog);
     }
+    Cow::Owned(own_catalog(snap, session))
+}
+
+/// The catalog of a session with upstream sessions of its own.
+fn own_catalog(snap: &Snapshot, session: &Session) -> Arc<Catalog> {
     let own: Vec<(usize, u64, Arc<sluice_upstream::UpstreamLists>)> = snap
         .slots
         .iter()

@@ -61,14 +61,30 @@ impl Wire {
     }
 }
 
-/// One live MCP session with an upstream. Cheap to clone.
+/// One live MCP session with an upstream. Cheap to clone: one reference count (a call's
+/// clones write one counter, not one per part).
 #[derive(Clone)]
-pub struct Connection {
+pub struct Connection(Arc<Parts>);
+
+/// What a [`Connection`] and its clones share.
+pub struct Parts {
     inner: Arc<Inner>,
-    /// The wire, set once it is started (shared with the clones; kept apart from [`Inner`],
-    /// which the wires hold).
+    /// The wire, set once it is started (kept apart from [`Inner`], which the wires hold).
     wire: Arc<OnceLock<Wire>>,
-    init: Arc<Value>,
+    init: Value,
+}
+
+impl std::ops::Deref for Connection {
+    type Target = Parts;
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
+}
+
+impl Connection {
+    fn of(inner: Arc<Inner>, wire: Arc<OnceLock<Wire>>, init: Value) -> Connection {
+        Connection(Arc::new(Parts { inner, wire, init }))
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -97,11 +113,7 @@ impl Connection {
                 Transport::Local => Wire::Local(local::LocalWire::start(spec, &inner)),
             };
             let _ = wire.set(started);
-            let conn = Connection {
-                inner: inner.clone(),
-                wire: wire.clone(),
-                init: Arc::new(Value::Null),
-            };
+            let conn = Connection::of(inner.clone(), wire.clone(), Value::Null);
             let probe = match (spec.era, spec.transport) {
                 (_, Transport::Sse | Transport::Local) | (Era::Legacy, _) => None,
                 (Era::Auto | Era::Modern, _) => conn.discover(&opts, deadline).await,
@@ -155,11 +167,7 @@ impl Connection {
             Ok(Ok(init)) => {
                 // From now on replies are ordered with the other events.
                 inner.ordered.store(true, Ordering::Release);
-                Ok(Connection {
-                    inner,
-                    wire,
-                    init: Arc::new(init),
-                })
+                Ok(Connection::of(inner, wire, init))
             }
             Ok(Err(e)) => {
                 inner.close(e.to_string());
@@ -198,11 +206,7 @@ impl Connection {
         inner.ordered.store(true, Ordering::Release);
         let wire: Arc<OnceLock<Wire>> = Arc::default();
         let _ = wire.set(Wire::Http(w));
-        Ok(Connection {
-            inner,
-            wire,
-            init: Arc::new(shared.init.clone()),
-        })
+        Ok(Connection::of(inner, wire, shared.init.clone()))
     }
 
     /// The upstream session this connection speaks in (Streamable HTTP with an
@@ -215,7 +219,7 @@ impl Connection {
         Some(UpstreamSession {
             id,
             protocol_version,
-            init: (*self.init).clone(),
+            init: self.init.clone(),
         })
     }
 

@@ -7,8 +7,9 @@
 //! known when its connection is opened, so here a request costs a lock and a pop.
 //!
 //! Per thread: a connection's I/O runs in a task on the runtime that opened it, so an idle
-//! connection is kept with the serving thread that opened it (`sluice_core::worker`) and taken
-//! again only there: a call's upstream round trip never wakes another thread.
+//! connection is kept with the serving thread that opened it (`sluice_core::worker`), in that
+//! thread's own list, and taken again only there: a call's upstream round trip never wakes
+//! another thread, and its take and put never write a line another thread uses.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -17,11 +18,12 @@ use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response};
 use parking_lot::Mutex;
 use sluice_core::error::with_causes;
+use sluice_core::worker::PerThread;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-/// Idle connections kept per upstream host (more are closed).
+/// Idle connections kept per upstream host and serving thread (more are closed).
 const MAX_IDLE: usize = 64;
 /// An idle connection unused for this long is closed instead of reused.
 const IDLE_FOR: Duration = Duration::from_secs(90);
@@ -34,8 +36,8 @@ pub(crate) struct HostPool {
     authority: String,
     /// The `Host` header of its requests.
     host: HeaderValue,
-    /// Idle connections, the most recently used last.
-    idle: Mutex<Vec<Idle>>,
+    /// Each serving thread's idle connections, the most recently used last.
+    idle: PerThread<Mutex<Vec<Idle>>>,
 }
 
 /// An idle connection.
@@ -71,7 +73,7 @@ impl HostPool {
         let pool = Arc::new(HostPool {
             authority: authority.to_string(),
             host: HeaderValue::from_str(host).map_err(|e| format!("bad host {host:?}: {e}"))?,
-            idle: Mutex::new(Vec::new()),
+            idle: PerThread::default(),
         });
         pools.insert(key, Arc::downgrade(&pool));
         Ok(pool)
@@ -117,17 +119,23 @@ impl HostPool {
     }
 
     /// An idle connection of thread `home` ready for a request, if one is left (the stale
-    /// ones met on the way are closed).
+    /// ones met on the way are closed: one idle for `IDLE_FOR`, and every one older).
     fn take(&self, home: u32) -> Option<Sender> {
-        let mut idle = self.idle.lock();
+        let mut idle = self.idle.of(home).lock();
+        let now = Instant::now();
         let mut i = idle.len();
         while i > 0 {
             i -= 1;
             let c = &idle[i];
-            if !c.sender.is_ready() || c.since.elapsed() >= IDLE_FOR {
+            if now.saturating_duration_since(c.since) >= IDLE_FOR {
+                idle.drain(..=i);
+                return None;
+            }
+            if !c.sender.is_ready() {
                 idle.remove(i);
                 continue;
             }
+            // Two threads share a list only past `worker::SLOTS` threads.
             if c.home == home {
                 return Some(idle.remove(i).sender);
             }
@@ -155,7 +163,7 @@ impl HostPool {
 
     /// Keep `sender` for the next request (the most recently used is taken first).
     fn put(&self, sender: Sender, home: u32) {
-        let mut idle = self.idle.lock();
+        let mut idle = self.idle.of(home).lock();
         if idle.len() < MAX_IDLE {
             idle.push(Idle {
                 sender,
@@ -275,7 +283,7 @@ mod tests {
             assert_eq!(read(&pool).await, "ok");
             // Back in the pool once the connection's task has seen the end of the reply.
             for _ in 0..200 {
-                if !pool.idle.lock().is_empty() {
+                if !idle_homes(&pool).is_empty() {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -284,10 +292,24 @@ mod tests {
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 
+    /// The serving thread of each idle connection, slot by slot.
+    fn idle_homes(pool: &HostPool) -> Vec<u32> {
+        (0..sluice_core::worker::SLOTS as u32)
+            .flat_map(|n| {
+                pool.idle
+                    .of(n)
+                    .lock()
+                    .iter()
+                    .map(|c| c.home)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// Waits (bounded) until `pool` holds `n` idle connections.
     async fn idle_count(pool: &Arc<HostPool>, n: usize) {
         for _ in 0..200 {
-            if pool.idle.lock().len() == n {
+            if idle_homes(pool).len() == n {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -307,10 +329,8 @@ mod tests {
         assert_eq!(read(&pool).await, "ok");
         idle_count(&pool, 2).await;
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
-        assert_eq!(
-            pool.idle.lock().iter().map(|c| c.home).collect::<Vec<_>>(),
-            [0, 1]
-        );
+        assert_eq!(idle_homes(&pool), [0, 1]);
+        assert_eq!(pool.idle.of(1).lock().len(), 1, "in thread 1's own list");
         assert_eq!(read(&pool).await, "ok");
         sluice_core::worker::mark(0);
         assert_eq!(read(&pool).await, "ok");
@@ -327,7 +347,7 @@ mod tests {
         assert_eq!(read(&pool).await, "ok");
         // Until its task has seen the server close it.
         for _ in 0..200 {
-            if pool.idle.lock().iter().all(|c| c.sender.is_closed()) {
+            if pool.idle.mine().lock().iter().all(|c| c.sender.is_closed()) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -343,7 +363,7 @@ mod tests {
         let pool = HostPool::of(&addr, &addr).expect("a pool");
         let (_resp, lease) = pool.send(get("/mcp")).await.expect("a reply");
         drop(lease);
-        assert!(pool.idle.lock().is_empty());
+        assert!(idle_homes(&pool).is_empty());
         assert_eq!(read(&pool).await, "ok");
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
@@ -372,13 +392,13 @@ mod tests {
             assert_eq!(chunks[0].as_deref().expect("data"), b"data: 1");
             // Back in the pool once the connection's task has seen the end of the reply.
             for _ in 0..200 {
-                if !pool.idle.lock().is_empty() {
+                if !idle_homes(&pool).is_empty() {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             assert_eq!(
-                pool.idle.lock().len(),
+                idle_homes(&pool).len(),
                 1,
                 "the connection is idle in its pool"
             );

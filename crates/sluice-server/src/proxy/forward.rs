@@ -5,13 +5,12 @@
 
 use crate::calls::CallRoute;
 use crate::channel::{Outcome, Sink};
-use crate::session::{id_key, InflightCall, Session};
+use crate::session::Session;
 use crate::state::{Snapshot, State};
 use serde_json::{json, Value};
 use sluice_core::{codes, headers, Message, RpcError};
 use sluice_telemetry::{ClientOp, UpstreamSpan};
-use sluice_upstream::{Connection, ExtraHeaders, Slot, Status, UpstreamError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use sluice_upstream::{ExtraHeaders, Slot, Status, UpstreamError};
 use std::sync::Arc;
 
 /// How many `input_required` rounds Sluice runs for a legacy client before giving up.
@@ -115,6 +114,7 @@ async fn call_once(
         }
         None => None,
     };
+    // Recorded in this thread's part of the call table; a cancellation takes it out.
     st.rt.calls.track(
         conn.serial(),
         up_id,
@@ -122,44 +122,43 @@ async fn call_once(
             session: session.clone(),
             progress_token,
             sink: sink.clone(),
-        },
-    );
-    let cancelled = Arc::new(AtomicBool::new(false));
-    let key = id_key(&client_id);
-    session.routes.inflight.lock().insert(
-        key.clone(),
-        InflightCall {
+            client_id: client_id.clone(),
             conn: conn.clone(),
-            upstream_id: up_id,
-            cancelled: cancelled.clone(),
         },
     );
     // Forget the call however this ends (a reply, or the caller dropping the future when its
     // client went away).
     struct Untrack<'a> {
         st: &'a State,
-        session: &'a Session,
-        conn: &'a Connection,
+        serial: u64,
         up_id: u64,
-        key: String,
+        done: bool,
+    }
+    impl Untrack<'_> {
+        /// Forget the call; false if a cancellation took it out first.
+        fn finish(mut self) -> bool {
+            self.done = true;
+            self.st.rt.calls.untrack(self.serial, self.up_id)
+        }
     }
     impl Drop for Untrack<'_> {
         fn drop(&mut self) {
-            self.session.routes.inflight.lock().remove(&self.key);
-            self.st.rt.calls.untrack(self.conn.serial(), self.up_id);
+            if !self.done {
+                self.st.rt.calls.untrack(self.serial, self.up_id);
+            }
         }
     }
     let untrack = Untrack {
         st,
-        session,
-        conn: &conn,
+        serial: conn.serial(),
         up_id,
-        key,
+        done: false,
     };
     let result = conn
         .call_with_headers(up_id, msg, slot.timeout(), &headers)
         .await;
-    drop(untrack);
+    // Gone from the table while its session lives: the client cancelled it.
+    let cancelled = !untrack.finish() && !session.is_closed();
     let answer = result.as_ref().map_err(|e| {
         let kind = match e {
             UpstreamError::Timeout(_) => "timeout",
@@ -173,7 +172,7 @@ async fn call_once(
         }
         op.finish(answer);
     }
-    if cancelled.load(Ordering::SeqCst) {
+    if cancelled {
         return Outcome::Cancelled(client_id);
     }
     let reply = match result {
@@ -389,14 +388,14 @@ pub async fn set_level(snap: &Snapshot, session: &Arc<Session>, msg: &Message) {
 
 /// The client cancelled one of its requests: tell the upstream (with its id) and stop waiting.
 pub fn cancel(st: &State, session: &Session, client_id: &Value, reason: Option<&Value>) {
-    let call = session.routes.inflight.lock().remove(&id_key(client_id));
-    let Some(call) = call else { return };
-    call.cancelled.store(true, Ordering::SeqCst);
-    let mut params = json!({"requestId": call.upstream_id});
+    let Some((upstream_id, call)) = st.rt.calls.take_by_client(session, client_id) else {
+        return;
+    };
+    let mut params = json!({"requestId": upstream_id});
     if let Some(r) = reason {
         params["reason"] = r.clone();
     }
     let _ = call.conn.notify("notifications/cancelled", Some(params));
-    call.conn.forget(call.upstream_id);
-    st.rt.calls.untrack(call.conn.serial(), call.upstream_id);
+    // Its caller stops waiting, and finds the call gone from the table.
+    call.conn.forget(upstream_id);
 }

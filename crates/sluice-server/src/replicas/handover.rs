@@ -230,19 +230,14 @@ pub(super) fn continue_retry(
 
 /// A client cancelled a request this replica is not running: every replica hears it, and the
 /// one running it stops it (a call runs where its POST landed).
-pub async fn forward_cancel(c: &Cluster, session: &Session, msg: &Message) {
+pub async fn forward_cancel(st: &State, c: &Cluster, session: &Session, msg: &Message) {
     if msg.method() != Some("notifications/cancelled") {
         return;
     }
     let Some(request) = msg.params().and_then(|p| p.get("requestId")) else {
         return;
     };
-    if session
-        .routes
-        .inflight
-        .lock()
-        .contains_key(&crate::session::id_key(request))
-    {
+    if st.rt.calls.has_client_call(session, request) {
         return;
     }
     let payload = json!({"f": &*c.replica, "s": session.id, "m": msg.to_json()}).to_string();

@@ -296,7 +296,7 @@ async fn post(
         if Box::pin(replicas::forward_reply(c, &session, &msg)).await {
             return StatusCode::ACCEPTED.into_response();
         }
-        Box::pin(replicas::forward_cancel(c, &session, &msg)).await;
+        Box::pin(replicas::forward_cancel(gw, c, &session, &msg)).await;
     }
     match msg.kind() {
         Kind::Notification | Kind::Response | Kind::Error => {
