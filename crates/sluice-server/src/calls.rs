@@ -26,6 +26,13 @@ pub struct CallRoute {
     pub conn: Connection,
 }
 
+impl CallRoute {
+    /// Is this the call of `session` the client gave the id whose key is `client_key`?
+    fn is(&self, session: &Session, client_key: &str) -> bool {
+        std::ptr::eq(&*self.session, session) && id_key(&self.client_id) == client_key
+    }
+}
+
 /// One serving thread's calls, by (connection serial, upstream id).
 type Shard = Mutex<HashMap<(u64, u64), CallRoute>>;
 
@@ -59,10 +66,7 @@ impl CallTable {
         let key = id_key(client_id);
         self.shards().find_map(|shard| {
             let mut calls = shard.lock();
-            let found = *calls
-                .iter()
-                .find(|(_, r)| std::ptr::eq(&*r.session, session) && id_key(&r.client_id) == key)?
-                .0;
+            let found = *calls.iter().find(|(_, r)| r.is(session, &key))?.0;
             calls.remove(&found).map(|r| (found.1, r))
         })
     }
@@ -70,22 +74,17 @@ impl CallTable {
     /// Is a call of `session` with the client's `client_id` in flight?
     pub fn has_client_call(&self, session: &Session, client_id: &Value) -> bool {
         let key = id_key(client_id);
-        self.shards().any(|shard| {
-            shard
-                .lock()
-                .values()
-                .any(|r| std::ptr::eq(&*r.session, session) && id_key(&r.client_id) == key)
-        })
+        self.any(|r| r.is(session, &key))
     }
 
     /// Has `session` a call in flight?
     pub fn has_session_calls(&self, session: &Session) -> bool {
-        self.shards().any(|shard| {
-            shard
-                .lock()
-                .values()
-                .any(|r| std::ptr::eq(&*r.session, session))
-        })
+        self.any(|r| std::ptr::eq(&*r.session, session))
+    }
+
+    /// Is any call in flight one that `f` picks?
+    fn any(&self, f: impl Fn(&CallRoute) -> bool) -> bool {
+        self.shards().any(|shard| shard.lock().values().any(&f))
     }
 
     /// Look a call up and take what `f` reads from it.

@@ -132,27 +132,23 @@ async fn call_once(
         st: &'a State,
         serial: u64,
         up_id: u64,
-        done: bool,
     }
     impl Untrack<'_> {
         /// Forget the call; false if a cancellation took it out first.
-        fn finish(mut self) -> bool {
-            self.done = true;
-            self.st.rt.calls.untrack(self.serial, self.up_id)
+        fn finish(self) -> bool {
+            let this = std::mem::ManuallyDrop::new(self);
+            this.st.rt.calls.untrack(this.serial, this.up_id)
         }
     }
     impl Drop for Untrack<'_> {
         fn drop(&mut self) {
-            if !self.done {
-                self.st.rt.calls.untrack(self.serial, self.up_id);
-            }
+            self.st.rt.calls.untrack(self.serial, self.up_id);
         }
     }
     let untrack = Untrack {
         st,
         serial: conn.serial(),
         up_id,
-        done: false,
     };
     let result = conn
         .call_with_headers(up_id, msg, slot.timeout(), &headers)
