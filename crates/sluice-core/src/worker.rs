@@ -6,6 +6,8 @@
 //! [`PerThread`] keeps one value per serving thread, each on cache lines of its own: what
 //! every call writes (a table of calls in flight, a pool's idle connections) is written by
 //! one thread only, and no write of one thread takes a line from under another's.
+//! [`Sharded`] splits a table by key the same way: what a call writes of its own key's entry
+//! (a lock) is seldom on the line another key's call writes.
 
 use std::cell::Cell;
 
@@ -31,9 +33,17 @@ pub const SLOTS: usize = 16;
 pub struct PerThread<T>(Box<[Padded<T>]>);
 
 /// A value alone on its cache lines (128 bytes: two lines, as the CPU fetches them in pairs).
+/// In an `Arc`, its reference counts share those lines, and no other allocation does.
 #[repr(align(128))]
 #[derive(Default)]
-struct Padded<T>(T);
+pub struct Padded<T>(pub T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 impl<T: Default> Default for PerThread<T> {
     fn default() -> PerThread<T> {
@@ -56,6 +66,32 @@ impl<T> PerThread<T> {
     pub fn mine_first(&self) -> impl Iterator<Item = &T> {
         let mine = current() as usize % SLOTS;
         self.0[mine..].iter().chain(&self.0[..mine]).map(|p| &p.0)
+    }
+}
+
+/// How many shards a [`Sharded`] has.
+pub const SHARDS: usize = 32;
+
+/// A table split in [`SHARDS`] parts by the hash of a key, each on cache lines of its own.
+pub struct Sharded<T>(Box<[Padded<T>]>);
+
+impl<T: Default> Default for Sharded<T> {
+    fn default() -> Sharded<T> {
+        Sharded((0..SHARDS).map(|_| Padded::default()).collect())
+    }
+}
+
+impl<T> Sharded<T> {
+    /// The shard of `key`.
+    pub fn of(&self, key: &str) -> &T {
+        use std::hash::BuildHasher;
+        static SEED: foldhash::fast::FixedState = foldhash::fast::FixedState::with_seed(0x5eed);
+        &self.0[SEED.hash_one(key) as usize % SHARDS].0
+    }
+
+    /// Every shard.
+    pub fn all(&self) -> impl Iterator<Item = &T> {
+        self.0.iter().map(|p| &p.0)
     }
 }
 
@@ -95,6 +131,29 @@ mod tests {
         let a = slots.mine_first().next().expect("a slot") as *const u8 as usize;
         let b = slots.mine_first().nth(1).expect("a slot") as *const u8 as usize;
         assert_eq!(b - a, 128);
+    }
+
+    #[test]
+    fn a_key_has_one_shard_and_keys_spread() {
+        let shards: super::Sharded<std::sync::Mutex<Vec<String>>> = Default::default();
+        for n in 0..256 {
+            let key = format!("session-{n}");
+            shards.of(&key).lock().expect("shard").push(key);
+        }
+        for n in 0..256 {
+            let key = format!("session-{n}");
+            assert!(shards.of(&key).lock().expect("shard").contains(&key));
+        }
+        let sizes: Vec<usize> = shards
+            .all()
+            .map(|s| s.lock().expect("shard").len())
+            .collect();
+        assert_eq!(sizes.len(), super::SHARDS);
+        assert_eq!(sizes.iter().sum::<usize>(), 256);
+        assert!(
+            sizes.iter().all(|n| *n > 0),
+            "every shard holds some of 256 keys: {sizes:?}"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use sluice_upstream::{Slot, SlotEnv, SlotEvent, Timing};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// The receiving ends of the state's channels, for the inbound driver.
@@ -86,7 +86,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         sessions: Sessions::default(),
         calls: Default::default(),
         listeners: Listeners::default(),
-        traffic: broadcast::channel(4096).0,
+        traffic: crate::state::Traffic::new(4096),
         counted: Default::default(),
         changes: changes_tx,
         telemetry: sluice_telemetry::Telemetry::start(&config.settings.telemetry),
@@ -583,7 +583,12 @@ pub async fn shutdown(st: &State) {
     let controls: Vec<_> = snap
         .slots
         .iter()
-        .filter_map(|s| s.state.lock().control.take())
+        .filter_map(|s| {
+            let mut st = s.state.lock();
+            let control = st.control.take();
+            s.publish(&st);
+            control
+        })
         .collect();
     for c in controls {
         c.shutdown().await;

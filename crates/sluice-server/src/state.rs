@@ -18,7 +18,7 @@ use sluice_core::worker::PerThread;
 use sluice_hooks::Chain;
 use sluice_telemetry::{Audit, Call, Caller, Exchange, Telemetry};
 use sluice_upstream::{Slot, SlotEnv, Timing};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -26,8 +26,26 @@ use tokio_util::sync::CancellationToken;
 /// The whole state: what is in force, and what is happening.
 pub struct State {
     snapshot: ArcSwap<Snapshot>,
+    /// Each serving thread's handle on the snapshot in force (see [`State::held`]); emptied
+    /// when another is put in force, so none keeps an old one alive.
+    held: PerThread<Mutex<Option<Held>>>,
     /// What is happening.
     pub rt: Runtime,
+}
+
+/// The snapshot in force, as a serving thread holds it: an `Arc` of the thread's own around
+/// the shared one, so a request's clones and drops write a count only that thread writes
+/// (the shared `Arc`'s count is written by every thread's requests).
+#[derive(Clone)]
+// Not redundant: the outer `Arc` is the thread's own, the point of the type.
+#[allow(clippy::redundant_allocation)]
+pub struct Held(Arc<Arc<Snapshot>>);
+
+impl std::ops::Deref for Held {
+    type Target = Snapshot;
+    fn deref(&self) -> &Snapshot {
+        &self.0
+    }
 }
 
 impl State {
@@ -35,8 +53,23 @@ impl State {
     pub fn new(snapshot: Snapshot, rt: Runtime) -> State {
         State {
             snapshot: ArcSwap::from_pointee(snapshot),
+            held: PerThread::default(),
             rt,
         }
+    }
+
+    /// [`State::snapshot`], through this thread's handle (the hot path's way: see [`Held`]).
+    pub fn held(&self) -> Held {
+        let current = self.snapshot.load();
+        let mut mine = self.held.mine().lock();
+        if let Some(held) = &*mine {
+            if Arc::ptr_eq(&*held.0, &*current) {
+                return held.clone();
+            }
+        }
+        let held = Held(Arc::new(arc_swap::Guard::into_inner(current)));
+        *mine = Some(held.clone());
+        held
     }
 
     /// What is in force now: a request loads it once and passes it down.
@@ -47,14 +80,17 @@ impl State {
     /// Put a new snapshot in force (callers hold `rt.swapping`).
     pub(crate) fn store(&self, snapshot: Snapshot) {
         self.snapshot.store(Arc::new(snapshot));
+        for held in self.held.mine_first() {
+            let old = held.lock().take();
+            // Dropped unlocked: it may be the last handle on the old snapshot.
+            drop(old);
+        }
     }
 
     /// Is anyone recording exchanges (the audit log, the admin listener's counters, or a live
     /// traffic subscriber)?
     pub fn observed(&self, snap: &Snapshot) -> bool {
-        snap.audit.enabled()
-            || self.rt.traffic.receiver_count() > 0
-            || self.rt.counted.get().is_some()
+        snap.audit.enabled() || self.rt.traffic.watched() || self.rt.counted.get().is_some()
     }
 
     /// Record one exchange: to the audit log, the admin listener's counters and live traffic
@@ -71,7 +107,7 @@ impl State {
         call: Call<'_>,
         task: Option<&str>,
     ) {
-        let watchers = self.rt.traffic.receiver_count() > 0;
+        let watchers = self.rt.traffic.watched();
         let counted = self.rt.counted.get();
         if !snap.audit.enabled() && !watchers && counted.is_none() {
             return;
@@ -93,7 +129,7 @@ impl State {
             metrics.observe(exchange.clone());
         }
         if watchers {
-            let _ = self.rt.traffic.send(exchange);
+            self.rt.traffic.send(exchange);
         }
     }
 }
@@ -107,7 +143,7 @@ pub struct Runtime {
     /// `subscriptions/listen` streams of 2026-07-28 clients.
     pub listeners: Listeners,
     /// Live traffic: every recorded exchange (serialized, the audit line's shape).
-    pub traffic: broadcast::Sender<Arc<Exchange>>,
+    pub traffic: Traffic,
     /// The admin listener's counters, once it runs: every recorded exchange is counted in
     /// the thread that served it (no hand-over to another task, no wake-up per call).
     pub counted: std::sync::OnceLock<Arc<sluice_telemetry::Metrics>>,
@@ -379,6 +415,65 @@ impl Snapshot {
     }
 }
 
+/// Live traffic: a broadcast of every recorded exchange, and how many watch it, in a count
+/// that a call only reads (a broadcast channel's own count is behind its lock).
+pub struct Traffic {
+    tx: broadcast::Sender<Arc<Exchange>>,
+    watchers: Arc<AtomicUsize>,
+}
+
+impl Traffic {
+    /// A channel keeping the last `capacity` exchanges for slow watchers.
+    pub fn new(capacity: usize) -> Traffic {
+        Traffic {
+            tx: broadcast::channel(capacity).0,
+            watchers: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Does anyone watch?
+    pub fn watched(&self) -> bool {
+        self.watchers.load(Ordering::Relaxed) > 0
+    }
+
+    /// Watch from now on, until the watcher is dropped.
+    pub fn subscribe(&self) -> Watcher {
+        self.watchers.fetch_add(1, Ordering::Relaxed);
+        Watcher {
+            rx: self.tx.subscribe(),
+            watchers: self.watchers.clone(),
+        }
+    }
+
+    fn send(&self, exchange: Arc<Exchange>) {
+        let _ = self.tx.send(exchange);
+    }
+}
+
+/// One watcher of the live traffic.
+pub struct Watcher {
+    rx: broadcast::Receiver<Arc<Exchange>>,
+    watchers: Arc<AtomicUsize>,
+}
+
+impl Watcher {
+    /// The next exchange (`Lagged`: this many were missed).
+    pub async fn recv(&mut self) -> Result<Arc<Exchange>, broadcast::error::RecvError> {
+        self.rx.recv().await
+    }
+
+    /// The next exchange if one is there.
+    pub fn try_recv(&mut self) -> Result<Arc<Exchange>, broadcast::error::TryRecvError> {
+        self.rx.try_recv()
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.watchers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,5 +515,46 @@ mod tests {
         let (third, _out) = testing::session();
         sessions.add(third.clone());
         assert!(Arc::ptr_eq(&on(1, "unit").expect("found"), &third));
+    }
+
+    /// A serving thread's requests share one handle of its own on the snapshot in force; a
+    /// new snapshot empties every thread's handle, so none keeps the old one alive.
+    #[test]
+    fn each_thread_holds_the_snapshot_in_force_and_none_keeps_an_old_one() {
+        let st = testing::state(&[], &[]);
+        let on = |n: u32| {
+            std::thread::scope(|t| {
+                t.spawn(|| {
+                    sluice_core::worker::mark(n);
+                    st.held()
+                })
+                .join()
+                .expect("thread")
+            })
+        };
+        let (a, again, b) = (on(1), on(1), on(2));
+        assert!(Arc::ptr_eq(&a.0, &again.0), "one handle per thread");
+        assert!(!Arc::ptr_eq(&a.0, &b.0), "each thread its own handle");
+        assert!(Arc::ptr_eq(&*a.0, &*b.0), "on one snapshot");
+        assert!(Arc::ptr_eq(&*a.0, &st.snapshot()), "the one in force");
+        let old = Arc::downgrade(&*a.0);
+        drop((a, again, b));
+        crate::control::rebuild_catalog(&st, None);
+        assert!(old.upgrade().is_none(), "no thread keeps the old snapshot");
+        let now = on(1);
+        assert!(Arc::ptr_eq(&*now.0, &st.snapshot()), "the new one in force");
+    }
+
+    /// Live traffic counts its watchers as they come and go.
+    #[test]
+    fn traffic_is_watched_while_a_watcher_lives() {
+        let traffic = Traffic::new(4);
+        assert!(!traffic.watched());
+        let one = traffic.subscribe();
+        let two = traffic.subscribe();
+        drop(one);
+        assert!(traffic.watched(), "one watcher is left");
+        drop(two);
+        assert!(!traffic.watched());
     }
 }

@@ -41,8 +41,11 @@ pub fn state(files: &[(&str, Value)], lists: &[(&str, UpstreamLists, Value)]) ->
             s.status = Some(Status::Up);
             s.lists = Some(l.clone());
             s.init = Some(json!({"capabilities": caps, "serverInfo": {"name": slot.spec.id}}));
+            slot.publish(&s);
         } else if slot.spec.enabled {
-            slot.state.lock().status = Some(Status::Down("it crashed".into()));
+            let mut s = slot.state.lock();
+            s.status = Some(Status::Down("it crashed".into()));
+            slot.publish(&s);
         }
     }
     control::rebuild_catalog(&st, None);

@@ -11,7 +11,6 @@ use crate::catalog::Catalog;
 use crate::control;
 use crate::session::Session;
 use crate::state::Snapshot;
-use sluice_upstream::Status;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -28,9 +27,7 @@ pub async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
         return;
     }
     let opens = snap.slots.iter().filter(|slot| {
-        slot.per_session()
-            && slot.status() == Status::Up
-            && slot.session_connection(&session.id).is_none()
+        slot.per_session() && slot.is_up() && !slot.has_session_connection(&session.id)
     });
     let opens = opens.map(|slot| async move {
         if let Err(e) = slot.connection_for(session.upstream_ref()).await {
@@ -46,11 +43,15 @@ pub fn catalog_for<'a>(snap: &'a Snapshot, session: &Session) -> Cow<'a, Arc<Cat
     if !has_own_sessions(snap, session) {
         return Cow::Borrowed(&snap.catalog);
     }
-    Cow::Owned(own_catalog(snap, session))
+    match own_catalog(snap, session) {
+        Some(own) => Cow::Owned(own),
+        None => Cow::Borrowed(&snap.catalog),
+    }
 }
 
-/// The catalog of a session with upstream sessions of its own.
-fn own_catalog(snap: &Snapshot, session: &Session) -> Arc<Catalog> {
+/// The catalog of a session with upstream sessions of its own (`None`: they list what the
+/// gateway's catalog shows).
+fn own_catalog(snap: &Snapshot, session: &Session) -> Option<Arc<Catalog>> {
     let own: Vec<(usize, u64, Arc<sluice_upstream::UpstreamLists>)> = snap
         .slots
         .iter()
@@ -59,13 +60,13 @@ fn own_catalog(snap: &Snapshot, session: &Session) -> Arc<Catalog> {
         .filter_map(|(i, s)| s.session_lists(&session.id).map(|(g, l)| (i, g, l)))
         .collect();
     if own.is_empty() {
-        return snap.catalog.clone();
+        return None;
     }
     let key: Vec<(usize, u64)> = own.iter().map(|(i, g, _)| (*i, *g)).collect();
     let mut view = session.routes.view.lock();
     if let Some(c) = &view.catalog {
         if view.base == snap.catalog.version && view.key == key {
-            return c.clone();
+            return Some(c.clone());
         }
     }
     let lists: Vec<Option<Arc<sluice_upstream::UpstreamLists>>> = snap
@@ -94,5 +95,5 @@ fn own_catalog(snap: &Snapshot, session: &Session) -> Arc<Catalog> {
     view.base = snap.catalog.version;
     view.key = key;
     view.catalog = Some(catalog.clone());
-    catalog
+    Some(catalog)
 }

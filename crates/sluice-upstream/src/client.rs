@@ -17,8 +17,9 @@ use std::time::Duration;
 #[derive(Clone)]
 pub(crate) enum Client {
     /// hyper, for `http://` with no proxy in the environment: the host's pool and the
-    /// request target (the URL's path and query).
-    Plain(Arc<(Arc<HostPool>, hyper::Uri)>),
+    /// request target (the URL's path and query, checked; each request parses its own copy,
+    /// as a clone of one `Uri` would write its shared count on every call).
+    Plain(Arc<(Arc<HostPool>, Box<str>)>),
     /// reqwest, for `https://` or through a proxy.
     Reqwest(reqwest::Client),
 }
@@ -74,7 +75,7 @@ impl Client {
                 let (pool, target) = &**plain;
                 let mut req = hyper::Request::new(Full::new(body.unwrap_or_default()));
                 *req.method_mut() = method;
-                *req.uri_mut() = target.clone();
+                *req.uri_mut() = hyper::Uri::try_from(&**target).map_err(|e| e.to_string())?;
                 *req.headers_mut() = headers;
                 let (resp, lease) = pool.send(req).await?;
                 let (parts, body) = resp.into_parts();
@@ -101,7 +102,7 @@ impl Client {
 }
 
 /// The pool and the request target of a plain `http://` URL (`None`: not one hyper can take).
-fn plain_target(url: &reqwest::Url) -> Option<Arc<(Arc<HostPool>, hyper::Uri)>> {
+fn plain_target(url: &reqwest::Url) -> Option<Arc<(Arc<HostPool>, Box<str>)>> {
     let host = url.host_str()?;
     let port = url.port_or_known_default()?;
     let header = match url.port() {
@@ -113,7 +114,8 @@ fn plain_target(url: &reqwest::Url) -> Option<Arc<(Arc<HostPool>, hyper::Uri)>> 
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_string(),
     };
-    Some(Arc::new((pool, target.parse().ok()?)))
+    target.parse::<hyper::Uri>().ok()?;
+    Some(Arc::new((pool, target.into())))
 }
 
 enum Body {

@@ -9,7 +9,10 @@
 //! Per thread: a connection's I/O runs in a task on the runtime that opened it, so an idle
 //! connection is kept with the serving thread that opened it (`sluice_core::worker`), in that
 //! thread's own list, and taken again only there: a call's upstream round trip never wakes
-//! another thread, and its take and put never write a line another thread uses.
+//! another thread, and its take and put never write a line another thread uses. A lent
+//! connection holds its thread's list (its own `Arc`), not the pool, and a request's target
+//! and `Host` are copied, not shared: a call writes no reference count that another thread's
+//! calls write.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -18,7 +21,7 @@ use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response};
 use parking_lot::Mutex;
 use sluice_core::error::with_causes;
-use sluice_core::worker::PerThread;
+use sluice_core::worker::{Padded, PerThread};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -35,10 +38,13 @@ pub(crate) struct HostPool {
     /// Where to connect (`host:port`).
     authority: String,
     /// The `Host` header of its requests.
-    host: HeaderValue,
+    host: Box<str>,
     /// Each serving thread's idle connections, the most recently used last.
-    idle: PerThread<Mutex<Vec<Idle>>>,
+    idle: PerThread<IdleList>,
 }
+
+/// One serving thread's idle connections to a host.
+type IdleList = Arc<Padded<Mutex<Vec<Idle>>>>;
 
 /// An idle connection.
 struct Idle {
@@ -52,7 +58,8 @@ struct Idle {
 /// to the end (or closed, when it never is).
 pub(crate) struct Lease {
     sender: Option<Sender>,
-    pool: Arc<HostPool>,
+    /// The list it goes back to: its thread's.
+    list: IdleList,
     home: u32,
     /// The response's body was read to the end.
     done: bool,
@@ -72,7 +79,9 @@ impl HostPool {
         pools.retain(|_, p| p.strong_count() > 0);
         let pool = Arc::new(HostPool {
             authority: authority.to_string(),
-            host: HeaderValue::from_str(host).map_err(|e| format!("bad host {host:?}: {e}"))?,
+            host: HeaderValue::from_str(host)
+                .map_err(|e| format!("bad host {host:?}: {e}"))
+                .map(|_| host.into())?,
             idle: PerThread::default(),
         });
         pools.insert(key, Arc::downgrade(&pool));
@@ -83,11 +92,13 @@ impl HostPool {
     /// request that an idle connection could not take (the upstream closed it meanwhile) goes
     /// on a new connection.
     pub(crate) async fn send(
-        self: &Arc<Self>,
+        &self,
         mut req: Request<Full<Bytes>>,
     ) -> Result<(Response<hyper::body::Incoming>, Lease), String> {
         if !req.headers().contains_key(HOST) {
-            req.headers_mut().insert(HOST, self.host.clone());
+            // A copy: a clone of one shared value would write its count on every call.
+            let host = HeaderValue::from_str(&self.host).map_err(|e| e.to_string())?;
+            req.headers_mut().insert(HOST, host);
         }
         let home = sluice_core::worker::current();
         while let Some(mut sender) = self.take(home) {
@@ -109,10 +120,10 @@ impl HostPool {
         Ok((resp, self.lease(sender, home)))
     }
 
-    fn lease(self: &Arc<Self>, sender: Sender, home: u32) -> Lease {
+    fn lease(&self, sender: Sender, home: u32) -> Lease {
         Lease {
             sender: Some(sender),
-            pool: self.clone(),
+            list: self.idle.of(home).clone(),
             home,
             done: false,
         }
@@ -160,17 +171,17 @@ impl HostPool {
         });
         Ok(sender)
     }
+}
 
-    /// Keep `sender` for the next request (the most recently used is taken first).
-    fn put(&self, sender: Sender, home: u32) {
-        let mut idle = self.idle.of(home).lock();
-        if idle.len() < MAX_IDLE {
-            idle.push(Idle {
-                sender,
-                since: Instant::now(),
-                home,
-            });
-        }
+/// Keep `sender` in `list` for the next request (the most recently used is taken first).
+fn put(list: &IdleList, sender: Sender, home: u32) {
+    let mut idle = list.lock();
+    if idle.len() < MAX_IDLE {
+        idle.push(Idle {
+            sender,
+            since: Instant::now(),
+            home,
+        });
     }
 }
 
@@ -191,16 +202,16 @@ impl Drop for Lease {
             return;
         }
         if sender.is_ready() {
-            self.pool.put(sender, self.home);
+            put(&self.list, sender, self.home);
             return;
         }
         // The connection's task has not yet seen the end of the response: it goes back once
         // it has.
-        let (pool, home) = (self.pool.clone(), self.home);
+        let (list, home) = (self.list.clone(), self.home);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 if sender.ready().await.is_ok() {
-                    pool.put(sender, home);
+                    put(&list, sender, home);
                 }
             });
         }

@@ -19,7 +19,11 @@ impl Slot {
     /// What the session's own connection lists, when it differs from the control
     /// connection's: a generation number (it changes with every re-listing) and the lists.
     pub fn session_lists(&self, session_id: &str) -> Option<(u64, Arc<UpstreamLists>)> {
-        self.session_lists.lock().get(session_id).cloned()
+        self.session_lists
+            .of(session_id)
+            .lock()
+            .get(session_id)
+            .cloned()
     }
 
     /// Read the lists on a session's own connection and keep them when they differ from the
@@ -38,7 +42,7 @@ impl Slot {
             }
         };
         let same = self.state.lock().lists.as_ref() == Some(&lists);
-        let mut kept = self.session_lists.lock();
+        let mut kept = self.session_lists.of(session_id).lock();
         if same {
             return kept.remove(session_id).is_some();
         }

@@ -16,8 +16,9 @@ use foldhash::HashMap;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_config::{Isolation, Transport, UpstreamSpec};
+use sluice_core::worker::Sharded;
 use sluice_core::{codes, RpcError};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch, Notify, OnceCell};
@@ -167,6 +168,9 @@ impl SessionRef<'_> {
     }
 }
 
+/// A session's own connection, opened once.
+type SessionCell = Arc<OnceCell<Connection>>;
+
 /// A session's own lists: a generation number and the lists.
 pub(crate) type SessionLists = (u64, Arc<UpstreamLists>);
 
@@ -179,18 +183,25 @@ pub struct Slot {
     stop: Notify,
     /// The configuration.
     pub spec: UpstreamSpec,
-    /// Live state.
+    /// Live state. Who changes its status or control connection calls [`Slot::publish`]
+    /// under the same lock.
     pub state: Mutex<SlotState>,
+    /// What every call asks of the state (up? modern?), published from it at each change:
+    /// reading it writes nothing, where the state's lock is written by every thread's calls.
+    hot: AtomicU8,
     /// Signalled after each start attempt (for start-up waiting).
     pub attempted: Notify,
     /// The last stderr lines of its processes (stdio), across restarts.
     pub stderr: StderrTail,
     pub(crate) env: SlotEnv,
     /// Per-session connections by session id (opened on first use).
-    sessions: Mutex<HashMap<Arc<str>, Arc<OnceCell<Connection>>>>,
+    /// Sharded by session id: a call locks its session's shard only, which other sessions'
+    /// calls (on other threads) seldom write.
+    sessions: Sharded<Mutex<HashMap<Arc<str>, SessionCell>>>,
     /// The lists of per-session connections that show something else than the control
     /// connection (`session_lists.rs`), by session id, with a generation number.
-    pub(crate) session_lists: Mutex<HashMap<Arc<str>, SessionLists>>,
+    /// Sharded by session id, as `sessions` is.
+    pub(crate) session_lists: Sharded<Mutex<HashMap<Arc<str>, SessionLists>>>,
 }
 
 impl std::fmt::Debug for Slot {
@@ -203,6 +214,11 @@ impl std::fmt::Debug for Slot {
 }
 
 const PKG_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Bits of [`Slot::publish`]: the status is `Up`.
+const HOT_UP: u8 = 1;
+/// Bits of [`Slot::publish`]: the control connection speaks 2026-07-28.
+const HOT_MODERN: u8 = 2;
 
 /// The `clientInfo` Sluice sends upstream.
 pub fn client_info() -> Value {
@@ -227,12 +243,28 @@ impl Slot {
                 status: Some(status),
                 ..SlotState::default()
             }),
+            hot: AtomicU8::new(0),
             attempted: Notify::new(),
             stderr: StderrTail::default(),
             env,
-            sessions: Mutex::new(HashMap::default()),
-            session_lists: Mutex::new(HashMap::default()),
+            sessions: Sharded::default(),
+            session_lists: Sharded::default(),
         }
+    }
+
+    /// Publish what calls read of `st` (the state, locked by the caller who changed it).
+    pub fn publish(&self, st: &SlotState) {
+        let up = matches!(st.status, Some(Status::Up));
+        let modern = st.control.as_ref().is_some_and(Connection::is_modern);
+        self.hot.store(
+            (u8::from(up) * HOT_UP) | (u8::from(modern) * HOT_MODERN),
+            Ordering::Release,
+        );
+    }
+
+    /// Is the upstream up (connected and listed)?
+    pub fn is_up(&self) -> bool {
+        self.hot.load(Ordering::Acquire) & HOT_UP != 0
     }
 
     /// Restart the upstream now (the admin page's "restart"): its control connection closes and
@@ -253,8 +285,14 @@ impl Slot {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         self.stop.notify_waiters();
-        self.session_lists.lock().clear();
-        let conns: Vec<_> = self.sessions.lock().drain().collect();
+        for shard in self.session_lists.all() {
+            shard.lock().clear();
+        }
+        let conns: Vec<_> = self
+            .sessions
+            .all()
+            .flat_map(|shard| shard.lock().drain().collect::<Vec<_>>())
+            .collect();
         let shared = self.shares_sessions();
         for (_, cell) in conns {
             if let Some(c) = cell.get().cloned() {
@@ -320,11 +358,7 @@ impl Slot {
 
     /// Does the upstream speak 2026-07-28 (as found when its control connection opened)?
     pub fn is_modern(&self) -> bool {
-        self.state
-            .lock()
-            .control
-            .as_ref()
-            .is_some_and(Connection::is_modern)
+        self.hot.load(Ordering::Acquire) & HOT_MODERN != 0
     }
 
     /// The current status.
@@ -410,7 +444,7 @@ impl Slot {
         };
         let mut dead = None;
         let cell = {
-            let mut sessions = self.sessions.lock();
+            let mut sessions = self.sessions.of(key).lock();
             match sessions.get(key) {
                 // The common case: the session's connection is open (no allocation).
                 Some(cell) if !cell.get().is_some_and(Connection::is_closed) => cell.clone(),
@@ -476,9 +510,20 @@ impl Slot {
         Ok(conn)
     }
 
+    /// Has the session its own connection open?
+    pub fn has_session_connection(&self, session_id: &str) -> bool {
+        self.sessions
+            .of(session_id)
+            .lock()
+            .get(session_id)
+            .and_then(|c| c.get())
+            .is_some_and(|c| !c.is_closed())
+    }
+
     /// The session's own connection, when it has one open.
     pub fn session_connection(&self, session_id: &str) -> Option<Connection> {
         self.sessions
+            .of(session_id)
             .lock()
             .get(session_id)
             .and_then(|c| c.get().cloned())
@@ -487,8 +532,8 @@ impl Slot {
 
     /// The session ended: close its own connection.
     pub async fn close_session(&self, session_id: &str) {
-        self.session_lists.lock().remove(session_id);
-        let cell = self.sessions.lock().remove(session_id);
+        self.session_lists.of(session_id).lock().remove(session_id);
+        let cell = self.sessions.of(session_id).lock().remove(session_id);
         if let Some(c) = cell.and_then(|c| c.get().cloned()) {
             crate::shared::close(&c, self.shares_sessions()).await;
         }
@@ -572,7 +617,11 @@ impl Slot {
             if shutdown.is_cancelled() || self.is_stopped() {
                 return;
             }
-            self.state.lock().status = Some(Status::Starting);
+            {
+                let mut st = self.state.lock();
+                st.status = Some(Status::Starting);
+                self.publish(&st);
+            }
             let started = Instant::now();
             match self.open_control().await {
                 Ok((conn, lists, pump_task)) => {
@@ -583,6 +632,7 @@ impl Slot {
                         st.init = Some(conn.init_result().clone());
                         st.lists = Some(lists);
                         st.control = Some(conn.clone());
+                        self.publish(&st);
                         st.stale.take()
                     };
                     if let Some(said) = stale {
@@ -606,7 +656,11 @@ impl Slot {
                             return;
                         }
                         _ = self.stopped() => {
-                            self.state.lock().control = None;
+                            {
+                                let mut st = self.state.lock();
+                                st.control = None;
+                                self.publish(&st);
+                            }
                             conn.shutdown().await;
                             pump_task.abort();
                             return;
@@ -629,6 +683,7 @@ impl Slot {
                         st.lists = None;
                         st.init = None;
                         st.restarts += 1;
+                        self.publish(&st);
                     }
                     conn.shutdown().await;
                     self.changed(None);
@@ -642,6 +697,7 @@ impl Slot {
                         let mut st = self.state.lock();
                         st.status = Some(Status::Down(reason));
                         st.restarts += 1;
+                        self.publish(&st);
                     }
                     self.changed(None);
                     self.attempted.notify_waiters();

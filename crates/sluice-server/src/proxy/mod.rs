@@ -113,7 +113,7 @@ async fn hooked_request(
     msg: Message,
     sink: &Sink,
     catalog: &Arc<Catalog>,
-    mut target: Target,
+    mut target: Target<'_>,
 ) -> Outcome {
     let principal = session.principal();
     let tel = st.rt.telemetry.as_ref();
@@ -345,7 +345,7 @@ async fn dispatch(
     st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
-    target: Target,
+    target: Target<'_>,
     mut msg: Message,
     sink: &Sink,
 ) -> Outcome {
@@ -355,13 +355,13 @@ async fn dispatch(
         Target::Upstream(u) => {
             // A task-augmented call (or one a modern client may get a task for).
             let task_tool = (msg.method() == Some("tools/call")
-                && tasks::involved(session, &u.slot, &msg))
+                && tasks::involved(session, u.slot, &msg))
             .then(|| msg.param_str("name").unwrap_or("").to_string());
             if let Some(name) = &u.name {
                 route::rename(&mut msg, name);
             }
             if let Some(tool) = task_tool {
-                return Box::pin(tasks::call_tool(st, session, &u.slot, tool, msg, sink)).await;
+                return Box::pin(tasks::call_tool(st, session, u.slot, tool, msg, sink)).await;
             }
             // In a cluster, a session's own process may run on another replica.
             if let (Some(c), true) = (&st.rt.cluster, u.slot.isolated_stdio()) {
@@ -382,9 +382,9 @@ async fn dispatch(
                 }
                 // Only a 2026-07-28 upstream asks for input rounds.
                 _ if u.rounds && u.slot.is_modern() => {
-                    Box::pin(forward::call_with_rounds(st, session, &u.slot, msg, sink)).await
+                    Box::pin(forward::call_with_rounds(st, session, u.slot, msg, sink)).await
                 }
-                _ => forward::call(st, session, &u.slot, msg, sink).await,
+                _ => forward::call(st, session, u.slot, msg, sink).await,
             };
             if let (Some(sub), Outcome::Reply(r)) = (&u.subscription, &outcome) {
                 if r.kind() == Kind::Response {

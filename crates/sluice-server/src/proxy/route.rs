@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 /// What a client request is for.
 #[derive(Debug)]
-pub enum Target {
+pub enum Target<'c> {
     /// The gateway answers it with no upstream.
     Local(Result<Value, RpcError>),
     /// One upstream.
-    Upstream(Upstream),
+    Upstream(Upstream<'c>),
     /// A tool the gateway answers itself.
     Gateway(GatewayTool),
     /// `logging/setLevel` to every upstream with logging (and the session's own level).
@@ -28,11 +28,12 @@ pub enum Target {
 
 /// A request for one upstream.
 #[derive(Debug)]
-pub struct Upstream {
-    /// The upstream's slot.
-    pub slot: Arc<Slot>,
+pub struct Upstream<'c> {
+    /// The upstream's slot (borrowed from the catalog: a call writes no count of the slot's,
+    /// which every thread's calls would write).
+    pub slot: &'c Arc<Slot>,
     /// The name the upstream knows the tool or prompt by (the request is renamed on dispatch).
-    pub name: Option<String>,
+    pub name: Option<&'c str>,
     /// Does a 2026-07-28 upstream's `input_required` answer run rounds (all but completions)?
     pub rounds: bool,
     /// `resources/subscribe` / `unsubscribe`: the subscription to record when it succeeds.
@@ -51,7 +52,7 @@ pub struct Subscription {
     pub local: bool,
 }
 
-impl Target {
+impl Target<'_> {
     /// The id of the upstream it goes to, for hooks and the audit line.
     pub fn upstream_id(&self) -> Option<&str> {
         match self {
@@ -73,18 +74,18 @@ pub fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
 }
 
 /// Resolve a request of an initialised session (or a modern client's request).
-pub fn resolve(snap: &Snapshot, principal: Option<&Principal>, msg: &Message) -> Target {
+pub fn resolve<'s>(snap: &'s Snapshot, principal: Option<&Principal>, msg: &Message) -> Target<'s> {
     resolve_in(snap, &snap.catalog, principal, msg)
 }
 
 /// [`resolve`] against one session's view of the catalog (`views.rs`: what its own upstream
 /// sessions list), which shares the snapshot's slots.
-pub fn resolve_in(
+pub fn resolve_in<'c>(
     snap: &Snapshot,
-    catalog: &Catalog,
+    catalog: &'c Catalog,
     principal: Option<&Principal>,
     msg: &Message,
-) -> Target {
+) -> Target<'c> {
     let method = msg.method().unwrap_or("");
     let list = |kind: ListKind| {
         let cursor = msg.param_str("cursor");
@@ -113,8 +114,8 @@ pub fn resolve_in(
             match catalog.tool(name) {
                 Some(Route::Gateway(tool)) => Target::Gateway(*tool),
                 Some(Route::Upstream { slot, name }) => Target::Upstream(Upstream {
-                    slot: catalog.slots[*slot].clone(),
-                    name: Some(name.clone()),
+                    slot: &catalog.slots[*slot],
+                    name: Some(name),
                     rounds: true,
                     subscription: None,
                 }),
@@ -123,7 +124,7 @@ pub fn resolve_in(
                     // `--passthrough`: a name the gateway has not listed is the upstream's to
                     // answer (it may register tools per session, or answer with isError).
                     (None, Some(slot)) => Target::Upstream(Upstream {
-                        slot: slot.clone(),
+                        slot,
                         name: None,
                         rounds: true,
                         subscription: None,
@@ -140,13 +141,13 @@ pub fn resolve_in(
             };
             match (catalog.prompt(name), passthrough(catalog)) {
                 (Some(r), _) => Target::Upstream(Upstream {
-                    slot: catalog.slots[r.slot].clone(),
-                    name: Some(r.name.clone()),
+                    slot: &catalog.slots[r.slot],
+                    name: Some(&r.name),
                     rounds: true,
                     subscription: None,
                 }),
                 (None, Some(slot)) => Target::Upstream(Upstream {
-                    slot: slot.clone(),
+                    slot,
                     name: None,
                     rounds: true,
                     subscription: None,
@@ -183,13 +184,13 @@ pub fn resolve_in(
                     let name = field("name").unwrap_or("");
                     match (catalog.prompt(name), passthrough(catalog)) {
                         (Some(r), _) => Target::Upstream(Upstream {
-                            slot: catalog.slots[r.slot].clone(),
-                            name: Some(r.name.clone()),
+                            slot: &catalog.slots[r.slot],
+                            name: Some(&r.name),
                             rounds: false,
                             subscription: None,
                         }),
                         (None, Some(slot)) => Target::Upstream(Upstream {
-                            slot: slot.clone(),
+                            slot,
                             name: None,
                             rounds: false,
                             subscription: None,
@@ -273,12 +274,12 @@ pub fn passthrough(catalog: &Catalog) -> Option<&Arc<Slot>> {
 
 /// The slot serving a resource URI; with a single upstream offering resources (or the one
 /// upstream of `--passthrough`), that one.
-pub fn resource_slot(catalog: &Catalog, uri: &str) -> Option<Arc<Slot>> {
+pub fn resource_slot<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c Arc<Slot>> {
     if let Some(s) = catalog.resource(uri) {
-        return Some(catalog.slots[s].clone());
+        return Some(&catalog.slots[s]);
     }
     if let Some(one) = passthrough(catalog) {
-        return Some(one.clone());
+        return Some(one);
     }
     let with_resources: Vec<&Arc<Slot>> = catalog
         .slots
@@ -289,7 +290,7 @@ pub fn resource_slot(catalog: &Catalog, uri: &str) -> Option<Arc<Slot>> {
         })
         .collect();
     match with_resources.as_slice() {
-        [one] => Some((*one).clone()),
+        [one] => Some(*one),
         _ => None,
     }
 }
@@ -392,7 +393,7 @@ mod tests {
         match resolve(&snap, None, &req("tools/call", json!({"name": "fx_add"}))) {
             Target::Upstream(u) => {
                 assert_eq!(u.slot.spec.id, "fx");
-                assert_eq!(u.name.as_deref(), Some("add"));
+                assert_eq!(u.name, Some("add"));
                 assert!(u.rounds);
                 assert!(u.subscription.is_none());
             }
@@ -448,19 +449,18 @@ mod tests {
     #[test]
     fn prompts_resources_and_completions_go_to_their_upstream() {
         let snap = snap_of(&[testing::expose(&["fx", "docs"])]);
-        let upstream = |t: Target| match t {
-            Target::Upstream(u) => u,
-            other => panic!("expected an upstream, got {other:?}"),
-        };
+        fn upstream(t: Target<'_>) -> Upstream<'_> {
+            match t {
+                Target::Upstream(u) => u,
+                other => panic!("expected an upstream, got {other:?}"),
+            }
+        }
         let u = upstream(resolve(
             &snap,
             None,
             &req("prompts/get", json!({"name": "docs_greet"})),
         ));
-        assert_eq!(
-            (u.slot.spec.id.as_str(), u.name.as_deref()),
-            ("docs", Some("greet"))
-        );
+        assert_eq!((u.slot.spec.id.as_str(), u.name), ("docs", Some("greet")));
         let u = upstream(resolve(
             &snap,
             None,
@@ -483,7 +483,7 @@ mod tests {
             json!({"ref": {"type": "ref/prompt", "name": "docs_greet"}}),
         );
         let u = upstream(resolve(&snap, None, &c));
-        assert_eq!(u.name.as_deref(), Some("greet"));
+        assert_eq!(u.name, Some("greet"));
         assert!(!u.rounds);
         let mut renamed = c.clone();
         rename(&mut renamed, "greet");

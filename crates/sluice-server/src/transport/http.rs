@@ -13,7 +13,7 @@ use crate::modern::rounds::Rounds;
 use crate::proxy;
 use crate::replicas::{self, Miss};
 use crate::session::{HttpStreams, Init, Outbound, Session};
-use crate::state::{SessionCap, Snapshot, State};
+use crate::state::{Held, SessionCap, Snapshot, State};
 use crate::stream::StreamBuf;
 use axum::body::{Body, Bytes};
 use axum::extract::State as AxState;
@@ -74,16 +74,23 @@ fn accepts_all<const N: usize>(headers: &HeaderMap, what: [&str; N]) -> bool {
 }
 
 async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> Response {
+    serve(face, req).await
+}
+
+/// Serve one request to `/mcp`. The MCP listener calls this for each request to that path on a
+/// connection, with that connection's own `face` (whose count only the connection's thread
+/// writes); the router's route (`mcp`) is the same for anyone serving [`router`].
+pub(crate) async fn serve(face: Arc<Face>, req: axum::extract::Request) -> Response {
     // Taken apart rather than extracted: the `HeaderMap` extractor would clone the headers.
     let (parts, body) = req.into_parts();
     let (method, headers) = (parts.method, parts.headers);
     let gw = &face.st;
-    // What is in force, loaded once for the whole request.
-    let snap = gw.snapshot();
+    // What is in force, loaded once for the whole request (through this thread's handle).
+    let snap = gw.held();
     if let Err(r) = rules::check(&snap, &headers) {
         return r;
     }
-    let principal = match snap.auth.clone() {
+    let principal = match &snap.auth {
         None => None,
         Some(auth) => {
             let credentials = (
@@ -92,7 +99,7 @@ async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> 
             );
             match auth.authenticate(credentials.0, credentials.1).await {
                 Ok(p) => Some(p),
-                Err(denial) => return denied(&auth, &denial),
+                Err(denial) => return denied(auth, &denial),
             }
         }
     };
@@ -219,8 +226,8 @@ fn store_unavailable(why: &str) -> Response {
 }
 
 async fn post(
-    face: &Face,
-    snap: Arc<Snapshot>,
+    face: &Arc<Face>,
+    snap: Held,
     headers: HeaderMap,
     body: Body,
     principal: Option<Arc<Principal>>,
@@ -303,7 +310,7 @@ async fn post(
             Box::pin(proxy::client_message(gw, &session, msg)).await;
             StatusCode::ACCEPTED.into_response()
         }
-        Kind::Request => request(gw.clone(), snap, session, msg).await,
+        Kind::Request => request(face, snap, session, msg).await,
     }
 }
 
@@ -430,16 +437,12 @@ const TOO_MANY_SESSIONS: i64 = -32029;
 /// Related messages and the reply share one channel, so they reach the client in the order
 /// they happened. The work continues when the client disconnects (a disconnect is not a
 /// cancellation).
-async fn request(
-    gw: Arc<State>,
-    snap: Arc<Snapshot>,
-    session: Arc<Session>,
-    msg: Message,
-) -> Response {
+async fn request(face: &Arc<Face>, snap: Held, session: Arc<Session>, msg: Message) -> Response {
+    let gw = &face.st;
     // Only a list request can be answered from the cached pages (boxed: a call's future need
     // not hold that one's).
     if let Some(kind) = proxy::lists::list_kind(&msg) {
-        let cached = proxy::lists::cached(&gw, &snap, &session, &msg, kind);
+        let cached = proxy::lists::cached(gw, &snap, &session, &msg, kind);
         if let Some(reply) = Box::pin(cached).await {
             return json_pieces(reply.into_pieces());
         }
@@ -451,12 +454,14 @@ async fn request(
     // work's output, not a message on the channel, and the sender lives until the reply is
     // sent: the channel's receiver holds this task's waker, and a wake from inside the task's
     // own poll would make tokio hand the task to another worker thread.
+    // What the work owns, it owns through handles whose counts this thread alone writes (the
+    // connection's face, the thread's snapshot) or the session's few requests write.
     let mut work = Box::pin({
-        let gw = gw.clone();
+        let face = face.clone();
         let snap = snap.clone();
         let session = session.clone();
         async move {
-            let outcome = proxy::client_request(&gw, &snap, &session, msg, &tx).await;
+            let outcome = proxy::client_request(&face.st, &snap, &session, msg, &tx).await;
             (outcome.into_reply(), tx)
         }
     });

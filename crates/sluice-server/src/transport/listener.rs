@@ -64,7 +64,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let st = face.st.clone();
-    let app = router(face);
+    let app = router(face.clone());
     let open = Arc::new(Open::default());
     let mut tasks = JoinSet::new();
     let mut shutdown = pin!(shutdown);
@@ -118,11 +118,11 @@ pub async fn serve(
             open: open.clone(),
             _place: place,
         };
-        let (st, app) = (st.clone(), app.clone());
+        let (face, app) = (face.clone(), app.clone());
         tasks.spawn_on(
             async move {
                 match TcpStream::from_std(stream) {
-                    Ok(stream) => connection(st, app, stream, slot).await,
+                    Ok(stream) => connection(&face, app, stream, slot).await,
                     Err(e) => tracing::debug!("cannot serve a connection: {e}"),
                 }
             },
@@ -176,7 +176,14 @@ impl Drop for Release {
     }
 }
 
-async fn connection(st: Arc<State>, app: axum::Router, stream: TcpStream, _slot: Release) {
+async fn connection(face: &Face, app: axum::Router, stream: TcpStream, _slot: Release) {
+    // The connection's own face: its requests' clones of it write a count only this
+    // connection's thread writes.
+    let face = Arc::new(Face {
+        st: face.st.clone(),
+        rounds: face.rounds.clone(),
+    });
+    let st = &face.st;
     let stats = Arc::new(Stats::new());
     let mut io = Counted::new(stream, stats.clone());
     let draining = st.rt.draining.clone();
@@ -186,7 +193,7 @@ async fn connection(st: Arc<State>, app: axum::Router, stream: TcpStream, _slot:
         if io.stash.is_empty() {
             let read = tokio::select! {
                 r = io.fill(1024) => r,
-                why = watchdog(&st, &stats) => {
+                why = watchdog(st, &stats) => {
                     tracing::debug!("closing a connection: {why}");
                     return;
                 }
@@ -204,7 +211,7 @@ async fn connection(st: Arc<State>, app: axum::Router, stream: TcpStream, _slot:
         if io.stash.first() == Some(&b'G') {
             let outcome = tokio::select! {
                 o = bare_get::serve(&mut io, &app, &draining) => o,
-                why = watchdog(&st, &stats) => {
+                why = watchdog(st, &stats) => {
                     tracing::debug!("closing a connection: {why}");
                     return;
                 }
@@ -216,7 +223,7 @@ async fn connection(st: Arc<State>, app: axum::Router, stream: TcpStream, _slot:
             }
         }
         // Boxed: hyper's phase need not enlarge an idle GET stream's task.
-        match Box::pin(with_hyper(&st, &app, io)).await {
+        match Box::pin(with_hyper(&face, &app, io)).await {
             Some(back) => io = back,
             None => return,
         }
@@ -225,11 +232,13 @@ async fn connection(st: Arc<State>, app: axum::Router, stream: TcpStream, _slot:
 
 /// Serve the connection with hyper (its head is in the stash) until it ends (`None`) or hands
 /// the connection back between requests for a GET (`Some`: the GET is in the stash).
-async fn with_hyper(st: &State, app: &axum::Router, mut io: Counted) -> Option<Counted> {
+async fn with_hyper(face: &Arc<Face>, app: &axum::Router, mut io: Counted) -> Option<Counted> {
+    let st = &face.st;
     let stats = io.stats.clone();
     io.gets_elsewhere = true;
     let service = Tracked {
         app: TowerToHyperService::new(app.clone()),
+        face: face.clone(),
         stats: stats.clone(),
     };
     let mut builder = http1::Builder::new();
@@ -305,9 +314,12 @@ async fn watchdog(st: &State, stats: &Stats) -> &'static str {
     }
 }
 
-/// The router, counting requests in flight.
+/// The router, counting requests in flight. A request to `/mcp` goes straight to its
+/// handler with the connection's face (the router would clone itself and the gateway's face,
+/// counts every connection's requests write, and box the handler's future once more).
 struct Tracked {
     app: TowerToHyperService<axum::Router>,
+    face: Arc<Face>,
     stats: Arc<Stats>,
 }
 
@@ -320,6 +332,16 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
 
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         let guard = InFlight::begin(self.stats.clone());
+        if matches!(req.uri().path(), "/mcp" | "/mcp/") {
+            let face = self.face.clone();
+            return Box::pin(async move {
+                let resp = super::http::serve(face, req.map(Body::new)).await;
+                Ok(resp.map(|inner| Guarded {
+                    inner,
+                    guard: Some(guard),
+                }))
+            });
+        }
         let reply = self.app.call(req);
         Box::pin(async move {
             let resp = reply.await?;
