@@ -275,6 +275,19 @@ pub mod mcp {
             c
         }
 
+        /// End the session (DELETE with its id); returns the status.
+        pub async fn end_session(&self) -> u16 {
+            let sid = self.session.as_deref().expect("a session to end");
+            self.http
+                .delete(&self.url)
+                .header("mcp-session-id", sid)
+                .send()
+                .await
+                .expect("DELETE")
+                .status()
+                .as_u16()
+        }
+
         /// Initialise with the given capabilities; returns the initialize result.
         pub async fn initialize(&mut self, capabilities: Value) -> Value {
             let resp = self

@@ -339,3 +339,53 @@ fn wait_with_timeout(child: &mut std::process::Child, t: Duration) -> Option<i32
     }
     None
 }
+
+/// A session that ends (DELETE) while one of its calls is in flight: the call's POST is still
+/// answered. An upstream the sessions share (stdio) goes on with the call, and its answer comes
+/// (an ended session is not a cancelled call); the session's own upstream session (HTTP) ends
+/// with it, and the call is answered at once with an error saying so. Either way the gateway
+/// serves a new session as before.
+#[tokio::test]
+async fn a_session_ended_mid_call_still_gets_an_answer() {
+    let (_fx, fx_url) = sluice_e2e::start_fixture_http(&[]);
+    let home = Home::new("ended-mid-call");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true},
+        {"id": "web", "transport": "http", "url": fx_url, "expose_all": true, "era": "legacy"}
+    ]}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg()]);
+    let shared = json!({"result": {"content": [{"type": "text", "text": "slept 800ms"}]}});
+    let own = json!({"error": {"code": -32000, "message": "Upstream 'web' failed during tools/call: connection closed: the client's session ended", "data": {"upstream": "web"}}});
+    for (tool, answer) in [("fx_slow", shared), ("web_slow", own)] {
+        let mut c = Client::new(&url);
+        c.initialize(json!({})).await;
+        let call = c.post(
+            json!({"jsonrpc": "2.0", "id": "mid", "method": "tools/call",
+            "params": {"name": tool, "arguments": {"ms": 800}}}),
+        );
+        let end = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(c.end_session().await, 200);
+        };
+        let (resp, ()) = tokio::join!(call, end);
+        let mut expected = json!({"jsonrpc": "2.0", "id": "mid"});
+        expected
+            .as_object_mut()
+            .unwrap()
+            .extend(answer.as_object().unwrap().clone());
+        assert_eq!(resp.reply(), expected, "{tool}");
+        let after = c
+            .post(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+            .await;
+        assert_eq!(after.status, 404, "the session is gone: {}", after.body);
+    }
+    let mut next = Client::new(&url);
+    next.initialize(json!({})).await;
+    for tool in ["fx_add", "web_add"] {
+        assert_eq!(
+            next.call_tool(tool, json!({"a": 2, "b": 3})).await["result"]["structuredContent"],
+            json!({"sum": 5}),
+            "{tool}"
+        );
+    }
+}

@@ -40,14 +40,7 @@ async fn sessions_start_end_and_unknown_ones_are_404() {
     assert_eq!(no_session.status, 400);
     assert_eq!(error_of(&no_session.body).0, -32600);
     // DELETE ends it; afterwards the id is 404 (not 400).
-    let del = c
-        .http
-        .delete(&c.url)
-        .header("mcp-session-id", &sid)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(del.status(), 200);
+    assert_eq!(c.end_session().await, 200);
     let after = c
         .post(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
         .await;

@@ -257,14 +257,7 @@ async fn stdio_isolation_gives_each_session_its_own_process() {
         .unwrap()
         .parse()
         .unwrap();
-    let del = a
-        .http
-        .delete(&a.url)
-        .header("mcp-session-id", a.session.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(del.status(), 200);
+    assert_eq!(a.end_session().await, 200);
     let gone = (0..100).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(50));
         !std::path::Path::new(&format!("/proc/{pid}")).exists()

@@ -225,11 +225,11 @@ impl Connection {
 
     /// Close this connection without ending its upstream session (no DELETE): other replicas
     /// of a cluster go on using it.
-    pub async fn detach(&self) {
+    pub async fn detach(&self, why: &str) {
         if let Some(Wire::Http(w)) = self.wire.get() {
             w.forget_session();
         }
-        self.shutdown().await;
+        self.shutdown_because(why).await;
     }
 
     /// The upstream's `initialize` result (serverInfo, capabilities, instructions, …); for a
@@ -500,7 +500,12 @@ impl Connection {
 
     /// End the session: close stdin and stop the process (stdio), or DELETE the session (HTTP).
     pub async fn shutdown(&self) {
-        self.inner.close("shut down by the gateway".into());
+        self.shutdown_because("shut down by the gateway").await;
+    }
+
+    /// [`Connection::shutdown`], saying why to the calls still waiting on it.
+    pub async fn shutdown_because(&self, why: &str) {
+        self.inner.close(why.into());
         Connection::shutdown_wire(&self.wire).await;
     }
 

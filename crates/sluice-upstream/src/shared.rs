@@ -135,10 +135,11 @@ pub(crate) async fn open(
 
 /// Close a session's connection: with `shared`, without ending its upstream session (the
 /// replica that ends the client session in the store ends it, once, with [`end_shared`]).
-pub(crate) async fn close(conn: &crate::Connection, shared: bool) {
+/// `why` answers the calls still waiting on it.
+pub(crate) async fn close(conn: &crate::Connection, shared: bool, why: &str) {
     if shared {
-        conn.detach().await;
+        conn.detach(why).await;
     } else {
-        conn.shutdown().await;
+        conn.shutdown_because(why).await;
     }
 }

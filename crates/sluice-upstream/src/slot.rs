@@ -296,7 +296,9 @@ impl Slot {
         let shared = self.shares_sessions();
         for (_, cell) in conns {
             if let Some(c) = cell.get().cloned() {
-                tokio::spawn(async move { crate::shared::close(&c, shared).await });
+                tokio::spawn(async move {
+                    crate::shared::close(&c, shared, "the upstream was removed or replaced").await
+                });
             }
         }
     }
@@ -535,7 +537,8 @@ impl Slot {
         self.session_lists.of(session_id).lock().remove(session_id);
         let cell = self.sessions.of(session_id).lock().remove(session_id);
         if let Some(c) = cell.and_then(|c| c.get().cloned()) {
-            crate::shared::close(&c, self.shares_sessions()).await;
+            let why = "the client's session ended";
+            crate::shared::close(&c, self.shares_sessions(), why).await;
         }
     }
 
