@@ -20,6 +20,10 @@ pub struct Listener {
     pub resources: bool,
     /// Resource URIs whose updates this stream asked for.
     pub uris: HashSet<String>,
+    /// The catalog version the stream began on: changes up to it are nothing to announce
+    /// (the gateway announces a change after it is in force, so one made just before the stream
+    /// opened may still be on its way).
+    pub since: u64,
     /// The stream.
     pub tx: mpsc::UnboundedSender<Message>,
 }
@@ -39,11 +43,12 @@ impl Listeners {
         self.0.lock().clear();
     }
 
-    /// Send a list_changed notification to the listen streams that asked for it.
-    pub fn announce(&self, method: &str) {
+    /// Send a list_changed notification, of the change that made catalog `version`, to the
+    /// listen streams that asked for it and began on an older catalog.
+    pub fn announce(&self, method: &str, version: u64) {
         let mut listeners = self.0.lock();
         listeners.retain(|l| !l.tx.is_closed());
-        for l in listeners.iter() {
+        for l in listeners.iter().filter(|l| l.since < version) {
             let wanted = match method {
                 "notifications/tools/list_changed" => l.tools,
                 "notifications/prompts/list_changed" => l.prompts,
@@ -69,5 +74,48 @@ impl Listeners {
                 Some(json!({"uri": uri, "_meta": {meta::SUBSCRIPTION_ID: l.id}})),
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listener(since: u64) -> (Listener, mpsc::UnboundedReceiver<Message>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let l = Listener {
+            id: json!(7),
+            tools: true,
+            prompts: false,
+            resources: false,
+            uris: HashSet::new(),
+            since,
+            tx,
+        };
+        (l, rx)
+    }
+
+    #[test]
+    fn a_change_reaches_only_streams_that_began_before_it() {
+        let all = Listeners::default();
+        let (old, mut old_rx) = listener(3);
+        let (new, mut new_rx) = listener(5);
+        all.add(old);
+        all.add(new);
+        all.announce("notifications/tools/list_changed", 5);
+        let got = old_rx
+            .try_recv()
+            .expect("the older stream hears of version 5");
+        assert_eq!(got.method(), Some("notifications/tools/list_changed"));
+        let got: serde_json::Value = serde_json::from_str(&got.to_json()).unwrap();
+        assert_eq!(got["params"], json!({"_meta": {meta::SUBSCRIPTION_ID: 7}}));
+        assert!(new_rx.try_recv().is_err(), "the stream began on version 5");
+        // Lists the streams did not ask for are not sent.
+        all.announce("notifications/prompts/list_changed", 6);
+        assert!(old_rx.try_recv().is_err());
+        assert!(new_rx.try_recv().is_err());
+        all.announce("notifications/tools/list_changed", 6);
+        assert!(old_rx.try_recv().is_ok());
+        assert!(new_rx.try_recv().is_ok());
     }
 }

@@ -92,6 +92,7 @@ pub fn subscribe(
         prompts,
         resources,
         uris,
+        since: catalog.version,
         tx,
     });
     (ack, rx)

@@ -101,7 +101,7 @@ fn announce(st: &Arc<State>, changed: &Changed) {
         return;
     }
     for m in &changed.lists {
-        st.rt.listeners.announce(m);
+        st.rt.listeners.announce(m, changed.version);
     }
     let hooked = !st.snapshot().chain.is_empty();
     for s in st.rt.sessions.all() {
