@@ -10,6 +10,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod client;
 mod demo;
 mod log;
+mod log_fields;
 mod manage;
 
 use anyhow::{bail, Context, Result};
@@ -271,9 +272,9 @@ fn import_claude_hooks(
     }
 }
 
-/// Logs on stderr, filtered by RUST_LOG or else `default`. Lines are written by a thread of
-/// their own on a clock (see [`log`]): a serving thread formats a line and appends it to a
-/// buffer. Nothing is dropped. The guard writes what is buffered when dropped.
+/// Logs on stderr, filtered by RUST_LOG or else `default`, fields written by
+/// [`log_fields`]. Lines are written by a thread of their own on a clock (see [`log`]): a
+/// serving thread formats a line and appends it to a buffer. Nothing is dropped. The guard writes what is buffered when dropped.
 fn init_logging(default: &str) -> log::LogGuard {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
@@ -281,6 +282,7 @@ fn init_logging(default: &str) -> log::LogGuard {
     let (writer, guard) = log::writer();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(log_fields::Fields)
         .with_timer(LogTime)
         .with_writer(writer)
         .with_ansi(ansi)

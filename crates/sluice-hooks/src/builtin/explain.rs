@@ -142,7 +142,6 @@ impl Explain {
                     reason = %reason,
                     "explain"
                 );
-                *reason_out = Some(reason.clone());
                 let mut msg = ev.message.take();
                 let params = msg.params_mut();
                 if let Some(args) = params.get_mut("arguments").and_then(Value::as_object_mut) {
@@ -155,8 +154,9 @@ impl Explain {
                     .or_insert_with(|| json!({}))
                     .as_object_mut()
                 {
-                    meta.insert(EXPLAIN_REASON_META.into(), json!(reason));
+                    meta.insert(EXPLAIN_REASON_META.into(), Value::String(reason.clone()));
                 }
+                *reason_out = Some(reason);
                 Decision::Modify(msg)
             }
             _ => Decision::Pass,
