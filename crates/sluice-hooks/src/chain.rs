@@ -59,6 +59,8 @@ enum Matcher {
 pub struct Hook {
     /// Its id.
     pub id: String,
+    /// Its id again, for its records (a reference count per call, not a copy).
+    record_id: std::sync::Arc<str>,
     /// Its lifecycle event.
     pub event: HookEventKind,
     request: bool,
@@ -75,7 +77,7 @@ pub struct Hook {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookRecord {
     /// The hook id.
-    pub id: String,
+    pub id: std::sync::Arc<str>,
     /// The phase.
     pub phase: Phase,
     /// `pass`, `modify`, `answer`, `refuse`, or `error` (then `on_error` decided).
@@ -238,7 +240,7 @@ impl Hook {
         reason: Option<String>,
     ) -> HookRecord {
         HookRecord {
-            id: self.id.clone(),
+            id: self.record_id.clone(),
             phase,
             decision,
             reason,

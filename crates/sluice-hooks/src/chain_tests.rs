@@ -166,11 +166,7 @@ async fn controls_run_first_whatever_their_place_and_are_counted() {
         Value::Object(trace.controls.clone()),
         json!({"mask": 1, "pii": {"EMAIL": 1}})
     );
-    let decisions: Vec<(&str, &str)> = trace
-        .records
-        .iter()
-        .map(|r| (r.id.as_str(), r.decision))
-        .collect();
+    let decisions: Vec<(&str, &str)> = trace.records.iter().map(|r| (&*r.id, r.decision)).collect();
     assert_eq!(decisions, [("mask", "modify"), ("pii", "modify")]);
     // An allowed tool skips pii; another method skips both.
     let mut trace = Trace::default();

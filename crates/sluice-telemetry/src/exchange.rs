@@ -98,7 +98,7 @@ impl Exchange {
             .records
             .iter()
             .map(|r| HookLine {
-                id: r.id.clone(),
+                id: r.id.to_string(),
                 phase: r.phase.as_str(),
                 decision: r.decision,
                 reason: r.reason.clone(),
@@ -178,7 +178,7 @@ mod tests {
         let hooks: Vec<Value> = trace
             .records
             .iter()
-            .map(|r| json!({"id": r.id, "phase": r.phase.as_str(), "decision": r.decision, "reason": r.reason, "us": r.micros}))
+            .map(|r| json!({"id": &*r.id, "phase": r.phase.as_str(), "decision": r.decision, "reason": r.reason, "us": r.micros}))
             .collect();
         let before = json!({
             "time": x.time,

@@ -254,7 +254,7 @@ impl RequestSpan {
         for r in &trace.records {
             let start_ns = self.clock.ns(r.started);
             let mut attrs = vec![
-                ("sluice.hook.id", Attr::Str(r.id.clone())),
+                ("sluice.hook.id", Attr::Str(r.id.to_string())),
                 ("sluice.hook.phase", Attr::Str(r.phase.as_str().to_string())),
                 ("sluice.hook.decision", Attr::Str(r.decision.to_string())),
             ];

@@ -9,6 +9,7 @@ use crate::decision::{Decision, Refusal};
 use crate::event::{HookEvent, Phase};
 use serde_json::{json, Value};
 use sluice_config::ExplainOptions;
+use sluice_core::member;
 
 /// The description of the added parameter (Civic's explain hook's README, verbatim; preset
 /// `readme`, the default).
@@ -126,11 +127,7 @@ impl Explain {
                 Decision::Modify(ev.message.take())
             }
             (Phase::Request, "tools/call") => {
-                let given = ev
-                    .message
-                    .params()
-                    .and_then(|p| p.get("arguments"))
-                    .and_then(|a| a.get("reason"));
+                let given = ev.tool_input().and_then(|a| member::of(a, "reason"));
                 let reason = match given {
                     None => return Decision::Refuse(Refusal::for_agent(MISSING_REASON)),
                     Some(Value::String(r)) if !r.trim().is_empty() => r.trim().to_string(),
@@ -144,7 +141,9 @@ impl Explain {
                 );
                 let mut msg = ev.message.take();
                 let params = msg.params_mut();
-                if let Some(args) = params.get_mut("arguments").and_then(Value::as_object_mut) {
+                if let Some(args) =
+                    member::get_mut(params, "arguments").and_then(Value::as_object_mut)
+                {
                     args.shift_remove("reason");
                 }
                 // Kept for the gateway (the funnel hands it to the real call); the router takes

@@ -28,7 +28,7 @@ impl std::fmt::Display for JsonPath {
 
 fn child<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     match v {
-        Value::Object(m) => m.get(key),
+        Value::Object(m) => sluice_core::member::get(m, key),
         Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
         _ => None,
     }
@@ -36,7 +36,7 @@ fn child<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
 
 fn child_mut<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Value> {
     match v {
-        Value::Object(m) => m.get_mut(key),
+        Value::Object(m) => sluice_core::member::get_mut(m, key),
         Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
         _ => None,
     }
@@ -91,6 +91,11 @@ impl JsonPath {
         cur
     }
 
+    /// Has it a `*` segment?
+    pub fn has_any(&self) -> bool {
+        self.segs.contains(&Seg::Any)
+    }
+
     /// Call `f` on every value the path reaches in `root`.
     pub fn for_each_mut(&self, root: &mut Value, f: &mut dyn FnMut(&mut Value)) {
         fn walk(v: &mut Value, segs: &[Seg], f: &mut dyn FnMut(&mut Value)) {
@@ -128,7 +133,7 @@ impl JsonPath {
                         if only_if_absent && m.contains_key(k) {
                             return 0;
                         }
-                        if m.get(k) == Some(value) {
+                        if sluice_core::member::get(m, k) == Some(value) {
                             return 0;
                         }
                         m.insert(k.clone(), value.clone());

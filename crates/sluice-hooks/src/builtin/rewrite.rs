@@ -21,6 +21,23 @@ struct Rule {
     remove: Vec<JsonPath>,
 }
 
+/// Would `rules` surely leave `args` as they are? Each rule is checked against the arguments
+/// as they are: when none of them would change those, applied in order none does either. A
+/// `remove` changes nothing when its path reaches nothing; a `set` when its path (without `*`)
+/// holds that value already; a `default` when its path (without `*`) holds a value. Anything
+/// else is left to applying the rules to a copy.
+fn surely_unchanged(rules: &[&Rule], args: &Value) -> bool {
+    rules.iter().all(|r| {
+        r.remove.iter().all(|p| p.find(args).is_empty())
+            && r.set
+                .iter()
+                .all(|(p, v)| !p.has_any() && p.find(args) == [v])
+            && r.default
+                .iter()
+                .all(|(p, _)| !p.has_any() && !p.find(args).is_empty())
+    })
+}
+
 /// The rewrite builtin.
 #[derive(Debug, Clone)]
 pub struct Rewrite {
@@ -87,9 +104,14 @@ impl Rewrite {
             return Decision::Pass;
         }
         // The rules run on a copy of the arguments; the message is copied only when they
-        // changed something.
-        let mut args = match ev.message.params().and_then(|p| p.get("arguments")) {
-            Some(a) if a.is_object() => a.clone(),
+        // changed something. Arguments none of the rules would change are not copied at all.
+        let mut args = match ev.tool_input() {
+            Some(a) if a.is_object() => {
+                if surely_unchanged(&rules, a) {
+                    return Decision::Pass;
+                }
+                a.clone()
+            }
             _ => Value::Object(Map::new()),
         };
         let args = &mut args;
@@ -160,6 +182,78 @@ mod tests {
             None
         );
         assert_eq!(args_after(&r, "crm.order.cancel", json!({})), None);
+    }
+
+    #[test]
+    fn arguments_the_rules_would_not_change_are_passed_as_they_are() {
+        let r = rewrite(json!({"rules": [
+            {"default": {"limit": 10, "/opts/safe": true, "list.1": 0}, "remove": ["debug", "opts.trace", "tags.*"]},
+            {"set": {"opts.by": "sluice"}}
+        ]}));
+        let any = rewrite(json!({"rules": [{"set": {"items.*.x": 1}}]}));
+        let held = json!({"limit": 3, "opts": {"safe": false, "by": "sluice"}, "list": [5, 6], "tags": {}});
+        let cases = [
+            // Every rule already holds: nothing to copy.
+            (&r, held.clone(), true),
+            // Each of these would change: the copy is made, and changes.
+            (
+                &r,
+                json!({"opts": {"safe": false, "by": "sluice"}, "list": [5, 6]}),
+                false,
+            ),
+            (
+                &r,
+                json!({"limit": 3, "opts": {"safe": false, "by": "me"}, "list": [5, 6]}),
+                false,
+            ),
+            (
+                &r,
+                json!({"limit": 3, "opts": {"safe": false, "by": "sluice", "trace": 1}, "list": [5, 6]}),
+                false,
+            ),
+            (
+                &r,
+                json!({"limit": 3, "opts": {"safe": false, "by": "sluice"}, "list": [5, 6], "tags": {"a": 1}}),
+                false,
+            ),
+            (
+                &r,
+                json!({"limit": 3, "opts": {"safe": false, "by": "sluice"}, "list": [5]}),
+                false,
+            ),
+            // A `*` in a set is not judged: the copy is made (here it changes nothing, there
+            // it does).
+            (&any, json!({"items": [{"x": 1}]}), false),
+            (&any, json!({"items": [{"x": 2}]}), false),
+        ];
+        for (rw, args, sure) in cases {
+            let rules: Vec<&Rule> = rw.rules.iter().collect();
+            assert_eq!(surely_unchanged(&rules, &args), sure, "{args}");
+            let changed = args_after(rw, "t", args.clone());
+            // What the rules do to a copy is what the hook does, either way.
+            let mut copy = args.clone();
+            let n: usize = rules
+                .iter()
+                .map(|rule| {
+                    rule.remove
+                        .iter()
+                        .map(|p| p.remove(&mut copy))
+                        .sum::<usize>()
+                        + rule
+                            .set
+                            .iter()
+                            .map(|(p, v)| p.set(&mut copy, v, false))
+                            .sum::<usize>()
+                        + rule
+                            .default
+                            .iter()
+                            .map(|(p, v)| p.set(&mut copy, v, true))
+                            .sum::<usize>()
+                })
+                .sum();
+            assert_eq!(n == 0, sure || changed.is_none(), "{args}");
+            assert_eq!(changed, (n > 0).then_some(copy), "{args}");
+        }
     }
 
     #[test]

@@ -110,6 +110,7 @@ impl Chain {
             };
             stage.push(Hook {
                 id: s.id.clone(),
+                record_id: s.id.as_str().into(),
                 event: s.event,
                 request,
                 response,

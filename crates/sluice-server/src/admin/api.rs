@@ -567,7 +567,7 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
     let records: Vec<Value> = trace
         .records
         .iter()
-        .map(|r| json!({"id": r.id, "phase": r.phase.as_str(), "decision": r.decision, "reason": r.reason, "us": r.micros}))
+        .map(|r| json!({"id": &*r.id, "phase": r.phase.as_str(), "decision": r.decision, "reason": r.reason, "us": r.micros}))
         .collect();
     out["decision"] = match trace.records.first() {
         Some(r) => json!(r.decision),

@@ -8,7 +8,7 @@ use crate::channel::{Outcome, Sink};
 use crate::session::Session;
 use crate::state::{Snapshot, State};
 use serde_json::{json, Value};
-use sluice_core::{codes, headers, Message, RpcError};
+use sluice_core::{codes, headers, member, Message, RpcError};
 use sluice_telemetry::{ClientOp, UpstreamSpan};
 use sluice_upstream::{ExtraHeaders, Slot, Status, UpstreamError};
 use std::sync::Arc;
@@ -69,7 +69,7 @@ async fn call_once(
     // Gateway-internal metadata never goes upstream.
     if msg.has_param("_meta") {
         let params = msg.params_mut();
-        if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        if let Some(meta) = member::get_mut(params, "_meta").and_then(Value::as_object_mut) {
             meta.remove(sluice_hooks::builtin::explain::EXPLAIN_REASON_META);
             if meta.is_empty() {
                 params.remove("_meta");

@@ -65,10 +65,10 @@ impl Target<'_> {
 /// What a request names, for telling whether a hook changed its target.
 pub fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
     let params = msg.params();
-    let named = params.and_then(|p| {
-        p.get("name")
-            .or_else(|| p.get("uri"))
-            .or_else(|| p.get("ref"))
+    let named = params.and_then(Value::as_object).and_then(|p| {
+        member::get(p, "name")
+            .or_else(|| member::get(p, "uri"))
+            .or_else(|| member::get(p, "ref"))
     });
     (msg.method(), named)
 }
