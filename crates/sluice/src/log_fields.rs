@@ -1,13 +1,54 @@
-//! How a log line's fields are written: as tracing-subscriber's default writes them (the
-//! message, then `name=value` pairs, strings quoted, names painted on a terminal), at a part of
-//! its cost (the explain hook logs a line per call), and with every control character of every
-//! value escaped, where the default escapes the message only: a `%`-shown value (the explain
-//! hook's reason, an upstream's error) with a newline in it could forge a line of its own.
+//! How a log line's time and fields are written: as tracing-subscriber's defaults write them
+//! (RFC 3339 in UTC to the microsecond; the message, then `name=value` pairs, strings quoted,
+//! names painted on a terminal), at a part of their cost (the explain hook logs a line per
+//! call), and with every control character of every value escaped, where the default escapes
+//! the message only: a `%`-shown value (the explain hook's reason, an upstream's error) with a
+//! newline in it could forge a line of its own.
 
+use std::cell::RefCell;
 use std::fmt::{self, Write};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::field::{MakeVisitor, VisitFmt, VisitOutput};
 use tracing_subscriber::fmt::format::Writer;
+
+/// The log lines' time (`tracing_subscriber::fmt().with_timer(Time)`): each thread keeps the
+/// date and time to the second it wrote last, and writes only the microseconds anew within
+/// that second.
+pub struct Time;
+
+thread_local! {
+    /// The second last written on this thread, and its text up to the `.`.
+    static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
+
+impl tracing_subscriber::fmt::time::FormatTime for Time {
+    fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        write_time(w, now.as_micros())
+    }
+}
+
+/// Write the time `micros` after the epoch, as [`sluice_core::time::rfc3339_micros`] does.
+fn write_time(w: &mut impl Write, micros: u128) -> fmt::Result {
+    let secs = (micros / 1_000_000) as u64;
+    let mut frac = (micros % 1_000_000) as u32;
+    SECOND.with_borrow_mut(|(second, text)| {
+        if *second != secs {
+            let full = sluice_core::time::rfc3339_micros(u128::from(secs) * 1_000_000);
+            *text = full[..full.len() - 8].to_string();
+            *second = secs;
+        }
+        w.write_str(text)
+    })?;
+    let mut digits = *b".000000Z";
+    for d in digits[1..7].iter_mut().rev() {
+        *d = b'0' + (frac % 10) as u8;
+        frac /= 10;
+    }
+    w.write_str(std::str::from_utf8(&digits).map_err(|_| fmt::Error)?)
+}
 
 /// The field formatter (`tracing_subscriber::fmt().fmt_fields(Fields)`).
 pub struct Fields;
@@ -222,6 +263,27 @@ mod tests {
             Some(r#" INFO explain session=ab12 tool="get_forecast" reason=to check the weather"#)
         );
         assert_eq!(ours.lines().count(), 5, "{ours}");
+    }
+
+    #[test]
+    fn times_are_written_as_rfc3339_micros_writes_them() {
+        let second = 1_796_000_000_000_000u128;
+        for us in [
+            0,
+            7,
+            second,
+            second + 123_456,
+            second + 999_999,
+            second + 1_000_000,
+            second + 1_000_001,
+            second,
+            253_402_300_799_999_999,
+            253_402_300_800_000_001,
+        ] {
+            let mut out = String::new();
+            write_time(&mut out, us).unwrap();
+            assert_eq!(out, sluice_core::time::rfc3339_micros(us), "{us}");
+        }
     }
 
     #[test]

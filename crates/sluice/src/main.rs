@@ -272,7 +272,7 @@ fn import_claude_hooks(
     }
 }
 
-/// Logs on stderr, filtered by RUST_LOG or else `default`, fields written by
+/// Logs on stderr, filtered by RUST_LOG or else `default`, times and fields written by
 /// [`log_fields`]. Lines are written by a thread of their own on a clock (see [`log`]): a
 /// serving thread formats a line and appends it to a buffer. Nothing is dropped. The guard writes what is buffered when dropped.
 fn init_logging(default: &str) -> log::LogGuard {
@@ -283,22 +283,12 @@ fn init_logging(default: &str) -> log::LogGuard {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .fmt_fields(log_fields::Fields)
-        .with_timer(LogTime)
+        .with_timer(log_fields::Time)
         .with_writer(writer)
         .with_ansi(ansi)
         .with_target(false)
         .init();
     guard
-}
-
-/// The log lines' time: RFC 3339 in UTC to the microsecond, as tracing-subscriber's own
-/// timer writes it, at a fraction of its cost (the explain hook logs a line per call).
-struct LogTime;
-
-impl tracing_subscriber::fmt::time::FormatTime for LogTime {
-    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
-        w.write_str(&sluice_core::time::now_rfc3339_micros())
-    }
 }
 
 fn env_lookup(name: &str) -> Option<String> {
