@@ -58,11 +58,6 @@ pub fn now_rfc3339() -> String {
     rfc3339(since_epoch().as_millis())
 }
 
-/// Now, as [`rfc3339_micros`] writes it.
-pub fn now_rfc3339_micros() -> String {
-    rfc3339_micros(since_epoch().as_micros())
-}
-
 /// The time since the Unix epoch (zero on a clock set before it).
 fn since_epoch() -> std::time::Duration {
     std::time::SystemTime::now()

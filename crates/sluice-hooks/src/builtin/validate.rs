@@ -46,7 +46,7 @@ fn violation(e: &jsonschema::ValidationError<'_>) -> Value {
 impl Validate {
     fn validator(&self, tool: &str, schema: &Value) -> Option<Arc<jsonschema::Validator>> {
         if let Some((cached, v)) = self.cache.lock().get(tool) {
-            if cached == schema {
+            if sluice_core::member::equal(cached, schema) {
                 return v.clone();
             }
         }
