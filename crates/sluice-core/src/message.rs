@@ -346,14 +346,14 @@ impl Message {
 
     /// `params`, mutable, created as `{}` when absent.
     pub fn params_mut(&mut self) -> &mut Map<String, Value> {
-        let p = self
-            .obj_mut()
-            .entry("params")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !p.is_object() {
-            *p = Value::Object(Map::new());
+        let obj = self.obj_mut();
+        // Found by comparing keys ([`member`]); the map's own hashing only to add or replace.
+        if !member::get(obj, "params").is_some_and(Value::is_object) {
+            obj.insert("params".into(), Value::Object(Map::new()));
         }
-        p.as_object_mut().expect("params is an object")
+        member::get_mut(obj, "params")
+            .and_then(Value::as_object_mut)
+            .expect("params is an object")
     }
 
     /// A string field of `params` (e.g. `name`, `uri`, `cursor`).

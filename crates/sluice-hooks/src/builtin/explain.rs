@@ -148,10 +148,10 @@ impl Explain {
                 }
                 // Kept for the gateway (the funnel hands it to the real call); the router takes
                 // it off before the message goes upstream.
-                if let Some(meta) = params
-                    .entry("_meta")
-                    .or_insert_with(|| json!({}))
-                    .as_object_mut()
+                if member::get(params, "_meta").is_none() {
+                    params.insert("_meta".into(), json!({}));
+                }
+                if let Some(meta) = member::get_mut(params, "_meta").and_then(Value::as_object_mut)
                 {
                     meta.insert(EXPLAIN_REASON_META.into(), Value::String(reason.clone()));
                 }

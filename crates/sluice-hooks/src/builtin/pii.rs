@@ -629,24 +629,30 @@ fn unescape(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains('\\') {
         return std::borrow::Cow::Borrowed(text);
     }
+    // The text between escapes is copied a run at a time (a byte search finds each `\`).
     let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some(other) => out.push(other),
-            None => out.push('\\'),
-        }
+    let mut rest = text;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let mut after = rest[at + 1..].chars();
+        out.push(unescaped(after.next()));
+        rest = after.as_str();
     }
+    out.push_str(rest);
     std::borrow::Cow::Owned(out)
+}
+
+/// What `\` followed by `next` stands for (`None`: the text ended on the backslash).
+fn unescaped(next: Option<char>) -> char {
+    match next {
+        Some('n') => '\n',
+        Some('t') => '\t',
+        Some('r') => '\r',
+        Some('b') => '\u{8}',
+        Some('f') => '\u{c}',
+        Some(other) => other,
+        None => '\\',
+    }
 }
 
 /// Where to look next: after `end`, but always past `start` (an empty match must not loop).
@@ -664,6 +670,44 @@ fn next_pos(hay: &str, end: usize, start: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `unescape` as it was written first, a character at a time: what the run-at-a-time
+    /// version must equal.
+    fn unescape_by_char(text: &str) -> String {
+        let mut out = String::new();
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            out.push(unescaped(chars.next()));
+        }
+        out
+    }
+
+    #[test]
+    fn unescape_copies_runs_as_the_char_loop_does() {
+        for text in [
+            "",
+            "plain text, no escapes",
+            r#"{\"text\":\"hi\"}"#,
+            r"a\nb\tc\rd\be\ff\/g\\h",
+            "ends in a backslash \\",
+            "\\",
+            "\\\\",
+            "é\\ü straße \\€ 日本\\n語",
+            r"\u0041 is kept as u0041",
+            "x\\\\\\\"y",
+        ] {
+            assert_eq!(unescape(text), unescape_by_char(text), "{text:?}");
+        }
+        assert!(matches!(
+            unescape("no escapes"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(unescape(r#"{\"a\":\"b\nc\\\\"}"#), "{\"a\":\"b\nc\\\\\"}");
+    }
 
     fn all(s: &str) -> (String, Counts) {
         let mut c = Counts::new();

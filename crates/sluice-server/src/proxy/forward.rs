@@ -66,16 +66,7 @@ async fn call_once(
     };
     let up_id = conn.next_id();
     msg.set_id(json!(up_id));
-    // Gateway-internal metadata never goes upstream.
-    if msg.has_param("_meta") {
-        let params = msg.params_mut();
-        if let Some(meta) = member::get_mut(params, "_meta").and_then(Value::as_object_mut) {
-            meta.remove(sluice_hooks::builtin::explain::EXPLAIN_REASON_META);
-            if meta.is_empty() {
-                params.remove("_meta");
-            }
-        }
-    }
+    strip_internal_meta(&mut msg);
     // Tracing: a child span of the request's, its context passed upstream.
     let span = UpstreamSpan::start(st.rt.telemetry.as_ref());
     let mut headers = ExtraHeaders::default();
@@ -252,6 +243,29 @@ pub async fn call_with_rounds(
     ))
 }
 
+/// Gateway-internal metadata never goes upstream: the explain hook's reason comes out of
+/// `params._meta`, and a `_meta` left empty goes too.
+fn strip_internal_meta(msg: &mut Message) {
+    if !msg.has_param("_meta") {
+        return;
+    }
+    let params = msg.params_mut();
+    let key = sluice_hooks::builtin::explain::EXPLAIN_REASON_META;
+    if let Some(meta) = member::get_mut(params, "_meta").and_then(Value::as_object_mut) {
+        // Found by comparing keys; the map hashes only to take a member out, and a `_meta`
+        // that holds nothing but the reason goes whole (one removal, not two).
+        if member::get(meta, key).is_some() {
+            if meta.len() == 1 {
+                params.remove("_meta");
+            } else {
+                meta.remove(key);
+            }
+        } else if meta.is_empty() {
+            params.remove("_meta");
+        }
+    }
+}
+
 /// A complete result of a 2026-07-28 upstream, in the shape of a legacy one, so hooks see one
 /// model whichever era the upstream speaks (a modern client gets the marks back from the modern
 /// face's decoration; a legacy client never sees them).
@@ -394,4 +408,44 @@ pub fn cancel(st: &State, session: &Session, client_id: &Value, reason: Option<&
     let _ = call.conn.notify("notifications/cancelled", Some(params));
     // Its caller stops waiting, and finds the call gone from the table.
     call.conn.forget(upstream_id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stripped(params: Value) -> Value {
+        let mut msg = Message::request(json!(1), "tools/call", Some(params));
+        strip_internal_meta(&mut msg);
+        msg.params().cloned().unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn the_reason_and_an_emptied_meta_never_go_upstream() {
+        let reason = sluice_hooks::builtin::explain::EXPLAIN_REASON_META;
+        // Only the reason: `_meta` goes whole.
+        assert_eq!(
+            stripped(json!({"name": "echo", "_meta": {reason: "why"}})),
+            json!({"name": "echo"})
+        );
+        // The reason beside the client's own metadata: only the reason goes.
+        assert_eq!(
+            stripped(json!({"name": "echo", "_meta": {"progressToken": 7, reason: "why"}})),
+            json!({"name": "echo", "_meta": {"progressToken": 7}})
+        );
+        // An empty `_meta` goes; one without the reason is left as it is.
+        assert_eq!(
+            stripped(json!({"name": "echo", "_meta": {}})),
+            json!({"name": "echo"})
+        );
+        assert_eq!(
+            stripped(json!({"name": "echo", "_meta": {"progressToken": 7}})),
+            json!({"name": "echo", "_meta": {"progressToken": 7}})
+        );
+        // No `_meta`: nothing changes.
+        assert_eq!(
+            stripped(json!({"name": "echo", "arguments": {}})),
+            json!({"name": "echo", "arguments": {}})
+        );
+    }
 }
