@@ -295,7 +295,11 @@ impl Message {
     /// Replace the id (used for id remapping); returns the old one.
     pub fn set_id(&mut self, id: Value) -> Option<Value> {
         match &mut self.body {
-            Body::Obj(m) => m.insert("id".into(), id),
+            // Found by comparing keys; the map hashes only to add one.
+            Body::Obj(m) => match member::get_mut(m, "id") {
+                Some(now) => Some(std::mem::replace(now, id)),
+                None => m.insert("id".into(), id),
+            },
             Body::Reply(r) => Some(r.set_id(id)),
             Body::Request(r) => match r.set_id(id) {
                 Ok(old) => Some(old),
@@ -314,13 +318,27 @@ impl Message {
         }
     }
 
-    /// The member `key` of `params` (read without parsing a request kept as text when it has
-    /// no such member).
+    /// The member `key` of `params`. A request kept as text parses that member alone.
     pub fn param(&self, key: &str) -> Option<&Value> {
         match &self.body {
-            Body::Request(r) if !r.has_param(key) => None,
+            Body::Request(r) => r.param(key),
             _ => member::of(self.params()?, key),
         }
+    }
+
+    /// The member `key` of `params`, to change in place. A request kept as text stays text
+    /// (with that member written anew).
+    pub fn param_mut(&mut self, key: &str) -> Option<&mut Value> {
+        if matches!(self.body, Body::Request(_)) {
+            let Body::Request(r) = &mut self.body else {
+                unreachable!("matched above")
+            };
+            return r.param_mut(key);
+        }
+        if !self.has_param(key) {
+            return None;
+        }
+        member::get_mut(self.params_mut(), key)
     }
 
     /// Does `params` have the member `key`?
@@ -332,7 +350,7 @@ impl Message {
     }
 
     /// Set the member `key` of `params` (created as `{}` when absent). A request kept as text
-    /// stays text when it had that member.
+    /// stays text when its `params` has a member already.
     pub fn set_param(&mut self, key: &str, value: Value) {
         let value = match &mut self.body {
             Body::Request(r) => match r.set_param(key, value) {
@@ -341,7 +359,27 @@ impl Message {
             },
             _ => value,
         };
-        self.params_mut().insert(key.into(), value);
+        let params = self.params_mut();
+        match member::get_mut(params, key) {
+            Some(now) => *now = value,
+            None => {
+                params.insert(key.into(), value);
+            }
+        }
+    }
+
+    /// Take the member `key` out of `params` (the others keep their order). A request kept as
+    /// text stays text when the gateway had added that member.
+    pub fn remove_param(&mut self, key: &str) -> Option<Value> {
+        if let Body::Request(r) = &mut self.body {
+            if let Ok(v) = r.remove_param(key) {
+                return v;
+            }
+        }
+        if !self.has_param(key) {
+            return None;
+        }
+        self.params_mut().shift_remove(key)
     }
 
     /// `params`, mutable, created as `{}` when absent.
@@ -696,7 +734,8 @@ mod tests {
         assert!(lazy.has_param("arguments") && !lazy.has_param("task"));
         assert_eq!(lazy.param("task"), None);
         assert_eq!((lazy.result(), lazy.error_obj()), (None, None));
-        // Kept as text: only the changes are spliced in; a member it lacks is added to the object.
+        // Kept as text: only the changes are spliced in, a member it lacks added at the end of
+        // `params`.
         lazy.set_id(json!(9));
         lazy.set_param("name", json!("c"));
         assert_eq!(

@@ -25,12 +25,28 @@ pub(crate) struct RawRequest {
     id: Option<(Value, (usize, usize))>,
     /// `params` is there (an object).
     has_params: bool,
-    /// The members of `params`, in order: where each key's characters and each value are.
-    members: Vec<((usize, usize), (usize, usize))>,
-    /// Members of `params` given a new value: which (an index into `members`), and the value.
-    edits: Vec<(usize, Value)>,
+    /// Where the `}` closing `params` is, when it has a member (members are added before it).
+    params_close: Option<usize>,
+    /// The members of `params`, in order.
+    members: Vec<Member>,
+    /// Members added to `params` (after the received ones), in the order they were added.
+    added: Vec<(String, Value)>,
     /// The whole object, parsed the first time something reads more than the above.
     obj: OnceLock<Map<String, Value>>,
+}
+
+/// One received member of `params`.
+#[derive(Debug, Clone)]
+struct Member {
+    /// Where its key's characters are in the text.
+    key: (usize, usize),
+    /// Where its value is in the text.
+    value: (usize, usize),
+    /// Its value, parsed the first time it is read (alone: the rest of the message stays
+    /// text), or given anew.
+    parsed: OnceLock<Value>,
+    /// `parsed` was changed or replaced: the text has it in place of the received value.
+    edited: bool,
 }
 
 /// The top level of a request: each member's text.
@@ -138,21 +154,31 @@ impl RawRequest {
             None => None,
         };
         let has_params = top.params.is_some();
-        let members = top
+        let members: Vec<Member> = top
             .params
             .map(|Members(m)| {
                 m.into_iter()
-                    .map(|(k, v)| (span(text, k), span(text, v.get())))
+                    .map(|(k, v)| Member {
+                        key: span(text, k),
+                        value: span(text, v.get()),
+                        parsed: OnceLock::new(),
+                        edited: false,
+                    })
                     .collect()
             })
             .unwrap_or_default();
+        // After the last member's value only whitespace comes before the object's end.
+        let params_close = members
+            .last()
+            .and_then(|m| Some(m.value.1 + text[m.value.1..].find('}')?));
         Some(RawRequest {
             method_at: span(text, method),
             text: Arc::from(text),
             id,
             has_params,
+            params_close,
             members,
-            edits: Vec::new(),
+            added: Vec::new(),
             obj: OnceLock::new(),
         })
     }
@@ -189,39 +215,74 @@ impl RawRequest {
     fn member(&self, key: &str) -> Option<usize> {
         self.members
             .iter()
-            .rposition(|((s, e), _)| &self.text[*s..*e] == key)
+            .rposition(|m| &self.text[m.key.0..m.key.1] == key)
+    }
+
+    /// The index of the added member `key`.
+    fn added(&self, key: &str) -> Option<usize> {
+        self.added.iter().position(|(k, _)| k == key)
     }
 
     /// Does `params` have the member `key`?
     pub(crate) fn has_param(&self, key: &str) -> bool {
-        self.member(key).is_some()
+        self.member(key).is_some() || self.added(key).is_some()
+    }
+
+    /// The value of the received member `at`, parsed (alone) on first use.
+    fn value(&self, at: usize) -> &Value {
+        let m = &self.members[at];
+        m.parsed.get_or_init(|| {
+            serde_json::from_str(&self.text[m.value.0..m.value.1])
+                .expect("read as a JSON value already")
+        })
+    }
+
+    /// The member `key` of `params`, parsed alone (the rest of the message stays text).
+    pub(crate) fn param(&self, key: &str) -> Option<&Value> {
+        if let Some(at) = self.member(key) {
+            return Some(self.value(at));
+        }
+        self.added(key).map(|i| &self.added[i].1)
+    }
+
+    /// The member `key` of `params`, to change in place (the text then has its new value; a
+    /// whole object parsed already is parsed again when next read).
+    pub(crate) fn param_mut(&mut self, key: &str) -> Option<&mut Value> {
+        if !self.has_param(key) {
+            return None;
+        }
+        self.obj.take();
+        if let Some(at) = self.member(key) {
+            self.value(at);
+            let m = &mut self.members[at];
+            m.edited = true;
+            return m.parsed.get_mut();
+        }
+        let i = self.added(key)?;
+        Some(&mut self.added[i].1)
     }
 
     /// The member `key` of `params` when it is a string, read from the text when it has no
-    /// escape (else from the parsed object).
+    /// escape (else parsed alone).
     pub(crate) fn param_str(&self, key: &str) -> Option<&str> {
-        let at = self.member(key)?;
-        if let Some((_, v)) = self.edits.iter().find(|(i, _)| *i == at) {
+        let Some(at) = self.member(key) else {
+            return self.param(key)?.as_str();
+        };
+        let m = &self.members[at];
+        if let Some(v) = m.parsed.get() {
             return v.as_str();
         }
-        let (s, e) = self.members[at].1;
-        let text = &self.text[s..e];
+        let text = &self.text[m.value.0..m.value.1];
         if !text.starts_with('"') {
             return None;
         }
-        match plain_str(text) {
-            Some(s) => Some(s),
-            // A string with an escape is read from the parsed object.
-            None => crate::member::of(crate::member::get(self.obj(), "params")?, key)?.as_str(),
-        }
+        plain_str(text).or_else(|| self.value(at).as_str())
     }
 
-    /// Give the member `key` of `params` a new value. `Err` with `value` when `params` has no
-    /// such member (the caller makes it an ordinary message to add one).
+    /// Give the member `key` of `params` a new value, adding it after the others when there is
+    /// none. `Err` with `value` when it cannot be written into the text (`params` absent or
+    /// empty: the caller makes it an ordinary message).
     pub(crate) fn set_param(&mut self, key: &str, value: Value) -> Result<(), Value> {
-        let Some(at) = self.member(key) else {
-            return Err(value);
-        };
         if let Some(params) = self
             .obj
             .get_mut()
@@ -230,11 +291,39 @@ impl RawRequest {
         {
             params.insert(key.into(), value.clone());
         }
-        match self.edits.iter_mut().find(|(i, _)| *i == at) {
-            Some((_, v)) => *v = value,
-            None => self.edits.push((at, value)),
+        if let Some(at) = self.member(key) {
+            let m = &mut self.members[at];
+            m.parsed = OnceLock::from(value);
+            m.edited = true;
+        } else if let Some(i) = self.added(key) {
+            self.added[i].1 = value;
+        } else if self.params_close.is_some() {
+            self.added.push((key.to_string(), value));
+        } else {
+            return Err(value);
         }
         Ok(())
+    }
+
+    /// Take the member `key` out of `params`: `Ok` with it (or `None`: no such member) when
+    /// the gateway added it; `Err` for a received member (its text stays: the caller makes it
+    /// an ordinary message).
+    pub(crate) fn remove_param(&mut self, key: &str) -> Result<Option<Value>, ()> {
+        if self.member(key).is_some() {
+            return Err(());
+        }
+        let Some(i) = self.added(key) else {
+            return Ok(None);
+        };
+        if let Some(params) = self
+            .obj
+            .get_mut()
+            .and_then(|o| crate::member::get_mut(o, "params"))
+            .and_then(Value::as_object_mut)
+        {
+            params.shift_remove(key);
+        }
+        Ok(Some(self.added.remove(i).1))
     }
 
     /// `params` is there.
@@ -251,9 +340,13 @@ impl RawRequest {
                 obj.insert("id".into(), id.clone());
             }
             if let Some(params) = obj.get_mut("params").and_then(Value::as_object_mut) {
-                for (at, v) in &self.edits {
-                    let (s, e) = self.members[*at].0;
-                    params.insert(self.text[s..e].to_string(), v.clone());
+                for m in self.members.iter().filter(|m| m.edited) {
+                    let key = &self.text[m.key.0..m.key.1];
+                    let value = m.parsed.get().expect("an edited member has its value");
+                    params.insert(key.to_string(), value.clone());
+                }
+                for (k, v) in &self.added {
+                    params.insert(k.clone(), v.clone());
                 }
             }
             obj
@@ -266,14 +359,26 @@ impl RawRequest {
         self.obj.into_inner().expect("parsed just now")
     }
 
-    /// The message's text: as received, with the id and the changed members as they are now.
+    /// The message's text: as received, with the id and the changed members as they are now,
+    /// and the added members before the end of `params`.
     pub(crate) fn to_json(&self) -> String {
-        let mut splices: Vec<((usize, usize), String)> = Vec::with_capacity(1 + self.edits.len());
+        let mut splices: Vec<((usize, usize), String)> = Vec::with_capacity(2);
         if let Some((id, at)) = &self.id {
             splices.push((*at, exact::to_string(id)));
         }
-        for (at, v) in &self.edits {
-            splices.push((self.members[*at].1, exact::to_string(v)));
+        for m in self.members.iter().filter(|m| m.edited) {
+            let value = m.parsed.get().expect("an edited member has its value");
+            splices.push((m.value, exact::to_string(value)));
+        }
+        if let (Some(close), false) = (self.params_close, self.added.is_empty()) {
+            let mut tail = String::new();
+            for (k, v) in &self.added {
+                tail.push(',');
+                tail.push_str(&serde_json::to_string(k).expect("a string always serialises"));
+                tail.push(':');
+                tail.push_str(&exact::to_string(v));
+            }
+            splices.push(((close, close), tail));
         }
         splices.sort_unstable_by_key(|((s, _), _)| *s);
         let grow: usize = splices.iter().map(|(_, t)| t.len()).sum();
@@ -307,15 +412,12 @@ mod tests {
         assert_eq!(r.set_id(json!(41)), Ok(json!(7)));
         r.set_param("name", json!("echo")).unwrap();
         assert_eq!(r.param_str("name"), Some("echo"));
-        assert_eq!(
-            r.set_param("_meta", json!({})),
-            Err(json!({})),
-            "no such member"
-        );
+        assert_eq!(r.set_param("_meta", json!({})), Ok(()), "added");
         assert_eq!(
             r.to_json(),
-            r#"{"params":{"name":"echo","arguments":{"n":1.10,"s":"a\"b"}},"id":41,"method":"tools/call","jsonrpc":"2.0"}"#
+            r#"{"params":{"name":"echo","arguments":{"n":1.10,"s":"a\"b"},"_meta":{}},"id":41,"method":"tools/call","jsonrpc":"2.0"}"#
         );
+        assert_eq!(r.remove_param("_meta"), Ok(Some(json!({}))));
         let obj = r.obj();
         assert_eq!(obj["id"], json!(41));
         assert_eq!(obj["params"]["name"], json!("echo"));
@@ -329,6 +431,74 @@ mod tests {
             .to_json()
             .starts_with(r#"{"params":{"name":"other","arguments""#));
         assert!(r.to_json().contains(r#""id":"s-1","#));
+    }
+
+    #[test]
+    fn members_are_parsed_alone_changed_added_and_taken_out_in_the_text() {
+        let text = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"reason":"why","n":1.10},"_meta":{"progressToken":1.50} }}"#;
+        let mut r = RawRequest::read(text.as_bytes()).unwrap();
+        assert_eq!(
+            r.param("arguments"),
+            Some(&json!({"reason": "why", "n": 1.1}))
+        );
+        assert_eq!(r.param("nothing"), None);
+        assert!(r.obj.get().is_none(), "one member parsed, not the message");
+        assert_eq!(r.to_json(), text, "read, not changed");
+        // Changed in place: that member is written anew, nothing else.
+        r.param_mut("arguments")
+            .and_then(Value::as_object_mut)
+            .unwrap()
+            .shift_remove("reason");
+        assert_eq!(
+            r.to_json(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.1},"_meta":{"progressToken":1.50} }}"#
+        );
+        // Added before the end of `params`, in order; set again in its place.
+        r.set_param("x-a", json!({"k": "v"})).unwrap();
+        r.set_param("x-b", json!(2)).unwrap();
+        r.set_param("x-a", json!("again")).unwrap();
+        assert!(r.has_param("x-a") && r.has_param("x-b"));
+        assert_eq!(r.param_str("x-a"), Some("again"));
+        let added = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.1},"_meta":{"progressToken":1.50} ,"x-a":"again","x-b":2}}"#;
+        assert_eq!(r.to_json(), added);
+        let parsed: Value = serde_json::from_str(added).unwrap();
+        assert_eq!(Value::Object(r.clone().into_obj()), parsed);
+        // A received member cannot leave the text; an added one can.
+        assert_eq!(r.remove_param("_meta"), Err(()));
+        assert_eq!(r.remove_param("x-a"), Ok(Some(json!("again"))));
+        assert_eq!(r.remove_param("x-a"), Ok(None));
+        assert!(!r.has_param("x-a"));
+        assert!(r
+            .to_json()
+            .ends_with(r#"{"progressToken":1.50} ,"x-b":2}}"#));
+        // Once parsed whole, the object follows every change.
+        assert_eq!(r.obj()["params"]["x-b"], json!(2));
+        r.set_param("x-c", json!(true)).unwrap();
+        assert_eq!(r.obj()["params"]["x-c"], json!(true));
+        assert_eq!(r.remove_param("x-b"), Ok(Some(json!(2))));
+        assert!(r.obj()["params"].get("x-b").is_none());
+        *r.param_mut("name").unwrap() = json!("renamed");
+        assert_eq!(r.obj()["params"]["name"], json!("renamed"));
+        let again: Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(Value::Object(r.obj().clone()), again);
+    }
+
+    #[test]
+    fn a_member_cannot_be_added_to_params_without_one() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{ }}"#,
+        ] {
+            let mut r = RawRequest::read(text.as_bytes()).unwrap();
+            assert_eq!(r.set_param("k", json!(1)), Err(json!(1)), "{text}");
+            assert_eq!(r.param_mut("k"), None);
+            assert_eq!(r.to_json(), text);
+        }
+        // A string member with an escape is parsed alone to be read.
+        let r = RawRequest::read(br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"s":"a\nb"}}"#)
+            .unwrap();
+        assert_eq!(r.param_str("s"), Some("a\nb"));
+        assert!(r.obj.get().is_none());
     }
 
     #[test]

@@ -492,8 +492,7 @@ impl Chain {
             return;
         };
         let input = msg
-            .params()
-            .and_then(|p| p.get("arguments"))
+            .param("arguments")
             .cloned()
             .unwrap_or_else(|| Value::Object(Map::new()));
         t.tool_use(ctx.session_id, &self.cwd, id, name, &input);

@@ -109,7 +109,7 @@ impl HookEvent {
             Phase::Request => Some(&self.message),
             Phase::Response => self.request.as_ref(),
         }?;
-        sluice_core::member::of(req.params()?, "arguments")
+        req.param("arguments")
     }
 
     /// The JSON payload given to command, process and http hooks: the fields Claude Code

@@ -7,7 +7,7 @@
 
 use crate::decision::{Decision, Refusal};
 use crate::event::{HookEvent, Phase};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use sluice_config::ExplainOptions;
 use sluice_core::member;
 
@@ -139,21 +139,25 @@ impl Explain {
                     reason = %reason,
                     "explain"
                 );
+                // A request kept as text stays text: only `arguments` and `_meta` are written
+                // anew.
                 let mut msg = ev.message.take();
-                let params = msg.params_mut();
-                if let Some(args) =
-                    member::get_mut(params, "arguments").and_then(Value::as_object_mut)
-                {
+                if let Some(args) = msg.param_mut("arguments").and_then(Value::as_object_mut) {
                     args.shift_remove("reason");
                 }
                 // Kept for the gateway (the funnel hands it to the real call); the router takes
                 // it off before the message goes upstream.
-                if member::get(params, "_meta").is_none() {
-                    params.insert("_meta".into(), json!({}));
-                }
-                if let Some(meta) = member::get_mut(params, "_meta").and_then(Value::as_object_mut)
-                {
-                    meta.insert(EXPLAIN_REASON_META.into(), Value::String(reason.clone()));
+                let reason_value = Value::String(reason.clone());
+                match msg.param_mut("_meta") {
+                    Some(Value::Object(meta)) => {
+                        meta.insert(EXPLAIN_REASON_META.into(), reason_value);
+                    }
+                    Some(_) => {}
+                    None => {
+                        let mut meta = Map::with_capacity(1);
+                        meta.insert(EXPLAIN_REASON_META.into(), reason_value);
+                        msg.set_param("_meta", Value::Object(meta));
+                    }
                 }
                 *reason_out = Some(reason);
                 Decision::Modify(msg)
@@ -210,5 +214,45 @@ mod tests {
             .starts_with("The 'reason' parameter must be a string, not a number"));
         assert!(bad_reason(&json!("")).starts_with("The 'reason' parameter is empty"));
         assert!(bad_reason(&json!(["a"])).contains("not an array"));
+    }
+
+    #[test]
+    fn a_call_kept_as_text_is_changed_as_a_parsed_one_and_stays_text() {
+        let explain = Explain::from_options(&ExplainOptions::default());
+        for text in [
+            // No `_meta`: one is added at the end of `params`.
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"n":1.10,"reason":" why "},"task":{"ttl":2.50}}}"#,
+            // The client's own `_meta` gains the reason beside its members.
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta":{"progressToken":2},"name":"t","arguments":{"reason":"why","n":1}}}"#,
+            // A `_meta` that is not an object is left as it is.
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"reason":"why"},"_meta":7}}"#,
+        ] {
+            let decide = |message: sluice_core::Message| {
+                let mut ev = crate::builtin::deny::tests::call("t", json!({}));
+                ev.message = message;
+                let mut reason = None;
+                match explain.decide(&mut ev, &mut reason) {
+                    Decision::Modify(m) => (m, reason),
+                    other => panic!("{other:?}"),
+                }
+            };
+            let (lazy, lazy_reason) = decide(sluice_core::Message::parse(text.as_bytes()).unwrap());
+            let (tree, tree_reason) =
+                decide(sluice_core::Message::parse_tree(text.as_bytes()).unwrap());
+            assert_eq!(lazy_reason.as_deref(), Some("why"), "{text}");
+            assert_eq!(lazy_reason, tree_reason);
+            assert_eq!(lazy.to_value(), tree.to_value(), "{text}");
+            assert!(lazy.param("arguments").unwrap().get("reason").is_none());
+            // Kept as text: what the hook did not change is written as received.
+            let out = lazy.to_json();
+            assert_eq!(
+                serde_json::from_str::<Value>(&out).unwrap(),
+                tree.to_value()
+            );
+            if text.contains("2.50") {
+                assert!(out.contains(r#""task":{"ttl":2.50}"#), "{out}");
+            }
+            assert!(out.starts_with(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"#));
+        }
     }
 }

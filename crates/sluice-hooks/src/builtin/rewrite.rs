@@ -131,8 +131,7 @@ impl Rewrite {
             return Decision::Pass;
         }
         let mut msg = ev.message.take();
-        msg.params_mut()
-            .insert("arguments".into(), std::mem::take(args));
+        msg.set_param("arguments", std::mem::take(args));
         Decision::Modify(msg)
     }
 }

@@ -103,7 +103,7 @@ pub fn answer(
             };
             // The real call, under the real name.
             let mut params = json!({"name": t.name, "arguments": args.get("args").cloned().unwrap_or(json!({}))});
-            if let Some(meta) = msg.params().and_then(|p| p.get("_meta")) {
+            if let Some(meta) = msg.param("_meta") {
                 params["_meta"] = meta.clone();
                 // The explain hook took the reason off the meta-call; the real call carries it
                 // again, so the hooks see the same call as a direct one.

@@ -246,22 +246,19 @@ pub async fn call_with_rounds(
 /// Gateway-internal metadata never goes upstream: the explain hook's reason comes out of
 /// `params._meta`, and a `_meta` left empty goes too.
 fn strip_internal_meta(msg: &mut Message) {
-    if !msg.has_param("_meta") {
-        return;
-    }
-    let params = msg.params_mut();
     let key = sluice_hooks::builtin::explain::EXPLAIN_REASON_META;
-    if let Some(meta) = member::get_mut(params, "_meta").and_then(Value::as_object_mut) {
-        // Found by comparing keys; the map hashes only to take a member out, and a `_meta`
-        // that holds nothing but the reason goes whole (one removal, not two).
-        if member::get(meta, key).is_some() {
-            if meta.len() == 1 {
-                params.remove("_meta");
-            } else {
-                meta.remove(key);
-            }
-        } else if meta.is_empty() {
-            params.remove("_meta");
+    // Looked at first and changed only when it must be (a request kept as text then keeps a
+    // client's `_meta` as sent); found by comparing keys, and a `_meta` that holds nothing but
+    // the reason goes whole (one removal, not two).
+    let Some(Value::Object(meta)) = msg.param("_meta") else {
+        return;
+    };
+    let has_reason = member::get(meta, key).is_some();
+    if meta.is_empty() || (has_reason && meta.len() == 1) {
+        msg.remove_param("_meta");
+    } else if has_reason {
+        if let Some(meta) = msg.param_mut("_meta").and_then(Value::as_object_mut) {
+            meta.shift_remove(key);
         }
     }
 }
@@ -354,10 +351,7 @@ fn modern_upstream_request(
     }) else {
         return;
     };
-    let args = msg
-        .params()
-        .and_then(|p| p.get("arguments"))
-        .unwrap_or(&Value::Null);
+    let args = msg.param("arguments").unwrap_or(&Value::Null);
     let mut wanted = Vec::new();
     headers::header_params(&schema, args, &mut wanted);
     for (name, value) in wanted {
@@ -446,6 +440,44 @@ mod tests {
         assert_eq!(
             stripped(json!({"name": "echo", "arguments": {}})),
             json!({"name": "echo", "arguments": {}})
+        );
+    }
+
+    #[test]
+    fn a_call_kept_as_text_loses_the_reason_and_keeps_the_rest_as_sent() {
+        let reason = sluice_hooks::builtin::explain::EXPLAIN_REASON_META;
+        let text = |params: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#)
+        };
+        let after = |params: &str, change: &dyn Fn(&mut Message)| {
+            let mut msg = Message::parse(text(params).as_bytes()).unwrap();
+            change(&mut msg);
+            strip_internal_meta(&mut msg);
+            msg.to_json()
+        };
+        let add_reason = |m: &mut Message| {
+            m.set_param("_meta", json!({reason: "why"}));
+        };
+        let none = |_: &mut Message| {};
+        // The `_meta` the explain hook added goes whole; the rest is the text as sent.
+        let sent = r#"{"name":"echo","arguments":{"n":1.10}}"#;
+        assert_eq!(after(sent, &add_reason), text(sent));
+        // The client's `_meta`: only the reason goes (that member is written anew).
+        let sent = r#"{"name":"echo","_meta":{"progressToken":7},"arguments":{"n":1.10}}"#;
+        let with_reason = |m: &mut Message| {
+            m.param_mut("_meta")
+                .and_then(Value::as_object_mut)
+                .unwrap()
+                .insert(reason.into(), json!("why"));
+        };
+        assert_eq!(after(sent, &with_reason), text(sent));
+        // Without the reason, a client's `_meta` is not touched (its text stays as sent); an
+        // empty one goes.
+        let sent = r#"{"name":"echo","_meta":{"progressToken":1.50}}"#;
+        assert_eq!(after(sent, &none), text(sent));
+        assert_eq!(
+            after(r#"{"name":"echo","_meta":{ },"arguments":{}}"#, &none),
+            text(r#"{"name":"echo","arguments":{}}"#)
         );
     }
 }

@@ -42,13 +42,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Parse a message a client sent, as the listeners do: kept as its text
-/// ([`Message::parse`]), unless request hooks will read it anyway
-/// ([`Message::parse_tree`]; reading its text first would only add to the parse).
+/// ([`Message::parse`]; the builtins read and change `params`' members, each parsed alone),
+/// unless hooks shown payloads will read it whole anyway ([`Message::parse_tree`]; reading
+/// its text first would only add to the parse).
 pub fn parse_client(snap: &Snapshot, bytes: &[u8]) -> Result<Message, ParseError> {
-    if snap.chain.is_empty() {
-        Message::parse(bytes)
-    } else {
+    if snap.chain.shows_payloads() {
         Message::parse_tree(bytes)
+    } else {
+        Message::parse(bytes)
     }
 }
 

@@ -64,12 +64,11 @@ impl Target<'_> {
 
 /// What a request names, for telling whether a hook changed its target.
 pub fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
-    let params = msg.params();
-    let named = params.and_then(Value::as_object).and_then(|p| {
-        member::get(p, "name")
-            .or_else(|| member::get(p, "uri"))
-            .or_else(|| member::get(p, "ref"))
-    });
+    // Member by member: a request kept as text parses only the one it has.
+    let named = msg
+        .param("name")
+        .or_else(|| msg.param("uri"))
+        .or_else(|| msg.param("ref"));
     (msg.method(), named)
 }
 
