@@ -329,16 +329,12 @@ impl Message {
     /// The member `key` of `params`, to change in place. A request kept as text stays text
     /// (with that member written anew).
     pub fn param_mut(&mut self, key: &str) -> Option<&mut Value> {
-        if matches!(self.body, Body::Request(_)) {
-            let Body::Request(r) = &mut self.body else {
-                unreachable!("matched above")
-            };
-            return r.param_mut(key);
+        match &mut self.body {
+            Body::Request(r) => r.param_mut(key),
+            Body::Obj(m) => member::get_mut(member::get_mut(m, "params")?.as_object_mut()?, key),
+            // A reply has no `params`.
+            Body::Reply(_) => None,
         }
-        if !self.has_param(key) {
-            return None;
-        }
-        member::get_mut(self.params_mut(), key)
     }
 
     /// Does `params` have the member `key`?
@@ -371,15 +367,17 @@ impl Message {
     /// Take the member `key` out of `params` (the others keep their order). A request kept as
     /// text stays text when the gateway had added that member.
     pub fn remove_param(&mut self, key: &str) -> Option<Value> {
-        if let Body::Request(r) = &mut self.body {
-            if let Ok(v) = r.remove_param(key) {
-                return v;
-            }
+        match &mut self.body {
+            Body::Request(r) => match r.remove_param(key) {
+                Ok(added) => added,
+                // A received member: the request becomes an ordinary message without it.
+                Err(crate::raw_request::Received) => self.params_mut().shift_remove(key),
+            },
+            Body::Obj(m) => member::get_mut(m, "params")?
+                .as_object_mut()?
+                .shift_remove(key),
+            Body::Reply(_) => None,
         }
-        if !self.has_param(key) {
-            return None;
-        }
-        self.params_mut().shift_remove(key)
     }
 
     /// `params`, mutable, created as `{}` when absent.

@@ -31,9 +31,16 @@ pub(crate) struct RawRequest {
     members: Vec<Member>,
     /// Members added to `params` (after the received ones), in the order they were added.
     added: Vec<(String, Value)>,
-    /// The whole object, parsed the first time something reads more than the above.
+    /// The whole object, parsed the first time something reads more than the above; once
+    /// parsed, a change made with a new value (the id, a member set, added or taken out) is
+    /// made in it too, and a change made in place ([`RawRequest::param_mut`]) drops it.
     obj: OnceLock<Map<String, Value>>,
 }
+
+/// The member asked for came with the request: its text cannot be taken out of the received
+/// one (see [`RawRequest::remove_param`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Received;
 
 /// One received member of `params`.
 #[derive(Debug, Clone)]
@@ -246,19 +253,18 @@ impl RawRequest {
     }
 
     /// The member `key` of `params`, to change in place (the text then has its new value; a
-    /// whole object parsed already is parsed again when next read).
+    /// whole object parsed already is dropped, to be parsed again when next read, as the
+    /// change comes after this returns).
     pub(crate) fn param_mut(&mut self, key: &str) -> Option<&mut Value> {
-        if !self.has_param(key) {
-            return None;
-        }
-        self.obj.take();
         if let Some(at) = self.member(key) {
+            self.obj.take();
             self.value(at);
             let m = &mut self.members[at];
             m.edited = true;
             return m.parsed.get_mut();
         }
         let i = self.added(key)?;
+        self.obj.take();
         Some(&mut self.added[i].1)
     }
 
@@ -283,12 +289,7 @@ impl RawRequest {
     /// none. `Err` with `value` when it cannot be written into the text (`params` absent or
     /// empty: the caller makes it an ordinary message).
     pub(crate) fn set_param(&mut self, key: &str, value: Value) -> Result<(), Value> {
-        if let Some(params) = self
-            .obj
-            .get_mut()
-            .and_then(|o| crate::member::get_mut(o, "params"))
-            .and_then(Value::as_object_mut)
-        {
+        if let Some(params) = self.parsed_params() {
             params.insert(key.into(), value.clone());
         }
         if let Some(at) = self.member(key) {
@@ -308,22 +309,23 @@ impl RawRequest {
     /// Take the member `key` out of `params`: `Ok` with it (or `None`: no such member) when
     /// the gateway added it; `Err` for a received member (its text stays: the caller makes it
     /// an ordinary message).
-    pub(crate) fn remove_param(&mut self, key: &str) -> Result<Option<Value>, ()> {
+    pub(crate) fn remove_param(&mut self, key: &str) -> Result<Option<Value>, Received> {
         if self.member(key).is_some() {
-            return Err(());
+            return Err(Received);
         }
         let Some(i) = self.added(key) else {
             return Ok(None);
         };
-        if let Some(params) = self
-            .obj
-            .get_mut()
-            .and_then(|o| crate::member::get_mut(o, "params"))
-            .and_then(Value::as_object_mut)
-        {
+        if let Some(params) = self.parsed_params() {
             params.shift_remove(key);
         }
         Ok(Some(self.added.remove(i).1))
+    }
+
+    /// `params` of the whole object, when that is parsed already (a change made with a new
+    /// value is made there too, so it stays the message as it is now).
+    fn parsed_params(&mut self) -> Option<&mut Map<String, Value>> {
+        crate::member::get_mut(self.obj.get_mut()?, "params")?.as_object_mut()
     }
 
     /// `params` is there.
@@ -464,7 +466,7 @@ mod tests {
         let parsed: Value = serde_json::from_str(added).unwrap();
         assert_eq!(Value::Object(r.clone().into_obj()), parsed);
         // A received member cannot leave the text; an added one can.
-        assert_eq!(r.remove_param("_meta"), Err(()));
+        assert_eq!(r.remove_param("_meta"), Err(Received));
         assert_eq!(r.remove_param("x-a"), Ok(Some(json!("again"))));
         assert_eq!(r.remove_param("x-a"), Ok(None));
         assert!(!r.has_param("x-a"));
