@@ -128,6 +128,44 @@ async fn a_process_hook_refuses_answers_and_passes() {
     }
 }
 
+const RENAME_HOOK_PY: &str = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    msg = req["event"]["message"]
+    if msg["params"]["name"] == "fx_add":
+        msg["params"]["name"] = "fx_echo"
+        out = {"id": req["id"], "decision": "modify", "message": msg}
+    else:
+        out = {"id": req["id"], "decision": "pass"}
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+"#;
+
+#[tokio::test]
+async fn a_hook_that_names_another_tool_sends_the_call_there() {
+    // The explain builtin before it changes the arguments, never the target; the process
+    // hook after it renames the call, and the gateway routes it again.
+    let home = home_with(
+        "hooks-rename",
+        json!([
+            {"id": "explain", "type": "builtin", "builtin": "explain", "enabled": true},
+            {"id": "rename", "event": "PreToolUse", "type": "process",
+             "command": "python3 -u \"${HOOKS_DIR}/scripts/rename.py\"", "timeout": 5, "enabled": true}
+        ]),
+    );
+    home.write("hooks/scripts/rename.py", RENAME_HOOK_PY);
+    let (_gw, c) = client(&home).await;
+    let r = c
+        .call_tool("fx_add", json!({"a": 1, "b": 2, "reason": "to see"}))
+        .await;
+    assert_eq!(r["result"]["structuredContent"], json!({"a": 1, "b": 2}));
+    let r = c
+        .call_tool("fx_echo", json!({"n": 7, "reason": "to see"}))
+        .await;
+    assert_eq!(r["result"]["structuredContent"], json!({"n": 7}));
+}
+
 /// Seed 002's hook service: set `region` on `crm.order.status`, refuse `crm.order.cancel`.
 async fn hook_service() -> (String, tokio::task::JoinHandle<()>) {
     use axum::http::StatusCode;

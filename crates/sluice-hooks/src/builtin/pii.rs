@@ -626,19 +626,26 @@ fn replace(det: &Detector, hay: &str, counts: &mut Counts) -> Option<String> {
 /// JSON text with its one-letter escapes undone (`\n` is a newline, `\"` a quote, …); the
 /// text itself when it has none.
 fn unescape(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains('\\') {
+    // One byte search over the text finds every `\`; the text between escapes is copied a
+    // run at a time.
+    let mut escapes = memchr::memchr_iter(b'\\', text.as_bytes()).peekable();
+    if escapes.peek().is_none() {
         return std::borrow::Cow::Borrowed(text);
     }
-    // The text between escapes is copied a run at a time (a byte search finds each `\`).
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('\\') {
-        out.push_str(&rest[..at]);
-        let mut after = rest[at + 1..].chars();
+    // Where the text not copied yet starts.
+    let mut from = 0;
+    for at in escapes {
+        if at < from {
+            // The backslash an escape stood for (`\\`): taken with it already.
+            continue;
+        }
+        out.push_str(&text[from..at]);
+        let mut after = text[at + 1..].chars();
         out.push(unescaped(after.next()));
-        rest = after.as_str();
+        from = text.len() - after.as_str().len();
     }
-    out.push_str(rest);
+    out.push_str(&text[from..]);
     std::borrow::Cow::Owned(out)
 }
 

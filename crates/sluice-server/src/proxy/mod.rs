@@ -131,7 +131,9 @@ async fn hooked_request(
         .chain
         .hooks_select(Phase::Response, &cx, usize::MAX)
         .then(|| msg.clone());
-    let before = owned_key(&msg);
+    // What the request named, to route it again if a hook changed that (only a hook that
+    // can: no builtin does).
+    let before = snap.chain.may_retarget().then(|| owned_key(&msg));
     // Request hooks.
     let (outcome, depth) = snap.chain.request(&cx, msg, &mut trace).await;
     // A hook asked: a person decides, through the client.
@@ -147,7 +149,7 @@ async fn hooked_request(
     let mut refused_in = None;
     let reply = match outcome {
         RequestOutcome::Forward(m) => {
-            if owned_key(&m) != before {
+            if before.as_ref().is_some_and(|b| owned_key(&m) != *b) {
                 target = route::resolve_in(snap, catalog, principal.as_deref(), &m);
             }
             // Dispatch, under the request's span when tracing (its upstream call is a child).
