@@ -94,6 +94,11 @@ for line in sys.stdin:
     ev = req["event"]
     if ev.get("tool_name") == "fx_add":
         out = {"id": req["id"], "decision": "refuse", "reason": "adding is closed today", "agent": True}
+    elif ev.get("tool_name") == "fx_test_simple_text":
+        # Sent to another tool: the gateway routes the call again.
+        msg = ev["message"]
+        msg["params"]["name"] = "fx_echo"
+        out = {"id": req["id"], "decision": "modify", "message": msg}
     elif ev.get("tool_name") == "fx_whoami":
         msg = ev["message"]
         out = {"id": req["id"], "decision": "answer", "message": {"jsonrpc": "2.0", "id": msg["id"], "result": {"content": [{"type": "text", "text": "answered by the process hook"}]}}}
@@ -128,20 +133,6 @@ async fn a_process_hook_refuses_answers_and_passes() {
     }
 }
 
-const RENAME_HOOK_PY: &str = r#"
-import json, sys
-for line in sys.stdin:
-    req = json.loads(line)
-    msg = req["event"]["message"]
-    if msg["params"]["name"] == "fx_add":
-        msg["params"]["name"] = "fx_echo"
-        out = {"id": req["id"], "decision": "modify", "message": msg}
-    else:
-        out = {"id": req["id"], "decision": "pass"}
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
-"#;
-
 #[tokio::test]
 async fn a_hook_that_names_another_tool_sends_the_call_there() {
     // The explain builtin before it changes the arguments, never the target; the process
@@ -150,14 +141,17 @@ async fn a_hook_that_names_another_tool_sends_the_call_there() {
         "hooks-rename",
         json!([
             {"id": "explain", "type": "builtin", "builtin": "explain", "enabled": true},
-            {"id": "rename", "event": "PreToolUse", "type": "process",
-             "command": "python3 -u \"${HOOKS_DIR}/scripts/rename.py\"", "timeout": 5, "enabled": true}
+            {"id": "gate", "event": "PreToolUse", "type": "process",
+             "command": "python3 -u \"${HOOKS_DIR}/scripts/gate.py\"", "timeout": 5, "enabled": true}
         ]),
     );
-    home.write("hooks/scripts/rename.py", RENAME_HOOK_PY);
+    home.write("hooks/scripts/gate.py", PROCESS_HOOK_PY);
     let (_gw, c) = client(&home).await;
     let r = c
-        .call_tool("fx_add", json!({"a": 1, "b": 2, "reason": "to see"}))
+        .call_tool(
+            "fx_test_simple_text",
+            json!({"a": 1, "b": 2, "reason": "to see"}),
+        )
         .await;
     assert_eq!(r["result"]["structuredContent"], json!({"a": 1, "b": 2}));
     let r = c
