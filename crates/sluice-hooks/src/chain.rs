@@ -337,16 +337,6 @@ impl Chain {
             .any(|h| matches!(&h.kind, Kind::Builtin(b) if b.wants_tool_definition()))
     }
 
-    /// Can a request hook change what a request is routed by ([`Builtin::may_retarget`]; a
-    /// hook of another kind is shown the message and may send it back naming another tool)?
-    /// When none can, the target resolved before the request hooks stands.
-    pub fn may_retarget(&self) -> bool {
-        self.hooks.iter().any(|h| match &h.kind {
-            Kind::Builtin(b) => b.may_retarget(),
-            _ => true,
-        })
-    }
-
     /// Is what the chain does to the request in `ctx` and its reply a function of the reply
     /// alone: no hook sees the request, no response control the reply, and every hook that
     /// sees the reply is a builtin that only reshapes list items from its options (`explain`,

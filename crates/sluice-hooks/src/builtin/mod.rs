@@ -141,21 +141,6 @@ impl Builtin {
         matches!(self, Builtin::Explain(_) | Builtin::Describe(_))
     }
 
-    /// Can it change what a request is routed by: its method, or the `name`, `uri` or `ref`
-    /// of its `params`? No builtin does (`explain` and `rewrite` change `arguments` and
-    /// `_meta` only); each says so here, so a new one has to answer.
-    pub fn may_retarget(&self) -> bool {
-        match self {
-            Builtin::Explain(_)
-            | Builtin::Deny(_)
-            | Builtin::Rewrite(_)
-            | Builtin::Validate(_)
-            | Builtin::Describe(_)
-            | Builtin::RateLimit(_)
-            | Builtin::Control(_) => false,
-        }
-    }
-
     /// Does it decide without I/O (everything but `rate-limit`, which may ask Redis)?
     pub fn is_immediate(&self) -> bool {
         !matches!(self, Builtin::RateLimit(_))

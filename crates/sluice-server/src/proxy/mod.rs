@@ -131,9 +131,10 @@ async fn hooked_request(
         .chain
         .hooks_select(Phase::Response, &cx, usize::MAX)
         .then(|| msg.clone());
-    // What the request named, to route it again if a hook changed that (only a hook that
-    // can: no builtin does).
-    let before = snap.chain.may_retarget().then(|| owned_key(&msg));
+    // What the request named, to route it again if a hook changed that. Only a hook shown
+    // the message whole (command, process, http, Civic) can send it back naming another
+    // tool; the builtins change `arguments` and `_meta` alone.
+    let before = snap.chain.shows_payloads().then(|| owned_key(&msg));
     // Request hooks.
     let (outcome, depth) = snap.chain.request(&cx, msg, &mut trace).await;
     // A hook asked: a person decides, through the client.
