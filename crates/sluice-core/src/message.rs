@@ -440,6 +440,45 @@ impl Message {
         member::get_mut(self.obj_mut(), "result")
     }
 
+    /// Add members to the `result` object of a success response: each of `absent` that it
+    /// lacks (appended in order), then `meta` put into its `_meta` object (appended when
+    /// absent; left alone when `_meta` is not an object). A reply kept as text stays text, the
+    /// members spliced in; any other message is changed in its tree. Nothing happens to a
+    /// message without an object `result`.
+    pub fn extend_result(&mut self, absent: &[(&str, Value)], meta: (&str, Value)) {
+        if self.kind != Kind::Response {
+            return;
+        }
+        if let Body::Reply(r) = &mut self.body {
+            if let Some(extended) = r.extended(absent, (meta.0, &meta.1)) {
+                **r = extended;
+                return;
+            }
+            // Not an object: nothing to add to (and no reason to parse the reply).
+            if !r.member_text().starts_with('{') {
+                return;
+            }
+        }
+        let Some(result) = self.result_mut().and_then(Value::as_object_mut) else {
+            return;
+        };
+        for (key, value) in absent {
+            if member::get(result, key).is_none() {
+                result.insert((*key).to_string(), value.clone());
+            }
+        }
+        let m = match member::get_mut(result, "_meta") {
+            Some(m) => m,
+            None => {
+                result.insert("_meta".into(), Value::Object(Map::new()));
+                member::get_mut(result, "_meta").expect("inserted just now")
+            }
+        };
+        if let Some(m) = m.as_object_mut() {
+            m.insert(meta.0.to_string(), meta.1);
+        }
+    }
+
     /// `error`, for error responses.
     pub fn error_obj(&self) -> Option<&Value> {
         match &self.body {
@@ -527,6 +566,80 @@ impl serde::Serialize for Message {
 mod tests {
     use super::*;
     use crate::codes;
+
+    /// `extend_result` on a reply kept as text writes what it writes on the parsed reply, and
+    /// the reply stays text; where the text cannot be followed it changes the tree instead.
+    #[test]
+    fn extend_result_splices_into_a_reply_kept_as_text_what_the_tree_gets() {
+        let absent = [
+            ("resultType", json!("complete")),
+            ("ttlMs", json!(0)),
+            ("cacheScope", json!("public")),
+        ];
+        let info = json!({"name": "up", "version": "1.0"});
+        let extend = |m: &mut Message| m.extend_result(&absent, ("serverInfo", info.clone()));
+        let cases = [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":false}}"#,
+                true,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, true),
+            (
+                r#"{"result":{"resultType":"incomplete","x":"a\"b"},"id":"c-1","jsonrpc":"2.0"}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":2,"result":{"_meta":{"a":1,"serverInfo":null},"x":2}}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":2,"result":{"_meta":5,"ttlMs":7}}"#,
+                true,
+            ),
+            (
+                r#"{ "jsonrpc" : "2.0" , "id" : 3 , "result" : { "a" : 1 } }"#,
+                true,
+            ),
+            (r#"{"jsonrpc":"2.0","id":4,"result":[1,2]}"#, true),
+            (
+                r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32000,"message":"no"}}"#,
+                true,
+            ),
+            // A key with an escape, a repeated key: the tree is changed instead.
+            (r#"{"jsonrpc":"2.0","id":6,"result":{"a\"b":1}}"#, false),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"x","resultType":"y"}}"#,
+                false,
+            ),
+        ];
+        for (text, stays_text) in cases {
+            let mut raw = Message::parse_reply(text.as_bytes()).unwrap();
+            assert!(raw.raw_pieces().is_some(), "{text} is read as text");
+            raw.set_id(json!(99));
+            let mut tree = Message::parse(text.as_bytes()).unwrap();
+            assert!(tree.raw_pieces().is_none());
+            tree.set_id(json!(99));
+            extend(&mut raw);
+            extend(&mut tree);
+            // The same members in the same order (the text keeps its own whitespace).
+            let compact: Value = serde_json::from_str(&raw.to_json()).unwrap();
+            assert_eq!(
+                serde_json::to_string(&compact).unwrap(),
+                tree.to_json(),
+                "{text}"
+            );
+            assert_eq!(raw.raw_pieces().is_some(), stays_text, "{text}");
+        }
+        // What the gateway did not touch keeps its text.
+        let mut m =
+            Message::parse_reply(br#"{"jsonrpc":"2.0","id":1,"result":{"n":1.10}}"#).unwrap();
+        extend(&mut m);
+        assert_eq!(
+            m.to_json(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"n":1.10,"resultType":"complete","ttlMs":0,"cacheScope":"public","_meta":{"serverInfo":{"name":"up","version":"1.0"}}}}"#
+        );
+        assert_eq!(m.result().unwrap()["_meta"]["serverInfo"], info);
+    }
 
     #[test]
     fn take_moves_the_message_out_and_leaves_an_empty_one_of_its_kind() {

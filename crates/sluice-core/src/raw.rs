@@ -186,6 +186,33 @@ impl<'de> Visitor<'de> for FindBool<'_> {
     }
 }
 
+/// The members of an object: each key (without escapes) and its value's text.
+pub(crate) struct Members<'a>(pub(crate) Vec<(&'a str, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(MembersVisitor)
+    }
+}
+
+struct MembersVisitor;
+
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = Members<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
+        while let Some(key) = map.next_key::<&'de str>()? {
+            members.push((key, map.next_value()?));
+        }
+        Ok(Members(members))
+    }
+}
+
 /// `bytes` as UTF-8 text without JSON's whitespace around it (`trim_ascii` would also take a
 /// form feed, which JSON refuses), or `None`.
 pub(crate) fn trimmed(bytes: &[u8]) -> Option<&str> {
@@ -304,6 +331,82 @@ impl RawReply {
     /// [`RawReply::to_json`] joins).
     pub(crate) fn pieces(&self) -> (&Arc<str>, (usize, usize), &Value) {
         (&self.text, self.id_at, &self.id)
+    }
+
+    /// This success reply with members added to its `result` object, still as text: each of
+    /// `absent` that `result` lacks, at its end in order, then `meta` put into its `_meta`
+    /// object (which is added last when absent, and left alone when it is not an object). The
+    /// same members, in the same places, as the change made to a parsed reply
+    /// ([`crate::Message::extend_result`]); the rest of the text stays as received. `None` when
+    /// the reply is an error, its `result` is not an object, or a key that matters here comes
+    /// with an escape or twice (the caller changes the parsed reply instead).
+    pub(crate) fn extended(
+        &self,
+        absent: &[(&str, Value)],
+        meta: (&str, &Value),
+    ) -> Option<RawReply> {
+        if self.error {
+            return None;
+        }
+        let (start, end) = self.member_at;
+        let result = &self.text[start..end];
+        if !result.starts_with('{') {
+            return None;
+        }
+        let Members(members) = serde_json::from_str(result).ok()?;
+        let count = |key: &str| members.iter().filter(|(k, _)| *k == key).count();
+        if count("_meta") > 1 || absent.iter().any(|(k, _)| count(k) > 1) {
+            return None;
+        }
+        let mut splices: Vec<((usize, usize), String)> = Vec::with_capacity(3);
+        splices.push((self.id_at, exact::to_string(&self.id)));
+        let mut tail = String::new();
+        let mut first = members.is_empty();
+        let mut push = |tail: &mut String, key: &str, value: &str| {
+            if !first {
+                tail.push(',');
+            }
+            first = false;
+            tail.push_str(&serde_json::to_string(key).expect("a string always serialises"));
+            tail.push(':');
+            tail.push_str(value);
+        };
+        for (key, value) in absent {
+            if count(key) == 0 {
+                push(&mut tail, key, &exact::to_string(value));
+            }
+        }
+        match members.iter().find(|(k, _)| *k == "_meta") {
+            Some((_, raw)) if raw.get().starts_with('{') => {
+                let mut m: Map<String, Value> = serde_json::from_str(raw.get()).ok()?;
+                m.insert(meta.0.to_string(), meta.1.clone());
+                let m = serde_json::to_string(&m).expect("a JSON map always serialises");
+                splices.push((span(&self.text, raw.get()), m));
+            }
+            Some(_) => {}
+            None => {
+                let mut m = Map::new();
+                m.insert(meta.0.to_string(), meta.1.clone());
+                let m = serde_json::to_string(&m).expect("a JSON map always serialises");
+                push(&mut tail, "_meta", &m);
+            }
+        }
+        // After the last member only whitespace comes before the object's closing brace, the
+        // result's last character.
+        if !tail.is_empty() {
+            splices.push(((end - 1, end - 1), tail));
+        }
+        splices.sort_unstable_by_key(|((s, _), _)| *s);
+        let grow: usize = splices.iter().map(|(_, t)| t.len()).sum();
+        let mut out = String::with_capacity(self.text.len() + grow);
+        let mut from = 0;
+        for ((s, e), t) in &splices {
+            out.push_str(&self.text[from..*s]);
+            out.push_str(t);
+            from = *e;
+        }
+        out.push_str(&self.text[from..]);
+        RawReply::read(out.as_bytes())
     }
 
     /// The reply's text: as received, the id as it is now.

@@ -5,7 +5,7 @@
 //! goes upstream without being parsed into a JSON tree and serialised from it.
 
 use crate::exact;
-use crate::raw::{id_of, not_plain, span, trimmed};
+use crate::raw::{id_of, not_plain, span, trimmed, Members};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -65,9 +65,6 @@ struct Top<'a> {
     params: Option<Members<'a>>,
 }
 
-/// The members of an object: each key (without escapes) and its value's text.
-struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
-
 impl<'de> serde::Deserialize<'de> for Top<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(TopVisitor)
@@ -106,30 +103,6 @@ impl<'de> Visitor<'de> for TopVisitor {
             }
         }
         Ok(top)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Members<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(MembersVisitor)
-    }
-}
-
-struct MembersVisitor;
-
-impl<'de> Visitor<'de> for MembersVisitor {
-    type Value = Members<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
-        while let Some(key) = map.next_key::<&'de str>()? {
-            members.push((key, map.next_value()?));
-        }
-        Ok(Members(members))
     }
 }
 

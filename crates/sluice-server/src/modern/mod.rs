@@ -295,8 +295,10 @@ fn discover(st: &State, id: Value) -> Message {
 /// the upstream's own (so the gateway stays invisible).
 fn server_info(snap: &crate::state::Snapshot) -> Value {
     crate::proxy::route::passthrough(&snap.catalog)
-        .and_then(|slot| slot.state.lock().init.clone())
-        .and_then(|init| init.get("serverInfo").cloned())
+        .and_then(|slot| {
+            let state = slot.state.lock();
+            state.init.as_ref()?.get("serverInfo").cloned()
+        })
         .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
         .unwrap_or_else(|| json!({"name": "sluice", "version": env!("CARGO_PKG_VERSION")}))
 }
@@ -309,24 +311,18 @@ fn decorate(st: &State, method: &str, mut reply: Message) -> Message {
     }
     let snap = st.snapshot();
     let private = snap.auth.is_some() && !snap.policy.is_open();
-    if let Some(result) = reply.result_mut().and_then(Value::as_object_mut) {
-        result
-            .entry("resultType")
-            .or_insert_with(|| json!("complete"));
-        if CACHEABLE.contains(&method) {
-            result.entry("ttlMs").or_insert_with(|| json!(0));
-            let scope = if private || method == "resources/read" {
-                "private"
-            } else {
-                "public"
-            };
-            result.entry("cacheScope").or_insert_with(|| json!(scope));
-        }
-        let m = result.entry("_meta").or_insert_with(|| json!({}));
-        if let Some(m) = m.as_object_mut() {
-            m.insert(meta::SERVER_INFO.into(), server_info(&snap));
-        }
-    }
+    let complete = ("resultType", json!("complete"));
+    let absent = if CACHEABLE.contains(&method) {
+        let scope = if private || method == "resources/read" {
+            "private"
+        } else {
+            "public"
+        };
+        vec![complete, ("ttlMs", json!(0)), ("cacheScope", json!(scope))]
+    } else {
+        vec![complete]
+    };
+    reply.extend_result(&absent, (meta::SERVER_INFO, server_info(&snap)));
     reply
 }
 

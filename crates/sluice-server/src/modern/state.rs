@@ -152,43 +152,56 @@ pub fn unix_now() -> u64 {
 
 /// A digest of what identifies a request across its rounds: its method and its params without
 /// `_meta`, `inputResponses` and `requestState`, keys sorted (hex SHA-256). It only has to be
-/// stable inside one process.
+/// stable inside one process. The canonical text (objects `{"k":v,…,}` with sorted keys, arrays
+/// `[v,…,]`, other values as serde_json writes them) is written into one buffer: no copy of the
+/// params, no string per key.
 pub fn digest(method: &str, params: Option<&Map<String, Value>>) -> String {
-    fn canonical(v: &Value, out: &mut String) {
+    fn write(out: &mut Vec<u8>, v: &impl serde::Serialize) {
+        serde_json::to_writer(out, v).expect("a JSON value always serialises");
+    }
+    fn object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+        let mut entries: Vec<(&String, &Value)> = entries.collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out.push(b'{');
+        for (k, v) in entries {
+            write(out, k);
+            out.push(b':');
+            canonical(v, out);
+            out.push(b',');
+        }
+        out.push(b'}');
+    }
+    fn canonical(v: &Value, out: &mut Vec<u8>) {
         match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                out.push('{');
-                for k in keys {
-                    out.push_str(&Value::String(k.clone()).to_string());
-                    out.push(':');
-                    canonical(&m[k], out);
-                    out.push(',');
-                }
-                out.push('}');
-            }
+            Value::Object(m) => object(m.iter(), out),
             Value::Array(a) => {
-                out.push('[');
+                out.push(b'[');
                 for i in a {
                     canonical(i, out);
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push(']');
+                out.push(b']');
             }
-            other => out.push_str(&other.to_string()),
+            other => write(out, other),
         }
     }
-    let mut text = String::from(method);
+    let mut text = Vec::with_capacity(256);
+    text.extend_from_slice(method.as_bytes());
     if let Some(p) = params {
-        let mut p = p.clone();
-        for k in ["_meta", "inputResponses", "requestState"] {
-            p.remove(k);
-        }
-        canonical(&Value::Object(p), &mut text);
+        let round_keys = ["_meta", "inputResponses", "requestState"];
+        object(
+            p.iter().filter(|(k, _)| !round_keys.contains(&k.as_str())),
+            &mut text,
+        );
     }
-    let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    let d = ring::digest::digest(&ring::digest::SHA256, &text);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(64);
+    for b in d.as_ref() {
+        hex.push(HEX[usize::from(b >> 4)] as char);
+        hex.push(HEX[usize::from(b & 15)] as char);
+    }
+    hex
 }
 
 #[cfg(test)]
@@ -286,5 +299,69 @@ mod tests {
         let c = json!({"name": "t", "arguments": {"x": 1, "y": [{"a": 1, "b": 2}, 1]}});
         assert_ne!(d(&a), d(&c));
         assert_eq!(digest("m", None), digest("m", None));
+    }
+
+    /// The digest as it was first written (a copy of the params without the round keys, a
+    /// string per key, `format!` per byte): states signed by one build are opened by the next
+    /// (a rolling upgrade of a cluster), so the text hashed must not change.
+    fn digest_as_first_written(method: &str, params: Option<&Map<String, Value>>) -> String {
+        fn canonical(v: &Value, out: &mut String) {
+            match v {
+                Value::Object(m) => {
+                    let mut keys: Vec<&String> = m.keys().collect();
+                    keys.sort();
+                    out.push('{');
+                    for k in keys {
+                        out.push_str(&Value::String(k.clone()).to_string());
+                        out.push(':');
+                        canonical(&m[k], out);
+                        out.push(',');
+                    }
+                    out.push('}');
+                }
+                Value::Array(a) => {
+                    out.push('[');
+                    for i in a {
+                        canonical(i, out);
+                        out.push(',');
+                    }
+                    out.push(']');
+                }
+                other => out.push_str(&other.to_string()),
+            }
+        }
+        let mut text = String::from(method);
+        if let Some(p) = params {
+            let mut p = p.clone();
+            for k in ["_meta", "inputResponses", "requestState"] {
+                p.remove(k);
+            }
+            canonical(&Value::Object(p), &mut text);
+        }
+        let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+        d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn the_digest_hashes_the_text_it_always_has() {
+        let values = [
+            json!({}),
+            json!({"name": "t", "arguments": {"x": 1, "y": [1, {"b": 2, "a": 1}]}}),
+            json!({
+                "requestState": "sluice1.x.y",
+                "arguments": {"q\"uote": "é\u{1}\n", "n": -1.5e300, "t": true, "z": null, "e": [], "o": {}},
+                "_meta": {"k": "v"},
+                "inputResponses": {"r": {}},
+                "name": "ünï",
+            }),
+        ];
+        for v in &values {
+            assert_eq!(
+                digest("tools/call", v.as_object()),
+                digest_as_first_written("tools/call", v.as_object()),
+                "{v}"
+            );
+        }
+        assert_eq!(digest("m", None), digest_as_first_written("m", None));
     }
 }
