@@ -337,6 +337,22 @@ impl Message {
         }
     }
 
+    /// The members of `params` as they are now, in order (a repeated key once, with its last
+    /// value); `None` without an object `params`. A request kept as text parses each member
+    /// alone.
+    pub fn param_entries(&self) -> Option<Vec<(&str, &Value)>> {
+        match &self.body {
+            Body::Request(r) => r.has_params().then(|| r.entries()),
+            _ => Some(
+                self.params()?
+                    .as_object()?
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v))
+                    .collect(),
+            ),
+        }
+    }
+
     /// Does `params` have the member `key`?
     pub fn has_param(&self, key: &str) -> bool {
         match &self.body {
@@ -365,14 +381,10 @@ impl Message {
     }
 
     /// Take the member `key` out of `params` (the others keep their order). A request kept as
-    /// text stays text when the gateway had added that member.
+    /// text stays text.
     pub fn remove_param(&mut self, key: &str) -> Option<Value> {
         match &mut self.body {
-            Body::Request(r) => match r.remove_param(key) {
-                Ok(added) => added,
-                // A received member: the request becomes an ordinary message without it.
-                Err(crate::raw_request::Received) => self.params_mut().shift_remove(key),
-            },
+            Body::Request(r) => r.remove_param(key),
             Body::Obj(m) => member::get_mut(m, "params")?
                 .as_object_mut()?
                 .shift_remove(key),

@@ -37,11 +37,6 @@ pub(crate) struct RawRequest {
     obj: OnceLock<Map<String, Value>>,
 }
 
-/// The member asked for came with the request: its text cannot be taken out of the received
-/// one (see [`RawRequest::remove_param`]).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Received;
-
 /// One received member of `params`.
 #[derive(Debug, Clone)]
 struct Member {
@@ -54,6 +49,8 @@ struct Member {
     parsed: OnceLock<Value>,
     /// `parsed` was changed or replaced: the text has it in place of the received value.
     edited: bool,
+    /// Taken out of `params` (with every other member of its key): the text leaves it out.
+    removed: bool,
 }
 
 /// The top level of a request: each member's text.
@@ -143,6 +140,7 @@ impl RawRequest {
                         value: span(text, v.get()),
                         parsed: OnceLock::new(),
                         edited: false,
+                        removed: false,
                     })
                     .collect()
             })
@@ -191,11 +189,34 @@ impl RawRequest {
     }
 
     /// The index of the member `key` of `params` (the last, when repeated: as in a parsed
-    /// object).
+    /// object), unless it was taken out.
     fn member(&self, key: &str) -> Option<usize> {
         self.members
             .iter()
-            .rposition(|m| &self.text[m.key.0..m.key.1] == key)
+            .rposition(|m| !m.removed && self.key(m) == key)
+    }
+
+    /// A received member's key.
+    fn key(&self, m: &Member) -> &str {
+        &self.text[m.key.0..m.key.1]
+    }
+
+    /// The members of `params` as they are now, in order: the received ones left in (a
+    /// repeated key once, with its last value, where a parsed object has it: at its first
+    /// place), then the added ones. Each received value parsed alone, on first use.
+    pub(crate) fn entries(&self) -> Vec<(&str, &Value)> {
+        let mut out: Vec<(&str, &Value)> =
+            Vec::with_capacity(self.members.len() + self.added.len());
+        for m in self.members.iter().filter(|m| !m.removed) {
+            let key = self.key(m);
+            if out.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            let at = self.member(key).expect("a member left in");
+            out.push((key, self.value(at)));
+        }
+        out.extend(self.added.iter().map(|(k, v)| (k.as_str(), v)));
+        out
     }
 
     /// The index of the added member `key`.
@@ -279,20 +300,24 @@ impl RawRequest {
         Ok(())
     }
 
-    /// Take the member `key` out of `params`: `Ok` with it (or `None`: no such member) when
-    /// the gateway added it; `Err` for a received member (its text stays: the caller makes it
-    /// an ordinary message).
-    pub(crate) fn remove_param(&mut self, key: &str) -> Result<Option<Value>, Received> {
-        if self.member(key).is_some() {
-            return Err(Received);
-        }
-        let Some(i) = self.added(key) else {
-            return Ok(None);
-        };
+    /// Take the member `key` out of `params` (the others keep their order); `None` when there
+    /// is none. A received member stays in the text but is left out of what is written.
+    pub(crate) fn remove_param(&mut self, key: &str) -> Option<Value> {
         if let Some(params) = self.parsed_params() {
             params.shift_remove(key);
         }
-        Ok(Some(self.added.remove(i).1))
+        if let Some(at) = self.member(key) {
+            let value = self.value(at).clone();
+            let text = Arc::clone(&self.text);
+            for m in &mut self.members {
+                if &text[m.key.0..m.key.1] == key {
+                    m.removed = true;
+                }
+            }
+            return Some(value);
+        }
+        let i = self.added(key)?;
+        Some(self.added.remove(i).1)
     }
 
     /// `params` of the whole object, when that is parsed already (a change made with a new
@@ -315,10 +340,12 @@ impl RawRequest {
                 obj.insert("id".into(), id.clone());
             }
             if let Some(params) = obj.get_mut("params").and_then(Value::as_object_mut) {
-                for m in self.members.iter().filter(|m| m.edited) {
-                    let key = &self.text[m.key.0..m.key.1];
+                for m in self.members.iter().filter(|m| m.edited && !m.removed) {
                     let value = m.parsed.get().expect("an edited member has its value");
-                    params.insert(key.to_string(), value.clone());
+                    params.insert(self.key(m).to_string(), value.clone());
+                }
+                for m in self.members.iter().filter(|m| m.removed) {
+                    params.shift_remove(self.key(m));
                 }
                 for (k, v) in &self.added {
                     params.insert(k.clone(), v.clone());
@@ -341,6 +368,37 @@ impl RawRequest {
         if let Some((id, at)) = &self.id {
             splices.push((*at, exact::to_string(id)));
         }
+        if let (Some(close), true) = (self.params_close, self.members.iter().any(|m| m.removed)) {
+            // A member taken out: the inside of `params` is written anew, member by member
+            // (each received one left in as its text, or its new value).
+            let first_key = self.members[0].key.0 - 1;
+            let open = self.text[..first_key]
+                .rfind('{')
+                .expect("params is an object")
+                + 1;
+            let mut inside = String::new();
+            for m in self.members.iter().filter(|m| !m.removed) {
+                if !inside.is_empty() {
+                    inside.push(',');
+                }
+                inside.push_str(&self.text[m.key.0 - 1..m.key.1 + 1]);
+                inside.push(':');
+                match m.parsed.get().filter(|_| m.edited) {
+                    Some(value) => inside.push_str(&exact::to_string(value)),
+                    None => inside.push_str(&self.text[m.value.0..m.value.1]),
+                }
+            }
+            for (k, v) in &self.added {
+                if !inside.is_empty() {
+                    inside.push(',');
+                }
+                inside.push_str(&serde_json::to_string(k).expect("a string always serialises"));
+                inside.push(':');
+                inside.push_str(&exact::to_string(v));
+            }
+            splices.push(((open, close), inside));
+            return splice(&self.text, splices);
+        }
         for m in self.members.iter().filter(|m| m.edited) {
             let value = m.parsed.get().expect("an edited member has its value");
             splices.push((m.value, exact::to_string(value)));
@@ -355,18 +413,23 @@ impl RawRequest {
             }
             splices.push(((close, close), tail));
         }
-        splices.sort_unstable_by_key(|((s, _), _)| *s);
-        let grow: usize = splices.iter().map(|(_, t)| t.len()).sum();
-        let mut out = String::with_capacity(self.text.len() + grow);
-        let mut from = 0;
-        for ((s, e), t) in &splices {
-            out.push_str(&self.text[from..*s]);
-            out.push_str(t);
-            from = *e;
-        }
-        out.push_str(&self.text[from..]);
-        out
+        splice(&self.text, splices)
     }
+}
+
+/// `text` with each span of `splices` (they do not overlap) replaced by its text.
+pub(crate) fn splice(text: &str, mut splices: Vec<((usize, usize), String)>) -> String {
+    splices.sort_unstable_by_key(|((s, _), _)| *s);
+    let grow: usize = splices.iter().map(|(_, t)| t.len()).sum();
+    let mut out = String::with_capacity(text.len() + grow);
+    let mut from = 0;
+    for ((s, e), t) in &splices {
+        out.push_str(&text[from..*s]);
+        out.push_str(t);
+        from = *e;
+    }
+    out.push_str(&text[from..]);
+    out
 }
 
 #[cfg(test)]
@@ -392,7 +455,7 @@ mod tests {
             r.to_json(),
             r#"{"params":{"name":"echo","arguments":{"n":1.10,"s":"a\"b"},"_meta":{}},"id":41,"method":"tools/call","jsonrpc":"2.0"}"#
         );
-        assert_eq!(r.remove_param("_meta"), Ok(Some(json!({}))));
+        assert_eq!(r.remove_param("_meta"), Some(json!({})));
         let obj = r.obj();
         assert_eq!(obj["id"], json!(41));
         assert_eq!(obj["params"]["name"], json!("echo"));
@@ -438,10 +501,9 @@ mod tests {
         assert_eq!(r.to_json(), added);
         let parsed: Value = serde_json::from_str(added).unwrap();
         assert_eq!(Value::Object(r.clone().into_obj()), parsed);
-        // A received member cannot leave the text; an added one can.
-        assert_eq!(r.remove_param("_meta"), Err(Received));
-        assert_eq!(r.remove_param("x-a"), Ok(Some(json!("again"))));
-        assert_eq!(r.remove_param("x-a"), Ok(None));
+        // An added member leaves the text as it came.
+        assert_eq!(r.remove_param("x-a"), Some(json!("again")));
+        assert_eq!(r.remove_param("x-a"), None);
         assert!(!r.has_param("x-a"));
         assert!(r
             .to_json()
@@ -450,12 +512,98 @@ mod tests {
         assert_eq!(r.obj()["params"]["x-b"], json!(2));
         r.set_param("x-c", json!(true)).unwrap();
         assert_eq!(r.obj()["params"]["x-c"], json!(true));
-        assert_eq!(r.remove_param("x-b"), Ok(Some(json!(2))));
+        assert_eq!(r.remove_param("x-b"), Some(json!(2)));
         assert!(r.obj()["params"].get("x-b").is_none());
         *r.param_mut("name").unwrap() = json!("renamed");
         assert_eq!(r.obj()["params"]["name"], json!("renamed"));
+        // So does taking out a received member (the object was parsed before).
+        assert_eq!(r.remove_param("_meta"), Some(json!({"progressToken": 1.5})));
+        assert!(r.obj()["params"].get("_meta").is_none());
         let again: Value = serde_json::from_str(&r.to_json()).unwrap();
         assert_eq!(Value::Object(r.obj().clone()), again);
+        assert_eq!(
+            r.to_json(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"renamed","arguments":{"n":1.1},"x-c":true}}"#
+        );
+    }
+
+    /// A received member taken out is left out of the text (each of a repeated key, as a
+    /// parsed object has one), whichever its place; the others keep their text, and what is
+    /// written is what the parsed object holds.
+    #[test]
+    fn received_members_are_taken_out_of_the_text() {
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params": { "a" : 1.10 , "b":{"x":[1]}, "a":2.50,"c":"z" } }"#;
+        let cases: [(&[&str], &str); 6] = [
+            (
+                &["a"],
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params": {"b":{"x":[1]},"c":"z"} }"#,
+            ),
+            (
+                &["b"],
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params": {"a":1.10,"a":2.50,"c":"z"} }"#,
+            ),
+            (
+                &["c"],
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params": {"a":1.10,"b":{"x":[1]},"a":2.50} }"#,
+            ),
+            (
+                &["a", "c"],
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params": {"b":{"x":[1]}} }"#,
+            ),
+            (
+                &["a", "b", "c"],
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params": {} }"#,
+            ),
+            (&["nothing"], text),
+        ];
+        for (keys, want) in cases {
+            let mut r = RawRequest::read(text.as_bytes()).unwrap();
+            let mut parsed: Map<String, Value> = serde_json::from_str(text).unwrap();
+            for key in keys {
+                let from_tree = parsed["params"].as_object_mut().unwrap().shift_remove(*key);
+                assert_eq!(r.remove_param(key), from_tree, "{key}");
+                assert!(!r.has_param(key) && r.param(key).is_none());
+            }
+            assert_eq!(r.to_json(), want, "{keys:?}");
+            let written: Value = serde_json::from_str(&r.to_json()).unwrap();
+            assert_eq!(written, Value::Object(parsed.clone()), "{keys:?}");
+            assert_eq!(
+                Value::Object(r.obj().clone()),
+                Value::Object(parsed),
+                "{keys:?}"
+            );
+        }
+        // Taken out, then set again: it comes back after the others, as in a parsed object;
+        // an edit to another member is written in its place.
+        let mut r = RawRequest::read(text.as_bytes()).unwrap();
+        r.remove_param("a");
+        *r.param_mut("c").unwrap() = json!("y");
+        r.set_param("a", json!(3)).unwrap();
+        assert_eq!(
+            r.to_json(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params": {"b":{"x":[1]},"c":"y","a":3} }"#
+        );
+        assert_eq!(r.param("a"), Some(&json!(3)));
+        let entries: Vec<(&str, &Value)> = r.entries();
+        assert_eq!(
+            entries,
+            vec![
+                ("b", &json!({"x": [1]})),
+                ("c", &json!("y")),
+                ("a", &json!(3))
+            ]
+        );
+        // Entries of a repeated key: once, with the last value.
+        let r = RawRequest::read(text.as_bytes()).unwrap();
+        let keys: Vec<(&str, &Value)> = r.entries();
+        assert_eq!(
+            keys,
+            vec![
+                ("a", &json!(2.5)),
+                ("b", &json!({"x": [1]})),
+                ("c", &json!("z"))
+            ]
+        );
     }
 
     #[test]

@@ -112,10 +112,7 @@ pub fn check(
     let Some(schema) = input_schema.filter(|_| method == "tools/call") else {
         return Ok(());
     };
-    let args = msg
-        .params()
-        .and_then(|p| p.get("arguments"))
-        .unwrap_or(&Value::Null);
+    let args = msg.param("arguments").unwrap_or(&Value::Null);
     let mut wanted = Vec::new();
     sluice_core::headers::header_params(schema, args, &mut wanted);
     for (header, value) in wanted {

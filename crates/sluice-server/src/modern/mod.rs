@@ -253,18 +253,22 @@ pub fn ephemeral_session(
 /// The request as hooks and upstreams see it: without the modern `_meta` keys (they are the
 /// transport's; the era is a field of the hook event), so one hook serves both eras.
 fn strip_meta(mut msg: Message) -> Message {
-    let params = msg.params_mut();
-    if let Some(m) = params.get_mut("_meta").and_then(Value::as_object_mut) {
-        for k in [
-            meta::PROTOCOL_VERSION,
-            meta::CLIENT_INFO,
-            meta::CLIENT_CAPABILITIES,
-        ] {
-            m.remove(k);
+    // Changed where it is: a request kept as text stays text (only `_meta` written anew).
+    let emptied = match msg.param_mut("_meta").and_then(Value::as_object_mut) {
+        Some(m) => {
+            for k in [
+                meta::PROTOCOL_VERSION,
+                meta::CLIENT_INFO,
+                meta::CLIENT_CAPABILITIES,
+            ] {
+                m.remove(k);
+            }
+            m.is_empty()
         }
-        if m.is_empty() {
-            params.remove("_meta");
-        }
+        None => false,
+    };
+    if emptied {
+        msg.remove_param("_meta");
     }
     msg
 }

@@ -58,12 +58,10 @@ impl Rounds {
     pub fn elsewhere(&self, msg: &Message, principal: Option<&str>) -> Option<String> {
         let me = self.replica.as_deref()?;
         let request_state = msg
-            .params()?
-            .get("requestState")?
-            .as_str()
+            .param_str("requestState")
             .filter(|s| s.starts_with(state::PREFIX))?;
-        let method = msg.method()?;
-        let digest = state::digest(method, msg.params().and_then(Value::as_object));
+        msg.method()?;
+        let digest = state::digest_of(msg);
         let key = self
             .signer
             .open(request_state, &digest, principal, state::unix_now())
@@ -134,15 +132,13 @@ pub async fn start(
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let method = msg.method().unwrap_or("").to_string();
     if let Some(request_state) = msg
-        .params()
-        .and_then(|p| p.get("requestState"))
-        .and_then(Value::as_str)
+        .param_str("requestState")
         .filter(|s| s.starts_with(state::PREFIX))
         .map(str::to_string)
     {
         return resume(st, rounds, session, msg, &request_state, out).await;
     }
-    let digest = state::digest(&method, msg.params().and_then(Value::as_object));
+    let digest = state::digest_of(&msg);
     let log = wanted_log_rank(&msg);
     let msg = strip_meta(msg);
     let (tx, rx) = mpsc::unbounded_channel::<Out>();
@@ -308,7 +304,7 @@ async fn resume(
             &RpcError::invalid_params(format!("Invalid requestState: {why}")),
         ));
     };
-    let digest = state::digest(&method, msg.params().and_then(Value::as_object));
+    let digest = state::digest_of(&msg);
     let principal = session.principal().map(|p| p.id.clone());
     let key = match rounds.signer.open(
         request_state,

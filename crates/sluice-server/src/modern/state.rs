@@ -24,6 +24,7 @@
 use base64::Engine;
 use ring::hmac;
 use serde_json::{json, Map, Value};
+use sluice_core::Message;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How Sluice's own `requestState` values begin.
@@ -156,11 +157,24 @@ pub fn unix_now() -> u64 {
 /// `[v,…,]`, other values as serde_json writes them) is written into one buffer: no copy of the
 /// params, no string per key.
 pub fn digest(method: &str, params: Option<&Map<String, Value>>) -> String {
-    fn write(out: &mut Vec<u8>, v: &impl serde::Serialize) {
+    digest_entries(
+        method,
+        params.map(|p| p.iter().map(|(k, v)| (k.as_str(), v)).collect()),
+    )
+}
+
+/// [`digest`] of a request: its method and its params' members, each parsed alone when the
+/// request is kept as text (the rest, such as `_meta`, is never parsed for it).
+pub fn digest_of(msg: &Message) -> String {
+    digest_entries(msg.method().unwrap_or(""), msg.param_entries())
+}
+
+fn digest_entries(method: &str, params: Option<Vec<(&str, &Value)>>) -> String {
+    fn write<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
         serde_json::to_writer(out, v).expect("a JSON value always serialises");
     }
-    fn object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
-        let mut entries: Vec<(&String, &Value)> = entries.collect();
+    fn object<'a>(entries: impl Iterator<Item = (&'a str, &'a Value)>, out: &mut Vec<u8>) {
+        let mut entries: Vec<(&str, &Value)> = entries.collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         out.push(b'{');
         for (k, v) in entries {
@@ -173,7 +187,7 @@ pub fn digest(method: &str, params: Option<&Map<String, Value>>) -> String {
     }
     fn canonical(v: &Value, out: &mut Vec<u8>) {
         match v {
-            Value::Object(m) => object(m.iter(), out),
+            Value::Object(m) => object(m.iter().map(|(k, v)| (k.as_str(), v)), out),
             Value::Array(a) => {
                 out.push(b'[');
                 for i in a {
@@ -190,7 +204,7 @@ pub fn digest(method: &str, params: Option<&Map<String, Value>>) -> String {
     if let Some(p) = params {
         let round_keys = ["_meta", "inputResponses", "requestState"];
         object(
-            p.iter().filter(|(k, _)| !round_keys.contains(&k.as_str())),
+            p.into_iter().filter(|(k, _)| !round_keys.contains(k)),
             &mut text,
         );
     }
@@ -340,6 +354,23 @@ mod tests {
         }
         let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
         d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn a_request_kept_as_text_has_the_digest_of_its_parsed_params() {
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"k":"v"},"arguments":{"y":[1,{"b":2,"a":1}],"x":1.50},"requestState":"s","name":"u"}}"#;
+        let raw = Message::parse(text.as_bytes()).unwrap();
+        let tree = Message::parse_tree(text.as_bytes()).unwrap();
+        let want = digest("tools/call", tree.params().and_then(Value::as_object));
+        assert_eq!(digest_of(&raw), want);
+        assert_eq!(digest_of(&tree), want);
+        let bare = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        assert_eq!(digest_of(&bare), digest("ping", None));
+        let empty = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}"#);
+        assert_eq!(
+            digest_of(&empty.unwrap()),
+            digest("ping", Some(&Map::new()))
+        );
     }
 
     #[test]
