@@ -641,7 +641,32 @@ mod tests {
                 "{text}"
             );
             assert_eq!(raw.raw_pieces().is_some(), stays_text, "{text}");
+            // The reply kept as text knows where its parts are in the new text.
+            if let (Some(member), Some(result)) = (raw.reply_member_text(), tree.result()) {
+                assert_eq!(
+                    &serde_json::from_str::<Value>(member).unwrap(),
+                    result,
+                    "{text}"
+                );
+            }
+            raw.set_id(json!("a-longer-id"));
+            tree.set_id(json!("a-longer-id"));
+            let compact: Value = serde_json::from_str(&raw.to_json()).unwrap();
+            assert_eq!(
+                serde_json::to_string(&compact).unwrap(),
+                tree.to_json(),
+                "{text}"
+            );
         }
+        // What would not be plain text (a control character, written as a `\u` escape) makes
+        // the tree change instead.
+        let mut m = Message::parse_reply(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).unwrap();
+        m.extend_result(&[], ("serverInfo", json!({"name": "a\u{1}b"})));
+        assert!(m.raw_pieces().is_none());
+        assert_eq!(
+            m.result().unwrap()["_meta"]["serverInfo"]["name"],
+            json!("a\u{1}b")
+        );
         // What the gateway did not touch keeps its text.
         let mut m =
             Message::parse_reply(br#"{"jsonrpc":"2.0","id":1,"result":{"n":1.10}}"#).unwrap();

@@ -213,6 +213,21 @@ impl<'de> Visitor<'de> for MembersVisitor {
     }
 }
 
+/// `text` with each span of `splices` (they do not overlap) replaced by its text.
+pub(crate) fn splice(text: &str, mut splices: Vec<((usize, usize), String)>) -> String {
+    splices.sort_unstable_by_key(|((s, _), _)| *s);
+    let grow: usize = splices.iter().map(|(_, t)| t.len()).sum();
+    let mut out = String::with_capacity(text.len() + grow);
+    let mut from = 0;
+    for ((s, e), t) in &splices {
+        out.push_str(&text[from..*s]);
+        out.push_str(t);
+        from = *e;
+    }
+    out.push_str(&text[from..]);
+    out
+}
+
 /// `bytes` as UTF-8 text without JSON's whitespace around it (`trim_ascii` would also take a
 /// form feed, which JSON refuses), or `None`.
 pub(crate) fn trimmed(bytes: &[u8]) -> Option<&str> {
@@ -396,17 +411,34 @@ impl RawReply {
         if !tail.is_empty() {
             splices.push(((end - 1, end - 1), tail));
         }
-        splices.sort_unstable_by_key(|((s, _), _)| *s);
-        let grow: usize = splices.iter().map(|(_, t)| t.len()).sum();
-        let mut out = String::with_capacity(self.text.len() + grow);
-        let mut from = 0;
-        for ((s, e), t) in &splices {
-            out.push_str(&self.text[from..*s]);
-            out.push_str(t);
-            from = *e;
+        // What is written in must keep the text plain (serde_json writes a control character
+        // as a `\u` escape, which a reply kept as text never holds).
+        if splices.iter().any(|(_, t)| not_plain(t)) {
+            return None;
         }
-        out.push_str(&self.text[from..]);
-        RawReply::read(out.as_bytes())
+        splices.sort_unstable_by_key(|((s, _), _)| *s);
+        // Where a place of the old text is in the new one: moved by every splice before it.
+        let moved = |at: usize| -> usize {
+            splices
+                .iter()
+                .filter(|((_, e), _)| *e <= at)
+                .fold(at, |p, ((s, e), t)| p + t.len() - (e - s))
+        };
+        let id_start = moved(self.id_at.0);
+        let id_len = splices
+            .iter()
+            .find(|((s, _), _)| *s == self.id_at.0)
+            .map_or(self.id_at.1 - self.id_at.0, |(_, t)| t.len());
+        let member_at = (moved(start), moved(end));
+        let text = splice(&self.text, splices);
+        Some(RawReply {
+            text: Arc::from(text),
+            id_at: (id_start, id_start + id_len),
+            id: self.id.clone(),
+            error: false,
+            member_at,
+            obj: OnceLock::new(),
+        })
     }
 
     /// The reply's text: as received, the id as it is now.

@@ -5,7 +5,7 @@
 //! goes upstream without being parsed into a JSON tree and serialised from it.
 
 use crate::exact;
-use crate::raw::{id_of, not_plain, span, trimmed, Members};
+use crate::raw::{id_of, not_plain, span, splice, trimmed, Members};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -415,21 +415,6 @@ impl RawRequest {
         }
         splice(&self.text, splices)
     }
-}
-
-/// `text` with each span of `splices` (they do not overlap) replaced by its text.
-pub(crate) fn splice(text: &str, mut splices: Vec<((usize, usize), String)>) -> String {
-    splices.sort_unstable_by_key(|((s, _), _)| *s);
-    let grow: usize = splices.iter().map(|(_, t)| t.len()).sum();
-    let mut out = String::with_capacity(text.len() + grow);
-    let mut from = 0;
-    for ((s, e), t) in &splices {
-        out.push_str(&text[from..*s]);
-        out.push_str(t);
-        from = *e;
-    }
-    out.push_str(&text[from..]);
-    out
 }
 
 #[cfg(test)]
