@@ -540,6 +540,15 @@ impl Message {
         }
     }
 
+    /// The text a request kept as text came as (shared), whatever was changed in it since;
+    /// `None` for every other message.
+    pub fn received_text(&self) -> Option<std::sync::Arc<str>> {
+        match &self.body {
+            Body::Request(r) => Some(r.text()),
+            _ => None,
+        }
+    }
+
     /// Serialise to compact JSON (no newlines, as stdio framing needs); an exact id is written
     /// as the number text it holds.
     pub fn to_json(&self) -> String {

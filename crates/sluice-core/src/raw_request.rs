@@ -161,6 +161,11 @@ impl RawRequest {
         })
     }
 
+    /// The text it came as (shared).
+    pub(crate) fn text(&self) -> Arc<str> {
+        Arc::clone(&self.text)
+    }
+
     /// A request (else a notification).
     pub(crate) fn is_request(&self) -> bool {
         self.id.is_some()

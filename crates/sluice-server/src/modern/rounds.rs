@@ -84,7 +84,33 @@ struct Call {
 struct Request {
     id: Value,
     method: String,
-    digest: String,
+    digest: Digest,
+}
+
+/// A request's [`state::digest`], worked out when its call parks (most calls never do): until
+/// then, the text the request came as (a request parsed into a tree has it worked out at once).
+enum Digest {
+    Ready(String),
+    Later(Arc<str>),
+}
+
+impl Digest {
+    fn of(msg: &Message) -> Digest {
+        match msg.received_text() {
+            Some(text) => Digest::Later(text),
+            None => Digest::Ready(state::digest_of(msg)),
+        }
+    }
+
+    fn get(self) -> String {
+        match self {
+            Digest::Ready(d) => d,
+            Digest::Later(text) => {
+                let msg = Message::parse(text.as_bytes()).expect("read as a request already");
+                state::digest_of(&msg)
+            }
+        }
+    }
 }
 
 /// A call waiting for the client's answers to its input requests.
@@ -138,7 +164,7 @@ pub async fn start(
     {
         return resume(st, rounds, session, msg, &request_state, out).await;
     }
-    let digest = state::digest_of(&msg);
+    let digest = Digest::of(&msg);
     let log = wanted_log_rank(&msg);
     let msg = strip_meta(msg);
     let (tx, rx) = mpsc::unbounded_channel::<Out>();
@@ -245,7 +271,7 @@ fn park(rounds: &Rounds, mut call: Call, first: Message, request: Request) -> Me
     let state = rounds.signer.sign(&Claims {
         token: token.clone(),
         principal,
-        digest: request.digest,
+        digest: request.digest.get(),
         expires: state::unix_now() + STATE_TTL.as_secs(),
     });
     let input_requests: Map<String, Value> = pending.iter().cloned().collect();
@@ -358,10 +384,12 @@ async fn resume(
         drop(tx);
         // Re-park with the original receiver; the extra requests ride in front of it.
         call.rx = merge(rx2, call.rx);
+        let digest = Digest::Ready(digest);
         let _ = out.send(park(&rounds, call, first, Request { id, method, digest }));
         return;
     }
     let log = wanted_log_rank(&msg);
+    let digest = Digest::Ready(digest);
     round(st, rounds, call, Request { id, method, digest }, log, out).await
 }
 
