@@ -56,10 +56,50 @@ pub fn header_params(schema: &Value, args: &Value, out: &mut Vec<(String, Value)
     }
 }
 
+/// Does a tool input schema name an `x-mcp-header` where [`header_params`] looks (along
+/// `properties` chains)? When it does not, no arguments have header values, and they need not
+/// be read for them.
+pub fn declares_headers(schema: &Value) -> bool {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|props| {
+            props.values().any(|p| {
+                p.get(SCHEMA_HEADER_KEY).is_some_and(Value::is_string) || declares_headers(p)
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_schema_declares_headers_where_header_params_finds_them() {
+        let deep = json!({"properties": {"a": {"properties": {"b": {"x-mcp-header": "B"}}}}});
+        let args = json!({"a": {"b": 1}});
+        for (schema, declares) in [
+            (
+                json!({"type": "object", "additionalProperties": true}),
+                false,
+            ),
+            (json!({"properties": {"text": {"type": "string"}}}), false),
+            (json!({"properties": {"n": {"x-mcp-header": 5}}}), false),
+            (
+                json!({"properties": {"region": {"x-mcp-header": "Region"}}}),
+                true,
+            ),
+            (deep, true),
+        ] {
+            assert_eq!(declares_headers(&schema), declares, "{schema}");
+            // Where it declares none, no arguments give a header.
+            if !declares {
+                assert!(params(schema.clone(), args.clone()).is_empty());
+                assert!(params(schema, json!({"n": 1, "region": "r", "text": "t"})).is_empty());
+            }
+        }
+    }
 
     fn params(schema: Value, args: Value) -> Vec<(String, Value)> {
         let mut out = Vec::new();

@@ -112,6 +112,9 @@ pub fn check(
     let Some(schema) = input_schema.filter(|_| method == "tools/call") else {
         return Ok(());
     };
+    if !sluice_core::headers::declares_headers(schema) {
+        return Ok(());
+    }
     let args = msg.param("arguments").unwrap_or(&Value::Null);
     let mut wanted = Vec::new();
     sluice_core::headers::header_params(schema, args, &mut wanted);
