@@ -74,6 +74,9 @@ pub struct Catalog {
     /// A number that changes with every rebuild (part of cursors).
     pub version: u64,
     tools: Vec<Value>,
+    /// Where each tool is in `tools`, by name: built the first time a definition is asked for
+    /// (the catalog does not change once built; adding a tool empties it).
+    tool_index: std::sync::OnceLock<HashMap<String, usize>>,
     tool_routes: HashMap<String, Route>,
     prompts: Vec<Value>,
     prompt_routes: HashMap<String, PromptRoute>,
@@ -295,6 +298,7 @@ impl Catalog {
                         },
                     );
                     c.tools.push(with_name(tool, "name", &name));
+                    c.tool_index.take();
                 }
             }
             for prompt in &lists.prompts {
@@ -348,6 +352,7 @@ impl Catalog {
             self.tool_routes.insert(name, Route::Gateway(what));
             self.tools.push(t);
         }
+        self.tool_index.take();
     }
 
     /// Where a client-facing tool name goes.
@@ -402,9 +407,17 @@ impl Catalog {
 
     /// The listed definition of a client-facing tool name (for the `validate` hook).
     pub fn tool_definition(&self, name: &str) -> Option<&Value> {
-        self.tools
-            .iter()
-            .find(|t| t.get("name").and_then(Value::as_str) == Some(name))
+        let index = self.tool_index.get_or_init(|| {
+            let mut index = HashMap::default();
+            for (i, t) in self.tools.iter().enumerate() {
+                if let Some(n) = t.get("name").and_then(Value::as_str) {
+                    // The first of a name, as a scan from the start finds.
+                    index.entry(n.to_string()).or_insert(i);
+                }
+            }
+            index
+        });
+        self.tools.get(*index.get(name)?)
     }
 
     /// One page of a list result: `{<key>: [...], nextCursor?}`. A cursor this gateway did not
@@ -511,6 +524,29 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    /// A definition is found by name through the index, as a scan from the start finds it.
+    #[test]
+    fn tool_definitions_are_found_by_name() {
+        let mut a = UpstreamSpec::stdio("a", "x", vec![]);
+        a.expose_all = true;
+        let names: Vec<String> = (0..300).map(|i| format!("t{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let la = lists(&names);
+        let (c, _) = Catalog::build(1, &[(&a, Some(&la))], &[], Vec::new(), false);
+        for t in c.tools() {
+            let name = t["name"].as_str().unwrap();
+            let scanned = c.tools().iter().find(|t| t["name"].as_str() == Some(name));
+            assert_eq!(c.tool_definition(name), scanned);
+            assert!(std::ptr::eq(c.tool_definition(name).unwrap(), t));
+        }
+        assert_eq!(
+            c.tool_definition("a_t299"),
+            Some(&json!({"name": "a_t299", "x-keep": 1}))
+        );
+        assert_eq!(c.tool_definition("t1"), None);
+        assert_eq!(c.tool_definition(""), None);
     }
 
     #[test]
