@@ -373,8 +373,10 @@ impl RawReply {
         if count("_meta") > 1 || absent.iter().any(|(k, _)| count(k) > 1) {
             return None;
         }
+        let id = exact::to_string(&self.id);
+        let id_len = id.len();
         let mut splices: Vec<((usize, usize), String)> = Vec::with_capacity(3);
-        splices.push((self.id_at, exact::to_string(&self.id)));
+        splices.push((self.id_at, id));
         let mut tail = String::new();
         let mut first = members.is_empty();
         let mut push = |tail: &mut String, key: &str, value: &str| {
@@ -391,19 +393,21 @@ impl RawReply {
                 push(&mut tail, key, &exact::to_string(value));
             }
         }
-        match members.iter().find(|(k, _)| *k == "_meta") {
-            Some((_, raw)) if raw.get().starts_with('{') => {
-                let mut m: Map<String, Value> = serde_json::from_str(raw.get()).ok()?;
-                m.insert(meta.0.to_string(), meta.1.clone());
-                let m = serde_json::to_string(&m).expect("a JSON map always serialises");
-                splices.push((span(&self.text, raw.get()), m));
-            }
-            Some(_) => {}
-            None => {
-                let mut m = Map::new();
-                m.insert(meta.0.to_string(), meta.1.clone());
-                let m = serde_json::to_string(&m).expect("a JSON map always serialises");
-                push(&mut tail, "_meta", &m);
+        let existing = members
+            .iter()
+            .find(|(k, _)| *k == "_meta")
+            .map(|(_, raw)| raw.get());
+        // A `_meta` that is not an object is left alone.
+        if existing.is_none_or(|raw| raw.starts_with('{')) {
+            let mut m: Map<String, Value> = match existing {
+                Some(raw) => serde_json::from_str(raw).ok()?,
+                None => Map::new(),
+            };
+            m.insert(meta.0.to_string(), meta.1.clone());
+            let m = serde_json::to_string(&m).expect("a JSON map always serialises");
+            match existing {
+                Some(raw) => splices.push((span(&self.text, raw), m)),
+                None => push(&mut tail, "_meta", &m),
             }
         }
         // After the last member only whitespace comes before the object's closing brace, the
@@ -425,10 +429,6 @@ impl RawReply {
                 .fold(at, |p, ((s, e), t)| p + t.len() - (e - s))
         };
         let id_start = moved(self.id_at.0);
-        let id_len = splices
-            .iter()
-            .find(|((s, _), _)| *s == self.id_at.0)
-            .map_or(self.id_at.1 - self.id_at.0, |(_, t)| t.len());
         let member_at = (moved(start), moved(end));
         let text = splice(&self.text, splices);
         Some(RawReply {

@@ -60,7 +60,6 @@ impl Rounds {
         let request_state = msg
             .param_str("requestState")
             .filter(|s| s.starts_with(state::PREFIX))?;
-        msg.method()?;
         let digest = state::digest_of(msg);
         let key = self
             .signer
@@ -80,14 +79,14 @@ struct Call {
 }
 
 /// What identifies the client's request across its rounds: its id (every round's reply takes
-/// it), its method, and its [`state::digest`].
+/// it), its method, and its [`state::digest_of`].
 struct Request {
     id: Value,
     method: String,
     digest: Digest,
 }
 
-/// A request's [`state::digest`], worked out when its call parks (most calls never do): until
+/// A request's [`state::digest_of`], worked out when its call parks (most calls never do): until
 /// then, the text the request came as (a request parsed into a tree has it worked out at once).
 enum Digest {
     Ready(String),

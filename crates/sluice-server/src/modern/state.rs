@@ -23,7 +23,7 @@
 
 use base64::Engine;
 use ring::hmac;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use sluice_core::Message;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -153,18 +153,10 @@ pub fn unix_now() -> u64 {
 
 /// A digest of what identifies a request across its rounds: its method and its params without
 /// `_meta`, `inputResponses` and `requestState`, keys sorted (hex SHA-256). It only has to be
-/// stable inside one process. The canonical text (objects `{"k":v,…,}` with sorted keys, arrays
-/// `[v,…,]`, other values as serde_json writes them) is written into one buffer: no copy of the
-/// params, no string per key.
-pub fn digest(method: &str, params: Option<&Map<String, Value>>) -> String {
-    digest_entries(
-        method,
-        params.map(|p| p.iter().map(|(k, v)| (k.as_str(), v)).collect()),
-    )
-}
-
-/// [`digest`] of a request: its method and its params' members, each parsed alone when the
-/// request is kept as text (the rest, such as `_meta`, is never parsed for it).
+/// stable inside one process. Each member of the params is parsed alone when the request is
+/// kept as text (the rest, such as `_meta`, is never parsed for it); the canonical text
+/// (objects `{"k":v,…,}` with sorted keys, arrays `[v,…,]`, other values as serde_json writes
+/// them) is written into one buffer: no copy of the params, no string per key.
 pub fn digest_of(msg: &Message) -> String {
     digest_entries(msg.method().unwrap_or(""), msg.param_entries())
 }
@@ -221,6 +213,15 @@ fn digest_entries(method: &str, params: Option<Vec<(&str, &Value)>>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Map;
+
+    /// [`digest_of`] of a method and params given as a map.
+    fn digest(method: &str, params: Option<&Map<String, Value>>) -> String {
+        digest_entries(
+            method,
+            params.map(|p| p.iter().map(|(k, v)| (k.as_str(), v)).collect()),
+        )
+    }
 
     fn claims(expires: u64) -> Claims {
         Claims {
