@@ -213,6 +213,17 @@ impl<'de> Visitor<'de> for MembersVisitor {
     }
 }
 
+/// Write the member `"key":value` (`value` as JSON text) at the end of `out`, after a comma when
+/// `comma`.
+pub(crate) fn push_member(out: &mut String, comma: bool, key: &str, value: &str) {
+    if comma {
+        out.push(',');
+    }
+    out.push_str(&serde_json::to_string(key).expect("a string always serialises"));
+    out.push(':');
+    out.push_str(value);
+}
+
 /// `text` with each span of `splices` (they do not overlap) replaced by its text.
 pub(crate) fn splice(text: &str, mut splices: Vec<((usize, usize), String)>) -> String {
     splices.sort_unstable_by_key(|((s, _), _)| *s);
@@ -380,13 +391,8 @@ impl RawReply {
         let mut tail = String::new();
         let mut first = members.is_empty();
         let mut push = |tail: &mut String, key: &str, value: &str| {
-            if !first {
-                tail.push(',');
-            }
+            push_member(tail, !first, key, value);
             first = false;
-            tail.push_str(&serde_json::to_string(key).expect("a string always serialises"));
-            tail.push(':');
-            tail.push_str(value);
         };
         for (key, value) in absent {
             if count(key) == 0 {

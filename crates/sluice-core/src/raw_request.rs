@@ -5,7 +5,7 @@
 //! goes upstream without being parsed into a JSON tree and serialised from it.
 
 use crate::exact;
-use crate::raw::{id_of, not_plain, span, splice, trimmed, Members};
+use crate::raw::{id_of, not_plain, push_member, span, splice, trimmed, Members};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -394,12 +394,8 @@ impl RawRequest {
                 }
             }
             for (k, v) in &self.added {
-                if !inside.is_empty() {
-                    inside.push(',');
-                }
-                inside.push_str(&serde_json::to_string(k).expect("a string always serialises"));
-                inside.push(':');
-                inside.push_str(&exact::to_string(v));
+                let comma = !inside.is_empty();
+                push_member(&mut inside, comma, k, &exact::to_string(v));
             }
             splices.push(((open, close), inside));
             return splice(&self.text, splices);
@@ -411,10 +407,7 @@ impl RawRequest {
         if let (Some(close), false) = (self.params_close, self.added.is_empty()) {
             let mut tail = String::new();
             for (k, v) in &self.added {
-                tail.push(',');
-                tail.push_str(&serde_json::to_string(k).expect("a string always serialises"));
-                tail.push(':');
-                tail.push_str(&exact::to_string(v));
+                push_member(&mut tail, true, k, &exact::to_string(v));
             }
             splices.push(((close, close), tail));
         }
