@@ -2,7 +2,7 @@
 //! measurement on stdout and a human summary on stderr.
 //!
 //! ```text
-//! sluice-bench-load calls    --url URL [-n N] [-c C] [--duration S] [--pid LABEL=PID]…
+//! sluice-bench-load calls    --url URL [-n N] [-c C] [--duration S] [--warmup-seconds S] [--pid LABEL=PID]…
 //! sluice-bench-load list     --url URL [-n N] [--expect TOOLS]
 //! sluice-bench-load sessions --url URL --pid PID [--count 1000]
 //! sluice-bench-load startup  --url URL [--settle-ms MS] -- CMD ARGS…
@@ -47,6 +47,9 @@ enum Command {
         /// Unmeasured warm-up calls.
         #[arg(long, default_value_t = 200)]
         warmup: u64,
+        /// End the warm-up after this many seconds, if its calls have not ended it first.
+        #[arg(long)]
+        warmup_seconds: Option<f64>,
         /// The tool to call (it must echo its arguments).
         #[arg(long, default_value = "echo")]
         tool: String,
@@ -169,6 +172,7 @@ fn execute(cli: &Cli) -> Result<bool> {
             concurrency,
             duration,
             warmup,
+            warmup_seconds,
             tool,
             payload_bytes,
             pids,
@@ -183,7 +187,7 @@ fn execute(cli: &Cli) -> Result<bool> {
                 calls: *calls,
                 duration: duration.map(Duration::from_secs_f64),
                 warmup_calls: *warmup,
-                warmup: None,
+                warmup: warmup_seconds.map(Duration::from_secs_f64),
                 payload_bytes: *payload_bytes,
                 watch: watches(pids)?,
                 modern: *modern,

@@ -31,9 +31,32 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) as f64 / clock_ticks() as f64)
 }
 
+/// Seconds the machine's CPUs have spent idle so far, all CPUs together (`idle` and `iowait`
+/// of the first line of `/proc/stat`).
+pub fn idle_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let mut fields = stat.lines().next()?.split_whitespace().skip(1);
+    let mut field = |n: usize| -> Option<u64> { fields.nth(n)?.parse().ok() };
+    // user nice system idle iowait: idle is the 4th, iowait the 5th.
+    let idle = field(3)?;
+    let iowait = field(0)?;
+    Some((idle + iowait) as f64 / clock_ticks() as f64)
+}
+
 /// Nanoseconds each live thread of the process has run on a CPU (`schedstat`'s first field):
 /// the same time as [`cpu_seconds`] without its 10 ms ticks.
 pub fn cpu_ns_by_thread(pid: u32) -> Option<std::collections::HashMap<u32, u64>> {
+    schedstat_by_thread(pid, 0)
+}
+
+/// Nanoseconds each live thread of the process has waited on a run queue, runnable but not
+/// running (`schedstat`'s second field).
+pub fn wait_ns_by_thread(pid: u32) -> Option<std::collections::HashMap<u32, u64>> {
+    schedstat_by_thread(pid, 1)
+}
+
+/// Field `field` of each live thread's `schedstat`.
+fn schedstat_by_thread(pid: u32, field: usize) -> Option<std::collections::HashMap<u32, u64>> {
     let mut out = std::collections::HashMap::new();
     for entry in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
         let Ok(entry) = entry else { continue };
@@ -43,15 +66,20 @@ pub fn cpu_ns_by_thread(pid: u32) -> Option<std::collections::HashMap<u32, u64>>
         let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
             continue;
         };
-        if let Some(ns) = text.split_whitespace().next().and_then(|n| n.parse().ok()) {
+        if let Some(ns) = text
+            .split_whitespace()
+            .nth(field)
+            .and_then(|n| n.parse().ok())
+        {
             out.insert(tid, ns);
         }
     }
     (!out.is_empty()).then_some(out)
 }
 
-/// CPU seconds between two [`cpu_ns_by_thread`] readings; `None` when a thread of the first
-/// has gone (its time is no longer readable: use [`cpu_seconds`] then).
+/// Seconds between two per-thread readings ([`cpu_ns_by_thread`], [`wait_ns_by_thread`]);
+/// `None` when a thread of the first has gone (its time is no longer readable: use
+/// [`cpu_seconds`] then).
 pub fn cpu_between(
     start: &std::collections::HashMap<u32, u64>,
     end: &std::collections::HashMap<u32, u64>,

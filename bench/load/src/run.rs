@@ -52,6 +52,9 @@ pub struct ProcReport {
     pub cpu_s_per_1000: f64,
     /// CPU microseconds per call (the same figure, per call).
     pub cpu_us_per_call: f64,
+    /// Microseconds per call its threads spent runnable but waiting for a CPU.
+    #[serde(default)]
+    pub wait_us_per_call: Option<f64>,
     /// VmRSS at the end, kB.
     pub rss_kb: u64,
     /// VmHWM (peak RSS over the process's life) at the end, kB.
@@ -62,6 +65,7 @@ struct ProcStart {
     watch: Watch,
     cpu: f64,
     threads: Option<std::collections::HashMap<u32, u64>>,
+    waits: Option<std::collections::HashMap<u32, u64>>,
 }
 
 fn proc_start(watches: &[Watch]) -> Vec<ProcStart> {
@@ -71,6 +75,7 @@ fn proc_start(watches: &[Watch]) -> Vec<ProcStart> {
             watch: w.clone(),
             cpu: procfs::cpu_seconds(w.pid).unwrap_or(f64::NAN),
             threads: procfs::cpu_ns_by_thread(w.pid),
+            waits: procfs::wait_ns_by_thread(w.pid),
         })
         .collect()
 }
@@ -89,12 +94,20 @@ fn proc_end(starts: &[ProcStart], calls: u64) -> Vec<ProcReport> {
             let cpu =
                 precise.unwrap_or_else(|| procfs::cpu_seconds(pid).unwrap_or(f64::NAN) - s.cpu);
             let per_call = if calls > 0 { cpu / calls as f64 } else { 0.0 };
+            let wait_us_per_call = s
+                .waits
+                .as_ref()
+                .zip(procfs::wait_ns_by_thread(pid))
+                .and_then(|(a, b)| procfs::cpu_between(a, &b))
+                .filter(|_| calls > 0)
+                .map(|w| w * 1e6 / calls as f64);
             ProcReport {
                 label: s.watch.label.clone(),
                 pid,
                 cpu_s: cpu,
                 cpu_s_per_1000: per_call * 1000.0,
                 cpu_us_per_call: per_call * 1e6,
+                wait_us_per_call,
                 rss_kb: procfs::rss_kb(pid).unwrap_or(0),
                 peak_rss_kb: procfs::peak_rss_kb(pid).unwrap_or(0),
             }
@@ -159,6 +172,15 @@ pub struct CallsReport {
     pub latency: Latency,
     /// Watched processes.
     pub procs: Vec<ProcReport>,
+    /// Time the machine's CPUs spent idle during the measured phase, µs per call, all CPUs
+    /// together: with every process's CPU per call it accounts for the whole machine (at
+    /// saturation, a gateway that leaves CPUs idle loses throughput it did not spend).
+    #[serde(default)]
+    pub idle_us_per_call: Option<f64>,
+    /// The load generator's own CPU during the measured phase, µs per call (its whole process:
+    /// in the suite's in-process mode, the suite's).
+    #[serde(default)]
+    pub client_cpu_us_per_call: Option<f64>,
 }
 
 impl CallsReport {
@@ -315,6 +337,8 @@ pub async fn calls(opts: &CallsOptions) -> Result<CallsReport> {
         );
     }
     let starts = proc_start(&opts.watch);
+    let idle_start = procfs::idle_seconds();
+    let client_start = procfs::cpu_ns_by_thread(std::process::id());
     let mut run = phase(
         warm.conns,
         session,
@@ -327,6 +351,15 @@ pub async fn calls(opts: &CallsOptions) -> Result<CallsReport> {
     .await;
     let secs = run.elapsed.as_secs_f64();
     let procs = proc_end(&starts, run.calls);
+    let idle_us_per_call = idle_start
+        .zip(procfs::idle_seconds())
+        .filter(|_| run.calls > 0)
+        .map(|(a, b)| (b - a) * 1e6 / run.calls as f64);
+    let client_cpu_us_per_call = client_start
+        .zip(procfs::cpu_ns_by_thread(std::process::id()))
+        .and_then(|(a, b)| procfs::cpu_between(&a, &b))
+        .filter(|_| run.calls > 0)
+        .map(|s| s * 1e6 / run.calls as f64);
     Ok(CallsReport {
         kind: "calls".into(),
         label: opts.label.clone(),
@@ -344,6 +377,8 @@ pub async fn calls(opts: &CallsOptions) -> Result<CallsReport> {
         },
         latency: stats::summarise(&mut run.samples),
         procs,
+        idle_us_per_call,
+        client_cpu_us_per_call,
     })
 }
 

@@ -53,6 +53,10 @@ pub struct Args {
     /// always kept), e.g. `--only "no hooks,explain"`.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Run each tools/call measurement's client in this process, on one thread that lives
+    /// through every run, instead of a `sluice-bench-load calls` process of its own per run.
+    #[arg(long)]
+    pub in_process_client: bool,
     /// Measure nothing: rewrite latest.md and latest.svg from this latest.json.
     #[arg(long, value_name = "JSON")]
     pub from: Option<PathBuf>,

@@ -46,7 +46,12 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
          ratios are the medians of the per-round ratios (configuration ÷ direct). \
          \"stdio upstream\" rows front a stdio child of the gateway and are compared against the direct **HTTP** echo. \
          Gateway CPU is the gateway process alone (each thread's time on a CPU from /proc/PID/task/*/schedstat), per call. Every Sluice row runs with --no-admin but the \"admin listener on\" one; \"[baseline]\" rows are another build in the same rounds. \
-         One client session, one keep-alive connection per concurrent caller; the load generator runs on one thread on the same machine.\n"
+         One client session, one keep-alive connection per concurrent caller; the load generator runs on one thread on the same machine, {}.\n",
+        if r.in_process_client {
+            "inside the runner's own process, one thread living through every run (--in-process-client)"
+        } else {
+            "a `sluice-bench-load calls` process of its own for each run"
+        }
     );
 
     let _ = writeln!(md, "## tools/call (echo)\n");
@@ -118,6 +123,7 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
     }
 
     floor_table(&mut md, r);
+    machine_table(&mut md, r);
 
     let _ = writeln!(md, "\n## Start-up, memory, tools/list with 1,000 tools\n");
     let _ = writeln!(
@@ -201,6 +207,61 @@ fn floor_table(md: &mut String, r: &Results) {
             s.gw_cpu_us,
             f.gw_cpu_us,
             s.gw_cpu_us / f.gw_cpu_us,
+        );
+    }
+}
+
+/// Where the machine's two cores went per call at c=16 in front of the Rust echo: at
+/// saturation the latency follows the whole machine's time per call, not the gateway's alone.
+fn machine_table(md: &mut String, r: &Results) {
+    let rows: Vec<(&CallRow, &CallSummary)> = r
+        .calls
+        .iter()
+        .filter(|x| x.upstream == "Rust echo" && x.c == 16 && !x.peer && x.via == "HTTP")
+        .filter_map(|x| Some((x, x.summary.as_ref()?)))
+        .filter(|(_, s)| s.client_cpu_us.is_some() && s.idle_us.is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let _ = writeln!(
+        md,
+        "
+## Where the machine's time goes, Rust echo, c=16
+"
+    );
+    let _ = writeln!(
+        md,
+        "At c=16 every core is busy, so a call's latency follows the whole machine's time per call: \
+         the gateway's CPU, the upstream's, the load generator's, and the time a core stood idle \
+         while work waited elsewhere. Medians of the rounds, µs per call; their sum is about \
+         {cores:.0} cores ÷ req/s.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| Configuration | Gateway | Upstream | Load generator | Idle | Sum | {cores:.0} cores ÷ req/s | Added p50 µs |"
+    );
+    let _ = writeln!(md, "|---|--:|--:|--:|--:|--:|--:|--:|");
+    for (row, s) in rows {
+        let parts = [
+            Some(s.gw_cpu_us),
+            s.upstream_cpu_us,
+            s.client_cpu_us,
+            s.idle_us,
+        ];
+        let sum: f64 = parts.iter().flatten().sum();
+        let show = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.1}"));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {sum:.1} | {:.1} | {:+.0} |",
+            cell(&row.config),
+            show(parts[0]),
+            show(parts[1]),
+            show(parts[2]),
+            show(parts[3]),
+            cores * 1e6 / s.rps,
+            s.added_p50,
         );
     }
 }

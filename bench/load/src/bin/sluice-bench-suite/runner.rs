@@ -28,6 +28,9 @@ pub struct Ctx {
     pub echo: PathBuf,
     /// The `sluice-bench-floor` binary (the floor row).
     pub floor: PathBuf,
+    /// The `sluice-bench-load` binary: each tools/call run's client (unless
+    /// `--in-process-client`).
+    pub load: PathBuf,
     /// The `--baseline` build of `sluice`, for A/B rows.
     pub baseline: Option<PathBuf>,
     /// Node.js for the TypeScript echo and the npm peers.
@@ -88,7 +91,8 @@ impl Ctx {
             .unwrap_or_else(|| release.join("sluice"));
         let echo = release.join("sluice-bench-echo");
         let floor = release.join("sluice-bench-floor");
-        for b in [&sluice, &echo, &floor]
+        let load = release.join("sluice-bench-load");
+        for b in [&sluice, &echo, &floor, &load]
             .into_iter()
             .chain(args.baseline.as_ref())
         {
@@ -124,6 +128,7 @@ impl Ctx {
             sluice,
             echo,
             floor,
+            load,
             baseline: args.baseline.clone(),
             node,
             ts_missing,
@@ -196,6 +201,16 @@ pub struct CallSummary {
     pub direct_upstream_cpu_us: f64,
     /// The gateway's peak RSS over the runs, kB.
     pub gw_peak_rss_kb: u64,
+    /// The upstream's CPU µs per call through the configuration (not known for every stdio
+    /// row).
+    #[serde(default)]
+    pub upstream_cpu_us: Option<f64>,
+    /// The load generator's CPU µs per call through the configuration.
+    #[serde(default)]
+    pub client_cpu_us: Option<f64>,
+    /// Time the machine's CPUs were idle, µs per call through the configuration.
+    #[serde(default)]
+    pub idle_us: Option<f64>,
 }
 
 /// One row of the call table.
@@ -286,6 +301,9 @@ pub struct Results {
     /// `/proc/loadavg` when the run started and ended (was the machine busy with other work?).
     #[serde(default)]
     pub loadavg: (String, String),
+    /// Where each tools/call run's client ran: a process of its own per run, or this process.
+    #[serde(default)]
+    pub in_process_client: bool,
 }
 
 fn loadavg() -> String {
@@ -750,6 +768,7 @@ pub fn run_all(ctx: &Ctx) -> Result<Results> {
         rounds: ctx.rounds,
         seconds: ctx.seconds,
         loadavg: (loadavg(), String::new()),
+        in_process_client: ctx.args.in_process_client,
         ..Default::default()
     };
     let configs = plan::configs(ctx.args.peers, ctx.baseline.is_some(), &ctx.args.only);
@@ -849,14 +868,68 @@ fn calls_once(
         watch,
         modern,
     };
-    let r = rt.block_on(load::calls(&opts))?;
+    let r = if ctx.args.in_process_client {
+        rt.block_on(load::calls(&opts))?
+    } else {
+        client_process(ctx, &opts)?
+    };
     eprintln!("  {}", r.human());
     Ok(r)
+}
+
+/// One tools/call run by a `sluice-bench-load calls` process of its own: every run's client
+/// starts afresh, where one thread living through every run would carry the scheduler's
+/// placement and wake-up history of the run before (always a direct run) into the next.
+fn client_process(ctx: &Ctx, opts: &CallsOptions) -> Result<CallsReport> {
+    let mut cmd = Command::new(&ctx.load);
+    cmd.args(["--quiet", "calls", "--url", &opts.url, "--tool", &opts.tool])
+        .args(["--label", &opts.label])
+        .args(["-c", &opts.concurrency.to_string()])
+        .args(["-n", &opts.calls.to_string()])
+        .args(["--warmup", &opts.warmup_calls.to_string()]);
+    if let Some(d) = opts.duration {
+        cmd.args(["--duration", &d.as_secs_f64().to_string()]);
+    }
+    if let Some(w) = opts.warmup {
+        cmd.args(["--warmup-seconds", &w.as_secs_f64().to_string()]);
+    }
+    for w in &opts.watch {
+        cmd.args(["--pid", &format!("{}={}", w.label, w.pid)]);
+    }
+    if opts.modern {
+        cmd.arg("--modern");
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {}", ctx.load.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+    match line {
+        // A report, even when some replies failed their check (exit 1): the caller says so.
+        Some(line) if out.status.code().is_some_and(|c| c <= 1) => serde_json::from_str(line)
+            .with_context(|| format!("the report of {}", ctx.load.display())),
+        _ => bail!(
+            "{} calls {}: {}",
+            ctx.load.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    }
 }
 
 fn summarise(pairs: &[(CallsReport, CallsReport)]) -> CallSummary {
     let m = |f: &dyn Fn(&(CallsReport, CallsReport)) -> f64| {
         median(&pairs.iter().map(f).collect::<Vec<_>>())
+    };
+    // The median of the rounds that know the value, if any does.
+    let known = |f: &dyn Fn(&(CallsReport, CallsReport)) -> Option<f64>| {
+        let v: Vec<f64> = pairs
+            .iter()
+            .filter_map(f)
+            .filter(|x| x.is_finite())
+            .collect();
+        (!v.is_empty()).then(|| median(&v))
     };
     let cpu = |r: &CallsReport, label: &str| {
         r.procs
@@ -876,6 +949,9 @@ fn summarise(pairs: &[(CallsReport, CallsReport)]) -> CallSummary {
         p99: m(&|(_, g)| g.latency.p99_us),
         p99_ratio: m(&|(d, g)| g.latency.p99_us / d.latency.p99_us),
         gw_cpu_us: m(&|(_, g)| cpu(g, "gateway")),
+        upstream_cpu_us: known(&|(_, g)| Some(cpu(g, "upstream"))),
+        client_cpu_us: known(&|(_, g)| g.client_cpu_us_per_call),
+        idle_us: known(&|(_, g)| g.idle_us_per_call),
         direct_upstream_cpu_us: m(&|(d, _)| cpu(d, "upstream")),
         gw_peak_rss_kb: pairs
             .iter()
