@@ -80,7 +80,7 @@ fn schedstat_by_thread(pid: u32, field: usize) -> Option<std::collections::HashM
 /// Seconds between two per-thread readings ([`cpu_ns_by_thread`], [`wait_ns_by_thread`]);
 /// `None` when a thread of the first has gone (its time is no longer readable: use
 /// [`cpu_seconds`] then).
-pub fn cpu_between(
+pub fn seconds_between(
     start: &std::collections::HashMap<u32, u64>,
     end: &std::collections::HashMap<u32, u64>,
 ) -> Option<f64> {

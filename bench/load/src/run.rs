@@ -90,7 +90,7 @@ fn proc_end(starts: &[ProcStart], calls: u64) -> Vec<ProcReport> {
                 .threads
                 .as_ref()
                 .zip(procfs::cpu_ns_by_thread(pid))
-                .and_then(|(a, b)| procfs::cpu_between(a, &b));
+                .and_then(|(a, b)| procfs::seconds_between(a, &b));
             let cpu =
                 precise.unwrap_or_else(|| procfs::cpu_seconds(pid).unwrap_or(f64::NAN) - s.cpu);
             let per_call = if calls > 0 { cpu / calls as f64 } else { 0.0 };
@@ -98,7 +98,7 @@ fn proc_end(starts: &[ProcStart], calls: u64) -> Vec<ProcReport> {
                 .waits
                 .as_ref()
                 .zip(procfs::wait_ns_by_thread(pid))
-                .and_then(|(a, b)| procfs::cpu_between(a, &b))
+                .and_then(|(a, b)| procfs::seconds_between(a, &b))
                 .filter(|_| calls > 0)
                 .map(|w| w * 1e6 / calls as f64);
             ProcReport {
@@ -357,7 +357,7 @@ pub async fn calls(opts: &CallsOptions) -> Result<CallsReport> {
         .map(|(a, b)| (b - a) * 1e6 / run.calls as f64);
     let client_cpu_us_per_call = client_start
         .zip(procfs::cpu_ns_by_thread(std::process::id()))
-        .and_then(|(a, b)| procfs::cpu_between(&a, &b))
+        .and_then(|(a, b)| procfs::seconds_between(&a, &b))
         .filter(|_| run.calls > 0)
         .map(|s| s * 1e6 / run.calls as f64);
     Ok(CallsReport {

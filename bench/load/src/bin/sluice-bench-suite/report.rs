@@ -224,13 +224,14 @@ fn machine_table(md: &mut String, r: &Results) {
     if rows.is_empty() {
         return;
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let _ = writeln!(
-        md,
-        "
-## Where the machine's time goes, Rust echo, c=16
-"
-    );
+    // The measuring machine's cores, as the report's header names them ("2 cores, …").
+    let cores: f64 = r
+        .machine
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64));
+    let _ = writeln!(md, "\n## Where the machine's time goes, Rust echo, c=16\n");
     let _ = writeln!(
         md,
         "At c=16 every core is busy, so a call's latency follows the whole machine's time per call: \
