@@ -35,12 +35,16 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
 /// of the first line of `/proc/stat`).
 pub fn idle_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let mut fields = stat.lines().next()?.split_whitespace().skip(1);
-    let mut field = |n: usize| -> Option<u64> { fields.nth(n)?.parse().ok() };
-    // user nice system idle iowait: idle is the 4th, iowait the 5th.
-    let idle = field(3)?;
-    let iowait = field(0)?;
-    Some((idle + iowait) as f64 / clock_ticks() as f64)
+    // "cpu  user nice system idle iowait …": idle and iowait are the 4th and 5th numbers.
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .take(5)
+        .map(|n| n.parse().ok())
+        .collect::<Option<_>>()?;
+    Some((ticks.get(3)? + ticks.get(4)?) as f64 / clock_ticks() as f64)
 }
 
 /// Nanoseconds each live thread of the process has run on a CPU (`schedstat`'s first field):

@@ -426,8 +426,8 @@ impl RawReply {
         if splices.iter().any(|(_, t)| not_plain(t)) {
             return None;
         }
-        splices.sort_unstable_by_key(|((s, _), _)| *s);
-        // Where a place of the old text is in the new one: moved by every splice before it.
+        // Where a place of the old text is in the new one: moved by every splice before it (in
+        // any order; `splice` sorts them).
         let moved = |at: usize| -> usize {
             splices
                 .iter()
