@@ -491,11 +491,7 @@ impl Chain {
         else {
             return;
         };
-        let input = msg
-            .param("arguments")
-            .cloned()
-            .unwrap_or_else(|| Value::Object(Map::new()));
-        t.tool_use(ctx.session_id, &self.cwd, id, name, &input);
+        t.tool_use(ctx.session_id, &self.cwd, id, name, msg.param("arguments"));
     }
 
     /// The transcript line of a call's reply, after its response hooks.

@@ -116,11 +116,12 @@ impl Chain {
         self.drop_transcript(session_id);
     }
 
-    /// Remove the transcript of a session that ended (unless the `keep_transcripts` setting
-    /// keeps it). [`Chain::stop`] does it after the session's Stop and SessionEnd hooks.
+    /// Close the transcript of a session that ended, and remove it (unless the
+    /// `keep_transcripts` setting keeps it). [`Chain::stop`] does it after the session's Stop
+    /// and SessionEnd hooks.
     pub fn drop_transcript(&self, session_id: &str) {
-        if let (Some(t), false) = (&self.transcripts, self.keep_transcripts) {
-            t.remove(session_id);
+        if let Some(t) = &self.transcripts {
+            t.end(session_id, self.keep_transcripts);
         }
     }
 
