@@ -31,19 +31,33 @@
 
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
-use crate::http::{post, shared_client};
+use crate::http::{client_for, post};
 use crate::wire::{replace, truncate_chars};
+use parking_lot::Mutex;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 use sluice_core::{Kind, Message};
+use sluice_http::Client;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A Civic hook server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CivicHook {
     url: String,
     timeout: Duration,
-    client: reqwest::Client,
+    /// Each procedure's URL and the client that reaches it, made on its first call.
+    procedures: Arc<Mutex<HashMap<String, (reqwest::Url, Client)>>>,
+}
+
+impl std::fmt::Debug for CivicHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CivicHook")
+            .field("url", &self.url)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 /// The methods with procedures of their own: (method, the name inside `process…Request` /
@@ -70,7 +84,7 @@ impl CivicHook {
         Ok(CivicHook {
             url: url.trim_end_matches('/').to_string(),
             timeout,
-            client: shared_client()?,
+            procedures: Arc::default(),
         })
     }
 
@@ -90,11 +104,22 @@ impl CivicHook {
     }
 
     async fn call(&self, procedure: &str, input: Value) -> Result<Called, HookFailure> {
-        let url = reqwest::Url::parse(&format!("{}/{procedure}", self.url))
-            .map_err(|e| HookFailure(format!("bad procedure URL: {e}")))?;
+        let known = self.procedures.lock().get(procedure).cloned();
+        let (url, client) = match known {
+            Some(k) => k,
+            None => {
+                let url = reqwest::Url::parse(&format!("{}/{procedure}", self.url))
+                    .map_err(|e| HookFailure(format!("bad procedure URL: {e}")))?;
+                let client = client_for(&url).map_err(HookFailure)?;
+                self.procedures
+                    .lock()
+                    .insert(procedure.to_string(), (url.clone(), client.clone()));
+                (url, client)
+            }
+        };
         let body = serde_json::to_vec(&sluice_core::exact::Exact(&json!({ "json": input })))
             .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
-        let (status, buf) = post(&self.client, url, HeaderMap::new(), body, self.timeout).await?;
+        let (status, buf) = post(&client, &url, HeaderMap::new(), body, self.timeout).await?;
         read_answer(procedure, status, &buf)
     }
 }

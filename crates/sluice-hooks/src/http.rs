@@ -34,9 +34,11 @@
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::HookEvent;
 use crate::wire::{fmt_duration, native_decision, truncate_chars};
+use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use serde_json::Value;
 use sluice_config::HttpProtocol;
+use sluice_http::Client;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -45,8 +47,11 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 /// How much of a non-JSON error body becomes the refusal reason.
 const MAX_REASON_CHARS: usize = 500;
 
-/// One HTTP client for every http hook: connection pooling and keep-alive, kept across
-/// reloads (a rebuilt hook reuses warm connections).
+/// The reqwest client of every http and Civic hook reached over TLS or through a proxy:
+/// connection pooling and keep-alive, kept across reloads (a rebuilt hook reuses warm
+/// connections), redirects not followed. A plain `http://` service is reached through
+/// [`sluice_http::Client`]'s pool of its serving thread instead, which never follows one
+/// either.
 pub(crate) fn shared_client() -> Result<reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
@@ -62,14 +67,30 @@ pub(crate) fn shared_client() -> Result<reqwest::Client, String> {
         .clone()
 }
 
+/// The client a hook reaches `url` with.
+pub(crate) fn client_for(url: &reqwest::Url) -> Result<Client, String> {
+    let fallback = shared_client()?;
+    Ok(Client::for_url_or(url, || fallback))
+}
+
 /// A hook service: every event is POSTed to `url`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpHook {
     url: reqwest::Url,
     headers: HeaderMap,
     timeout: Duration,
-    client: reqwest::Client,
+    client: Client,
     protocol: HttpProtocol,
+}
+
+impl std::fmt::Debug for HttpHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpHook")
+            .field("url", &self.url.as_str())
+            .field("timeout", &self.timeout)
+            .field("protocol", &self.protocol)
+            .finish()
+    }
 }
 
 impl HttpHook {
@@ -96,10 +117,10 @@ impl HttpHook {
             map.append(name, value);
         }
         Ok(HttpHook {
+            client: client_for(&url)?,
             url,
             headers: map,
             timeout,
-            client: shared_client()?,
             protocol: HttpProtocol::Zato,
         })
     }
@@ -121,7 +142,7 @@ impl HttpHook {
             .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
         let (status, buf) = post(
             &self.client,
-            self.url.clone(),
+            &self.url,
             self.headers.clone(),
             body,
             self.timeout,
@@ -134,36 +155,27 @@ impl HttpHook {
     }
 }
 
-/// POST `body` (JSON) to `url` and read the whole answer, within `timeout`.
+/// POST `body` (JSON) to `url` with `client` and read the whole answer, within `timeout`.
 pub(crate) async fn post(
-    client: &reqwest::Client,
-    url: reqwest::Url,
-    headers: HeaderMap,
+    client: &Client,
+    url: &reqwest::Url,
+    mut headers: HeaderMap,
     body: Vec<u8>,
     timeout: Duration,
 ) -> Result<(reqwest::StatusCode, Vec<u8>), HookFailure> {
     let exchange = async {
-        let mut resp = client
-            .post(url)
-            .headers(headers)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let reply = client
+            .send(reqwest::Method::POST, url, headers, Some(body.into()))
             .await
-            .map_err(|e| {
-                HookFailure(format!(
-                    "hook service request failed: {}",
-                    sluice_core::error::with_causes(&e)
-                ))
-            })?;
-        let status = resp.status();
+            .map_err(|e| HookFailure(format!("hook service request failed: {e}")))?;
+        let status = reply.status;
         let mut buf = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| {
-            HookFailure(format!(
-                "reading the hook service's answer failed: {}",
-                sluice_core::error::with_causes(&e)
-            ))
-        })? {
+        let mut chunks = reply.stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| {
+                HookFailure(format!("reading the hook service's answer failed: {e}"))
+            })?;
             if buf.len() + chunk.len() > MAX_BODY {
                 return Err(HookFailure(format!(
                     "the hook service's answer is larger than {MAX_BODY} bytes"

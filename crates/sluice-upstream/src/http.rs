@@ -2,7 +2,6 @@
 //! or as an SSE stream, `Mcp-Session-Id` and `MCP-Protocol-Version` headers, the GET stream for
 //! unrelated server messages, and DELETE to end the session.
 
-use crate::client::{Client, Reply};
 use crate::core::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use futures_util::StreamExt;
@@ -12,6 +11,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use sluice_config::UpstreamSpec;
 use sluice_core::{headers, Kind, Message};
+use sluice_http::{Client, Reply};
 use std::sync::Arc;
 use std::time::Duration;
 

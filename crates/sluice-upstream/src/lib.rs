@@ -12,7 +12,6 @@
 //! its lists, restarts with backoff, and the per-session connections; it reports to the gateway
 //! with [`SlotEvent`]s.
 
-mod client;
 mod connection;
 mod core;
 mod error;
@@ -21,7 +20,6 @@ mod http;
 mod inline;
 mod lists;
 pub mod local;
-mod pool;
 mod pump;
 mod session_lists;
 pub mod shared;

@@ -1,7 +1,6 @@
 //! The legacy HTTP+SSE transport (2024-11-05): a GET event stream that first names the endpoint
 //! to POST messages to, then carries every message from the server.
 
-use crate::client::shared_reqwest as shared_client;
 use crate::core::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use crate::http::{header_map, with_extra};
@@ -9,6 +8,7 @@ use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
 use sluice_config::UpstreamSpec;
 use sluice_core::Message;
+use sluice_http::shared_reqwest as shared_client;
 use std::sync::Arc;
 
 pub(crate) struct SseWire {

@@ -1,7 +1,6 @@
-//! The HTTP client of the Streamable HTTP wire: hyper's connection API with a pool of its own
-//! ([`pool`](crate::pool)) for a plain `http://` upstream (the common local case, and the hot
-//! path: no layers between the wire and the socket), reqwest for everything else (TLS, and any
-//! proxy the environment names).
+//! [`Client`]: hyper's connection API with a pool of its own ([`pool`](crate::pool)) for a
+//! plain `http://` URL (the common local case, and the hot path: no layers between the caller
+//! and the socket), reqwest for everything else (TLS, and any proxy the environment names).
 
 use crate::pool::{HostPool, Lease};
 use bytes::Bytes;
@@ -13,9 +12,12 @@ use reqwest::{Method, StatusCode};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-/// The client an upstream URL is reached with.
+/// The client a URL is reached with (cheap to clone).
 #[derive(Clone)]
-pub(crate) enum Client {
+pub struct Client(Via);
+
+#[derive(Clone)]
+enum Via {
     /// hyper, for `http://` with no proxy in the environment: the host's pool and the
     /// request target (the URL's path and query, checked; each request parses its own copy,
     /// as a clone of one `Uri` would write its shared count on every call).
@@ -24,9 +26,9 @@ pub(crate) enum Client {
     Reqwest(reqwest::Client),
 }
 
-/// One reqwest client for every upstream reached through it: pooling and keep-alive across
-/// sessions.
-pub(crate) fn shared_reqwest() -> reqwest::Client {
+/// One reqwest client for every URL reached through it without a client of its own: pooling
+/// and keep-alive across sessions (redirects followed, as reqwest does by default).
+pub fn shared_reqwest() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
@@ -51,14 +53,21 @@ fn proxied() -> bool {
 }
 
 impl Client {
-    /// The client for `url`.
+    /// The client for `url`: the pool of its host for a plain `http://` URL, else
+    /// [`shared_reqwest`].
     pub fn for_url(url: &reqwest::Url) -> Client {
+        Client::for_url_or(url, shared_reqwest)
+    }
+
+    /// The client for `url`: the pool of its host for a plain `http://` URL (which never
+    /// follows a redirect), else the reqwest client `fallback` makes.
+    pub fn for_url_or(url: &reqwest::Url, fallback: impl FnOnce() -> reqwest::Client) -> Client {
         if url.scheme() == "http" && !proxied() {
             if let Some(plain) = plain_target(url) {
-                return Client::Plain(plain);
+                return Client(Via::Plain(plain));
             }
         }
-        Client::Reqwest(shared_reqwest())
+        Client(Via::Reqwest(fallback()))
     }
 
     /// Send one request and wait for the head of its response. `Err` is the transport's
@@ -70,8 +79,8 @@ impl Client {
         headers: HeaderMap,
         body: Option<Bytes>,
     ) -> Result<Reply, String> {
-        match self {
-            Client::Plain(plain) => {
+        match &self.0 {
+            Via::Plain(plain) => {
                 let (pool, target) = &**plain;
                 let mut req = hyper::Request::new(Full::new(body.unwrap_or_default()));
                 *req.method_mut() = method;
@@ -85,7 +94,7 @@ impl Client {
                     body: Body::Plain(body, lease),
                 })
             }
-            Client::Reqwest(client) => {
+            Via::Reqwest(client) => {
                 let mut rb = client.request(method, url.clone()).headers(headers);
                 if let Some(b) = body {
                     rb = rb.body(b);
@@ -125,7 +134,7 @@ enum Body {
 }
 
 /// The head of a response, its body still to be read.
-pub(crate) struct Reply {
+pub struct Reply {
     /// The status.
     pub status: StatusCode,
     /// The headers.

@@ -1,14 +1,15 @@
-//! Keep-alive HTTP/1.1 connections to one plain `http://` upstream, on hyper's connection API
+//! Keep-alive HTTP/1.1 connections to one plain `http://` host, on hyper's connection API
 //! ([`HostPool`]): a request takes an idle connection (or opens one), and the connection goes
 //! back when its response has been read to the end.
 //!
 //! Why not hyper-util's pooled client: it finds the pool of a request by hashing its scheme
-//! and authority on every request, and boxes a 3 KB future per request; an upstream's pool is
-//! known when its connection is opened, so here a request costs a lock and a pop.
+//! and authority on every request, and boxes a 3 KB future per request; a caller's pool is
+//! known when it is made (an upstream's connection, a hook), so here a request costs a lock
+//! and a pop.
 //!
 //! Per thread: a connection's I/O runs in a task on the runtime that opened it, so an idle
 //! connection is kept with the serving thread that opened it (`sluice_core::worker`), in that
-//! thread's own list, and taken again only there: a call's upstream round trip never wakes
+//! thread's own list, and taken again only there: a call's round trip to a host never wakes
 //! another thread, and its take and put never write a line another thread uses. A lent
 //! connection holds its thread's list (its own `Arc`), not the pool, and a request's target
 //! and `Host` are copied, not shared: a call writes no reference count that another thread's
@@ -164,9 +165,10 @@ impl HostPool {
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                 .await
                 .map_err(|e| with_causes(&e))?;
+        let host = self.authority.clone();
         tokio::spawn(async move {
             if let Err(e) = conn.await {
-                tracing::debug!("upstream connection ended: {e}");
+                tracing::debug!(%host, "HTTP connection ended: {e}");
             }
         });
         Ok(sender)

@@ -1,0 +1,9 @@
+//! Sluice's outbound HTTP client, shared by the upstream wires and the hooks that call a
+//! service: [`Client`] reaches a plain `http://` URL through hyper's connection API and a
+//! keep-alive pool per serving thread ([`pool`]), and anything else (TLS, a proxy the
+//! environment names) through reqwest.
+
+mod client;
+mod pool;
+
+pub use client::{shared_reqwest, Client, Reply};
