@@ -56,10 +56,7 @@ pub(crate) fn shared_client() -> Result<reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            reqwest::Client::builder()
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(64)
-                .tcp_nodelay(true)
+            sluice_http::reqwest_builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))

@@ -26,19 +26,21 @@ enum Via {
     Reqwest(reqwest::Client),
 }
 
+/// A reqwest client as Sluice makes them: idle connections kept 90 s, at most 64 per host,
+/// `TCP_NODELAY`.
+pub fn reqwest_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(64)
+        .tcp_nodelay(true)
+}
+
 /// One reqwest client for every URL reached through it without a client of its own: pooling
 /// and keep-alive across sessions (redirects followed, as reqwest does by default).
 pub fn shared_reqwest() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(64)
-                .tcp_nodelay(true)
-                .build()
-                .expect("HTTP client")
-        })
+        .get_or_init(|| reqwest_builder().build().expect("HTTP client"))
         .clone()
 }
 

@@ -6,4 +6,4 @@
 mod client;
 mod pool;
 
-pub use client::{shared_reqwest, Client, Reply};
+pub use client::{reqwest_builder, shared_reqwest, Client, Reply};
