@@ -209,8 +209,7 @@ impl CommandHook {
 
     /// Spawn, feed stdin, capture, wait (killing the group past the timeout).
     async fn run(&self, ev: &HookEvent) -> Result<Output, HookFailure> {
-        let mut input = serde_json::to_vec(&sluice_core::exact::Exact(&ev.to_json()))
-            .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
+        let mut input = ev.payload().into_bytes();
         input.push(b'\n');
 
         let mut cmd = match &self.args {

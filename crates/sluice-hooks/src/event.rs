@@ -1,8 +1,13 @@
 //! What a hook is shown: one event (a message at a phase, with its context) and its JSON form,
 //! which uses the field names Claude Code and toolfunnel hook scripts read.
 
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use sluice_core::exact::{Exact, ExactMap};
 use sluice_core::{Message, Principal};
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -119,67 +124,104 @@ impl HookEvent {
     /// Sluice's own `phase`, `method`, `upstream`, `era`, `principal`, the raw JSON-RPC
     /// `message`, and the Zato-style `request` / `response` keys.
     pub fn to_json(&self) -> Value {
-        let mut o = Map::new();
-        o.insert("session_id".into(), json!(self.session_id));
-        if let Some(t) = &self.claude.transcript_path {
-            o.insert("transcript_path".into(), json!(t.to_string_lossy()));
+        let o: Map<String, Value> = self
+            .fields()
+            .into_iter()
+            .map(|(k, f)| (k.to_string(), f.into_value()))
+            .collect();
+        Value::Object(o)
+    }
+
+    /// [`HookEvent::to_json`] serialised (exact ids as their text), written straight from the
+    /// event: a message kept as the text it came as goes in as that text, nothing is copied
+    /// into a tree first.
+    pub fn payload(&self) -> String {
+        let fields = self.fields();
+        // A message kept as text, validated once however many keys hold it.
+        let mut texts: Vec<(*const Message, Option<Box<RawValue>>)> = Vec::new();
+        for (_, f) in &fields {
+            if let Field::Msg(m) = f {
+                let at: *const Message = *m;
+                if !texts.iter().any(|(p, _)| *p == at) {
+                    let raw = (m.raw_pieces().is_some() || m.received_text().is_some())
+                        .then(|| RawValue::from_string(m.to_json()).ok())
+                        .flatten();
+                    texts.push((at, raw));
+                }
+            }
         }
-        o.insert("cwd".into(), json!(self.cwd.to_string_lossy()));
-        o.insert(
-            "permission_mode".into(),
-            json!(self.claude.permission_mode.as_deref().unwrap_or("default")),
+        let out = Payload {
+            fields: &fields,
+            texts: &texts,
+        };
+        serde_json::to_string(&out).expect("a hook payload always serialises")
+    }
+
+    /// The payload's members, in order (a key set twice keeps its first place and its last
+    /// value, as a map would).
+    fn fields(&self) -> Vec<(&'static str, Field<'_>)> {
+        let mut o = Fields(Vec::with_capacity(24));
+        o.set("session_id", Field::Str(&self.session_id));
+        if let Some(t) = &self.claude.transcript_path {
+            o.set("transcript_path", Field::Text(t.to_string_lossy()));
+        }
+        o.set("cwd", Field::Text(self.cwd.to_string_lossy()));
+        o.set(
+            "permission_mode",
+            Field::Str(self.claude.permission_mode.as_deref().unwrap_or("default")),
         );
-        o.insert("hook_event_name".into(), json!(self.event_name));
+        o.set("hook_event_name", Field::Str(self.event_name));
         if let Some(t) = &self.tool_name {
-            o.insert("tool_name".into(), json!(t));
+            o.set("tool_name", Field::Str(t));
         }
         if let Some(input) = self.tool_input() {
-            o.insert("tool_input".into(), input.clone());
+            o.set("tool_input", Field::Val(input));
         }
         if let Some(id) = &self.claude.tool_use_id {
-            o.insert("tool_use_id".into(), json!(id));
+            o.set("tool_use_id", Field::Str(id));
         }
         if self.phase == Phase::Response && self.tool_name.is_some() {
             if let Some(r) = self.message.result() {
-                o.insert("tool_response".into(), r.clone());
+                o.set("tool_response", Field::Val(r));
             } else if let Some(e) = self.message.error_obj() {
-                o.insert("tool_response".into(), json!({"error": e}));
+                o.set("tool_response", Field::Owned(json!({"error": e})));
             }
             if let Some(ms) = self.claude.duration_ms {
-                o.insert("duration_ms".into(), json!(ms));
+                o.set("duration_ms", Field::Owned(json!(ms)));
             }
             if self.event_name == "PostToolUseFailure" {
-                o.insert("error".into(), json!(failure_text(&self.message)));
-                o.insert("is_interrupt".into(), json!(false));
+                o.set("error", Field::Text(failure_text(&self.message).into()));
+                o.set("is_interrupt", Field::Owned(Value::Bool(false)));
             }
         }
-        o.insert("phase".into(), json!(self.phase.as_str()));
-        o.insert("method".into(), json!(self.method));
-        o.insert(
-            "upstream".into(),
+        o.set("phase", Field::Str(self.phase.as_str()));
+        o.set("method", Field::Str(&self.method));
+        o.set(
+            "upstream",
             self.upstream
-                .as_ref()
-                .map(|u| json!(u))
-                .unwrap_or(Value::Null),
+                .as_deref()
+                .map_or(Field::Owned(Value::Null), Field::Str),
         );
-        o.insert("era".into(), json!(self.era));
-        o.insert(
-            "principal".into(),
-            self.principal
-                .as_ref()
-                .map(|p| p.to_json())
-                .unwrap_or(Value::Null),
+        o.set("era", Field::Str(self.era));
+        o.set(
+            "principal",
+            Field::Owned(
+                self.principal
+                    .as_ref()
+                    .map(|p| p.to_json())
+                    .unwrap_or(Value::Null),
+            ),
         );
-        o.insert("message".into(), self.message.to_value());
+        o.set("message", Field::Msg(&self.message));
         match self.phase {
             Phase::Request => {
-                o.insert("request".into(), self.message.to_value());
+                o.set("request", Field::Msg(&self.message));
             }
             Phase::Response => {
                 if let Some(r) = &self.request {
-                    o.insert("request".into(), r.to_value());
+                    o.set("request", Field::Msg(r));
                 }
-                o.insert("response".into(), self.message.to_value());
+                o.set("response", Field::Msg(&self.message));
             }
         }
         match self.event_name {
@@ -187,21 +229,21 @@ impl HookEvent {
             // else `other`) and in Sluice's own (`sluice_reason`, see `EndReason`).
             "SessionEnd" => {
                 let said = |k: &str| self.message.param_str(k).map(str::to_string);
-                o.insert(
-                    "reason".into(),
-                    json!(said("reason").unwrap_or_else(|| "other".into())),
+                o.set(
+                    "reason",
+                    Field::Text(said("reason").unwrap_or_else(|| "other".into()).into()),
                 );
                 if let Some(r) = said("sluice_reason") {
-                    o.insert("sluice_reason".into(), json!(r));
+                    o.set("sluice_reason", Field::Text(r.into()));
                 }
             }
             "Stop" => {
-                o.insert("stop_hook_active".into(), json!(false));
+                o.set("stop_hook_active", Field::Owned(Value::Bool(false)));
             }
             // A session behind a gateway always starts fresh (Claude Code's `resume`, `clear`
             // and `compact` are the agent's own).
             "SessionStart" => {
-                o.insert("source".into(), json!("startup"));
+                o.set("source", Field::Str("startup"));
             }
             _ => {}
         }
@@ -210,35 +252,196 @@ impl HookEvent {
         match self.event_name {
             "Elicitation" => {
                 let p = self.message.params();
-                let get = |k: &str| p.and_then(|p| p.get(k)).cloned();
-                o.insert("mcp_server_name".into(), json!(self.upstream));
-                o.insert("message".into(), get("message").unwrap_or(Value::Null));
-                o.insert("mode".into(), get("mode").unwrap_or_else(|| json!("form")));
+                let get = |k: &str| p.and_then(|p| p.get(k));
+                o.set("mcp_server_name", Field::Owned(json!(self.upstream)));
+                o.set(
+                    "message",
+                    get("message").map_or(Field::Owned(Value::Null), Field::Val),
+                );
+                o.set("mode", get("mode").map_or(Field::Str("form"), Field::Val));
                 for (key, param) in [
                     ("url", "url"),
                     ("elicitation_id", "elicitationId"),
                     ("requested_schema", "requestedSchema"),
                 ] {
                     if let Some(v) = get(param) {
-                        o.insert(key.into(), v);
+                        o.set(key, Field::Val(v));
                     }
                 }
             }
             "ElicitationResult" => {
                 let r = self.message.result();
-                o.insert("mcp_server_name".into(), json!(self.upstream));
-                o.insert(
-                    "action".into(),
+                o.set("mcp_server_name", Field::Owned(json!(self.upstream)));
+                o.set(
+                    "action",
                     r.and_then(|r| r.get("action"))
-                        .cloned()
-                        .unwrap_or(Value::Null),
+                        .map_or(Field::Owned(Value::Null), Field::Val),
                 );
                 if let Some(c) = r.and_then(|r| r.get("content")) {
-                    o.insert("content".into(), c.clone());
+                    o.set("content", Field::Val(c));
                 }
             }
             _ => {}
         }
-        Value::Object(o)
+        o.0
+    }
+}
+
+/// One member of a hook payload.
+enum Field<'a> {
+    Str(&'a str),
+    Text(Cow<'a, str>),
+    Val(&'a Value),
+    Owned(Value),
+    /// A whole message.
+    Msg(&'a Message),
+}
+
+impl Field<'_> {
+    fn into_value(self) -> Value {
+        match self {
+            Field::Str(s) => Value::String(s.to_string()),
+            Field::Text(s) => Value::String(s.into_owned()),
+            Field::Val(v) => v.clone(),
+            Field::Owned(v) => v,
+            Field::Msg(m) => m.to_value(),
+        }
+    }
+}
+
+/// The payload's members as they are set.
+struct Fields<'a>(Vec<(&'static str, Field<'a>)>);
+
+impl<'a> Fields<'a> {
+    /// Set `key`: in its first place when it was set before.
+    fn set(&mut self, key: &'static str, value: Field<'a>) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+}
+
+/// The payload being serialised: its members, and the text of each message kept as text.
+struct Payload<'f, 'a> {
+    fields: &'f [(&'static str, Field<'a>)],
+    texts: &'f [(*const Message, Option<Box<RawValue>>)],
+}
+
+impl Serialize for Payload<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.fields.len()))?;
+        for (k, f) in self.fields {
+            match f {
+                Field::Str(v) => map.serialize_entry(k, v)?,
+                Field::Text(v) => map.serialize_entry(k, v)?,
+                Field::Val(v) => map.serialize_entry(k, &Exact(v))?,
+                Field::Owned(v) => map.serialize_entry(k, &Exact(v))?,
+                Field::Msg(m) => {
+                    let at: *const Message = *m;
+                    match self.texts.iter().find(|(p, _)| *p == at) {
+                        Some((_, Some(raw))) => map.serialize_entry(k, raw)?,
+                        _ => map.serialize_entry(k, &ExactMap(m.as_object()))?,
+                    }
+                }
+            }
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::exact;
+
+    fn event(
+        phase: Phase,
+        name: &'static str,
+        message: Message,
+        request: Option<Message>,
+    ) -> HookEvent {
+        HookEvent {
+            phase,
+            event_name: name,
+            method: "tools/call".into(),
+            session_id: "s-1".into(),
+            tool_name: Some("crm_find".into()),
+            upstream: Some("crm".into()),
+            message,
+            request,
+            era: "legacy",
+            cwd: PathBuf::from("/srv/sluice"),
+            principal: Some(Arc::new(Principal::stdio())),
+            claude: ClaudeFields {
+                transcript_path: Some(PathBuf::from("/srv/sluice/transcripts/s-1.jsonl")),
+                permission_mode: None,
+                tool_use_id: Some("toolu_1".into()),
+                duration_ms: (phase == Phase::Response).then_some(12),
+            },
+        }
+    }
+
+    /// The payload is `to_json` serialised, byte for byte, whether the messages are kept as
+    /// text or as trees (exact ids included), in every phase and for the events that set a
+    /// member twice.
+    #[test]
+    fn the_payload_is_to_json_serialised() {
+        let call_text = br#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"tools/call","params":{"name":"crm_find","arguments":{"q":"a\"b","n":[1,2.5]}}}"#;
+        let raw_call = Message::parse(call_text).unwrap();
+        assert!(raw_call.received_text().is_some(), "kept as text");
+        let tree_call = Message::parse_tree(call_text).unwrap();
+        let ok = br#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":{"content":[{"type":"text","text":"x"}]}}"#;
+        let failed = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"gone"}}"#;
+        let elicit = Message::from_value(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create",
+            "params": {"message": "Name?", "requestedSchema": {"type": "object"}}}),
+        )
+        .unwrap();
+        let end = Message::from_value(json!({"jsonrpc": "2.0", "method": "session/end",
+            "params": {"reason": "logout", "sluice_reason": "client_delete"}}))
+        .unwrap();
+        let events = [
+            event(Phase::Request, "PreToolUse", raw_call.clone(), None),
+            event(Phase::Request, "Request", tree_call.clone(), None),
+            event(
+                Phase::Response,
+                "PostToolUse",
+                Message::parse_reply(ok).unwrap(),
+                Some(raw_call.clone()),
+            ),
+            event(
+                Phase::Response,
+                "PostToolUse",
+                Message::parse_tree(ok).unwrap(),
+                Some(tree_call),
+            ),
+            event(
+                Phase::Response,
+                "PostToolUseFailure",
+                Message::parse_reply(failed).unwrap(),
+                Some(raw_call),
+            ),
+            event(Phase::Response, "Elicitation", elicit, None),
+            event(Phase::Request, "SessionEnd", end, None),
+        ];
+        for ev in &events {
+            let payload = ev.payload();
+            assert_eq!(
+                payload,
+                exact::to_string(&ev.to_json()),
+                "{}",
+                ev.event_name
+            );
+        }
+        let elicitation: Value = serde_json::from_str(&events[5].payload()).unwrap();
+        assert_eq!(elicitation["message"], "Name?");
+        let at = elicitation
+            .as_object()
+            .and_then(|o| o.keys().position(|k| k == "message"));
+        assert_eq!(at, Some(13), "the question in the raw message's place");
+        assert!(events[0]
+            .payload()
+            .contains(r#""id":123456789012345678901234567890"#));
     }
 }

@@ -135,8 +135,7 @@ impl HttpHook {
 
     /// POST the event and read the service's decision.
     pub async fn decide(&self, ev: &HookEvent) -> Result<Decision, HookFailure> {
-        let body = serde_json::to_vec(&sluice_core::exact::Exact(&ev.to_json()))
-            .map_err(|e| HookFailure(format!("cannot serialise the event: {e}")))?;
+        let body = ev.payload().into_bytes();
         let (status, buf) = post(
             &self.client,
             &self.url,

@@ -41,7 +41,7 @@ use crate::event::{HookEvent, Phase};
 use crate::wire::{native_decision, replace, to_message, truncate_chars};
 use nix::sys::signal::Signal;
 use parking_lot::Mutex;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use sluice_core::process::{self, Group};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -156,8 +156,7 @@ impl ProcessHook {
     pub async fn decide(&self, ev: &HookEvent) -> Result<Decision, HookFailure> {
         let inner = &self.inner;
         let deadline = Instant::now() + inner.timeout;
-        let line_of =
-            |n: u64| sluice_core::exact::to_string(&json!({"id": n, "event": ev.to_json()}));
+        let line_of = |n: u64| format!(r#"{{"id":{n},"event":{}}}"#, ev.payload());
         let (live, n, rx) = loop {
             let live = match Inner::acquire(inner)? {
                 Acquired::Live(l) => l,
@@ -587,6 +586,7 @@ pub(crate) fn read_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use sluice_core::Message;
 
     fn ev(phase: Phase) -> HookEvent {
