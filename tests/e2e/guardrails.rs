@@ -1,6 +1,6 @@
 //! Guardrail builtins through the real binary: the response controls (`mask`, `pii`,
 //! `size-cap`) as the client and a user response hook see them, with their counts in the audit
-//! line; the request-side builtins `deny`, `rewrite` (seed 002's region), `validate` (every
+//! line; the request-side builtins `deny`, `rewrite` (the Zato-style example's region), `validate` (every
 //! violation listed) and `describe` (a hidden parameter filled in by a rewrite); and `check`
 //! naming the file and field of bad builtin options.
 
@@ -229,7 +229,7 @@ async fn deny_refuses_tools_and_argument_patterns_with_a_reason_for_the_agent() 
 }
 
 #[tokio::test]
-async fn rewrite_forces_the_region_of_seed_002_and_describe_hides_what_rewrite_fills() {
+async fn rewrite_forces_the_example_region_and_describe_hides_what_rewrite_fills() {
     let home = Home::new("guard-rewrite");
     home.expose(&json!({
         "upstreams": [{"id": "crm", "command": fixture(), "args": ["--stdio"]}],

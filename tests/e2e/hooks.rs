@@ -160,7 +160,7 @@ async fn a_hook_that_names_another_tool_sends_the_call_there() {
     assert_eq!(r["result"]["structuredContent"], json!({"n": 7}));
 }
 
-/// Seed 002's hook service: set `region` on `crm.order.status`, refuse `crm.order.cancel`.
+/// The Zato-style example hook service: set `region` on `crm.order.status`, refuse `crm.order.cancel`.
 async fn hook_service() -> (String, tokio::task::JoinHandle<()>) {
     use axum::http::StatusCode;
     use axum::routing::post;
@@ -195,7 +195,7 @@ async fn hook_service() -> (String, tokio::task::JoinHandle<()>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http_hook_service_rewrites_and_refuses_as_in_seed_002() {
+async fn an_http_hook_service_rewrites_and_refuses_as_the_zato_style_example_does() {
     let (url, _service) = hook_service().await;
     let home = Home::new("hooks-http");
     home.expose(&json!({

@@ -159,7 +159,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_002_region_in_one_rule() {
+    fn the_example_region_in_one_rule() {
         let r = rewrite(json!({"rules": [
             {"tool": "crm\\.order\\.status", "set": {"region": "eu-central"}}
         ]}));

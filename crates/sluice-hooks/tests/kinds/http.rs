@@ -128,7 +128,7 @@ fn hook(base: &str, path: &str) -> HttpHook {
 }
 
 #[tokio::test]
-async fn the_seed_002_request_hook() {
+async fn the_zato_style_example_request_hook() {
     let (base, seen) = serve().await;
     let h = hook(&base, "/request-hook");
 

@@ -38,7 +38,7 @@ for line in sys.stdin:
     elif tool == "refuse-quietly":
         out(n, {"decision": "refuse", "reason": "policy 7"})
     elif tool == "native":
-        msg["params"]["arguments"]["via"] = "seed-002"
+        msg["params"]["arguments"]["via"] = "zato-style"
         out(n, {"request": msg})
     elif tool == "mask":
         if ev["phase"] == "response":
@@ -140,7 +140,7 @@ async fn every_decision_kind() {
     let Decision::Modify(m) = h.decide(&call("native", json!({}))).await.unwrap() else {
         panic!()
     };
-    assert_eq!(m.params().unwrap()["arguments"]["via"], "seed-002");
+    assert_eq!(m.params().unwrap()["arguments"]["via"], "zato-style");
     let ev = reply(
         "mask",
         json!({}),
