@@ -9,6 +9,7 @@ use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
+use sluice_core::error::with_causes;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -101,7 +102,7 @@ impl Client {
                 if let Some(b) = body {
                     rb = rb.body(b);
                 }
-                let resp = rb.send().await.map_err(|e| e.to_string())?;
+                let resp = rb.send().await.map_err(|e| with_causes(&e))?;
                 Ok(Reply {
                     status: resp.status(),
                     headers: resp.headers().clone(),
@@ -149,11 +150,11 @@ impl Reply {
     pub async fn bytes(self) -> Result<Bytes, String> {
         match self.body {
             Body::Plain(b, mut lease) => {
-                let body = b.collect().await.map_err(|e| e.to_string())?;
+                let body = b.collect().await.map_err(|e| with_causes(&e))?;
                 lease.finish();
                 Ok(body.to_bytes())
             }
-            Body::Reqwest(r) => r.bytes().await.map_err(|e| e.to_string()),
+            Body::Reqwest(r) => r.bytes().await.map_err(|e| with_causes(&e)),
         }
     }
 
@@ -165,7 +166,7 @@ impl Reply {
                 let data = b.into_data_stream();
                 futures_util::stream::unfold((data, lease), |(mut data, mut lease)| async move {
                     match data.next().await {
-                        Some(r) => Some((r.map_err(|e| e.to_string()), (data, lease))),
+                        Some(r) => Some((r.map_err(|e| with_causes(&e)), (data, lease))),
                         None => {
                             lease.finish();
                             None
@@ -176,7 +177,7 @@ impl Reply {
             }
             Body::Reqwest(r) => r
                 .bytes_stream()
-                .map(|r| r.map_err(|e| e.to_string()))
+                .map(|r| r.map_err(|e| with_causes(&e)))
                 .boxed(),
         }
     }

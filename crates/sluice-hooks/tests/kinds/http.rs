@@ -313,6 +313,18 @@ async fn timeouts_and_refused_connections_fail() {
     .unwrap();
     let e = h.decide(&call("t", json!({}))).await.unwrap_err();
     assert!(e.0.contains("hook service request failed"), "{e}");
+    assert!(e.0.contains("Connection refused"), "{e}");
+
+    // An https service goes through reqwest: its failure names the cause too.
+    let h = HttpHook::new(
+        format!("https://127.0.0.1:{port}/hook"),
+        vec![],
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let e = h.decide(&call("t", json!({}))).await.unwrap_err();
+    assert!(e.0.starts_with("hook service request failed: "), "{e}");
+    assert!(e.0.contains("Connection refused"), "{e}");
 }
 
 #[tokio::test]
