@@ -80,6 +80,13 @@ fn proc_start(watches: &[Watch]) -> Vec<ProcStart> {
         .collect()
 }
 
+/// `seconds` spread over `calls`, in µs per call (`None` without calls).
+fn us_per_call(seconds: Option<f64>, calls: u64) -> Option<f64> {
+    seconds
+        .filter(|_| calls > 0)
+        .map(|s| s * 1e6 / calls as f64)
+}
+
 fn proc_end(starts: &[ProcStart], calls: u64) -> Vec<ProcReport> {
     starts
         .iter()
@@ -94,13 +101,13 @@ fn proc_end(starts: &[ProcStart], calls: u64) -> Vec<ProcReport> {
             let cpu =
                 precise.unwrap_or_else(|| procfs::cpu_seconds(pid).unwrap_or(f64::NAN) - s.cpu);
             let per_call = if calls > 0 { cpu / calls as f64 } else { 0.0 };
-            let wait_us_per_call = s
-                .waits
-                .as_ref()
-                .zip(procfs::wait_ns_by_thread(pid))
-                .and_then(|(a, b)| procfs::seconds_between(a, &b))
-                .filter(|_| calls > 0)
-                .map(|w| w * 1e6 / calls as f64);
+            let wait_us_per_call = us_per_call(
+                s.waits
+                    .as_ref()
+                    .zip(procfs::wait_ns_by_thread(pid))
+                    .and_then(|(a, b)| procfs::seconds_between(a, &b)),
+                calls,
+            );
             ProcReport {
                 label: s.watch.label.clone(),
                 pid,
@@ -351,15 +358,16 @@ pub async fn calls(opts: &CallsOptions) -> Result<CallsReport> {
     .await;
     let secs = run.elapsed.as_secs_f64();
     let procs = proc_end(&starts, run.calls);
-    let idle_us_per_call = idle_start
-        .zip(procfs::idle_seconds())
-        .filter(|_| run.calls > 0)
-        .map(|(a, b)| (b - a) * 1e6 / run.calls as f64);
-    let client_cpu_us_per_call = client_start
-        .zip(procfs::cpu_ns_by_thread(std::process::id()))
-        .and_then(|(a, b)| procfs::seconds_between(&a, &b))
-        .filter(|_| run.calls > 0)
-        .map(|s| s * 1e6 / run.calls as f64);
+    let idle_us_per_call = us_per_call(
+        idle_start.zip(procfs::idle_seconds()).map(|(a, b)| b - a),
+        run.calls,
+    );
+    let client_cpu_us_per_call = us_per_call(
+        client_start
+            .zip(procfs::cpu_ns_by_thread(std::process::id()))
+            .and_then(|(a, b)| procfs::seconds_between(&a, &b)),
+        run.calls,
+    );
     Ok(CallsReport {
         kind: "calls".into(),
         label: opts.label.clone(),

@@ -127,7 +127,16 @@ impl HookEvent {
         let o: Map<String, Value> = self
             .fields()
             .into_iter()
-            .map(|(k, f)| (k.to_string(), f.into_value()))
+            .map(|(k, f)| {
+                let v = match f {
+                    Field::Text(s) => Value::String(s.into_owned()),
+                    Field::Val(v) => v.clone(),
+                    Field::Owned(v) => v,
+                    Field::Message => self.message.to_value(),
+                    Field::Request => self.request.as_ref().map_or(Value::Null, Message::to_value),
+                };
+                (k.to_string(), v)
+            })
             .collect();
         Value::Object(o)
     }
@@ -136,23 +145,10 @@ impl HookEvent {
     /// event: a message kept as the text it came as goes in as that text, nothing is copied
     /// into a tree first.
     pub fn payload(&self) -> String {
-        let fields = self.fields();
-        // A message kept as text, validated once however many keys hold it.
-        let mut texts: Vec<(*const Message, Option<Box<RawValue>>)> = Vec::new();
-        for (_, f) in &fields {
-            if let Field::Msg(m) = f {
-                let at: *const Message = *m;
-                if !texts.iter().any(|(p, _)| *p == at) {
-                    let raw = (m.raw_pieces().is_some() || m.received_text().is_some())
-                        .then(|| RawValue::from_string(m.to_json()).ok())
-                        .flatten();
-                    texts.push((at, raw));
-                }
-            }
-        }
         let out = Payload {
-            fields: &fields,
-            texts: &texts,
+            fields: self.fields(),
+            message: (&self.message, as_text(&self.message)),
+            request: self.request.as_ref().map(|r| (r, as_text(r))),
         };
         serde_json::to_string(&out).expect("a hook payload always serialises")
     }
@@ -161,24 +157,30 @@ impl HookEvent {
     /// value, as a map would).
     fn fields(&self) -> Vec<(&'static str, Field<'_>)> {
         let mut o = Fields(Vec::with_capacity(24));
-        o.set("session_id", Field::Str(&self.session_id));
+        o.set("session_id", Field::Text(self.session_id.as_str().into()));
         if let Some(t) = &self.claude.transcript_path {
             o.set("transcript_path", Field::Text(t.to_string_lossy()));
         }
         o.set("cwd", Field::Text(self.cwd.to_string_lossy()));
         o.set(
             "permission_mode",
-            Field::Str(self.claude.permission_mode.as_deref().unwrap_or("default")),
+            Field::Text(
+                self.claude
+                    .permission_mode
+                    .as_deref()
+                    .unwrap_or("default")
+                    .into(),
+            ),
         );
-        o.set("hook_event_name", Field::Str(self.event_name));
+        o.set("hook_event_name", Field::Text(self.event_name.into()));
         if let Some(t) = &self.tool_name {
-            o.set("tool_name", Field::Str(t));
+            o.set("tool_name", Field::Text(t.as_str().into()));
         }
         if let Some(input) = self.tool_input() {
             o.set("tool_input", Field::Val(input));
         }
         if let Some(id) = &self.claude.tool_use_id {
-            o.set("tool_use_id", Field::Str(id));
+            o.set("tool_use_id", Field::Text(id.as_str().into()));
         }
         if self.phase == Phase::Response && self.tool_name.is_some() {
             if let Some(r) = self.message.result() {
@@ -194,15 +196,15 @@ impl HookEvent {
                 o.set("is_interrupt", Field::Owned(Value::Bool(false)));
             }
         }
-        o.set("phase", Field::Str(self.phase.as_str()));
-        o.set("method", Field::Str(&self.method));
+        o.set("phase", Field::Text(self.phase.as_str().into()));
+        o.set("method", Field::Text(self.method.as_str().into()));
         o.set(
             "upstream",
             self.upstream
                 .as_deref()
-                .map_or(Field::Owned(Value::Null), Field::Str),
+                .map_or(Field::Owned(Value::Null), |u| Field::Text(u.into())),
         );
-        o.set("era", Field::Str(self.era));
+        o.set("era", Field::Text(self.era.into()));
         o.set(
             "principal",
             Field::Owned(
@@ -212,16 +214,16 @@ impl HookEvent {
                     .unwrap_or(Value::Null),
             ),
         );
-        o.set("message", Field::Msg(&self.message));
+        o.set("message", Field::Message);
         match self.phase {
             Phase::Request => {
-                o.set("request", Field::Msg(&self.message));
+                o.set("request", Field::Message);
             }
             Phase::Response => {
-                if let Some(r) = &self.request {
-                    o.set("request", Field::Msg(r));
+                if self.request.is_some() {
+                    o.set("request", Field::Request);
                 }
-                o.set("response", Field::Msg(&self.message));
+                o.set("response", Field::Message);
             }
         }
         match self.event_name {
@@ -243,7 +245,7 @@ impl HookEvent {
             // A session behind a gateway always starts fresh (Claude Code's `resume`, `clear`
             // and `compact` are the agent's own).
             "SessionStart" => {
-                o.set("source", Field::Str("startup"));
+                o.set("source", Field::Text("startup".into()));
             }
             _ => {}
         }
@@ -258,7 +260,10 @@ impl HookEvent {
                     "message",
                     get("message").map_or(Field::Owned(Value::Null), Field::Val),
                 );
-                o.set("mode", get("mode").map_or(Field::Str("form"), Field::Val));
+                o.set(
+                    "mode",
+                    get("mode").map_or(Field::Text("form".into()), Field::Val),
+                );
                 for (key, param) in [
                     ("url", "url"),
                     ("elicitation_id", "elicitationId"),
@@ -289,24 +294,13 @@ impl HookEvent {
 
 /// One member of a hook payload.
 enum Field<'a> {
-    Str(&'a str),
     Text(Cow<'a, str>),
     Val(&'a Value),
     Owned(Value),
-    /// A whole message.
-    Msg(&'a Message),
-}
-
-impl Field<'_> {
-    fn into_value(self) -> Value {
-        match self {
-            Field::Str(s) => Value::String(s.to_string()),
-            Field::Text(s) => Value::String(s.into_owned()),
-            Field::Val(v) => v.clone(),
-            Field::Owned(v) => v,
-            Field::Msg(m) => m.to_value(),
-        }
-    }
+    /// The event's message.
+    Message,
+    /// The request a reply answers.
+    Request,
 }
 
 /// The payload's members as they are set.
@@ -322,28 +316,47 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// The payload being serialised: its members, and the text of each message kept as text.
-struct Payload<'f, 'a> {
-    fields: &'f [(&'static str, Field<'a>)],
-    texts: &'f [(*const Message, Option<Box<RawValue>>)],
+/// The text of a message kept as text, checked once however many members hold it; `None`
+/// for one kept as a tree.
+fn as_text(m: &Message) -> Option<Box<RawValue>> {
+    (m.raw_pieces().is_some() || m.received_text().is_some())
+        .then(|| RawValue::from_string(m.to_json()).ok())
+        .flatten()
 }
 
-impl Serialize for Payload<'_, '_> {
+/// The payload being serialised: its members, and the event's message and request each with
+/// its text when kept as text.
+struct Payload<'a> {
+    fields: Vec<(&'static str, Field<'a>)>,
+    message: (&'a Message, Option<Box<RawValue>>),
+    request: Option<(&'a Message, Option<Box<RawValue>>)>,
+}
+
+/// A message, as its text or from its tree.
+struct Whole<'a>(&'a (&'a Message, Option<Box<RawValue>>));
+
+impl Serialize for Whole<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            (_, Some(raw)) => raw.serialize(s),
+            (m, None) => ExactMap(m.as_object()).serialize(s),
+        }
+    }
+}
+
+impl Serialize for Payload<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.fields.len()))?;
-        for (k, f) in self.fields {
+        for (k, f) in &self.fields {
             match f {
-                Field::Str(v) => map.serialize_entry(k, v)?,
                 Field::Text(v) => map.serialize_entry(k, v)?,
                 Field::Val(v) => map.serialize_entry(k, &Exact(v))?,
                 Field::Owned(v) => map.serialize_entry(k, &Exact(v))?,
-                Field::Msg(m) => {
-                    let at: *const Message = *m;
-                    match self.texts.iter().find(|(p, _)| *p == at) {
-                        Some((_, Some(raw))) => map.serialize_entry(k, raw)?,
-                        _ => map.serialize_entry(k, &ExactMap(m.as_object()))?,
-                    }
-                }
+                Field::Message => map.serialize_entry(k, &Whole(&self.message))?,
+                Field::Request => match &self.request {
+                    Some(r) => map.serialize_entry(k, &Whole(r))?,
+                    None => map.serialize_entry(k, &Value::Null)?,
+                },
             }
         }
         map.end()

@@ -28,7 +28,7 @@
 //! deletes a live session's transcript loses that session's next lines (its path is not made
 //! again until the file is closed); Sluice owns these files as Claude Code owns its own.
 
-use crate::event::failure_text;
+use crate::event::{failure_text, is_failure};
 use parking_lot::Mutex;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
@@ -192,17 +192,13 @@ impl Transcripts {
             None => match reply.result() {
                 Some(r) => (
                     r.get("content").map_or(Json::EmptyArray, Json::Tree),
-                    r.get("isError") == Some(&Value::Bool(true)),
+                    is_failure(reply),
                     Json::Tree(r),
                 ),
                 None => {
                     text = Value::String(failure_text(reply));
                     error = serde_json::json!({"error": reply.error_obj()});
-                    (
-                        Json::Tree(&text),
-                        reply.error_obj().is_some(),
-                        Json::Tree(&error),
-                    )
+                    (Json::Tree(&text), is_failure(reply), Json::Tree(&error))
                 }
             },
         };
