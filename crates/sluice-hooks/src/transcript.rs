@@ -544,4 +544,16 @@ mod tests {
         assert!(p.exists(), "the folder and the file made again");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// Writing is best effort: a folder that cannot be made costs no call, and is logged once.
+    #[test]
+    fn a_transcript_that_cannot_be_written_is_skipped() {
+        let t = Transcripts::new(PathBuf::from("/dev/null/transcripts"));
+        assert!(!t.warned.load(Ordering::Relaxed));
+        t.tool_use("s", Path::new("/"), "toolu_1", "fx", None);
+        t.touch("s");
+        assert!(t.warned.load(Ordering::Relaxed), "the failure was logged");
+        assert!(t.open.lock().files.is_empty(), "nothing kept open");
+        t.end("s", false);
+    }
 }
