@@ -25,6 +25,7 @@ mod manage;
 mod modern;
 mod modern_isolation;
 mod modern_upstreams;
+mod oauth;
 mod orphans;
 mod passthrough;
 mod python_sdk;

@@ -41,12 +41,52 @@ pub(crate) fn load(
             );
         }
     }
+    let keys = load_keys(f, env, "sluice cluster keygen");
+    let redis = match f.obj.get("redis") {
+        Some(serde_json::Value::String(r)) => match expand_env(r, env) {
+            Ok(url) => match crate::builtin::redis_url_problem(&url) {
+                None => Some(url),
+                Some(p) => {
+                    f.err("redis", p);
+                    None
+                }
+            },
+            Err(e) => {
+                f.err("redis", e);
+                None
+            }
+        },
+        None | Some(serde_json::Value::Null) => {
+            f.err(
+                "redis",
+                "is required (redis://host:port/db: what every replica shares)",
+            );
+            None
+        }
+        Some(_) => {
+            f.err("redis", "must be a string");
+            None
+        }
+    };
+    match (keys, redis) {
+        (Some(keys), Some(redis)) => Some(ClusterSettings { keys, redis }),
+        _ => None,
+    }
+}
+
+/// The `key` field of `cluster` or `vault`: one key, or an array whose first seals and all open
+/// (`${env:NAME}` expanded). None (with errors recorded) when it is missing or a key is bad.
+pub(crate) fn load_keys(
+    f: &mut Fields,
+    env: &dyn Fn(&str) -> Option<String>,
+    keygen: &str,
+) -> Option<Vec<[u8; 32]>> {
     let mut ok = true;
     let texts: Vec<(String, String)> = match f.obj.get("key") {
         None | Some(serde_json::Value::Null) => {
             f.err(
                 "key",
-                "is required (32 random bytes in base64: `sluice cluster keygen` prints one)",
+                format!("is required (32 random bytes in base64: `{keygen}` prints one)"),
             );
             return None;
         }
@@ -76,7 +116,7 @@ pub(crate) fn load(
     for (at, text) in texts {
         match expand_env(&text, env)
             .map_err(|e| e.to_string())
-            .and_then(|k| key_bytes(&k))
+            .and_then(|k| key_bytes_for(&k, keygen))
         {
             Ok(k) => keys.push(k),
             Err(e) => {
@@ -85,41 +125,17 @@ pub(crate) fn load(
             }
         }
     }
-    let redis = match f.obj.get("redis") {
-        Some(serde_json::Value::String(r)) => match expand_env(r, env) {
-            Ok(url) => match crate::builtin::redis_url_problem(&url) {
-                None => Some(url),
-                Some(p) => {
-                    f.err("redis", p);
-                    None
-                }
-            },
-            Err(e) => {
-                f.err("redis", e);
-                None
-            }
-        },
-        None | Some(serde_json::Value::Null) => {
-            f.err(
-                "redis",
-                "is required (redis://host:port/db: what every replica shares)",
-            );
-            None
-        }
-        Some(_) => {
-            f.err("redis", "must be a string");
-            None
-        }
-    };
-    match (ok, redis) {
-        (true, Some(redis)) => Some(ClusterSettings { keys, redis }),
-        _ => None,
-    }
+    ok.then_some(keys)
 }
 
 /// A cluster key: 32 bytes in standard or URL-safe base64 (padding optional). The error never
 /// shows the key.
 pub fn key_bytes(text: &str) -> Result<[u8; 32], String> {
+    key_bytes_for(text, "sluice cluster keygen")
+}
+
+/// [`key_bytes`], the errors naming `keygen` as the command that prints a key.
+pub(crate) fn key_bytes_for(text: &str, keygen: &str) -> Result<[u8; 32], String> {
     use base64::Engine as _;
     let t = text.trim();
     let engines = [
@@ -130,12 +146,12 @@ pub fn key_bytes(text: &str) -> Result<[u8; 32], String> {
     ];
     let decoded = engines.iter().find_map(|e| e.decode(t).ok());
     match decoded {
-        None => Err(
-            "is not base64 (32 random bytes in base64: `sluice cluster keygen` prints one)".into(),
-        ),
+        None => Err(format!(
+            "is not base64 (32 random bytes in base64: `{keygen}` prints one)"
+        )),
         Some(b) => <[u8; 32]>::try_from(b.as_slice()).map_err(|_| {
             format!(
-                "decodes to {} bytes, not 32 (`sluice cluster keygen` prints a key)",
+                "decodes to {} bytes, not 32 (`{keygen}` prints a key)",
                 b.len()
             )
         }),
@@ -205,10 +221,14 @@ mod tests {
                 "cluster.redis: \"http://x\" is not a redis:// URL",
             ]
         );
+        // Both missing fields are named at once.
         let (_, errors) = read(json!({}));
         assert_eq!(
             errors,
-            ["cluster.key: is required (32 random bytes in base64: `sluice cluster keygen` prints one)"]
+            [
+                "cluster.key: is required (32 random bytes in base64: `sluice cluster keygen` prints one)",
+                "cluster.redis: is required (redis://host:port/db: what every replica shares)",
+            ]
         );
         let (_, errors) = read(json!({"key": KEY}));
         assert_eq!(

@@ -77,6 +77,8 @@ pub struct UpstreamSpec {
     /// http/sse: send the client's own `Authorization` header with each request (off by
     /// default: a client's token is never passed upstream unless the upstream asks for it).
     pub forward_authorization: bool,
+    /// http/sse: how Sluice signs in to it (OAuth 2.1), when it asks.
+    pub oauth: Option<crate::oauth::UpstreamOAuth>,
 }
 
 impl UpstreamSpec {
@@ -99,6 +101,7 @@ impl UpstreamSpec {
             timeout_ms: None,
             forward_authorization: false,
             era: Era::Auto,
+            oauth: None,
         }
     }
 
@@ -296,6 +299,25 @@ pub(crate) fn load(
                     );
                 }
                 spec.forward_authorization = f.bool("forward_authorization", false);
+                match f.obj.get("oauth") {
+                    None | Some(serde_json::Value::Null) => {}
+                    Some(serde_json::Value::Object(o)) => {
+                        let mut of = Fields {
+                            file: &file,
+                            path: f.field_path("oauth"),
+                            obj: o,
+                            errors: &mut *f.errors,
+                        };
+                        spec.oauth = crate::oauth::load_upstream(&mut of, home, env);
+                    }
+                    Some(_) => f.err("oauth", "must be an object"),
+                }
+                if spec.oauth.is_some() && spec.forward_authorization {
+                    f.err(
+                        "forward_authorization",
+                        "cannot be on with oauth (the upstream gets Sluice's own token)",
+                    );
+                }
                 for (k, v) in f.string_map("headers") {
                     match expand_env(&v, env) {
                         Ok(v) => {

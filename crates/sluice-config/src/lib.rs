@@ -17,6 +17,7 @@ mod fields;
 mod hooks;
 mod logs;
 pub mod manage;
+mod oauth;
 pub mod schema;
 mod settings;
 pub mod store;
@@ -34,6 +35,7 @@ pub use hooks::{
     OnError, ToolNameForm, PERMISSION_MODES,
 };
 pub use logs::LogConfig;
+pub use oauth::{OAuthMode, UpstreamOAuth, VaultSettings};
 pub use schema::FileKind;
 pub use settings::{Settings, TelemetrySettings};
 
@@ -83,6 +85,18 @@ impl Config {
         let logs = logs::load(&home, &mut errors);
         let register = tools::load(&home, &mut errors);
         let auth = auth::load(&home, &mut errors);
+        if settings.vault.is_none() {
+            if let Some(u) = expose.upstreams.iter().find(|u| u.oauth.is_some()) {
+                errors.push(ConfigError::new(
+                    &home.join("sluice.json"),
+                    "vault",
+                    format!(
+                        "is required: upstream {:?} signs in with oauth, and its grant is kept sealed in the vault (\"vault\": {{\"key\": \"${{env:SLUICE_VAULT_KEY}}\"}}; `sluice vault keygen` prints a key)",
+                        u.id
+                    ),
+                ));
+            }
+        }
         if errors.is_empty() {
             Ok((
                 Config {
@@ -99,6 +113,21 @@ impl Config {
         } else {
             Err(ConfigErrors(errors))
         }
+    }
+
+    /// The gateway's public base URL (no trailing slash): `public_url`, else the origin of
+    /// `auth.resource`, else `http://` + `listen`.
+    pub fn public_url(&self) -> String {
+        if let Some(u) = &self.settings.public_url {
+            return u.trim_end_matches('/').to_string();
+        }
+        if let Some(r) = &self.auth.resource {
+            if let Some(rest) = r.split_once("://") {
+                let host = rest.1.split('/').next().unwrap_or("");
+                return format!("{}://{host}", rest.0);
+            }
+        }
+        format!("http://{}", self.settings.listen)
     }
 
     /// A tree with one upstream exposed transparently (every tool under its own name), built

@@ -305,6 +305,36 @@ pub(crate) static SETTINGS: Obj = Obj {
         f("admin_token", Ty::MinLen(16), "The admin token (at least 16 characters). Else `SLUICE_ADMIN_TOKEN`; else one is generated at start."),
         f("telemetry", Ty::Object(&TELEMETRY), "OpenTelemetry trace export (OTLP over HTTP)."),
         f("cluster", Ty::Object(&CLUSTER), "Scale-out: replicas that serve every session (sealed session ids, shared state in Redis). Needs a restart."),
+        f("public_url", HTTP_URL, "The gateway's public base URL (`https://gateway.example.com`): the OAuth callback (`/oauth/callback`) and the client ID metadata document (`/oauth/client-metadata.json`) are served under it on the MCP listener. Default: the origin of `auth.resource`, else `http://` + `listen`. Needs a restart."),
+        f("vault", Ty::Object(&VAULT), "Where grants and client registrations toward OAuth upstreams are kept, sealed (required when an upstream has `oauth`). With `cluster`, the vault is that Redis. Needs a restart."),
+        f("oauth_http_hosts", Ty::Strings, "Hosts the OAuth client may reach over plain http besides loopback (labs and tests); everything else must be https. Needs a restart.").def("[]"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static VAULT: Obj = Obj {
+    doc: "The vault of grants toward OAuth upstreams; unknown keys are errors.",
+    known: Some(crate::oauth::VAULT_KNOWN),
+    fields: &[
+        f("key", Ty::StringOrStrings, "32 random bytes in base64 (`sluice vault keygen`; `${env:NAME}` expanded), or an array of them: the first seals, every one opens (rotation).").req(),
+        f("path", Ty::NonEmpty, "The database file, relative to the home folder (unused with `cluster`).").def("\"vault.db\""),
+    ],
+    ..OBJ
+};
+
+pub(crate) static UPSTREAM_OAUTH: Obj = Obj {
+    doc: "How Sluice signs in to an http/sse upstream (OAuth 2.1); unknown keys are errors. Needs `vault` in sluice.json.",
+    known: Some(crate::oauth::OAUTH_KNOWN),
+    fields: &[
+        f("mode", Ty::Enum(&["shared", "client_credentials"]), "`shared`: one grant for the gateway, signed in once by an operator (`sluice upstream login ID`); `client_credentials`: the client credentials grant, no person.").def("\"shared\""),
+        f("client_id", Ty::NonEmpty, "A pre-registered client id (else a client ID metadata document when the server supports them, else dynamic registration). Required with client_credentials."),
+        f("client_secret", Ty::NonEmpty, "Its secret (`${env:NAME}` expanded)."),
+        f("issuer", HTTP_URL, "The authorization server the pre-registered client belongs to; its credentials are never shown to another."),
+        f("scopes", Ty::Strings, "Scopes to ask for (default: what the server's challenge or metadata names; `offline_access` added when offered).").def("[]"),
+        f("token_endpoint_auth", Ty::Enum(&["client_secret_basic", "client_secret_post", "none", "private_key_jwt"]), "How the client authenticates at the token endpoint (default: chosen from what the server lists)."),
+        f("private_key_file", Ty::NonEmpty, "private_key_jwt: the PEM private key, relative to the home folder."),
+        f("signing_alg", Ty::NonEmpty, "private_key_jwt: RS256, ES256, EdDSA… (default from the key)."),
+        f("client_metadata_url", Ty::Pattern("^https://"), "Where this gateway's client metadata document is published, when not at `public_url` + `/oauth/client-metadata.json`."),
     ],
     ..OBJ
 };
@@ -355,6 +385,7 @@ pub(crate) static UPSTREAM: Obj = Obj {
         f("url", HTTP_URL, "http/sse: the endpoint, `http://` or `https://` (required for http and sse)."),
         f("headers", Ty::StringMap, "http/sse: extra request headers (`${env:NAME}` expanded).").def("{}"),
         f("forward_authorization", Ty::Bool, "http/sse: send the client's own `Authorization` header with each request.").def("false"),
+        f("oauth", Ty::Object(&UPSTREAM_OAUTH), "http/sse: sign in to it with OAuth 2.1 (see the OAuth page of the docs)."),
         f("enabled", Ty::Bool, "Start it at all.").def("true"),
         f("description", Ty::Str, "A note for people.").def("\"\""),
         f("expose_all", Ty::Bool, "List every tool of this upstream as `<id>_<tool>`, not only its `expose` entries.").def("false"),

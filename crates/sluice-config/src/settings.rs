@@ -77,6 +77,15 @@ pub struct Settings {
     /// `cluster`: replicas that share sessions through sealed session ids and Redis (None: this
     /// process alone, as without it).
     pub cluster: Option<crate::cluster::ClusterSettings>,
+    /// The gateway's public base URL (`https://gateway.example.com`): the OAuth callback and
+    /// the client ID metadata document are served under it on the MCP listener. Default: the
+    /// origin of `auth.resource` when set, else `http://` + `listen`.
+    pub public_url: Option<String>,
+    /// `vault`: where grants and client registrations toward upstreams are kept, and the keys
+    /// that seal them (required when an upstream has `oauth`).
+    pub vault: Option<crate::oauth::VaultSettings>,
+    /// Hosts the OAuth client may reach over plain http besides loopback (tests, labs).
+    pub oauth_http_hosts: Vec<String>,
 }
 
 /// The `telemetry` object of `sluice.json`: where traces go (OTLP over HTTP, JSON encoding).
@@ -123,6 +132,9 @@ impl Default for Settings {
             admin_token: None,
             telemetry: TelemetrySettings::default(),
             cluster: None,
+            public_url: None,
+            vault: None,
+            oauth_http_hosts: Vec::new(),
         }
     }
 }
@@ -158,6 +170,9 @@ pub(crate) const KNOWN: &[&str] = &[
     "admin_token",
     "telemetry",
     "cluster",
+    "public_url",
+    "vault",
+    "oauth_http_hosts",
 ];
 
 pub(crate) const TELEMETRY_KNOWN: &[&str] = &["otlp_endpoint", "service_name", "headers"];
@@ -295,7 +310,42 @@ pub(crate) fn load(
         }
         Some(_) => f.err("cluster", "must be an object"),
     }
+    if let Some(u) = f.string("public_url") {
+        match url_origin_ok(&u) {
+            Ok(()) => s.public_url = Some(u.trim_end_matches('/').to_string()),
+            Err(e) => f.err("public_url", e),
+        }
+    }
+    let home = file.parent().unwrap_or(Path::new("."));
+    match obj.get("vault") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Object(v)) => {
+            let mut vf = Fields {
+                file,
+                path: "vault".into(),
+                obj: v,
+                errors: &mut *f.errors,
+            };
+            s.vault = crate::oauth::load_vault(&mut vf, home, env);
+        }
+        Some(_) => f.err("vault", "must be an object"),
+    }
+    s.oauth_http_hosts = f.strings("oauth_http_hosts");
     s
+}
+
+/// A public URL: http(s), a host, no query or fragment.
+fn url_origin_ok(u: &str) -> Result<(), String> {
+    let rest = u
+        .strip_prefix("https://")
+        .or_else(|| u.strip_prefix("http://"))
+        .ok_or_else(|| format!("{u:?} is not an http:// or https:// URL"))?;
+    if rest.is_empty() || rest.starts_with('/') || rest.contains(['?', '#', ' ']) {
+        return Err(format!(
+            "{u:?} is not a base URL (scheme, host, optional path)"
+        ));
+    }
+    Ok(())
 }
 
 /// The `telemetry` object's fields.

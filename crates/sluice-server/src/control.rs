@@ -81,6 +81,7 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         timing: timing_rx,
         shutdown: shutdown.clone(),
         shared: cluster.clone().map(crate::shared_upstreams::shared),
+        oauth: crate::upstream_oauth::context(&config),
     };
     let rt = Runtime {
         sessions: Sessions::default(),
@@ -470,6 +471,15 @@ fn keep_restart_only_settings(new: &mut Settings, running: &Settings) {
     if new.cluster != running.cluster {
         restart_only.push("cluster");
     }
+    if new.vault != running.vault {
+        restart_only.push("vault");
+    }
+    if new.public_url != running.public_url {
+        restart_only.push("public_url");
+    }
+    if new.oauth_http_hosts != running.oauth_http_hosts {
+        restart_only.push("oauth_http_hosts");
+    }
     if !restart_only.is_empty() {
         tracing::warn!(
             "sluice.json: {} apply at the next restart; every other setting applies now",
@@ -481,6 +491,9 @@ fn keep_restart_only_settings(new: &mut Settings, running: &Settings) {
     new.admin_token = running.admin_token.clone();
     new.telemetry = running.telemetry.clone();
     new.cluster = running.cluster.clone();
+    new.vault = running.vault.clone();
+    new.public_url = running.public_url.clone();
+    new.oauth_http_hosts = running.oauth_http_hosts.clone();
 }
 
 /// Watch the tree's files and apply them on change (polling every `every`).

@@ -30,6 +30,7 @@ pub mod tasks;
 #[cfg(test)]
 mod testing;
 pub mod transport;
+pub mod upstream_oauth;
 pub mod views;
 
 use parking_lot::Mutex;

@@ -102,6 +102,7 @@ pub fn connection() -> sluice_upstream::Connection {
         connect_timeout: std::time::Duration::from_secs(1),
         label: "unit".into(),
         stderr: Default::default(),
+        identity: None,
     };
     let (events, _) = tokio::sync::mpsc::unbounded_channel();
     let session = sluice_upstream::UpstreamSession {

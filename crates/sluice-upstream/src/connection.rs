@@ -33,6 +33,8 @@ pub struct OpenOptions {
     pub label: String,
     /// Where a stdio process's stderr lines are kept (besides the log), for the admin page.
     pub stderr: StderrTail,
+    /// http/sse: the OAuth identity its requests carry (None: only the configured headers).
+    pub identity: Option<Arc<sluice_oauth::Identity>>,
 }
 
 pub(crate) enum Wire {
@@ -106,10 +108,14 @@ impl Connection {
         let wire: Arc<OnceLock<Wire>> = Arc::default();
         let deadline = opts.connect_timeout;
         let result = tokio::time::timeout(deadline, async {
+            if let Some(id) = &opts.identity {
+                id.ready().await?;
+            }
+            let identity = opts.identity.clone();
             let started = match spec.transport {
                 Transport::Stdio => Wire::Stdio(stdio::StdioWire::start(spec, &inner)?),
-                Transport::Http => Wire::Http(http::HttpWire::new(spec)?),
-                Transport::Sse => Wire::Sse(sse::SseWire::connect(spec, &inner).await?),
+                Transport::Http => Wire::Http(http::HttpWire::new(spec, identity)?),
+                Transport::Sse => Wire::Sse(sse::SseWire::connect(spec, &inner, identity).await?),
                 Transport::Local => Wire::Local(local::LocalWire::start(spec, &inner)),
             };
             let _ = wire.set(started);
@@ -200,7 +206,7 @@ impl Connection {
                 "only a Streamable HTTP upstream session can be shared".into(),
             ));
         }
-        let w = http::HttpWire::new(spec)?;
+        let w = http::HttpWire::new(spec, opts.identity.clone())?;
         w.adopt(&shared.id, &shared.protocol_version)?;
         let inner = Arc::new(Inner::new(opts.label, events, opts.stderr));
         inner.ordered.store(true, Ordering::Release);

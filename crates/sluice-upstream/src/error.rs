@@ -15,4 +15,8 @@ pub enum UpstreamError {
     /// The upstream broke the protocol or the transport (bad status, bad body).
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The upstream refuses Sluice's identity and signing in (again) did not fix it: a person
+    /// must sign in, or the authorization server refused.
+    #[error("{0}")]
+    Auth(#[from] sluice_oauth::AuthError),
 }

@@ -6,12 +6,15 @@ use crate::core::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE,
+};
 use reqwest::StatusCode;
 use serde_json::Value;
 use sluice_config::UpstreamSpec;
 use sluice_core::{headers, Kind, Message};
 use sluice_http::{Client, Reply};
+use sluice_oauth::{Challenge, Identity};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,6 +99,8 @@ pub(crate) struct Core {
     url: reqwest::Url,
     headers: HeaderMap,
     state: Mutex<State>,
+    /// The OAuth identity whose bearer token every request carries.
+    identity: Option<Arc<Identity>>,
 }
 
 pub(crate) struct HttpWire {
@@ -103,7 +108,10 @@ pub(crate) struct HttpWire {
 }
 
 impl HttpWire {
-    pub fn new(spec: &UpstreamSpec) -> Result<HttpWire, UpstreamError> {
+    pub fn new(
+        spec: &UpstreamSpec,
+        identity: Option<Arc<Identity>>,
+    ) -> Result<HttpWire, UpstreamError> {
         let url = reqwest::Url::parse(&spec.url)
             .map_err(|e| UpstreamError::Connect(format!("bad url {:?}: {e}", spec.url)))?;
         Ok(HttpWire {
@@ -117,6 +125,7 @@ impl HttpWire {
                     modern: false,
                     posts: std::collections::HashMap::new(),
                 }),
+                identity,
             }),
         })
     }
@@ -177,6 +186,9 @@ impl Core {
     /// itself: the session id, the protocol version and the configured ones. The same set as
     /// the session's extended with `own`, without building the session's map first.
     fn under_session(&self, mut own: HeaderMap) -> HeaderMap {
+        if let Some(bearer) = self.identity.as_ref().and_then(|i| i.bearer()) {
+            own.insert(AUTHORIZATION, (*bearer).clone());
+        }
         {
             let st = self.state.lock();
             for (name, value) in [(SESSION_ID, &st.session), (PROTOCOL_VERSION, &st.version)] {
@@ -253,8 +265,14 @@ impl Post {
                     tracing::warn!(upstream = %inner.label, "sending a message failed: {e}")
                 }
             }
-            if let UpstreamError::Closed(reason) = e {
-                inner.close(reason);
+            match e {
+                UpstreamError::Closed(reason) => inner.close(reason),
+                // A person must sign in: the connection is of no use until then (its slot
+                // reports the reason and tries again).
+                UpstreamError::Auth(sluice_oauth::AuthError::NeedsLogin(_)) => {
+                    inner.close(e.to_string())
+                }
+                _ => {}
             }
         }
         if let Some(id) = track {
@@ -412,10 +430,13 @@ async fn post(
     request_id: Option<u64>,
     is_init: bool,
 ) -> Result<(), UpstreamError> {
-    let resp = core
-        .send(reqwest::Method::POST, headers, Some(body))
-        .await
-        .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?;
+    let resp = match &core.identity {
+        None => core
+            .send(reqwest::Method::POST, headers, Some(body))
+            .await
+            .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?,
+        Some(identity) => authorized(core, identity, headers, body).await?,
+    };
     let status = resp.status;
     if is_init && status.is_success() {
         if let Some(s) = resp.headers.get(SESSION_ID) {
@@ -471,6 +492,44 @@ async fn post(
             e.error.message
         ))),
     }
+}
+
+/// POST with the identity's bearer token; a 401, or a 403 `insufficient_scope`, is handed to the
+/// identity (refresh, step-up, sign in again) and the POST sent again, a bounded number of times.
+async fn authorized(
+    core: &Arc<Core>,
+    identity: &Arc<Identity>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Result<Reply, UpstreamError> {
+    // One first try, then at most one more per step-up allowed and one after a refresh.
+    for _ in 0..=sluice_oauth::identity::STEP_UP_LIMIT + 1 {
+        let used = identity.bearer();
+        let resp = core
+            .send(reqwest::Method::POST, headers.clone(), Some(body.clone()))
+            .await
+            .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?;
+        let status = resp.status;
+        if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
+            identity.accepted();
+            return Ok(resp);
+        }
+        let challenge = Challenge::parse(
+            resp.headers
+                .get_all(WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        );
+        if status == StatusCode::FORBIDDEN && !challenge.insufficient_scope() {
+            return Ok(resp);
+        }
+        identity
+            .refused(status.as_u16(), &challenge, used.as_deref())
+            .await?;
+    }
+    Err(UpstreamError::Auth(sluice_oauth::AuthError::RetryLimit(
+        sluice_oauth::identity::STEP_UP_LIMIT,
+    )))
 }
 
 /// The rest of a POST answered with an SSE stream: each message dispatched; a stream that

@@ -17,6 +17,7 @@ mod core;
 mod error;
 pub mod framing;
 mod http;
+pub mod identity;
 mod inline;
 mod lists;
 pub mod local;
@@ -32,6 +33,7 @@ pub use self::core::{Event, ExtraHeaders, Incoming, StderrTail};
 pub use connection::{Connection, OpenOptions};
 pub use error::UpstreamError;
 pub use http::header_value;
+pub use identity::OAuthContext;
 pub use lists::{fetch_lists, UpstreamLists};
 pub use shared::{end_shared, Claimed, SharedSessions, UpstreamSession};
 pub use slot::{

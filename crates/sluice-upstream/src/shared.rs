@@ -80,7 +80,7 @@ pub async fn end_shared(
     spec: &UpstreamSpec,
     session: &UpstreamSession,
 ) -> Result<(), UpstreamError> {
-    let w = crate::http::HttpWire::new(spec)?;
+    let w = crate::http::HttpWire::new(spec, None)?;
     w.adopt(&session.id, &session.protocol_version)?;
     w.shutdown().await;
     Ok(())

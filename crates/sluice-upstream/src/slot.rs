@@ -83,6 +83,8 @@ pub struct SlotEnv {
     /// In a cluster: where the replicas share the upstream sessions of client sessions
     /// (Streamable HTTP upstreams); None: each connection opens its own.
     pub shared: Option<Arc<dyn crate::SharedSessions>>,
+    /// The vault and public URL OAuth upstreams sign in with (None: no vault configured).
+    pub oauth: Option<Arc<crate::OAuthContext>>,
 }
 
 /// Held while the gateway handles a connection's event; the connection's next events (and the
@@ -198,6 +200,10 @@ pub struct Slot {
     /// Sharded by session id: a call locks its session's shard only, which other sessions'
     /// calls (on other threads) seldom write.
     sessions: Sharded<Mutex<HashMap<Arc<str>, SessionCell>>>,
+    /// Wakes the supervisor from its backoff (a sign-in finished: try now).
+    retry: Notify,
+    /// Its OAuth identity (an upstream with `oauth`), or why it could not be made.
+    identity: Result<Option<Arc<sluice_oauth::Identity>>, String>,
     /// The lists of per-session connections that show something else than the control
     /// connection (`session_lists.rs`), by session id, with a generation number.
     /// Sharded by session id, as `sessions` is.
@@ -234,7 +240,14 @@ impl Slot {
         } else {
             Status::Disabled
         };
+        let identity = match (&spec.oauth, &env.oauth) {
+            (None, _) => Ok(None),
+            (Some(_), Some(ctx)) => crate::identity::identity_for(&spec, ctx),
+            (Some(_), None) => Err("it signs in with oauth and no vault is configured".into()),
+        };
         Slot {
+            identity,
+            retry: Notify::new(),
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             stopped: AtomicBool::new(false),
             stop: Notify::new(),
@@ -260,6 +273,16 @@ impl Slot {
             (u8::from(up) * HOT_UP) | (u8::from(modern) * HOT_MODERN),
             Ordering::Release,
         );
+    }
+
+    /// Start it again now if it is down and waiting (a sign-in finished); no effect when up.
+    pub fn retry_now(&self) {
+        self.retry.notify_one();
+    }
+
+    /// Its OAuth identity, when it signs in.
+    pub fn identity(&self) -> Option<&Arc<sluice_oauth::Identity>> {
+        self.identity.as_ref().ok().and_then(Option::as_ref)
     }
 
     /// Is the upstream up (connected and listed)?
@@ -489,6 +512,7 @@ impl Slot {
             connect_timeout: Duration::from_millis(self.env.timing.borrow().connect_timeout_ms),
             label: format!("{}#{}", self.spec.id, short(key)),
             stderr: self.stderr.clone(),
+            identity: self.identity().cloned(),
         };
         let conn = match shared {
             Some(dead) if self.shares_sessions() => {
@@ -708,6 +732,7 @@ impl Slot {
             }
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
+                _ = self.retry.notified() => backoff = initial / 2,
                 _ = shutdown.cancelled() => return,
                 _ = self.stopped() => return,
             }
@@ -732,7 +757,11 @@ impl Slot {
             connect_timeout: Duration::from_millis(self.env.timing.borrow().connect_timeout_ms),
             label: self.spec.id.clone(),
             stderr: self.stderr.clone(),
+            identity: self.identity().cloned(),
         };
+        if let Err(why) = &self.identity {
+            return Err(why.clone());
+        }
         let conn = Connection::open(&self.spec, opts, tx)
             .await
             .map_err(|e| e.to_string())?;

@@ -5,10 +5,12 @@ use crate::core::{ExtraHeaders, Inner};
 use crate::error::UpstreamError;
 use crate::http::{header_map, with_extra};
 use futures_util::StreamExt;
-use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use reqwest::StatusCode;
 use sluice_config::UpstreamSpec;
 use sluice_core::Message;
 use sluice_http::shared_reqwest as shared_client;
+use sluice_oauth::{Challenge, Identity};
 use std::sync::Arc;
 
 pub(crate) struct SseWire {
@@ -16,23 +18,59 @@ pub(crate) struct SseWire {
     endpoint: String,
     headers: HeaderMap,
     reader: tokio::task::JoinHandle<()>,
+    identity: Option<Arc<Identity>>,
+}
+
+/// `headers` with the identity's bearer token.
+fn with_bearer(mut headers: HeaderMap, identity: Option<&Arc<Identity>>) -> HeaderMap {
+    if let Some(b) = identity.and_then(|i| i.bearer()) {
+        headers.insert(AUTHORIZATION, (*b).clone());
+    }
+    headers
+}
+
+/// The challenge of a refusal, when the identity may fix it (401, 403 insufficient_scope).
+fn refusal(resp: &reqwest::Response) -> Option<Challenge> {
+    let status = resp.status();
+    let c = Challenge::parse(
+        resp.headers()
+            .get_all(WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
+    (status == StatusCode::UNAUTHORIZED
+        || (status == StatusCode::FORBIDDEN && c.insufficient_scope()))
+    .then_some(c)
 }
 
 impl SseWire {
     pub async fn connect(
         spec: &UpstreamSpec,
         inner: &Arc<Inner>,
+        identity: Option<Arc<Identity>>,
     ) -> Result<SseWire, UpstreamError> {
         use eventsource_stream::Eventsource;
         let client = shared_client();
         let headers = header_map(spec)?;
-        let resp = client
-            .get(&spec.url)
-            .headers(headers.clone())
-            .header(ACCEPT, "text/event-stream")
-            .send()
-            .await
-            .map_err(|e| UpstreamError::Connect(format!("GET {} failed: {e}", spec.url)))?;
+        let mut tries = 0;
+        let resp = loop {
+            let used = identity.as_ref().and_then(|i| i.bearer());
+            let resp = client
+                .get(&spec.url)
+                .headers(with_bearer(headers.clone(), identity.as_ref()))
+                .header(ACCEPT, "text/event-stream")
+                .send()
+                .await
+                .map_err(|e| UpstreamError::Connect(format!("GET {} failed: {e}", spec.url)))?;
+            match (&identity, refusal(&resp)) {
+                (Some(id), Some(challenge)) if tries < 2 => {
+                    tries += 1;
+                    id.refused(resp.status().as_u16(), &challenge, used.as_deref())
+                        .await?;
+                }
+                _ => break resp,
+            }
+        };
         if !resp.status().is_success() {
             return Err(UpstreamError::Connect(format!(
                 "GET {} answered HTTP {}",
@@ -86,6 +124,7 @@ impl SseWire {
             endpoint,
             headers,
             reader,
+            identity,
         })
     }
 
@@ -95,16 +134,58 @@ impl SseWire {
         msg: &Message,
         extra: &ExtraHeaders,
     ) -> Result<(), UpstreamError> {
-        let rb = self
-            .client
-            .post(&self.endpoint)
-            .headers(self.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(msg.to_json());
-        let rb = with_extra(rb, extra);
+        let post = |client: &reqwest::Client, headers: HeaderMap| {
+            with_extra(
+                client
+                    .post(&self.endpoint)
+                    .headers(headers)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(msg.to_json()),
+                extra,
+            )
+        };
+        let identity = self.identity.clone();
+        let used = identity.as_ref().and_then(|i| i.bearer());
+        let rb = post(
+            &self.client,
+            with_bearer(self.headers.clone(), identity.as_ref()),
+        );
+        // A refusal the identity fixes is sent once more, with the new token.
+        let again = identity.as_ref().map(|_| {
+            let headers = self.headers.clone();
+            let client = self.client.clone();
+            let endpoint = self.endpoint.clone();
+            let body = msg.to_json();
+            let extra = extra.clone();
+            move |identity: &Arc<Identity>| {
+                with_extra(
+                    client
+                        .post(&endpoint)
+                        .headers(with_bearer(headers, Some(identity)))
+                        .header(CONTENT_TYPE, "application/json")
+                        .body(body),
+                    &extra,
+                )
+            }
+        });
         let inner = inner.clone();
         tokio::spawn(async move {
-            match rb.send().await {
+            let mut outcome = rb.send().await;
+            if let (Some(id), Some(again), Ok(r)) = (&identity, again, &outcome) {
+                if let Some(challenge) = refusal(r) {
+                    match id
+                        .refused(r.status().as_u16(), &challenge, used.as_deref())
+                        .await
+                    {
+                        Ok(()) => outcome = again(id).send().await,
+                        Err(e) => {
+                            inner.close(e.to_string());
+                            return;
+                        }
+                    }
+                }
+            }
+            match outcome {
                 Ok(r) if r.status().is_success() => {}
                 Ok(r) => {
                     tracing::warn!(upstream = %inner.label, status = %r.status(), "POST refused")

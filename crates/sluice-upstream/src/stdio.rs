@@ -200,6 +200,7 @@ cat >/dev/null
             connect_timeout: Duration::from_secs(20),
             label: "t".into(),
             stderr: stderr.clone(),
+            identity: None,
         };
         let conn = Connection::open(&spec, opts, tx).await.expect("opens");
         let reply = conn

@@ -78,6 +78,9 @@ pub struct ClientArgs {
     /// The stdio server's command, for `--stdio -- CMD ARGS…`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+    /// Signing in to a server that asks for it (OAuth 2.1).
+    #[command(flatten, next_help_heading = "Signing in (OAuth)")]
+    oauth: crate::client_auth::OAuthArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -401,6 +404,18 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
     let (conn_tx, conn_rx) = oneshot::channel();
     let pump = tokio::spawn(pump(rx, conn_rx, readable));
     let stderr = StderrTail::default();
+    // A server asking for a token gets Sluice's own sign-in, unless a token was given.
+    let identity = match &target {
+        Target::Url(url)
+            if !spec
+                .headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization")) =>
+        {
+            crate::client_auth::identity(&args.oauth, url).map_err(Failure::Usage)?
+        }
+        _ => None,
+    };
     let opts = OpenOptions {
         client_info: json!({"name": "sluice-client", "title": "sluice client", "version": env!("CARGO_PKG_VERSION")}),
         capabilities: json!({}),
@@ -408,6 +423,7 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
         connect_timeout: timeout,
         label: "client".into(),
         stderr: stderr.clone(),
+        identity,
     };
     let conn = match Connection::open(&spec, opts, tx).await {
         Ok(c) => c,

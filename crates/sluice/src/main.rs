@@ -7,10 +7,13 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod callback;
 mod client;
+mod client_auth;
 mod demo;
 mod log;
 mod log_fields;
+mod login;
 mod manage;
 
 use anyhow::{bail, Context, Result};
@@ -67,6 +70,9 @@ enum Command {
     /// Scale-out across replicas (`cluster` in sluice.json).
     #[command(subcommand)]
     Cluster(ClusterCmd),
+    /// The vault of grants toward OAuth upstreams.
+    #[command(subcommand)]
+    Vault(VaultCmd),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
@@ -76,6 +82,13 @@ enum Command {
 enum ClusterCmd {
     /// Print a new cluster key (32 random bytes, base64) for `cluster.key` (e.g. in
     /// SLUICE_CLUSTER_KEY).
+    Keygen,
+}
+
+#[derive(Subcommand)]
+enum VaultCmd {
+    /// Print a new vault key (32 random bytes, base64) for `vault.key` (e.g. in
+    /// SLUICE_VAULT_KEY).
     Keygen,
 }
 
@@ -177,6 +190,10 @@ fn main() -> ExitCode {
         Command::Client(args) => client::run(args),
         Command::Cluster(ClusterCmd::Keygen) => {
             println!("{}", sluice_cluster::keygen());
+            ExitCode::SUCCESS
+        }
+        Command::Vault(VaultCmd::Keygen) => {
+            println!("{}", sluice_vault::keygen());
             ExitCode::SUCCESS
         }
         Command::Serve(args) => {

@@ -169,6 +169,27 @@ pub enum UpstreamCmd {
         #[arg(long)]
         expose_all: Option<bool>,
     },
+    /// Sign the gateway in to an OAuth upstream (`"oauth": {"mode": "shared"}`): prints the
+    /// authorization URL as the first line, waits for the redirect to the gateway's callback,
+    /// stores the grant in the vault.
+    Login {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// The upstream id.
+        id: String,
+        /// Seconds to wait for the redirect.
+        #[arg(long, value_name = "SECS", default_value_t = 600)]
+        timeout: u64,
+    },
+    /// Forget an OAuth upstream's grant (it needs a login again).
+    Logout {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+        /// The upstream id.
+        id: String,
+    },
     /// List the upstreams.
     List {
         /// The tree.
@@ -408,6 +429,8 @@ pub fn hook(cmd: HookCmd) -> ExitCode {
 /// Run `sluice upstream …`.
 pub fn upstream(cmd: UpstreamCmd) -> ExitCode {
     match cmd {
+        UpstreamCmd::Login { home, id, timeout } => crate::login::login(&home, &id, timeout),
+        UpstreamCmd::Logout { home, id } => crate::login::logout(&home, &id),
         UpstreamCmd::Add {
             home,
             id,

@@ -75,6 +75,12 @@ fn cases() -> Vec<Case> {
             "/cluster",
             &CLUSTER,
         ),
+        c(
+            FileKind::Settings,
+            json!({"vault": {"key": "${env:KEY}"}}),
+            "/vault",
+            &VAULT,
+        ),
         c(FileKind::Expose, json!({}), "", &EXPOSE),
         c(
             FileKind::Expose,
@@ -311,7 +317,16 @@ fn unknown_keys_are_judged_alike() {
 /// setting added to the loader fails here until its row is written in `schema.rs`.
 #[test]
 fn every_known_key_has_a_row() {
-    for obj in [&SETTINGS, &TELEMETRY, &CLUSTER, &AUTH, &TOKEN, &RULE] {
+    for obj in [
+        &SETTINGS,
+        &TELEMETRY,
+        &CLUSTER,
+        &VAULT,
+        &UPSTREAM_OAUTH,
+        &AUTH,
+        &TOKEN,
+        &RULE,
+    ] {
         let known = obj.known.unwrap();
         let missing: Vec<&str> = obj
             .rows()

@@ -49,6 +49,14 @@ pub fn router(face: Arc<Face>) -> Router {
             "/.well-known/oauth-protected-resource/{*path}",
             axum::routing::get(resource_metadata),
         )
+        .route(
+            sluice_upstream::identity::CALLBACK_PATH,
+            axum::routing::get(oauth_callback),
+        )
+        .route(
+            sluice_upstream::identity::CLIENT_METADATA_PATH,
+            axum::routing::get(client_metadata),
+        )
         .with_state(face)
 }
 
@@ -154,6 +162,14 @@ fn denied(auth: &Authenticator, denial: &Denial) -> Response {
 }
 
 /// RFC 9728 protected-resource metadata (404 when authentication is off).
+async fn oauth_callback(AxState(face): AxState<Arc<Face>>, uri: axum::http::Uri) -> Response {
+    crate::upstream_oauth::callback(&face.st, uri.query()).await
+}
+
+async fn client_metadata(AxState(face): AxState<Arc<Face>>) -> Response {
+    crate::upstream_oauth::client_metadata(&face.st)
+}
+
 async fn resource_metadata(AxState(face): AxState<Arc<Face>>) -> Response {
     match face.st.snapshot().auth.clone() {
         Some(auth) => (

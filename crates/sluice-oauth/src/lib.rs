@@ -1,0 +1,36 @@
+//! Sluice's OAuth 2.1 client: how Sluice signs in to the upstream MCP servers it fronts, and how
+//! `sluice client` signs in to any MCP server.
+//!
+//! - [`Challenge`]: what a 401 / 403 `WWW-Authenticate: Bearer` says.
+//! - [`discovery`]: the protected resource metadata (RFC 9728) and the authorization server's
+//!   metadata (RFC 8414, OpenID discovery), issuer and resource checked, PKCE S256 required.
+//! - [`client`]: the client's identity: pre-registered, a client ID metadata document, or
+//!   dynamic registration (RFC 7591), kept per issuer in the vault.
+//! - [`flow`]: the authorization code flow with PKCE, `state`, `resource` (RFC 8707) and the
+//!   RFC 9207 `iss` check; flows parked in the vault, single use, for ten minutes.
+//! - [`token`]: the token endpoint (code, refresh, client credentials; `client_secret_basic`,
+//!   `client_secret_post`, `none`, `private_key_jwt`) and the [`Grant`] kept.
+//! - [`Identity`]: one upstream's identity at run time: the token in memory, refresh before
+//!   expiry and on 401 (once across replicas), step-up on 403, "needs login" when a person must
+//!   act.
+//! - [`Fetcher`]: bounded HTTP (https except loopback, no cross-origin redirects, 1 MB, timeouts).
+//!
+//! Crates doing solved parts: `oauth2` (PKCE, state, the authorization URL, the token requests
+//! and their responses), `jsonwebtoken` (the `private_key_jwt` assertion), `url`, `reqwest`.
+//! Nothing here writes a token, secret, code or verifier to a log or an error.
+
+pub mod challenge;
+pub mod client;
+pub mod discovery;
+mod error;
+pub mod fetch;
+pub mod flow;
+pub mod identity;
+pub mod token;
+
+pub use challenge::Challenge;
+pub use client::{ClientCredentials, ClientSettings};
+pub use error::AuthError;
+pub use fetch::Fetcher;
+pub use identity::{Consent, Identity, IdentityConfig, Mode, Status};
+pub use token::{Grant, SigningKey};

@@ -1,0 +1,338 @@
+//! The token endpoint: the authorization code, refresh and client credentials grants (through
+//! the `oauth2` crate), client authentication as the client's method says (`client_secret_basic`,
+//! `client_secret_post`, `none`, `private_key_jwt`), and the grant kept afterwards.
+
+use crate::client::ClientCredentials;
+use crate::error::AuthError;
+use crate::fetch::Fetcher;
+use oauth2::basic::BasicClient;
+use oauth2::{
+    AuthType, AuthorizationCode, ClientId, ClientSecret, PkceCodeVerifier, RedirectUrl,
+    RefreshToken, RequestTokenError, Scope, TokenResponse, TokenUrl,
+};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A grant: what a sign-in produced and what keeps it alive.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+pub struct Grant {
+    /// The access token.
+    pub access_token: String,
+    /// The refresh token, when given (rotation: the newest one is kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    /// When the access token expires (seconds since the epoch), when said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// The scopes granted (as said by the server, else as asked).
+    pub scopes: Vec<String>,
+    /// The token endpoint that refreshes it.
+    pub token_endpoint: String,
+    /// RFC 8707 `resource` it was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// The client it belongs to.
+    pub client: ClientCredentials,
+    /// When it was obtained or last refreshed (seconds since the epoch).
+    pub obtained_at: u64,
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("access_token", &"[hidden]")
+            .field(
+                "refresh_token",
+                &self.refresh_token.as_ref().map(|_| "[hidden]"),
+            )
+            .field("expires_at", &self.expires_at)
+            .field("scopes", &self.scopes)
+            .field("issuer", &self.client.issuer)
+            .finish()
+    }
+}
+
+/// Seconds since the epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Grant {
+    /// Seconds left before the access token expires (None: no expiry said).
+    pub fn seconds_left(&self) -> Option<i64> {
+        self.expires_at.map(|at| at as i64 - now() as i64)
+    }
+
+    /// Does it expire within `margin`?
+    pub fn expires_within(&self, margin: Duration) -> bool {
+        self.seconds_left()
+            .is_some_and(|left| left <= margin.as_secs() as i64)
+    }
+}
+
+/// A key that signs `private_key_jwt` client assertions (RFC 7523).
+#[derive(Clone)]
+pub struct SigningKey {
+    key: jsonwebtoken::EncodingKey,
+    alg: jsonwebtoken::Algorithm,
+    kid: Option<String>,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SigningKey({:?}, [hidden])", self.alg)
+    }
+}
+
+impl SigningKey {
+    /// A PEM private key (PKCS#8 or the traditional RSA / EC forms) with its algorithm
+    /// (`RS256`, `RS384`, `RS512`, `PS256`, `ES256`, `ES384`, `EdDSA`; default: RS256 for RSA,
+    /// ES256 for EC, EdDSA for Ed25519).
+    pub fn from_pem(
+        pem: &[u8],
+        alg: Option<&str>,
+        kid: Option<String>,
+    ) -> Result<SigningKey, AuthError> {
+        use jsonwebtoken::{Algorithm, EncodingKey};
+        let text = String::from_utf8_lossy(pem);
+        let guess = if text.contains("RSA PRIVATE KEY") {
+            Algorithm::RS256
+        } else if text.contains("EC PRIVATE KEY") {
+            Algorithm::ES256
+        } else if let Ok(_k) = EncodingKey::from_ec_pem(pem) {
+            Algorithm::ES256
+        } else if let Ok(_k) = EncodingKey::from_rsa_pem(pem) {
+            Algorithm::RS256
+        } else {
+            Algorithm::EdDSA
+        };
+        let alg = match alg {
+            None => guess,
+            Some(a) => a
+                .parse::<Algorithm>()
+                .map_err(|_| AuthError::Config(format!("unknown signing algorithm {a:?}")))?,
+        };
+        let key =
+            match alg {
+                Algorithm::RS256
+                | Algorithm::RS384
+                | Algorithm::RS512
+                | Algorithm::PS256
+                | Algorithm::PS384
+                | Algorithm::PS512 => EncodingKey::from_rsa_pem(pem),
+                Algorithm::ES256 | Algorithm::ES384 => EncodingKey::from_ec_pem(pem),
+                Algorithm::EdDSA => EncodingKey::from_ed_pem(pem),
+                _ => return Err(AuthError::Config(
+                    "private_key_jwt needs an asymmetric algorithm (RS*, PS*, ES256, ES384, EdDSA)"
+                        .into(),
+                )),
+            }
+            .map_err(|_| AuthError::Config(format!("the private key is not a PEM {alg:?} key")))?;
+        Ok(SigningKey { key, alg, kid })
+    }
+
+    /// A client assertion for `client_id` at `audience` (the authorization server's issuer, as
+    /// the client credentials extension names it), valid 5 minutes.
+    pub fn assertion(&self, client_id: &str, audience: &str) -> Result<String, AuthError> {
+        let iat = now();
+        let claims = serde_json::json!({
+            "iss": client_id,
+            "sub": client_id,
+            "aud": audience,
+            "iat": iat,
+            "exp": iat + 300,
+            "jti": uuid::Uuid::new_v4().to_string(),
+        });
+        let mut header = jsonwebtoken::Header::new(self.alg);
+        header.kid = self.kid.clone();
+        jsonwebtoken::encode(&header, &claims, &self.key)
+            .map_err(|_| AuthError::Config("signing the client assertion failed".into()))
+    }
+}
+
+/// What the token endpoint gave.
+#[derive(Clone)]
+pub struct Tokens {
+    /// The access token.
+    pub access_token: String,
+    /// A refresh token, when given.
+    pub refresh_token: Option<String>,
+    /// `expires_in`, when given.
+    pub expires_in: Option<Duration>,
+    /// `scope`, when given.
+    pub scopes: Option<Vec<String>>,
+}
+
+impl Tokens {
+    /// The grant these tokens make (keeping `previous`'s refresh token when none came).
+    pub fn into_grant(
+        self,
+        client: ClientCredentials,
+        token_endpoint: &str,
+        resource: Option<String>,
+        asked: &[String],
+        previous: Option<&Grant>,
+    ) -> Grant {
+        let at = now();
+        Grant {
+            access_token: self.access_token,
+            refresh_token: self
+                .refresh_token
+                .or_else(|| previous.and_then(|p| p.refresh_token.clone())),
+            expires_at: self.expires_in.map(|d| at + d.as_secs()),
+            scopes: self
+                .scopes
+                .or_else(|| previous.map(|p| p.scopes.clone()))
+                .unwrap_or_else(|| asked.to_vec()),
+            token_endpoint: token_endpoint.to_string(),
+            resource,
+            client,
+            obtained_at: at,
+        }
+    }
+}
+
+/// The token request to make.
+pub enum TokenRequest<'a> {
+    /// `authorization_code` with the PKCE verifier and the redirect URI used.
+    Code {
+        /// The code.
+        code: &'a str,
+        /// The PKCE verifier.
+        verifier: &'a str,
+        /// The redirect URI of the authorization request.
+        redirect_uri: &'a str,
+    },
+    /// `refresh_token`.
+    Refresh(&'a str),
+    /// `client_credentials` with scopes.
+    ClientCredentials(&'a [String]),
+}
+
+impl TokenRequest<'_> {
+    fn grant(&self) -> &'static str {
+        match self {
+            TokenRequest::Code { .. } => "authorization_code",
+            TokenRequest::Refresh(_) => "refresh_token",
+            TokenRequest::ClientCredentials(_) => "client_credentials",
+        }
+    }
+}
+
+/// Make one token request at `token_endpoint` as `client`.
+pub async fn request(
+    fetcher: &Fetcher,
+    token_endpoint: &str,
+    client: &ClientCredentials,
+    key: Option<&SigningKey>,
+    resource: Option<&str>,
+    req: TokenRequest<'_>,
+) -> Result<Tokens, AuthError> {
+    let grant = req.grant();
+    let fail = |why: String| AuthError::Token { grant, why };
+    fetcher.check(token_endpoint)?;
+    let token_url = TokenUrl::new(token_endpoint.to_string())
+        .map_err(|e| fail(format!("bad token endpoint: {e}")))?;
+    let mut oc = BasicClient::new(ClientId::new(client.client_id.clone())).set_token_uri(token_url);
+    let mut assertion = None;
+    match client.auth_method.as_str() {
+        "client_secret_post" => {
+            oc = oc.set_auth_type(AuthType::RequestBody);
+            if let Some(s) = &client.client_secret {
+                oc = oc.set_client_secret(ClientSecret::new(s.clone()));
+            }
+        }
+        "private_key_jwt" => {
+            oc = oc.set_auth_type(AuthType::RequestBody);
+            let key = key.ok_or_else(|| fail("private_key_jwt needs a private key".into()))?;
+            assertion = Some(key.assertion(&client.client_id, &client.issuer)?);
+        }
+        "none" => oc = oc.set_auth_type(AuthType::RequestBody),
+        _ => {
+            oc = oc.set_auth_type(AuthType::BasicAuth);
+            if let Some(s) = &client.client_secret {
+                oc = oc.set_client_secret(ClientSecret::new(s.clone()));
+            }
+        }
+    }
+    let http = fetcher.http();
+    let mut extra: Vec<(&str, String)> = Vec::new();
+    if let Some(r) = resource {
+        extra.push(("resource", r.to_string()));
+    }
+    if let Some(a) = assertion {
+        extra.push((
+            "client_assertion_type",
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".into(),
+        ));
+        extra.push(("client_assertion", a));
+    }
+    let outcome = match req {
+        TokenRequest::Code {
+            code,
+            verifier,
+            redirect_uri,
+        } => {
+            let redirect = RedirectUrl::new(redirect_uri.to_string())
+                .map_err(|e| fail(format!("bad redirect URI: {e}")))?;
+            let oc = oc.set_redirect_uri(redirect);
+            let mut r = oc
+                .exchange_code(AuthorizationCode::new(code.to_string()))
+                .set_pkce_verifier(PkceCodeVerifier::new(verifier.to_string()));
+            for (k, v) in &extra {
+                r = r.add_extra_param(*k, v.clone());
+            }
+            r.request_async(http).await
+        }
+        TokenRequest::Refresh(rt) => {
+            let rt = RefreshToken::new(rt.to_string());
+            let mut r = oc.exchange_refresh_token(&rt);
+            for (k, v) in &extra {
+                r = r.add_extra_param(*k, v.clone());
+            }
+            r.request_async(http).await
+        }
+        TokenRequest::ClientCredentials(scopes) => {
+            let mut r = oc.exchange_client_credentials();
+            for s in scopes {
+                r = r.add_scope(Scope::new(s.clone()));
+            }
+            for (k, v) in &extra {
+                r = r.add_extra_param(*k, v.clone());
+            }
+            r.request_async(http).await
+        }
+    };
+    match outcome {
+        Ok(t) => Ok(Tokens {
+            access_token: t.access_token().secret().clone(),
+            refresh_token: t.refresh_token().map(|r| r.secret().clone()),
+            expires_in: t.expires_in(),
+            scopes: t
+                .scopes()
+                .map(|s| s.iter().map(|x| x.as_str().to_string()).collect()),
+        }),
+        Err(RequestTokenError::ServerResponse(e)) => {
+            let mut why = e.error().as_ref().to_string();
+            if let Some(d) = e.error_description() {
+                why.push_str(": ");
+                why.push_str(d);
+            }
+            Err(fail(why))
+        }
+        Err(RequestTokenError::Request(e)) => {
+            let timeout = matches!(&e, oauth2::HttpClientError::Reqwest(r) if r.is_timeout());
+            Err(fail(if timeout {
+                format!("{token_endpoint}: no answer in time")
+            } else {
+                format!("{token_endpoint}: the request failed")
+            }))
+        }
+        Err(RequestTokenError::Parse(_, _)) => Err(fail(format!(
+            "{token_endpoint}: the answer is not a token response"
+        ))),
+        Err(RequestTokenError::Other(o)) => Err(fail(format!("{token_endpoint}: {o}"))),
+    }
+}
