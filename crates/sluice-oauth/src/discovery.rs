@@ -261,7 +261,21 @@ async fn auth_server(
         let Fetched::Json(doc) = fetcher.get_json(&url).await? else {
             continue;
         };
-        return parse_auth_server(&url, (!legacy).then_some(issuer), &doc);
+        let meta = parse_auth_server(&url, (!legacy).then_some(issuer), &doc)?;
+        // Its endpoints are held to the same rules as discovery (https except loopback):
+        // never a `javascript:` URL for a person to open, never a token sent in clear.
+        let endpoints = [
+            Some(&meta.authorization_endpoint),
+            Some(&meta.token_endpoint),
+            meta.registration_endpoint.as_ref(),
+        ];
+        for e in endpoints.into_iter().flatten() {
+            fetcher.check(e).map_err(|err| AuthError::Metadata {
+                url: url.clone(),
+                why: format!("endpoint refused: {err}"),
+            })?;
+        }
+        return Ok(meta);
     }
     if legacy {
         // 2025-03-26 "fallbacks for servers without metadata discovery".

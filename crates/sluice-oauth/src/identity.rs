@@ -21,6 +21,8 @@ use std::time::Duration;
 
 /// Refresh this long before the access token expires.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// How long a refresh holds the vault lock at most (a holder that died frees it then).
+pub const REFRESH_LOCK_TTL: Duration = Duration::from_secs(15);
 /// Authorizations tried for more scopes before giving up.
 pub const STEP_UP_LIMIT: u32 = 3;
 /// The vault table of scopes a step-up found missing (key: the grant key), asked for at the
@@ -225,10 +227,23 @@ impl Identity {
         }
     }
 
-    /// Sign in now (the CLI's `login`): discovery from a probe's challenge, then the flow.
-    pub async fn login(self: &Arc<Self>, challenge: &Challenge) -> Result<(), AuthError> {
+    /// Sign in now when no grant is held and the server asks for one (a person, through the
+    /// [`Consent`]; or the client credentials grant): before connecting, so the person's time
+    /// is not counted against a request's deadline. Nothing happens when a grant is held or
+    /// the server asks for no token.
+    pub async fn sign_in_if_needed(self: &Arc<Self>) -> Result<(), AuthError> {
+        self.ready().await?;
+        if self.header.load().is_some() {
+            return Ok(());
+        }
+        let Some(challenge) = discovery::probe(&self.fetcher, &self.cfg.server_url).await? else {
+            return Ok(());
+        };
         let _g = self.gate.lock().await;
-        self.obtain(challenge, &[]).await
+        if self.header.load().is_some() {
+            return Ok(());
+        }
+        self.obtain(&challenge, &[]).await
     }
 
     fn install(&self, g: Grant) {
@@ -268,13 +283,14 @@ impl Identity {
         if self.changed_since(used) {
             return Ok(());
         }
-        // Once across processes and replicas.
+        // Once across processes and replicas. The lock outlives a token request (10 s) and
+        // expires by itself when its holder died; a waiter outwaits it.
         let lock = self
             .vault
             .lock(
                 &format!("refresh:{}", self.cfg.grant_key),
-                Duration::from_secs(30),
-                Duration::from_secs(15),
+                REFRESH_LOCK_TTL,
+                REFRESH_LOCK_TTL + Duration::from_secs(5),
             )
             .await?;
         let outcome = self.renew_locked(used, challenge, early).await;
@@ -306,8 +322,15 @@ impl Identity {
                 return Ok(());
             }
         }
-        let current = stored.or_else(|| self.grant.lock().clone());
-        if let Some(g) = current {
+        if stored.is_none() && self.grant.lock().is_some() {
+            // Removed from the vault (`sluice upstream logout`): not refreshed back into it.
+            self.header.store(None);
+            *self.grant.lock() = None;
+            if matches!(self.cfg.mode, Mode::Person { .. }) && self.consent.is_none() {
+                return Err(self.needs_login("the grant was removed from the vault"));
+            }
+        }
+        if let Some(g) = stored {
             match (&self.cfg.mode, &g.refresh_token) {
                 (_, Some(rt)) => {
                     match token::request(
@@ -366,7 +389,7 @@ impl Identity {
                     self.drop_grant().await?;
                     if self.consent.is_none() {
                         return Err(self.needs_login(
-                            "the access token expired and there is no refresh token",
+                            "the upstream refused the access token and there is no refresh token",
                         ));
                     }
                 }
@@ -407,6 +430,18 @@ impl Identity {
         let _g = self.gate.lock().await;
         if self.changed_since(used) {
             return Ok(());
+        }
+        // A sign-in elsewhere (the callback on another replica, the CLI) may have stored a
+        // grant with more scopes already.
+        if let Some(g) = flow::load(&self.vault, &self.cfg.grant_key).await? {
+            let newer = used
+                .and_then(|u| u.to_str().ok())
+                .and_then(|s| s.strip_prefix("Bearer "))
+                .is_none_or(|t| t != g.access_token);
+            if newer {
+                self.install(g);
+                return Ok(());
+            }
         }
         let tries = self.step_ups.fetch_add(1, Ordering::Relaxed) + 1;
         if tries > STEP_UP_LIMIT {

@@ -315,7 +315,7 @@ pub async fn request(
                 .map(|s| s.iter().map(|x| x.as_str().to_string()).collect()),
         }),
         Err(RequestTokenError::ServerResponse(e)) => {
-            let mut why = e.error().as_ref().to_string();
+            let mut why = format!("{token_endpoint}: {}", e.error().as_ref());
             if let Some(d) = e.error_description() {
                 why.push_str(": ");
                 why.push_str(d);

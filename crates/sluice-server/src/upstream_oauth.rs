@@ -40,7 +40,7 @@ pub fn context(config: &Config) -> Option<Arc<OAuthContext>> {
         vault,
         fetcher: Fetcher::new(config.settings.oauth_http_hosts.clone()),
         public_url: config.public_url(),
-        home_hint: None,
+        home_hint: Some(config.home.display().to_string()),
     }))
 }
 

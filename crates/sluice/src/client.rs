@@ -416,6 +416,12 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
         }
         _ => None,
     };
+    // Signing in waits for a person: before the connection, outside its deadline.
+    if let Some(id) = &identity {
+        if let Err(e) = id.sign_in_if_needed().await {
+            return Err(Failure::Connect(format!("signing in to {where_}: {e}")));
+        }
+    }
     let opts = OpenOptions {
         client_info: json!({"name": "sluice-client", "title": "sluice client", "version": env!("CARGO_PKG_VERSION")}),
         capabilities: json!({}),

@@ -1,4 +1,8 @@
 //! Sluice signing in to OAuth-protected MCP servers: the conformance suite's client
-//! authorization scenarios (both ways Sluice is a client), and a real server end to end.
+//! authorization scenarios (both ways Sluice is a client), a shared identity end to end against
+//! an OAuth server in the test (refresh, restart, revocation, and no secret in any output).
 
+mod admin;
 mod conformance;
+mod server;
+mod shared;

@@ -1,6 +1,6 @@
-//! The admin JSON API: what the page shows (overview, tools, hooks, upstreams; the traffic and
-//! the audit log are in `traffic.rs`) and the management operations, each through
-//! `sluice_config::manage`.
+//! The admin JSON API: what the page shows (overview, tools, hooks, upstreams and their OAuth
+//! sign-in state; the traffic and the audit log are in `traffic.rs`), the management
+//! operations, each through `sluice_config::manage`, and the start of an upstream's sign-in.
 
 use super::Admin;
 use crate::catalog::Route;
@@ -13,7 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 use sluice_config::manage::{self, ManageError};
-use sluice_config::{HookKindSpec, Transport};
+use sluice_config::{HookKindSpec, OAuthMode, Transport};
 use sluice_core::Message;
 use sluice_hooks::{Chain, Ctx, RequestOutcome, Trace};
 use sluice_upstream::Status;
@@ -43,6 +43,7 @@ pub fn routes() -> Router<Arc<Admin>> {
         .route("/api/upstreams/add", post(upstreams_add))
         .route("/api/upstreams/set", post(upstreams_set))
         .route("/api/upstreams/restart", post(upstreams_restart))
+        .route("/api/upstreams/connect", post(upstreams_connect))
         .route("/api/log/set", post(log_set))
 }
 
@@ -146,6 +147,41 @@ fn status_json(s: &Status) -> (&'static str, Option<String>) {
     }
 }
 
+/// An OAuth upstream's sign-in state for the page: how it signs in, whether a grant is held,
+/// when its access token expires, its scopes, and why a person must act. Never a token, secret
+/// or code: [`sluice_oauth::Status`] holds none.
+fn oauth_json(slot: &sluice_upstream::Slot, mode: OAuthMode, down: Option<&str>) -> Value {
+    let mode = match mode {
+        OAuthMode::Shared => "shared",
+        OAuthMode::ClientCredentials => "client_credentials",
+    };
+    let status = match slot.identity() {
+        Some(identity) => identity.status(),
+        // The identity could not be made (no vault, an unreadable key file): the slot is down
+        // and says why.
+        None => sluice_oauth::Status::Failed(
+            down.unwrap_or("the upstream's OAuth identity could not be made")
+                .to_string(),
+        ),
+    };
+    let (state, expires_at, scopes, refreshable, reason) = match status {
+        sluice_oauth::Status::Unknown => ("unknown", None, Vec::new(), false, None),
+        sluice_oauth::Status::Connected {
+            expires_at,
+            scopes,
+            refreshable,
+        } => ("connected", expires_at, scopes, refreshable, None),
+        sluice_oauth::Status::NeedsLogin(why) => {
+            ("needs_login", None, Vec::new(), false, Some(why))
+        }
+        sluice_oauth::Status::Failed(why) => ("failed", None, Vec::new(), false, Some(why)),
+    };
+    json!({
+        "mode": mode, "state": state, "expires_at": expires_at, "scopes": scopes,
+        "refreshable": refreshable, "reason": reason,
+    })
+}
+
 fn upstream_rows(admin: &Admin, with_stderr: bool) -> Vec<Value> {
     let catalog = admin.st.snapshot().catalog.clone();
     catalog
@@ -189,6 +225,9 @@ fn upstream_rows(admin: &Admin, with_stderr: bool) -> Vec<Value> {
                 "tools": tools,
                 "server": st.init.as_ref().and_then(|i| i.get("serverInfo")).cloned(),
             });
+            if let Some(o) = &spec.oauth {
+                row["oauth"] = oauth_json(slot, o.mode, reason.as_deref());
+            }
             if with_stderr {
                 row["stderr"] = json!(slot.stderr.lines());
             }
@@ -630,6 +669,67 @@ async fn upstreams_restart(State(admin): S, body: Bytes) -> Response {
     }
 }
 
+/// Start a person's sign-in to an upstream with `"oauth": {"mode": "shared"}`: `{"id"}` →
+/// `{"ok": true, "result": {"url"}}`, the authorization URL for the admin's browser (no secret
+/// in it: `state` and the PKCE challenge). The authorization server sends the browser back to
+/// the MCP listener's `/oauth/callback`, which stores the grant and starts the upstream.
+async fn upstreams_connect(State(admin): S, body: Bytes) -> Response {
+    let b = tri!(body_json(&body));
+    let id = tri!(str_field(&b, "id"));
+    let Some(slot) = admin.st.snapshot().slot(id).cloned() else {
+        return err(
+            StatusCode::NOT_FOUND,
+            format!("no upstream has the id {id:?}"),
+        );
+    };
+    match slot.spec.oauth.as_ref().map(|o| o.mode) {
+        None => {
+            return err(
+                StatusCode::CONFLICT,
+                format!("upstream {id:?} does not sign in with OAuth (its entry has no \"oauth\")"),
+            )
+        }
+        Some(OAuthMode::ClientCredentials) => {
+            return err(
+                StatusCode::CONFLICT,
+                format!(
+                    "upstream {id:?} signs in with client credentials: it gets its tokens by itself, no person signs in"
+                ),
+            )
+        }
+        Some(OAuthMode::Shared) => {}
+    }
+    let (Some(identity), Some(ctx)) = (slot.identity(), admin.st.rt.slot_env.oauth.as_ref()) else {
+        let why = match slot.status() {
+            Status::Down(r) => r,
+            _ => "its OAuth identity could not be made".into(),
+        };
+        return err(
+            StatusCode::CONFLICT,
+            format!("upstream {id:?} cannot sign in: {why}"),
+        );
+    };
+    match identity.start_sign_in(&ctx.redirect_uri()).await {
+        // The page opens it: only a web address (an authorization server's metadata names the
+        // endpoint, and discovery does not check its scheme).
+        Ok(started) if !is_web_url(&started.url) => err(
+            StatusCode::BAD_GATEWAY,
+            format!("signing in to upstream {id:?} could not start: the authorization endpoint is not an http(s) URL"),
+        ),
+        Ok(started) => Json(json!({"ok": true, "result": {"url": started.url}})).into_response(),
+        Err(e) => err(
+            StatusCode::BAD_GATEWAY,
+            format!("signing in to upstream {id:?} could not start: {e}"),
+        ),
+    }
+}
+
+/// Is `url` an `http://` or `https://` address (what a browser may be sent to)?
+fn is_web_url(url: &str) -> bool {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    lower.starts_with("https://") || lower.starts_with("http://")
+}
+
 async fn log_set(State(admin): S, body: Bytes) -> Response {
     let home = tri!(home(&admin));
     let b = tri!(body_json(&body));
@@ -641,4 +741,19 @@ async fn log_set(State(admin): S, body: Bytes) -> Response {
     };
     let r = manage::log_set(&home, enabled).map(|p| json!(p));
     done(&admin, r).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_web_addresses_are_opened() {
+        assert!(super::is_web_url(
+            "https://as.example.com/authorize?state=x"
+        ));
+        assert!(super::is_web_url("HTTP://localhost:3001/authorize"));
+        assert!(!super::is_web_url("javascript:alert(1)"));
+        assert!(!super::is_web_url("data:text/html,hi"));
+        assert!(!super::is_web_url("http:/x"));
+        assert!(!super::is_web_url(""));
+    }
 }

@@ -13,6 +13,9 @@
 //!
 //! Every edit goes through `sluice_config::manage` (the same functions as the CLI: validated on
 //! a staged copy, written atomically) and is then applied through the one apply path (`control::apply_tree`).
+//! An OAuth upstream's sign-in starts here (`POST /api/upstreams/connect` answers the
+//! authorization URL the page opens) and finishes on the MCP listener's `/oauth/callback`
+//! (`upstream_oauth.rs`), the redirect URI the authorization server knows.
 
 pub mod api;
 pub mod assets;
@@ -139,7 +142,16 @@ async fn healthz() -> Response {
 
 async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
     let mut not_ready = Vec::new();
+    let mut waiting = Vec::new();
     for slot in admin.st.snapshot().slots.iter().filter(|s| s.spec.enabled) {
+        // An upstream waiting for a person to sign in does not make the gateway unready: it
+        // serves everything else, and must stay reachable for the sign-in's callback.
+        if let Some(sluice_oauth::Status::NeedsLogin(why)) = slot.identity().map(|i| i.status()) {
+            if !slot.is_up() {
+                waiting.push(json!({"upstream": slot.spec.id, "reason": why}));
+                continue;
+            }
+        }
         let (status, reason) = match slot.status() {
             Status::Up => continue,
             Status::Down(r) => ("down", Some(r)),
@@ -159,6 +171,7 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
         "config": "loaded",
         "last_reload_error": admin.st.rt.reloads.last_error.lock().clone(),
         "not_ready": not_ready,
+        "needs_login": waiting,
     });
     let status = if ready {
         StatusCode::OK

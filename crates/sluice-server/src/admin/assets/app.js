@@ -247,19 +247,74 @@ function tryHook(k) {
 
 // --- upstreams -----------------------------------------------------------------------------
 let openStderr = null;
+// A sign-in started with Connect: { id, url, until }. The view refreshes itself until the
+// upstream is connected (or ten minutes pass: the flow expires then), and shows the link in
+// case the browser blocked the new tab.
+let signingIn = null;
+const SIGN_IN_MS = 10 * 60 * 1000;
 async function loadUpstreams() {
   const d = await api('/api/upstreams');
   const a = (path, body) => act('#upstreams-error', body, path, loadUpstreams);
+  if (signingIn) {
+    const u = d.upstreams.find((x) => x.id === signingIn.id);
+    if (!u || !u.oauth || u.oauth.state === 'connected' || Date.now() > signingIn.until) signingIn = null;
+  }
   $('#upstreams-rows').replaceChildren(...d.upstreams.map((u) => h('tr', { dataset: { upstream: u.id } },
     h('td', {}, h('strong', {}, u.id), u.server ? h('div', { class: 'muted' }, `${u.server.name || ''} ${u.server.version || ''}`) : null),
     h('td', {}, u.transport), h('td', {}, badge(u.status), u.reason ? h('div', { class: 'muted' }, u.reason) : null),
+    signInCell(u),
     h('td', {}, u.restarts), h('td', { class: 'mono' }, u.target),
     h('td', { class: 'actions' },
       u.transport === 'local' ? null : h('button', { class: 'toggle', onclick: () => a('/api/upstreams/set', { id: u.id, fields: { enabled: !u.enabled } }) }, u.enabled ? 'Disable' : 'Enable'),
       u.transport === 'local' ? null : h('button', { class: 'edit', onclick: () => editUpstream(u) }, 'Edit'),
       h('button', { class: 'restart', disabled: u.status !== 'up', onclick: () => a('/api/upstreams/restart', { id: u.id }) }, 'Restart'),
+      u.oauth && u.oauth.mode === 'shared' ? h('button', { class: 'connect primary', onclick: () => connectUpstream(u.id) }, 'Connect') : null,
       u.transport === 'stdio' ? h('button', { class: 'stderr', onclick: () => { openStderr = openStderr === u.id ? null : u.id; renderStderr(d); } }, 'stderr') : null))));
   renderStderr(d);
+}
+// The OAuth sign-in state of an upstream (empty for one that does not sign in).
+function signInCell(u) {
+  const o = u.oauth;
+  if (!o) return h('td', { class: 'signin' });
+  const kids = [];
+  if (o.state === 'connected') {
+    let text = 'connected';
+    if (typeof o.expires_at === 'number') {
+      const left = o.expires_at * 1000 - Date.now();
+      text += left > 0 ? ` (expires in ${Math.ceil(left / 60000)}m)` : ' (expired)';
+    }
+    kids.push(badge(text, 'ok'));
+    const about = [o.refreshable ? 'refreshable' : 'no refresh token'];
+    if (o.scopes.length) about.push('scopes: ' + o.scopes.join(' '));
+    kids.push(h('div', { class: 'muted' }, about.join(' · ')));
+  } else if (o.state === 'needs_login') {
+    kids.push(badge('needs login', 'starting'), o.reason ? h('div', { class: 'muted' }, o.reason) : null);
+  } else if (o.state === 'failed') {
+    kids.push(badge('failed', 'down'), o.reason ? h('div', { class: 'muted' }, o.reason) : null);
+  } else {
+    kids.push(badge(o.state, 'off'));
+  }
+  kids.push(h('div', { class: 'muted' }, o.mode === 'shared' ? 'shared sign-in' : 'client credentials'));
+  if (signingIn && signingIn.id === u.id) {
+    kids.push(h('div', { class: 'muted' }, 'waiting for the sign-in · ',
+      h('a', { href: signingIn.url, target: '_blank', rel: 'noopener noreferrer', class: 'signin-link' }, 'open the sign-in page')));
+  }
+  return h('td', { class: 'signin' }, ...kids);
+}
+// Connect: the gateway starts a sign-in and answers the authorization server's URL, opened in
+// a new tab; the server sends the browser back to the gateway, which stores the grant.
+async function connectUpstream(id) {
+  const box = $('#upstreams-error');
+  box.textContent = '';
+  try {
+    const r = await api('/api/upstreams/connect', { id });
+    if (!/^https?:\/\//i.test(r.result.url)) throw new Error('the sign-in address is not a web address: ' + r.result.url);
+    signingIn = { id, url: r.result.url, until: Date.now() + SIGN_IN_MS };
+    window.open(r.result.url, '_blank', 'noopener');
+    await loadUpstreams();
+  } catch (e) {
+    box.textContent = e.text ? e.text() : String(e);
+  }
 }
 function renderStderr(d) {
   const u = d.upstreams.find((x) => x.id === openStderr);
@@ -404,6 +459,6 @@ async function boot() {
 setInterval(() => {
   if ($('#app').hidden) return;
   if (current === 'overview') loadOverview().catch(() => {});
-  if (current === 'upstreams' && openStderr) loadUpstreams().catch(() => {});
+  if (current === 'upstreams' && (openStderr || signingIn)) loadUpstreams().catch(() => {});
 }, 2000);
 boot();
