@@ -21,7 +21,7 @@ const CC_SECRET: &str = "cc-secret-never-shown-5f0c2a";
 /// The SDK's example server with OAuth on `mcp_port` (`/mcp`) and its demo authorization
 /// server on `auth_port` (both read from `MCP_PORT` / `MCP_AUTH_PORT`; it names itself
 /// `http://localhost:PORT`, so the upstream URL must say `localhost` for its `resource` to match).
-fn demo_server(mcp_port: u16, auth_port: u16) -> Proc {
+pub(super) fn demo_server(mcp_port: u16, auth_port: u16) -> Proc {
     let script = node_module_file(
         "@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js",
     );
@@ -39,7 +39,7 @@ fn demo_server(mcp_port: u16, auth_port: u16) -> Proc {
 }
 
 /// A fresh vault key from `sluice vault keygen`.
-fn vault_key() -> String {
+pub(super) fn vault_key() -> String {
     let mut cmd = Command::new(bin("sluice"));
     cmd.args(["vault", "keygen"]);
     let run = run_with_timeout(cmd, Duration::from_secs(20));

@@ -3,6 +3,8 @@
 //! an OAuth server in the test (refresh, restart, revocation, and no secret in any output).
 
 mod admin;
+mod cluster;
 mod conformance;
+mod sdk_server;
 mod server;
 mod shared;

@@ -1,0 +1,127 @@
+//! A shared OAuth identity across two replicas of a cluster: the vault is the cluster's Redis,
+//! so the grant one replica's callback stored serves both, and when the upstream stops taking
+//! the token, both replicas' calls go through after one refresh, not two (the vault's lock).
+
+use super::server::OAuthServer;
+use crate::cluster::{keygen, Redis};
+use serde_json::{json, Value};
+use sluice_e2e::mcp::Client;
+use sluice_e2e::tree::Home;
+use sluice_e2e::{bin, free_port, wait_for_port, Proc};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const VAULT_KEY: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=";
+
+fn replica(home: &Home, port: u16) -> Proc {
+    let mut cmd = Command::new(bin("sluice"));
+    cmd.args(["serve", "--no-admin", "--home", &home.arg(), "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(Stdio::null());
+    let p = Proc::spawn(cmd);
+    wait_for_port(port, Duration::from_secs(30));
+    p
+}
+
+/// Call `remote_whoami` on the replica at `url` once it lists the tool (bounded).
+async fn call_when_listed(url: &str) -> (Client, Value) {
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        let mut c = Client::new(url);
+        c.initialize(json!({})).await;
+        if c.tool_names().await.iter().any(|n| n == "remote_whoami") {
+            let r = c.call_tool("remote_whoami", json!({})).await;
+            return (c, r);
+        }
+        assert!(
+            Instant::now() < until,
+            "remote_whoami never listed at {url}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn text_of(r: &Value) -> &str {
+    r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a tool result: {r}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_one_grant_and_refresh_it_once() {
+    let redis = Redis::start();
+    let server = OAuthServer::start(3600).await;
+    let (a, b) = (free_port(), free_port());
+    let home = Home::new("oauth-cluster");
+    home.write(
+        "sluice.json",
+        &json!({
+            "public_url": format!("http://127.0.0.1:{a}"),
+            "vault": {"key": VAULT_KEY},
+            "cluster": {"key": keygen(), "redis": redis.url()},
+            "restart_initial_ms": 100,
+            "restart_max_ms": 300,
+        })
+        .to_string(),
+    );
+    home.expose(&json!({"version": 1, "upstreams": [
+        {"id": "remote", "transport": "http", "url": server.mcp_url(), "era": "legacy",
+         "expose_all": true, "oauth": {"mode": "shared"}}
+    ]}));
+    let _ra = replica(&home, a);
+    let _rb = replica(&home, b);
+
+    // Signed in once, through replica A's callback.
+    let mut login = Command::new(bin("sluice"))
+        .args([
+            "upstream",
+            "login",
+            "remote",
+            "--home",
+            &home.arg(),
+            "--timeout",
+            "20",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(login.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let page = reqwest::get(url.trim()).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(login.wait().unwrap().success());
+
+    // Both replicas serve with it.
+    let (ca, r) = call_when_listed(&format!("http://127.0.0.1:{a}/mcp")).await;
+    assert_eq!(text_of(&r), "grant #1");
+    let (cb, r) = call_when_listed(&format!("http://127.0.0.1:{b}/mcp")).await;
+    assert_eq!(text_of(&r), "grant #1");
+    assert_eq!(server.ledger.lock().unwrap().grants, ["authorization_code"]);
+
+    // The grant is in Redis, sealed.
+    let token = server.ledger.lock().unwrap().access[0].0.clone();
+    let stored = redis.command(&["GET", "sluice:vault:oauth.grants:upstream:remote"]);
+    assert!(stored.len() > 100, "the sealed grant: {stored:?}");
+    assert!(
+        !stored.contains(&token),
+        "the vault in Redis holds the token in clear"
+    );
+
+    // The upstream stops taking the token: both replicas call at once; one refresh serves both.
+    server.expire_access();
+    let (ra, rb) = tokio::join!(
+        ca.call_tool("remote_whoami", json!({})),
+        cb.call_tool("remote_whoami", json!({}))
+    );
+    assert_eq!(text_of(&ra), "grant #2", "{ra}");
+    assert_eq!(text_of(&rb), "grant #2", "{rb}");
+    assert_eq!(
+        server.ledger.lock().unwrap().grants,
+        ["authorization_code", "refresh_token"]
+    );
+}
