@@ -181,6 +181,32 @@ impl Fetcher {
         Ok((resp.status(), challenges, resp.headers().clone()))
     }
 
+    /// One token endpoint request of the `oauth2` crate, sent by this client: the URL checked,
+    /// no redirect followed, the answer over 1 MB refused.
+    pub async fn token_call(
+        &self,
+        request: oauth2::HttpRequest,
+    ) -> Result<oauth2::HttpResponse, AuthError> {
+        let url = request.uri().to_string();
+        let at = self.check(&url)?;
+        let (parts, body) = request.into_parts();
+        let resp = self
+            .http
+            .request(parts.method, at)
+            .headers(parts.headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| fetch_err(&url, &e))?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = read_capped(&url, resp).await?;
+        let mut out = oauth2::HttpResponse::new(body);
+        *out.status_mut() = status;
+        *out.headers_mut() = headers;
+        Ok(out)
+    }
+
     /// POST a JSON body (client registration); the status and the JSON answer.
     pub async fn post_json(
         &self,

@@ -194,6 +194,21 @@ impl Tokens {
     }
 }
 
+/// The `oauth2` crate's HTTP client: [`Fetcher::token_call`].
+struct TokenClient(Fetcher);
+
+impl<'c> oauth2::AsyncHttpClient<'c> for TokenClient {
+    type Error = AuthError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<oauth2::HttpResponse, AuthError>> + Send>,
+    >;
+
+    fn call(&'c self, request: oauth2::HttpRequest) -> Self::Future {
+        let fetcher = self.0.clone();
+        Box::pin(async move { fetcher.token_call(request).await })
+    }
+}
+
 /// The token request to make.
 pub enum TokenRequest<'a> {
     /// `authorization_code` with the PKCE verifier and the redirect URI used.
@@ -257,7 +272,8 @@ pub async fn request(
             }
         }
     }
-    let http = fetcher.http();
+    // The bounded client: the token endpoint's answer is held to the discovery limits.
+    let http = TokenClient(fetcher.clone());
     let mut extra: Vec<(&str, String)> = Vec::new();
     if let Some(r) = resource {
         extra.push(("resource", r.to_string()));
@@ -284,7 +300,7 @@ pub async fn request(
             for (k, v) in &extra {
                 r = r.add_extra_param(*k, v.clone());
             }
-            r.request_async(http).await
+            r.request_async(&http).await
         }
         TokenRequest::Refresh(rt) => {
             let rt = RefreshToken::new(rt.to_string());
@@ -292,7 +308,7 @@ pub async fn request(
             for (k, v) in &extra {
                 r = r.add_extra_param(*k, v.clone());
             }
-            r.request_async(http).await
+            r.request_async(&http).await
         }
         TokenRequest::ClientCredentials(scopes) => {
             let mut r = oc.exchange_client_credentials();
@@ -302,7 +318,7 @@ pub async fn request(
             for (k, v) in &extra {
                 r = r.add_extra_param(*k, v.clone());
             }
-            r.request_async(http).await
+            r.request_async(&http).await
         }
     };
     match outcome {
@@ -322,14 +338,7 @@ pub async fn request(
             }
             Err(fail(why))
         }
-        Err(RequestTokenError::Request(e)) => {
-            let timeout = matches!(&e, oauth2::HttpClientError::Reqwest(r) if r.is_timeout());
-            Err(fail(if timeout {
-                format!("{token_endpoint}: no answer in time")
-            } else {
-                format!("{token_endpoint}: the request failed")
-            }))
-        }
+        Err(RequestTokenError::Request(e)) => Err(fail(e.to_string())),
         Err(RequestTokenError::Parse(_, _)) => Err(fail(format!(
             "{token_endpoint}: the answer is not a token response"
         ))),

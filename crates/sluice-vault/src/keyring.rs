@@ -102,6 +102,13 @@ impl Keyring {
     }
 }
 
+impl Keyring {
+    /// Was `blob` sealed with the key that seals now (the first)?
+    pub(crate) fn is_current(&self, blob: &[u8]) -> bool {
+        blob.len() > KID && blob[1..1 + KID] == self.keys[0].0[..]
+    }
+}
+
 /// A new vault key: 32 random bytes from the OS, in standard base64.
 pub fn keygen() -> String {
     base64::engine::general_purpose::STANDARD.encode(XChaCha20Poly1305::generate_key(&mut OsRng))

@@ -250,4 +250,24 @@ impl Vault {
         keys.sort();
         Ok(keys)
     }
+
+    /// Seal every row of `table` (a table without expiring rows) that an older key sealed
+    /// again with the first key, so the older keys can be dropped from the keyring. How many
+    /// rows were sealed again; a row no key opens is an error.
+    pub async fn reseal(&self, table: &str) -> Result<usize, VaultError> {
+        let mut n = 0;
+        for key in self.keys(table).await? {
+            let Some(blob) = each!(self, s => s.get(table, &key).await)? else {
+                continue;
+            };
+            if self.inner.keys.is_current(&blob) {
+                continue;
+            }
+            if let Some(value) = self.open(table, &key, Some(blob))? {
+                self.put(table, &key, &value).await?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
 }

@@ -258,6 +258,32 @@ async fn keys_rotate_the_first_seals_every_one_opens() {
 }
 
 #[tokio::test]
+async fn reseal_moves_every_row_to_the_first_key() {
+    let dir = TempDir::new();
+    let path = dir.0.join("vault.db");
+    let a = Vault::open_file(&path, ring(&[0xA])).unwrap();
+    a.put("grants", "one", b"g1").await.unwrap();
+    a.put("grants", "two", b"g2").await.unwrap();
+    let rotated = Vault::open_file(&path, ring(&[0xB, 0xA])).unwrap();
+    rotated.put("grants", "three", b"g3").await.unwrap(); // sealed with B already
+    assert_eq!(rotated.reseal("grants").await.unwrap(), 2);
+    assert_eq!(
+        rotated.reseal("grants").await.unwrap(),
+        0,
+        "nothing left to move"
+    );
+    let b_only = Vault::open_file(&path, ring(&[0xB])).unwrap();
+    for (k, v) in [("one", b"g1"), ("two", b"g2"), ("three", b"g3")] {
+        assert_eq!(b_only.get("grants", k).await.unwrap().unwrap(), v);
+    }
+    let c_only = Vault::open_file(&path, ring(&[0xC])).unwrap();
+    assert!(matches!(
+        c_only.reseal("grants").await,
+        Err(VaultError::Sealed { .. })
+    ));
+}
+
+#[tokio::test]
 async fn a_blob_moved_to_another_row_does_not_open() {
     let v = Vault::memory(ring(&[1]));
     v.put("grants", "a", b"grant").await.unwrap();

@@ -182,3 +182,36 @@ pub fn logout(home: &Path, id: &str) -> ExitCode {
         }
     })
 }
+
+/// `sluice vault rotate --home DIR`: every grant and client registration sealed again with the
+/// first key of `vault.key` (the older keys can then be dropped).
+pub fn rotate(home: &Path) -> ExitCode {
+    let env = |k: &str| std::env::var(k).ok();
+    let config = match Config::load(home, &env) {
+        Ok((c, _)) => c,
+        Err(e) => return fail(e),
+    };
+    let vault = match sluice_server::upstream_oauth::vault_of(&config) {
+        Ok(Some(v)) => v,
+        Ok(None) => return fail("no vault in sluice.json"),
+        Err(e) => return fail(e),
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    rt.block_on(async move {
+        let mut total = 0;
+        for table in [flow::GRANTS, sluice_oauth::client::CLIENTS] {
+            match vault.reseal(table).await {
+                Ok(n) => total += n,
+                Err(e) => return fail(format!("{table}: {e}")),
+            }
+        }
+        eprintln!(
+            "sealed {total} row(s) again with the first key ({})",
+            vault.describe()
+        );
+        ExitCode::SUCCESS
+    })
+}

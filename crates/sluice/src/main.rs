@@ -90,6 +90,13 @@ enum VaultCmd {
     /// Print a new vault key (32 random bytes, base64) for `vault.key` (e.g. in
     /// SLUICE_VAULT_KEY).
     Keygen,
+    /// Seal every grant and client registration again with the first key of `vault.key`, so
+    /// the older keys can be dropped from it.
+    Rotate {
+        /// The tree.
+        #[arg(long)]
+        home: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -196,6 +203,7 @@ fn main() -> ExitCode {
             println!("{}", sluice_vault::keygen());
             ExitCode::SUCCESS
         }
+        Command::Vault(VaultCmd::Rotate { home }) => login::rotate(&home),
         Command::Serve(args) => {
             // Held to the end: dropping it writes what is still queued.
             let _log = init_logging("info");

@@ -358,6 +358,46 @@ async fn a_shared_identity_signs_in_once_refreshes_survives_restarts_and_leaks_n
         String::from_utf8_lossy(&wal).into_owned(),
     ));
 
+    // The vault key rotates: `sluice vault rotate` seals what the old key sealed (the client
+    // registration is still there) with the new one, and the old key can go.
+    let rotate = |keys: Value| {
+        let mut settings: Value = serde_json::from_str(
+            &std::fs::read_to_string(home.path().join("sluice.json")).unwrap(),
+        )
+        .unwrap();
+        settings["vault"]["key"] = keys;
+        home.write("sluice.json", &settings.to_string());
+        let out = Command::new(bin("sluice"))
+            .args(["vault", "rotate", "--home", &home.arg()])
+            .env("SLUICE_E2E_VAULT_KEY", VAULT_KEY)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let new_key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    let vault_file = home.path().join("vault.db");
+    let (ok, said) = rotate(json!([new_key, "${env:SLUICE_E2E_VAULT_KEY}"]));
+    assert!(ok, "{said}");
+    assert_eq!(
+        said,
+        format!(
+            "sealed 1 row(s) again with the first key (file {})\n",
+            vault_file.display()
+        )
+    );
+    let (ok, said) = rotate(json!(new_key));
+    assert!(ok, "{said}");
+    assert_eq!(
+        said,
+        format!(
+            "sealed 0 row(s) again with the first key (file {})\n",
+            vault_file.display()
+        )
+    );
+
     let secrets = server.ledger.lock().unwrap().secrets();
     // Four access and four refresh tokens (the sign-in and three refreshes), one code, one
     // registered client secret, one PKCE verifier.
