@@ -3,49 +3,25 @@
 //! the token, both replicas' calls go through after one refresh, not two (the vault's lock).
 
 use super::server::OAuthServer;
+use super::support::{listed, login, text_of};
 use crate::cluster::{keygen, Redis};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
-use sluice_e2e::{bin, free_port, wait_for_port, Proc};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use sluice_e2e::{free_port, Proc};
 
 const VAULT_KEY: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=";
 
 fn replica(home: &Home, port: u16) -> Proc {
-    let mut cmd = Command::new(bin("sluice"));
-    cmd.args(["serve", "--no-admin", "--home", &home.arg(), "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(Stdio::null());
-    let p = Proc::spawn(cmd);
-    wait_for_port(port, Duration::from_secs(30));
-    p
+    let listen = format!("127.0.0.1:{port}");
+    super::support::serve(home, port, &["--no-admin", "--listen", &listen], &[], None)
 }
 
-/// Call `remote_whoami` on the replica at `url` once it lists the tool (bounded).
+/// `remote_whoami` called once listed: the session and the reply.
 async fn call_when_listed(url: &str) -> (Client, Value) {
-    let until = Instant::now() + Duration::from_secs(15);
-    loop {
-        let mut c = Client::new(url);
-        c.initialize(json!({})).await;
-        if c.tool_names().await.iter().any(|n| n == "remote_whoami") {
-            let r = c.call_tool("remote_whoami", json!({})).await;
-            return (c, r);
-        }
-        assert!(
-            Instant::now() < until,
-            "remote_whoami never listed at {url}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn text_of(r: &Value) -> &str {
-    r["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not a tool result: {r}"))
+    let c = listed(url, "remote_whoami").await;
+    let r = c.call_tool("remote_whoami", json!({})).await;
+    (c, r)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,28 +49,7 @@ async fn replicas_share_one_grant_and_refresh_it_once() {
     let _rb = replica(&home, b);
 
     // Signed in once, through replica A's callback.
-    let mut login = Command::new(bin("sluice"))
-        .args([
-            "upstream",
-            "login",
-            "remote",
-            "--home",
-            &home.arg(),
-            "--timeout",
-            "20",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    BufReader::new(login.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    let page = reqwest::get(url.trim()).await.unwrap();
-    assert_eq!(page.status(), 200);
-    assert!(login.wait().unwrap().success());
+    login(&home, "remote", &[]).await;
 
     // Both replicas serve with it.
     let (ca, r) = call_when_listed(&format!("http://127.0.0.1:{a}/mcp")).await;

@@ -8,3 +8,4 @@ mod conformance;
 mod sdk_server;
 mod server;
 mod shared;
+mod support;

@@ -7,85 +7,22 @@
 //! revocation: refresh and revocation are shown against the test's own OAuth server, shared.rs.)
 
 use super::admin::{demo_server, vault_key};
-use serde_json::{json, Value};
+use super::support::{listed, login, text_of};
+use serde_json::json;
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
-use sluice_e2e::{bin, free_port, wait_for_port, Proc};
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use sluice_e2e::{bin, free_port, Proc};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn serve(home: &Home, port: u16, key: &str) -> Proc {
-    let mut cmd = Command::new(bin("sluice"));
-    cmd.args(["serve", "--no-admin", "--home", &home.arg()])
-        .env("SLUICE_E2E_VAULT_KEY", key)
-        .stdout(Stdio::null());
-    let p = Proc::spawn(cmd);
-    wait_for_port(port, Duration::from_secs(30));
-    p
-}
-
-/// `sluice upstream login demo`, its URL followed as a browser would; its stderr.
-async fn login(home: &Home, key: &str) -> String {
-    let mut child = Command::new(bin("sluice"))
-        .args([
-            "upstream",
-            "login",
-            "demo",
-            "--home",
-            &home.arg(),
-            "--timeout",
-            "30",
-        ])
-        .env("SLUICE_E2E_VAULT_KEY", key)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    assert!(
-        url.contains("/authorize?"),
-        "the first line is the URL: {url:?}"
-    );
-    let page = reqwest::get(url.trim()).await.unwrap();
-    let status = page.status();
-    let text = page.text().await.unwrap();
-    assert_eq!(status, 200, "{text}");
-    assert!(text.contains("Sluice is connected to demo"), "{text}");
-    let ok = child.wait().unwrap().success();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(ok, "login failed: {err}");
-    err
-}
-
-/// A session on the gateway once it lists `demo_greet` (bounded).
-async fn listed(url: &str) -> Client {
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut c = Client::new(url);
-        c.initialize(json!({})).await;
-        if c.tool_names().await.iter().any(|n| n == "demo_greet") {
-            return c;
-        }
-        assert!(Instant::now() < until, "demo_greet never listed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn text_of(r: &Value) -> &str {
-    r["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not a tool result: {r}"))
+    super::support::serve(
+        home,
+        port,
+        &["--no-admin"],
+        &[("SLUICE_E2E_VAULT_KEY", key)],
+        None,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,12 +48,13 @@ async fn the_sdk_oauth_example_server_behind_the_gateway() {
     let url = format!("http://127.0.0.1:{port}/mcp");
     let gw = serve(&home, port, &key);
 
-    let said = login(&home, &key).await;
+    let env = [("SLUICE_E2E_VAULT_KEY", key.as_str())];
+    let (_, said) = login(&home, "demo", &env).await;
     assert!(
         said.contains("connected demo: scopes [mcp:tools], expires in"),
         "{said}"
     );
-    let c = listed(&url).await;
+    let c = listed(&url, "demo_greet").await;
     let r = c.call_tool("demo_greet", json!({"name": "Sluice"})).await;
     assert_eq!(text_of(&r), "Hello, Sluice!");
 
@@ -124,7 +62,7 @@ async fn the_sdk_oauth_example_server_behind_the_gateway() {
     drop(c);
     drop(gw);
     let gw = serve(&home, port, &key);
-    let c = listed(&url).await;
+    let c = listed(&url, "demo_greet").await;
     let r = c.call_tool("demo_greet", json!({"name": "again"})).await;
     assert_eq!(text_of(&r), "Hello, again!");
 
@@ -162,8 +100,8 @@ async fn the_sdk_oauth_example_server_behind_the_gateway() {
     );
 
     // A new login brings it back.
-    login(&home, &key).await;
-    let c = listed(&url).await;
+    login(&home, "demo", &env).await;
+    let c = listed(&url, "demo_greet").await;
     let r = c.call_tool("demo_greet", json!({"name": "back"})).await;
     assert_eq!(text_of(&r), "Hello, back!");
     drop(c);

@@ -9,13 +9,13 @@
 //! vault file (sealed).
 
 use super::server::OAuthServer;
+use super::support::{listed, login, text_of};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
-use sluice_e2e::{bin, free_port, wait_for_port, Proc};
-use std::io::{BufRead, BufReader, Read};
+use sluice_e2e::{bin, free_port, Proc};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -73,23 +73,21 @@ fn tree(server: &OAuthServer, port: u16, admin: u16, otlp: &str) -> Home {
     home
 }
 
-/// `sluice serve` on the tree, its log (stderr) going to `log`.
 fn serve(home: &Home, port: u16, log: &Path) -> Proc {
-    let mut cmd = Command::new(bin("sluice"));
-    cmd.args(["serve", "--home", &home.arg()])
-        .env("SLUICE_E2E_VAULT_KEY", VAULT_KEY)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .unwrap(),
-        );
-    let p = Proc::spawn(cmd);
-    wait_for_port(port, Duration::from_secs(30));
-    p
+    super::support::serve(
+        home,
+        port,
+        &[],
+        &[("SLUICE_E2E_VAULT_KEY", VAULT_KEY)],
+        Some(log),
+    )
+}
+
+/// `remote_whoami` called once listed: the session and the reply.
+async fn call_when_listed(url: &str) -> (Client, Value) {
+    let c = listed(url, "remote_whoami").await;
+    let r = c.call_tool("remote_whoami", json!({})).await;
+    (c, r)
 }
 
 /// Stop the gateway as an operator would (SIGTERM, then wait: its log is written out).
@@ -107,73 +105,11 @@ fn stop(mut gw: Proc) {
     }
 }
 
-/// `sluice upstream login remote`: the URL it prints first is followed (as a browser would,
-/// redirects and all) to the gateway's callback. Returns its whole stdout and stderr.
-async fn login(home: &Home) -> (String, String) {
-    let mut child = Command::new(bin("sluice"))
-        .args([
-            "upstream",
-            "login",
-            "remote",
-            "--home",
-            &home.arg(),
-            "--timeout",
-            "20",
-        ])
-        .env("SLUICE_E2E_VAULT_KEY", VAULT_KEY)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut url = String::new();
-    out.read_line(&mut url).unwrap();
-    let page = reqwest::get(url.trim()).await.unwrap();
-    assert_eq!(page.status(), 200, "the callback page");
-    let text = page.text().await.unwrap();
-    assert!(text.contains("Sluice is connected to remote"), "{text}");
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(status.success(), "login failed: {err}");
-    (format!("{url}{rest}"), err)
-}
-
-/// Call `remote_whoami` once the gateway lists it (bounded).
-async fn call_when_listed(url: &str) -> (Client, Value) {
-    let until = Instant::now() + Duration::from_secs(15);
-    loop {
-        let mut c = Client::new(url);
-        c.initialize(json!({})).await;
-        if c.tool_names().await.iter().any(|n| n == "remote_whoami") {
-            let r = c.call_tool("remote_whoami", json!({})).await;
-            return (c, r);
-        }
-        assert!(Instant::now() < until, "remote_whoami never listed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// The log's last lines above DEBUG, for a failure's message.
 fn log_tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().filter(|l| !l.contains(" DEBUG ")).collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
-}
-
-fn text_of(r: &Value) -> String {
-    r["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not a tool result: {r}"))
-        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,7 +146,7 @@ async fn a_shared_identity_signs_in_once_refreshes_survives_restarts_and_leaks_n
     outputs.push(("reply before login".into(), before.to_string()));
 
     // The operator signs in; the gateway takes the grant at its callback.
-    let (lout, lerr) = login(&home).await;
+    let (lout, lerr) = login(&home, "remote", &[("SLUICE_E2E_VAULT_KEY", VAULT_KEY)]).await;
     assert!(
         lerr.contains("connected remote: scopes [mcp:tools offline_access]"),
         "{lerr}"
