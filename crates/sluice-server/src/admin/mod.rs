@@ -20,7 +20,9 @@
 pub mod api;
 pub mod assets;
 pub mod metrics;
+mod reply;
 pub mod traffic;
+mod upstreams;
 
 use crate::state::State as Gw;
 use axum::body::Body;
