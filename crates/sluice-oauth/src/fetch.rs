@@ -275,7 +275,65 @@ fn too_big(url: &str) -> AuthError {
 
 #[cfg(test)]
 mod tests {
-    use super::Fetcher;
+    use super::{Fetched, Fetcher, MAX_DOCUMENT};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A loopback HTTP server answering each request with the next of `answers` (raw HTTP).
+    async fn serve(answers: Vec<String>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            for answer in answers {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                let _ = sock.write_all(answer.as_bytes()).await;
+            }
+        });
+        base
+    }
+
+    fn ok(body: &str) -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    fn redirect(to: &str) -> String {
+        format!("HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+    }
+
+    #[tokio::test]
+    async fn documents_are_bounded() {
+        let f = Fetcher::new(Vec::new());
+        let big = format!("{{\"x\": \"{}\"}}", "a".repeat(MAX_DOCUMENT));
+        let base = serve(vec![ok(&big)]).await;
+        let e = f.get_json(&format!("{base}/doc")).await.err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!("{base}/doc: the document is over {MAX_DOCUMENT} bytes")
+        );
+        // A same-origin redirect is followed; one to another origin is not.
+        let base = serve(vec![redirect("/moved"), ok(r#"{"a": 1}"#)]).await;
+        match f.get_json(&format!("{base}/doc")).await.unwrap() {
+            Fetched::Json(v) => assert_eq!(v["a"], 1),
+            Fetched::Missing(s) => panic!("missing: {s}"),
+        }
+        let base = serve(vec![redirect("http://127.0.0.2:9/elsewhere")]).await;
+        let e = f.get_json(&format!("{base}/doc")).await.err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!("{base}/doc: redirect to another origin (http://127.0.0.2:9) not followed")
+        );
+        // Not JSON, and not an object.
+        let base = serve(vec![ok("[1]")]).await;
+        let e = f.get_json(&format!("{base}/doc")).await.err().unwrap();
+        assert_eq!(e.to_string(), format!("{base}/doc: not a JSON object"));
+        // Nothing listening: the error names the URL, not a transport dump.
+        let e = f.get_json("http://127.0.0.1:9/doc").await.err().unwrap();
+        assert_eq!(e.to_string(), "http://127.0.0.1:9/doc: cannot connect");
+    }
 
     #[test]
     fn plain_http_only_to_loopback_and_named_hosts() {
