@@ -19,8 +19,8 @@ opener="$py -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], 
 args=(--no-browser --open-with "$opener" --state-dir "$state" --timeout 20
       --client-metadata-url https://conformance-test.local/client-metadata.json)
 case ${MCP_CONFORMANCE_PROTOCOL_VERSION:-2025-11-25} in
-  2026-07-28) args+=(--era modern) ;;
-  *) args+=(--era legacy) ;;
+  2026-07-28) args+=(--era stateless) ;;
+  *) args+=(--era handshake) ;;
 esac
 
 ctx() { "$py" -c 'import json, os, sys; print(json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT", "{}")).get(sys.argv[1], ""))' "$1"; }

@@ -17,8 +17,8 @@ trap cleanup EXIT
 
 port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 case ${MCP_CONFORMANCE_PROTOCOL_VERSION:-2025-11-25} in
-  2026-07-28) era=modern ;;
-  *) era=legacy ;;
+  2026-07-28) era=stateless ;;
+  *) era=handshake ;;
 esac
 ctx() { "$py" -c 'import json, os, sys; print(json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT", "{}")).get(sys.argv[1], ""))' "$1"; }
 oauth='{"mode": "shared", "client_metadata_url": "https://conformance-test.local/client-metadata.json"}'

@@ -230,7 +230,7 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
     let home = Home::new("cc-civic-target");
     // Pinned to 2025-11-25: its elicitation is a request of its own to the client.
     home.expose(&json!({"upstreams": [
-        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "handshake"}
     ]}));
     let (_m, mport, modify_dir) = civic_server(&home, "modify");
     let (_a, aport, _) = civic_server(&home, "abort");
@@ -300,7 +300,7 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
     // A server that answers the upstream's request: the client is never asked.
     let home2 = Home::new("cc-civic-target-respond");
     home2.expose(&json!({"upstreams": [
-        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "handshake"}
     ]}));
     let (_r, rport, _) = civic_server(&home2, "respond");
     write_manifest(

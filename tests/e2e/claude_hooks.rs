@@ -664,7 +664,7 @@ async fn elicitation_hooks_answer_decline_or_change_what_an_upstream_asks() {
     // legacy era (its elicitation/create is relayed).
     home.expose(&json!({"upstreams": [
         {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true},
-        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "handshake"}
     ]}));
     home.write("hooks/elicit.py", ELICITATION_PY);
     let script = json!(["${CLAUDE_PROJECT_DIR}/hooks/elicit.py"]);

@@ -92,7 +92,7 @@ fn home(label: &str, hook_url: &str) -> Home {
     let home = Home::new(label);
     home.expose(&json!({"upstreams": [
         {"id": "fx", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio"],
-         "expose_all": true, "era": "legacy"}
+         "expose_all": true, "era": "handshake"}
     ]}));
     home.write("hooks/scripts/command.py", COMMAND_PY);
     home.write("hooks/scripts/process.py", PROCESS_PY);

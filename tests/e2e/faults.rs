@@ -172,7 +172,7 @@ async fn a_hung_call_to_an_http_upstream_times_out_and_the_session_goes_on() {
     let home = Home::new("timeout-http");
     home.write("sluice.json", r#"{"request_timeout_ms": 400}"#);
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true, "era": "legacy"}
+        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true, "era": "handshake"}
     ]}));
     let (_gw, url) = start_sluice(&["--home", &home.arg()]);
     let mut c = Client::new(&url);
@@ -351,7 +351,7 @@ async fn a_session_ended_mid_call_still_gets_an_answer() {
     let home = Home::new("ended-mid-call");
     home.expose(&json!({"upstreams": [
         {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true},
-        {"id": "web", "transport": "http", "url": fx_url, "expose_all": true, "era": "legacy"}
+        {"id": "web", "transport": "http", "url": fx_url, "expose_all": true, "era": "handshake"}
     ]}));
     let (_gw, url) = start_sluice(&["--home", &home.arg()]);
     let shared = json!({"result": {"content": [{"type": "text", "text": "slept 800ms"}]}});

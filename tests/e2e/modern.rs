@@ -23,7 +23,7 @@ fn fixture() -> String {
 fn home(label: &str) -> Home {
     let home = Home::new(label);
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"}
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "handshake"}
     ]}));
     home.write(
         "hooks/hooks.manifest.json",
@@ -437,7 +437,7 @@ async fn listen_streams_carry_the_list_changes_asked_for() {
     );
     // A second upstream appears: the tools list changed.
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "legacy"},
+        {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "handshake"},
         {"id": "gx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
     ]}));
     let next = tokio::time::timeout(Duration::from_secs(10), events.next())

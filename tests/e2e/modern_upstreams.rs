@@ -172,7 +172,7 @@ async fn a_modern_clients_retry_may_land_on_another_gateway() {
     let (_fixture, fixture_url) = start_fixture_http(&["--era", "modern"]);
     let home = Home::new("modern-up-two");
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "transport": "http", "url": fixture_url, "expose_all": true, "era": "modern"}
+        {"id": "fx", "transport": "http", "url": fixture_url, "expose_all": true, "era": "stateless"}
     ]}));
     let (_a, url_a) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
     let (_b, url_b) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
@@ -244,7 +244,7 @@ async fn each_upstreams_era_is_found_and_a_wrong_pin_is_reported() {
     home.expose(&json!({"upstreams": [
         {"id": "old", "command": fixture(), "args": ["--stdio", "--era", "legacy"], "expose_all": true},
         {"id": "new", "command": fixture(), "args": ["--stdio", "--era", "modern"], "expose_all": true},
-        {"id": "pinned", "command": fixture(), "args": ["--stdio", "--era", "legacy"], "expose_all": true, "era": "modern"}
+        {"id": "pinned", "command": fixture(), "args": ["--stdio", "--era", "legacy"], "expose_all": true, "era": "stateless"}
     ]}));
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
     let mut c = Client::new(&url);

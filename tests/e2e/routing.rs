@@ -18,8 +18,8 @@ async fn gateway(label: &str) -> (Vec<sluice_e2e::Proc>, Home, String) {
     let (web, web_url) = start_fixture_http(&["--name", "web"]);
     let home = Home::new(label);
     home.expose(&json!({"upstreams": [
-        {"id": "st", "command": fixture(), "args": ["--stdio", "--name", "st"], "expose_all": true, "era": "legacy"},
-        {"id": "web", "transport": "http", "url": web_url, "expose_all": true, "era": "legacy"}
+        {"id": "st", "command": fixture(), "args": ["--stdio", "--name", "st"], "expose_all": true, "era": "handshake"},
+        {"id": "web", "transport": "http", "url": web_url, "expose_all": true, "era": "handshake"}
     ]}));
     let (gw, url) = start_sluice(&["--home", &home.arg()]);
     (vec![web, gw], home, url)

@@ -223,7 +223,7 @@ async fn spans_for_requests_hooks_and_upstream_calls_reach_an_otlp_receiver() {
     let fixture = bin("sluice-fixture").to_string_lossy().into_owned();
     home.expose(&json!({"upstreams": [
         {"id": "traced", "transport": "http", "url": upstream_url, "expose_all": true},
-        {"id": "st", "command": fixture, "args": ["--stdio", "--name", "st"], "expose_all": true, "era": "legacy"}
+        {"id": "st", "command": fixture, "args": ["--stdio", "--name", "st"], "expose_all": true, "era": "handshake"}
     ]}));
     home.write(
         "hooks/hooks.manifest.json",

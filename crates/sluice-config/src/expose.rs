@@ -238,12 +238,25 @@ pub(crate) fn load(
         spec.timeout_ms = f.u64("timeout_ms");
         spec.era = match f.string("era").as_deref() {
             None | Some("auto") => Era::Auto,
-            Some("legacy") => Era::Legacy,
-            Some("modern") => Era::Modern,
+            Some("handshake") => Era::Legacy,
+            Some("stateless") => Era::Modern,
+            // The names of earlier releases: still read, with a warning.
+            Some(old @ ("legacy" | "modern")) => {
+                let new = if old == "legacy" { "handshake" } else { "stateless" };
+                warnings.push(format!(
+                    "{}: upstreams[{i}].era: {old:?} is deprecated, use {new:?} (the same era)",
+                    file.display()
+                ));
+                if old == "legacy" {
+                    Era::Legacy
+                } else {
+                    Era::Modern
+                }
+            }
             Some(other) => {
                 f.err(
                     "era",
-                    format!("unknown era {other:?} (auto, legacy or modern)"),
+                    format!("unknown era {other:?} (auto, handshake or stateless)"),
                 );
                 Era::Auto
             }
@@ -381,4 +394,61 @@ pub(crate) fn load(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Era;
+    use crate::Config;
+
+    /// The era names say what an era is; the names of earlier releases still load, with a
+    /// warning naming the new one.
+    #[test]
+    fn eras_are_handshake_and_stateless_and_the_old_names_warn() {
+        let home = std::env::temp_dir().join(format!("sluice-era-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(home.join("mcp")).unwrap();
+        let expose = serde_json::json!({"version": 1, "upstreams": [
+            {"id": "a", "command": "x", "era": "handshake"},
+            {"id": "b", "transport": "http", "url": "http://h/mcp", "era": "stateless"},
+            {"id": "c", "command": "x", "era": "legacy"},
+            {"id": "d", "transport": "http", "url": "http://h/mcp", "era": "modern"},
+            {"id": "e", "command": "x"}
+        ]});
+        std::fs::write(home.join("mcp/expose.json"), expose.to_string()).unwrap();
+        let (config, warnings) = Config::load(&home, &|_| None).unwrap();
+        let eras: Vec<Era> = config.expose.upstreams.iter().map(|u| u.era).collect();
+        assert_eq!(
+            eras,
+            [Era::Legacy, Era::Modern, Era::Legacy, Era::Modern, Era::Auto]
+        );
+        let file = home.join("mcp/expose.json");
+        assert_eq!(
+            warnings,
+            [
+                format!(
+                    "{}: upstreams[2].era: \"legacy\" is deprecated, use \"handshake\" (the same era)",
+                    file.display()
+                ),
+                format!(
+                    "{}: upstreams[3].era: \"modern\" is deprecated, use \"stateless\" (the same era)",
+                    file.display()
+                ),
+            ]
+        );
+        std::fs::write(
+            home.join("mcp/expose.json"),
+            r#"{"upstreams": [{"id": "a", "command": "x", "era": "new"}]}"#,
+        )
+        .unwrap();
+        let errors = Config::load(&home, &|_| None).unwrap_err();
+        assert_eq!(
+            errors.0[0].to_string(),
+            format!(
+                "{}: upstreams[0].era: unknown era \"new\" (auto, handshake or stateless)",
+                file.display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&home);
+    }
 }

@@ -391,7 +391,7 @@ pub(crate) static UPSTREAM: Obj = Obj {
         f("expose_all", Ty::Bool, "List every tool of this upstream as `<id>_<tool>`, not only its `expose` entries.").def("false"),
         f("isolation", Ty::Enum(&["shared", "session"]), "stdio: one process for every client session, or one per session.").def("\"shared\""),
         f("timeout_ms", Ty::UInt, "Request timeout for this upstream, ms (default `request_timeout_ms`)."),
-        f("era", Ty::Enum(&["auto", "legacy", "modern"]), "The protocol era: probe `server/discover` and fall back to `initialize` (auto), or only one of them.").def("\"auto\""),
+        f("era", Ty::Enum(&["auto", "handshake", "stateless", "legacy", "modern"]), "The protocol era: probe `server/discover` and fall back to `initialize` (auto), or only one of them: `handshake` (the `initialize` handshake and sessions, 2024-11-05 … 2025-11-25) or `stateless` (2026-07-28). `legacy` and `modern` are the deprecated names of the same two (a load warning).").def("\"auto\""),
     ],
     when: &[
         When { field: "transport", is: &["stdio"], negate: false, absent_is: true, require: &["command"] },

@@ -93,8 +93,12 @@ enum TransportArg {
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum EraArg {
     Auto,
-    Legacy,
-    Modern,
+    /// The `initialize` handshake and sessions (2024-11-05 … 2025-11-25).
+    #[value(alias = "legacy")]
+    Handshake,
+    /// 2026-07-28: no handshake, no sessions.
+    #[value(alias = "modern")]
+    Stateless,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -375,12 +379,12 @@ fn spec(args: &ClientArgs, target: &Target) -> Result<UpstreamSpec, Failure> {
     };
     spec.era = match args.era {
         EraArg::Auto => Era::Auto,
-        EraArg::Legacy => Era::Legacy,
-        EraArg::Modern => Era::Modern,
+        EraArg::Handshake => Era::Legacy,
+        EraArg::Stateless => Era::Modern,
     };
     if spec.era == Era::Modern && spec.transport == Transport::Sse {
         return Err(Failure::Usage(
-            "--era modern needs Streamable HTTP or stdio (the legacy SSE transport has no 2026-07-28 era)".into(),
+            "--era stateless needs Streamable HTTP or stdio (the legacy SSE transport has no 2026-07-28 era)".into(),
         ));
     }
     Ok(spec)

@@ -259,7 +259,7 @@ async fn a_list_change_reaches_every_replica_and_the_get_stream_once() {
     let (_fx, fx_url) = sluice_e2e::start_fixture_http(&[]);
     let home = sluice_e2e::tree::Home::new("cluster-lists");
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true, "era": "legacy"}
+        {"id": "fx", "transport": "http", "url": fx_url, "expose_all": true, "era": "handshake"}
     ]}));
     // Legacy era: only the upstream session of the client that changed the list hears it (no
     // listen streams), so the other replicas serving that client learn it from the one that

@@ -73,7 +73,7 @@ async fn replicas_share_one_upstream_session_per_client_session_and_end_it_once(
     let mut fx = HttpFixture::start(dir.0.join("fixture.log"));
     let home = Home::new("cluster-upstream");
     home.expose(&json!({"upstreams": [
-        {"id": "fx", "transport": "http", "url": fx.url(), "expose_all": true, "era": "legacy"}
+        {"id": "fx", "transport": "http", "url": fx.url(), "expose_all": true, "era": "handshake"}
     ]}));
     let cl = Cluster::start("upstream", home, json!({}));
     // Each replica's control connection (lists) is a session of its own.

@@ -42,7 +42,7 @@ async fn replicas_share_one_grant_and_refresh_it_once() {
         .to_string(),
     );
     home.expose(&json!({"version": 1, "upstreams": [
-        {"id": "remote", "transport": "http", "url": server.mcp_url(), "era": "legacy",
+        {"id": "remote", "transport": "http", "url": server.mcp_url(), "era": "handshake",
          "expose_all": true, "oauth": {"mode": "shared"}}
     ]}));
     let _ra = replica(&home, a);

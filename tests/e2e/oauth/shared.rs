@@ -56,7 +56,7 @@ fn tree(server: &OAuthServer, port: u16, admin: u16, otlp: &str) -> Home {
         .to_string(),
     );
     home.expose(&json!({"version": 1, "upstreams": [
-        {"id": "remote", "transport": "http", "url": server.mcp_url(), "era": "legacy",
+        {"id": "remote", "transport": "http", "url": server.mcp_url(), "era": "handshake",
          "expose_all": true, "oauth": {"mode": "shared"}}
     ]}));
     home.write(

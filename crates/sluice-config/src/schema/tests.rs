@@ -20,14 +20,14 @@ fn home(label: &str) -> PathBuf {
     dir
 }
 
-/// Load `doc` as `kind`'s file in `home` (every `${env:…}` is set; `KEY` and `…CLUSTER_KEY` to a cluster key).
+/// Load `doc` as `kind`'s file in `home` (every `${env:…}` is set; `KEY`, `…CLUSTER_KEY` and `…VAULT_KEY` to a key).
 fn load(home: &Path, kind: FileKind, doc: &Value) -> Result<Config, Vec<String>> {
     let _ = std::fs::remove_dir_all(home);
     let file = home.join(kind.file());
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(&file, doc.to_string()).unwrap();
     let env = |n: &str| {
-        let key = n == "KEY" || n.ends_with("CLUSTER_KEY");
+        let key = n == "KEY" || n.ends_with("CLUSTER_KEY") || n.ends_with("VAULT_KEY");
         Some(if key { CLUSTER_KEY } else { "x" }.to_string())
     };
     Config::load(home, &env)
