@@ -1,13 +1,20 @@
 //! Control: putting a configuration in force and keeping it there. Builds the [`State`] from a
 //! `Config`; starts and stops slots; rebuilds the catalog when an upstream's lists change;
-//! reloads by diff; watches the tree; ends and reaps sessions; shuts down. [`apply_tree`] is
-//! the one way an edit of the tree becomes live, whichever face made it.
+//! reloads by a plan worked out first from the running and the new configuration
+//! (`control/plan.rs`), then applied in one swap; watches the tree; ends and reaps sessions;
+//! shuts down. [`apply_tree`] is the one way an edit of the tree becomes live, whichever face
+//! made it.
+
+mod plan;
+
+pub use plan::ReloadReport;
 
 use crate::catalog::{Catalog, ListKind};
 use crate::gateway_tools;
 use crate::listeners::Listeners;
 use crate::state::{Changed, ReloadStats, Runtime, Sessions, Snapshot, State};
 use parking_lot::Mutex;
+use plan::{ReloadPlan, UpstreamChange};
 use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, ConfigError, ConfigErrors, Settings, Transport, UpstreamSpec};
 use sluice_hooks::Chain;
@@ -36,25 +43,6 @@ pub enum Face {
     Admin,
     /// The MCP management tools.
     Management,
-}
-
-/// What a reload changed.
-#[derive(Debug, Default, PartialEq)]
-pub struct ReloadReport {
-    /// Upstreams kept running as they were.
-    pub kept: Vec<String>,
-    /// Upstreams started (new or changed).
-    pub started: Vec<String>,
-    /// Upstreams stopped (removed or changed).
-    pub stopped: Vec<String>,
-    /// The hook chain was rebuilt.
-    pub hooks: bool,
-    /// The audit log was reopened.
-    pub audit: bool,
-    /// Authentication or access rules were rebuilt.
-    pub auth: bool,
-    /// Server settings (`sluice.json`) changed.
-    pub settings: bool,
 }
 
 const ALL_LISTS: [&str; 3] = [
@@ -351,67 +339,68 @@ pub async fn reload(st: &Arc<State>, mut new: Config) -> ReloadReport {
     let _guard = st.rt.reloading.lock().await;
     add_local_upstream(&mut new);
     let now = st.snapshot();
-    let old = now.config.clone();
-    let mut report = ReloadReport::default();
-    keep_restart_only_settings(&mut new.settings, &old.settings);
-    report.settings = new.settings != old.settings;
+    let running: Vec<&UpstreamSpec> = now.slots.iter().map(|s| &s.spec).collect();
+    let plan = ReloadPlan::new(&now.config, &running, new);
+    apply_plan(st, &now, plan).await
+}
+
+/// Put a reload plan in force over `now`, the snapshot it was computed from: build what it
+/// says changed, swap it all in at once, then stop what it stops and start what it starts.
+async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadReport {
+    let report = plan.report();
+    if !plan.restart_only.is_empty() {
+        tracing::warn!(
+            "sluice.json: {} apply at the next restart; every other setting applies now",
+            plan.restart_only.join(", ")
+        );
+    }
     st.rt.timing.send_if_modified(|t| {
-        let next = timing_of(&new.settings);
+        let next = timing_of(&plan.config.settings);
         let changed = *t != next;
         *t = next;
         changed
     });
-    let mut next: Vec<Arc<Slot>> = Vec::new();
     let mut fresh: Vec<Arc<Slot>> = Vec::new();
-    for spec in &new.expose.upstreams {
-        match now.slots.iter().find(|s| s.spec == *spec) {
-            Some(s) => {
-                report.kept.push(spec.id.clone());
-                next.push(s.clone());
+    let slots: Arc<[Arc<Slot>]> = plan
+        .next_slots()
+        .map(|(spec, change)| {
+            if let UpstreamChange::Keep { slot } = change {
+                return now.slots[slot].clone();
             }
-            None => {
-                report.started.push(spec.id.clone());
-                let s = Arc::new(Slot::new(spec.clone(), st.rt.slot_env.clone()));
-                // A replaced upstream (same id, changed spec) keeps its restart count.
-                if let Some(old) = now.slots.iter().find(|o| o.spec.id == spec.id) {
-                    s.state.lock().restarts = old.state.lock().restarts;
-                }
-                fresh.push(s.clone());
-                next.push(s);
+            let s = Arc::new(Slot::new(spec.clone(), st.rt.slot_env.clone()));
+            // A replaced upstream (same id, changed spec) keeps its restart count.
+            if let UpstreamChange::Replace { slot } = change {
+                s.state.lock().restarts = now.slots[slot].state.lock().restarts;
             }
-        }
-    }
-    let gone: Vec<Arc<Slot>> = now
-        .slots
-        .iter()
-        .filter(|s| !next.iter().any(|n| Arc::ptr_eq(n, s)))
-        .cloned()
+            fresh.push(s.clone());
+            s
+        })
         .collect();
-    let chain = if new.hooks != old.hooks {
-        report.hooks = true;
-        Arc::new(build_chain(&new))
+    let gone: Vec<Arc<Slot>> = plan
+        .stopping()
+        .into_iter()
+        .map(|(slot, _)| now.slots[slot].clone())
+        .collect();
+    let chain = if plan.hooks {
+        Arc::new(build_chain(&plan.config))
     } else {
         now.chain.clone()
     };
-    let audit = if new.logs != old.logs {
-        report.audit = true;
-        Arc::new(build_audit(&new))
+    let audit = if plan.audit {
+        Arc::new(build_audit(&plan.config))
     } else {
         now.audit.clone()
     };
-    let rules_changed = new.auth.rules != old.auth.rules;
-    let (auth, policy) = if new.auth != old.auth {
-        report.auth = true;
+    let (auth, policy) = if plan.auth {
         (
-            Authenticator::new(&new.auth, &listen_address(st)),
-            Arc::new(Policy::new(&new.auth.rules)),
+            Authenticator::new(&plan.config.auth, &listen_address(st)),
+            Arc::new(Policy::new(&plan.config.auth.rules)),
         )
     } else {
         (now.auth.clone(), now.policy.clone())
     };
-    let slots: Arc<[Arc<Slot>]> = next.into();
-    let funnel_prefix = funnel_prefix_of(&new);
-    let config = Arc::new(new);
+    let funnel_prefix = funnel_prefix_of(&plan.config);
+    let config = Arc::new(plan.config);
     // One swap: every part of the new configuration comes into force together.
     let old_catalog = {
         let _swap = st.rt.swapping.lock();
@@ -429,17 +418,16 @@ pub async fn reload(st: &Arc<State>, mut new: Config) -> ReloadReport {
         });
         before.catalog.clone()
     };
-    if report.hooks {
+    if plan.hooks {
         let old_chain = now.chain.clone();
         tokio::spawn(async move { old_chain.shutdown().await });
     }
     for s in &gone {
-        report.stopped.push(s.spec.id.clone());
         // Its supervisor ends, and every session's own connection to it closes.
         s.stop();
     }
     let catalog = st.snapshot().catalog.clone();
-    if rules_changed {
+    if plan.rules {
         // What each caller may see changed: every list may look different to someone.
         publish(st, catalog.version, ALL_LISTS.to_vec());
     } else {
@@ -450,50 +438,6 @@ pub async fn reload(st: &Arc<State>, mut new: Config) -> ReloadReport {
     rebuild_catalog(st, None);
     tracing::info!(kept = ?report.kept, started = ?report.started, stopped = ?report.stopped, hooks = report.hooks, audit = report.audit, auth = report.auth, "configuration reloaded");
     report
-}
-
-/// The listener, the admin listener and the exporter keep what they started with; the log
-/// says which edited settings wait for a restart.
-fn keep_restart_only_settings(new: &mut Settings, running: &Settings) {
-    let mut restart_only = Vec::new();
-    if new.listen != running.listen {
-        restart_only.push("listen");
-    }
-    if new.admin != running.admin {
-        restart_only.push("admin");
-    }
-    if new.admin_token != running.admin_token {
-        restart_only.push("admin_token");
-    }
-    if new.telemetry != running.telemetry {
-        restart_only.push("telemetry");
-    }
-    if new.cluster != running.cluster {
-        restart_only.push("cluster");
-    }
-    if new.vault != running.vault {
-        restart_only.push("vault");
-    }
-    if new.public_url != running.public_url {
-        restart_only.push("public_url");
-    }
-    if new.oauth_http_hosts != running.oauth_http_hosts {
-        restart_only.push("oauth_http_hosts");
-    }
-    if !restart_only.is_empty() {
-        tracing::warn!(
-            "sluice.json: {} apply at the next restart; every other setting applies now",
-            restart_only.join(", ")
-        );
-    }
-    new.listen = running.listen.clone();
-    new.admin = running.admin.clone();
-    new.admin_token = running.admin_token.clone();
-    new.telemetry = running.telemetry.clone();
-    new.cluster = running.cluster.clone();
-    new.vault = running.vault.clone();
-    new.public_url = running.public_url.clone();
-    new.oauth_http_hosts = running.oauth_http_hosts.clone();
 }
 
 /// Watch the tree's files and apply them on change (polling every `every`).
