@@ -242,7 +242,11 @@ pub(crate) fn load(
             Some("stateless") => Era::Modern,
             // The names of earlier releases: still read, with a warning.
             Some(old @ ("legacy" | "modern")) => {
-                let new = if old == "legacy" { "handshake" } else { "stateless" };
+                let new = if old == "legacy" {
+                    "handshake"
+                } else {
+                    "stateless"
+                };
                 warnings.push(format!(
                     "{}: upstreams[{i}].era: {old:?} is deprecated, use {new:?} (the same era)",
                     file.display()
@@ -420,7 +424,13 @@ mod tests {
         let eras: Vec<Era> = config.expose.upstreams.iter().map(|u| u.era).collect();
         assert_eq!(
             eras,
-            [Era::Legacy, Era::Modern, Era::Legacy, Era::Modern, Era::Auto]
+            [
+                Era::Legacy,
+                Era::Modern,
+                Era::Legacy,
+                Era::Modern,
+                Era::Auto
+            ]
         );
         let file = home.join("mcp/expose.json");
         assert_eq!(
