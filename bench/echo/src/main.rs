@@ -4,7 +4,7 @@
 //! every reply is `application/json`, GET answers 405) or stdio (one JSON message per line).
 //!
 //! ```text
-//! sluice-bench-echo [--listen 127.0.0.1:PORT] [--tools N] [--threads N]   (endpoint: /mcp)
+//! sluice-bench-echo [--listen 127.0.0.1:PORT] [--tools N] [--threads N] [--oauth]   (endpoint: /mcp)
 //! sluice-bench-echo --stdio [--tools N]
 //! sluice-bench-echo --hook-process
 //! ```
@@ -17,14 +17,24 @@
 //! as cheaply as possible: `POST /hook` on the HTTP listener (Sluice's `http` hook kind: a 200
 //! with no body leaves the message unchanged), and `--hook-process` (the `process` kind: JSON
 //! lines `{"id": N, "event": …}` in, `{"id": N, "decision": "pass"}` out).
+//!
+//! `--oauth` makes the HTTP echo an OAuth-protected MCP server with its own tiny authorization
+//! server, for the rows that price how the gateway authenticates to its upstream: `/mcp` wants
+//! `Authorization: Bearer <token>` (else 401 with `WWW-Authenticate: Bearer
+//! resource_metadata="<base>/.well-known/oauth-protected-resource/mcp"`), that RFC 9728 document
+//! is served, RFC 8414 metadata at `/.well-known/oauth-authorization-server` (issuer `<base>`,
+//! client credentials, `client_secret_basic`, PKCE S256 listed), and `POST /token` grants client
+//! credentials to client [`CLIENT_ID`] with secret [`CLIENT_SECRET`] (HTTP Basic): a random token,
+//! `expires_in` 3600 (never enforced). Without the flag none of this exists: the only cost left
+//! on `/mcp` is a branch on an `Option`.
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 use std::io::{BufRead, Write};
@@ -32,10 +42,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 const USAGE: &str =
-    "usage: sluice-bench-echo [--listen HOST:PORT | --stdio] [--tools N] [--threads N]";
+    "usage: sluice-bench-echo [--listen HOST:PORT | --stdio] [--tools N] [--threads N] [--oauth]";
 const VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 const LATEST: &str = "2025-11-25";
 const SESSION: &str = "mcp-session-id";
+/// `--oauth`: the one client the authorization server knows.
+pub const CLIENT_ID: &str = "sluice-bench";
+/// `--oauth`: its secret (sent with HTTP Basic).
+pub const CLIENT_SECRET: &str = "sluice-bench-secret";
 
 struct Options {
     listen: String,
@@ -43,6 +57,7 @@ struct Options {
     hook_process: bool,
     tools: usize,
     threads: Option<usize>,
+    oauth: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -52,6 +67,7 @@ fn parse_args() -> Result<Options, String> {
         hook_process: false,
         tools: 1,
         threads: None,
+        oauth: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -59,6 +75,7 @@ fn parse_args() -> Result<Options, String> {
         match arg.as_str() {
             "--listen" => o.listen = value()?,
             "--stdio" => o.stdio = true,
+            "--oauth" => o.oauth = true,
             "--hook-process" => o.hook_process = true,
             "--tools" => {
                 o.tools = value()?
@@ -114,7 +131,7 @@ fn main() -> ExitCode {
         rt.worker_threads(n.max(1));
     }
     let rt = rt.enable_all().build().expect("tokio runtime");
-    match rt.block_on(serve_http(echo, &opts.listen)) {
+    match rt.block_on(serve_http(echo, &opts.listen, opts.oauth)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sluice-bench-echo: {e}");
@@ -304,26 +321,40 @@ fn serve_hook_process() -> std::io::Result<()> {
 struct HttpState {
     echo: Arc<Echo>,
     sessions: Mutex<HashSet<String>>,
+    /// `--oauth`: the resource server's and authorization server's state; None: no checks.
+    oauth: Option<OAuth>,
 }
 
-async fn serve_http(echo: Arc<Echo>, listen: &str) -> std::io::Result<()> {
+async fn serve_http(echo: Arc<Echo>, listen: &str, oauth: bool) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
-    eprintln!(
-        "sluice-bench-echo: listening on http://{}/mcp",
-        listener.local_addr()?
-    );
+    let addr = listener.local_addr()?;
+    eprintln!("sluice-bench-echo: listening on http://{addr}/mcp");
+    let oauth = oauth.then(|| OAuth::new(&format!("http://{addr}")));
+    let with_oauth = oauth.is_some();
     let state = Arc::new(HttpState {
         echo,
         sessions: Mutex::new(HashSet::new()),
+        oauth,
     });
-    let app = Router::new()
+    let mut app = Router::new()
         .route(
             "/mcp",
             post(handle_post).get(handle_get).delete(handle_delete),
         )
-        .route("/hook", post(handle_hook))
-        .with_state(state);
-    axum::serve(listener, app).await
+        .route("/hook", post(handle_hook));
+    if with_oauth {
+        app = app
+            .route(
+                "/.well-known/oauth-protected-resource/mcp",
+                get(resource_metadata),
+            )
+            .route(
+                "/.well-known/oauth-authorization-server",
+                get(auth_server_metadata),
+            )
+            .route("/token", post(handle_token));
+    }
+    axum::serve(listener, app.with_state(state)).await
 }
 
 fn json_response(status: StatusCode, body: String) -> Response {
@@ -347,6 +378,9 @@ async fn handle_post(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = st.oauth.as_ref().and_then(|o| o.refuse(&headers)) {
+        return refused;
+    }
     let msg = match classify(&body) {
         Ok(m) => m,
         Err(e) => return json_response(StatusCode::BAD_REQUEST, error("null", -32700, &e)),
@@ -392,7 +426,10 @@ async fn handle_hook() -> StatusCode {
 }
 
 /// No server-initiated messages: no GET stream.
-async fn handle_get() -> Response {
+async fn handle_get(State(st): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = st.oauth.as_ref().and_then(|o| o.refuse(&headers)) {
+        return refused;
+    }
     let mut r = StatusCode::METHOD_NOT_ALLOWED.into_response();
     r.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
@@ -400,8 +437,204 @@ async fn handle_get() -> Response {
 }
 
 async fn handle_delete(State(st): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = st.oauth.as_ref().and_then(|o| o.refuse(&headers)) {
+        return refused;
+    }
     match session_of(&headers) {
         Some(s) if st.sessions.lock().remove(s) => StatusCode::OK.into_response(),
         _ => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+// --- --oauth: the protected resource and its authorization server ------------------------------
+
+/// What `--oauth` adds: the documents (serialised once), the client's expected credentials and
+/// the access tokens handed out.
+struct OAuth {
+    /// The RFC 9728 protected resource metadata of `/mcp`.
+    resource_metadata: String,
+    /// The RFC 8414 authorization server metadata.
+    auth_server_metadata: String,
+    /// The `WWW-Authenticate` of a 401 on `/mcp`.
+    challenge: HeaderValue,
+    /// The `Authorization` a token request must carry: `Basic base64(id:secret)`.
+    basic: String,
+    /// Every access token granted (they never expire here).
+    tokens: RwLock<HashSet<String>>,
+}
+
+impl OAuth {
+    /// The server at `base` (`http://HOST:PORT`, no trailing slash).
+    fn new(base: &str) -> OAuth {
+        let resource_metadata = json!({
+            "resource": format!("{base}/mcp"),
+            "authorization_servers": [base],
+            "bearer_methods_supported": ["header"],
+        });
+        // `authorization_endpoint` and `response_types_supported` are required by RFC 8414
+        // (and Sluice reads the first); nothing serves it: this server grants client
+        // credentials only.
+        let auth_server_metadata = json!({
+            "issuer": base,
+            "authorization_endpoint": format!("{base}/authorize"),
+            "token_endpoint": format!("{base}/token"),
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["client_credentials"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            "code_challenge_methods_supported": ["S256"],
+        });
+        let challenge = format!(
+            r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#
+        );
+        OAuth {
+            resource_metadata: resource_metadata.to_string(),
+            auth_server_metadata: auth_server_metadata.to_string(),
+            challenge: HeaderValue::from_str(&challenge).expect("an ASCII challenge"),
+            basic: format!(
+                "Basic {}",
+                base64(format!("{CLIENT_ID}:{CLIENT_SECRET}").as_bytes())
+            ),
+            tokens: RwLock::new(HashSet::new()),
+        }
+    }
+
+    /// None when `headers` carry a bearer token this server granted; else the 401 to answer.
+    fn refuse(&self, headers: &HeaderMap) -> Option<Response> {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_at_checked(7))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer "))
+            .map(|(_, token)| token);
+        if token.is_some_and(|t| self.tokens.read().contains(t)) {
+            return None;
+        }
+        let mut r = StatusCode::UNAUTHORIZED.into_response();
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, self.challenge.clone());
+        Some(r)
+    }
+}
+
+/// `GET /.well-known/oauth-protected-resource/mcp`.
+async fn resource_metadata(State(st): State<Arc<HttpState>>) -> Response {
+    let o = st.oauth.as_ref().expect("routed with --oauth only");
+    json_response(StatusCode::OK, o.resource_metadata.clone())
+}
+
+/// `GET /.well-known/oauth-authorization-server`.
+async fn auth_server_metadata(State(st): State<Arc<HttpState>>) -> Response {
+    let o = st.oauth.as_ref().expect("routed with --oauth only");
+    json_response(StatusCode::OK, o.auth_server_metadata.clone())
+}
+
+/// `POST /token`: the client credentials grant, for [`CLIENT_ID`] authenticated with HTTP Basic.
+async fn handle_token(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let o = st.oauth.as_ref().expect("routed with --oauth only");
+    let token_error = |status: StatusCode, error: &str| {
+        let mut r = json_response(status, json!({ "error": error }).to_string());
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r
+    };
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if basic != Some(o.basic.as_str()) {
+        let mut r = token_error(StatusCode::UNAUTHORIZED, "invalid_client");
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(r#"Basic realm="sluice-bench-echo""#),
+        );
+        return r;
+    }
+    let grant = body
+        .split(|b| *b == b'&')
+        .find_map(|pair| pair.strip_prefix(b"grant_type="));
+    if grant != Some(b"client_credentials".as_slice()) {
+        return token_error(StatusCode::BAD_REQUEST, "unsupported_grant_type");
+    }
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let granted = {
+        let mut tokens = o.tokens.write();
+        tokens.insert(token.clone());
+        tokens.len()
+    };
+    eprintln!("sluice-bench-echo: granted access token {granted} to {CLIENT_ID}");
+    let mut r = json_response(
+        StatusCode::OK,
+        json!({"access_token": token, "token_type": "Bearer", "expires_in": 3600}).to_string(),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Standard base64 with padding (RFC 4648), for the one Basic credential.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc_4648() {
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(plain.as_bytes()), encoded, "{plain:?}");
+        }
+    }
+
+    #[test]
+    fn only_granted_bearer_tokens_pass() {
+        let o = OAuth::new("http://127.0.0.1:1");
+        o.tokens.write().insert("abc".into());
+        let with = |value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+            h
+        };
+        assert!(o.refuse(&with("Bearer abc")).is_none());
+        assert!(o.refuse(&with("bearer abc")).is_none());
+        for refused in [with("Bearer abd"), with("Basic abc"), HeaderMap::new()] {
+            let r = o.refuse(&refused).expect("refused");
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+            assert_eq!(
+                r.headers()[header::WWW_AUTHENTICATE],
+                r#"Bearer resource_metadata="http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp""#
+            );
+        }
     }
 }

@@ -7,13 +7,16 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Where requests go: `http://HOST:PORT/PATH`.
+/// Where requests go: `http://HOST:PORT/PATH`, and the headers every request there carries.
 #[derive(Debug, Clone)]
 pub struct Target {
     /// `HOST:PORT` to connect to.
     pub addr: String,
     /// The request path (`/mcp`).
     pub path: String,
+    /// `(name, value)` pairs sent on every request (e.g. `Authorization` for a protected
+    /// server); usually none.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Target {
@@ -34,7 +37,15 @@ impl Target {
         Ok(Arc::new(Target {
             addr,
             path: path.to_string(),
+            headers: Vec::new(),
         }))
+    }
+
+    /// [`Target::parse`], every request also carrying `headers`.
+    pub fn with_headers(url: &str, headers: &[(String, String)]) -> Result<Arc<Target>> {
+        let mut t = Arc::unwrap_or_clone(Target::parse(url)?);
+        t.headers = headers.to_vec();
+        Ok(Arc::new(t))
     }
 }
 
@@ -107,7 +118,12 @@ impl Conn {
         self.req.extend_from_slice(b" HTTP/1.1\r\nHost: ");
         self.req.extend_from_slice(self.target.addr.as_bytes());
         self.req.extend_from_slice(b"\r\n");
-        for (k, v) in headers {
+        let every = self
+            .target
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        for (k, v) in every.chain(headers.iter().copied()) {
             self.req.extend_from_slice(k.as_bytes());
             self.req.extend_from_slice(b": ");
             self.req.extend_from_slice(v.as_bytes());

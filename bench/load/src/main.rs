@@ -2,7 +2,7 @@
 //! measurement on stdout and a human summary on stderr.
 //!
 //! ```text
-//! sluice-bench-load calls    --url URL [-n N] [-c C] [--duration S] [--warmup-seconds S] [--pid LABEL=PID]…
+//! sluice-bench-load calls    --url URL [-n N] [-c C] [--duration S] [--warmup-seconds S] [--pid LABEL=PID]… [--header "NAME: VALUE"]…
 //! sluice-bench-load list     --url URL [-n N] [--expect TOOLS]
 //! sluice-bench-load sessions --url URL --pid PID [--count 1000]
 //! sluice-bench-load startup  --url URL [--settle-ms MS] -- CMD ARGS…
@@ -65,6 +65,10 @@ enum Command {
         /// Speak 2026-07-28: no `initialize`, `_meta` and `Mcp-Method` / `Mcp-Name` on every call.
         #[arg(long)]
         modern: bool,
+        /// A header sent on every request, `NAME: VALUE` (repeatable), e.g.
+        /// `--header "Authorization: Bearer TOKEN"` for a protected server.
+        #[arg(long = "header", value_name = "NAME: VALUE")]
+        headers: Vec<String>,
     },
     /// List every tool (all pages) N times, one listing at a time.
     List {
@@ -141,6 +145,16 @@ enum Command {
     },
 }
 
+/// `NAME: VALUE` as a pair.
+fn header(text: &str) -> Result<(String, String)> {
+    match text.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.trim().to_string()))
+        }
+        _ => anyhow::bail!("--header wants NAME: VALUE, not {text:?}"),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match execute(&cli) {
@@ -178,6 +192,7 @@ fn execute(cli: &Cli) -> Result<bool> {
             pids,
             label,
             modern,
+            headers,
         } => {
             let opts = CallsOptions {
                 label: label.clone(),
@@ -191,6 +206,7 @@ fn execute(cli: &Cli) -> Result<bool> {
                 payload_bytes: *payload_bytes,
                 watch: watches(pids)?,
                 modern: *modern,
+                headers: headers.iter().map(|h| header(h)).collect::<Result<_>>()?,
             };
             let r = rt.block_on(run::calls(&opts))?;
             (serde_json::to_string(&r)?, r.human(), r.errors == 0)

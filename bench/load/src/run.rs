@@ -149,6 +149,9 @@ pub struct CallsOptions {
     pub watch: Vec<Watch>,
     /// Speak 2026-07-28 (no `initialize`; `_meta` and the mirrored headers on every call).
     pub modern: bool,
+    /// `(name, value)` pairs sent on every request (e.g. `Authorization` for a protected
+    /// upstream called directly).
+    pub headers: Vec<(String, String)>,
 }
 
 /// The result of a `calls` measurement.
@@ -314,7 +317,7 @@ async fn phase(
 
 /// Open a session, warm up, then send the measured calls.
 pub async fn calls(opts: &CallsOptions) -> Result<CallsReport> {
-    let target = Target::parse(&opts.url)?;
+    let target = Target::with_headers(&opts.url, &opts.headers)?;
     let c = opts.concurrency.max(1);
     let mut conns: Vec<Conn> = (0..c).map(|_| Conn::new(target.clone())).collect();
     let session = Arc::new(if opts.modern {

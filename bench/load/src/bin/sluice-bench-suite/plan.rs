@@ -1,7 +1,8 @@
 //! What the suite measures: the upstreams, and the configurations put in front of them.
 //!
 //! Everything that varies is data here. A hook configuration is ONE LINE in [`HOOKS`]; a peer
-//! gateway is one entry in [`PEERS`].
+//! gateway is one entry in [`PEERS`]; how the gateway authenticates to an OAuth-protected
+//! upstream, one entry in [`UPSTREAM_AUTH`].
 
 /// The files of a configuration tree: (path inside the tree, content).
 pub type Files = &'static [(&'static str, &'static str)];
@@ -63,6 +64,42 @@ const MANIFEST: &str = "hooks/hooks.manifest.json";
 
 /// Why a hook configuration with `None` is not measured.
 pub const HOOKS_MISSING: &str = "not yet available (no configuration for it in the suite yet)";
+
+/// How the gateway authenticates to its upstream in the rows that price it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamAuth {
+    /// `"headers": {"Authorization": "Bearer <token>"}` on the upstream: a token the suite
+    /// obtained from the echo's `/token` before the run, sent as a configured header.
+    StaticBearer,
+    /// `"oauth": {"mode": "client_credentials", …}` on the upstream and a `vault` in
+    /// `sluice.json`: Sluice discovers the authorization server, obtains its own token and holds
+    /// it in memory (`Identity::bearer()` on every request; the vault is read on refresh only).
+    ClientCredentials,
+}
+
+/// The rows that differ only in how the upstream is authenticated: each runs `sluice serve
+/// --no-admin --home TREE` whose one upstream is `sluice-bench-echo --oauth` (an OAuth-protected
+/// echo with its own authorization server, on a port of its own), and is compared with that
+/// echo called directly with a token. Rust echo only.
+pub const UPSTREAM_AUTH: &[(&str, UpstreamAuth)] = &[
+    ("static bearer header", UpstreamAuth::StaticBearer),
+    (
+        "oauth (client credentials)",
+        UpstreamAuth::ClientCredentials,
+    ),
+];
+
+/// The client `sluice-bench-echo --oauth` knows: (client id, secret), its `CLIENT_ID` and
+/// `CLIENT_SECRET`.
+pub const OAUTH_CLIENT: (&str, &str) = ("sluice-bench", "sluice-bench-secret");
+
+/// Why the upstream-authentication rows have no TypeScript SDK figures.
+pub const UPSTREAM_AUTH_RUST_ONLY: &str =
+    "Rust echo only (the OAuth-protected upstream is `sluice-bench-echo --oauth`)";
+
+/// Why the upstream-authentication rows have no start-up, memory or tools/list figures.
+pub const UPSTREAM_AUTH_CALLS_ONLY: &str =
+    "not measured: this row prices a call's upstream authentication (see tools/call)";
 
 /// The two echo upstreams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,10 +177,24 @@ pub enum Launch {
     SluicePinned,
     /// `sluice serve --home TREE` with these extra files (a hook configuration).
     SluiceTree(Files),
+    /// `sluice serve --no-admin --home TREE` in front of the OAuth echo, authenticated this way.
+    SluiceAuth(UpstreamAuth),
     /// A peer gateway.
     Peer(Peer),
     /// A Sluice launch run by the `--baseline` build instead (an A/B row).
     Baseline(Box<Launch>),
+}
+
+impl Launch {
+    /// Does it front the OAuth-protected echo (`sluice-bench-echo --oauth`) instead of the plain
+    /// one?
+    pub fn oauth_upstream(&self) -> bool {
+        match self {
+            Launch::SluiceAuth(_) => true,
+            Launch::Baseline(inner) => inner.oauth_upstream(),
+            _ => false,
+        }
+    }
 }
 
 /// One configuration of the matrix (a row of the tables).
@@ -166,7 +217,7 @@ pub struct Config {
 pub const FLOOR: &str = "floor (bare passthrough)";
 
 /// The configurations of one run: the floor, Sluice with no hooks over HTTP and over stdio,
-/// the hook configurations, (with `--baseline`) each Sluice row again on the baseline build,
+/// the hook configurations, the upstream-authentication rows, (with `--baseline`) each Sluice row again on the baseline build,
 /// and (with `--peers`) the peer gateways; `only` keeps the rows whose label contains one of
 /// its words (and always the floor).
 pub fn configs(peers: bool, baseline: bool, only: &[String]) -> Vec<Config> {
@@ -261,6 +312,15 @@ fn sluice_configs() -> Vec<Config> {
             launch: files
                 .map(Launch::SluiceTree)
                 .ok_or_else(|| HOOKS_MISSING.to_string()),
+            peer: false,
+            modern_client: false,
+        });
+    }
+    for (name, auth) in UPSTREAM_AUTH {
+        out.push(Config {
+            name: format!("sluice, {name}"),
+            via: Via::Http,
+            launch: Ok(Launch::SluiceAuth(*auth)),
             peer: false,
             modern_client: false,
         });

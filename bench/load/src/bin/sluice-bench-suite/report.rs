@@ -54,6 +54,19 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
         }
     );
 
+    if r.calls.iter().any(|x| {
+        crate::plan::UPSTREAM_AUTH
+            .iter()
+            .any(|(name, _)| x.config.ends_with(name))
+    }) {
+        let _ = writeln!(
+            md,
+            "The \"static bearer header\" and \"oauth (client credentials)\" rows front `sluice-bench-echo --oauth` \
+             (an OAuth-protected echo with its own authorization server, on a port of its own) and are compared with it \
+             called directly with a token; they differ only in how Sluice authenticates to it: a configured \
+             `Authorization` header holding a token obtained before the run, or Sluice's own client credentials grant.\n"
+        );
+    }
     let _ = writeln!(md, "## tools/call (echo)\n");
     let _ = writeln!(
         md,
@@ -123,6 +136,7 @@ pub fn markdown(ctx: &Ctx, r: &Results) -> String {
     }
 
     floor_table(&mut md, r);
+    auth_table(&mut md, r);
     machine_table(&mut md, r);
 
     let _ = writeln!(md, "\n## Start-up, memory, tools/list with 1,000 tools\n");
@@ -207,6 +221,80 @@ fn floor_table(md: &mut String, r: &Results) {
             s.gw_cpu_us,
             f.gw_cpu_us,
             s.gw_cpu_us / f.gw_cpu_us,
+        );
+    }
+}
+
+/// The upstream-authentication rows side by side: the OAuth identity's gateway CPU per call
+/// against the static header's, with the spread of the rounds (the rows run one after the other
+/// in every round, so round i of one and of the other are neighbours in time).
+fn auth_table(md: &mut String, r: &Results) {
+    let [(a, _), (b, _)] = crate::plan::UPSTREAM_AUTH else {
+        return;
+    };
+    let (row_a, row_b) = (format!("sluice, {a}"), format!("sluice, {b}"));
+    let find = |cfg: &str, c: usize| {
+        r.calls
+            .iter()
+            .find(|x| x.upstream == "Rust echo" && x.config == cfg && x.c == c)
+            .filter(|x| x.summary.is_some())
+    };
+    let rows: Vec<(usize, &CallRow, &CallRow)> = CONCURRENCY
+        .iter()
+        .filter_map(|&c| Some((c, find(&row_a, c)?, find(&row_b, c)?)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let cpu = |row: &CallRow| -> Vec<f64> {
+        row.pairs
+            .iter()
+            .map(|(_, g)| {
+                g.procs
+                    .iter()
+                    .find(|p| p.label == "gateway")
+                    .map_or(f64::NAN, |p| p.cpu_us_per_call)
+            })
+            .collect()
+    };
+    let span = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.1}–{hi:.1}")
+    };
+    let _ = writeln!(md, "\n## Upstream authentication: {b} against {a}\n");
+    let _ = writeln!(
+        md,
+        "Gateway CPU µs per call, Rust echo behind `sluice-bench-echo --oauth`: the median over the rounds and the \
+         rounds' range for each row, and the difference round by round (the two rows run next to each other in every \
+         round). A difference inside the rounds' own range is noise.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| c | {a}: median (rounds) | {b}: median (rounds) | Difference: medians | Difference round by round: median (range) | p50 µs: {a} / {b} | p99 µs: {a} / {b} |"
+    );
+    let _ = writeln!(md, "|--:|--:|--:|--:|--:|--:|--:|");
+    for (c, x, y) in rows {
+        let (sx, sy) = (
+            x.summary.as_ref().expect("measured"),
+            y.summary.as_ref().expect("measured"),
+        );
+        let (cx, cy) = (cpu(x), cpu(y));
+        let diffs: Vec<f64> = cx.iter().zip(&cy).map(|(p, q)| q - p).collect();
+        let _ = writeln!(
+            md,
+            "| {c} | {:.1} ({}) | {:.1} ({}) | **{:+.1}** | {:+.1} ({}) | {:.0} / {:.0} | {:.0} / {:.0} |",
+            sx.gw_cpu_us,
+            span(&cx),
+            sy.gw_cpu_us,
+            span(&cy),
+            sy.gw_cpu_us - sx.gw_cpu_us,
+            sluice_bench_load::stats::median(&diffs),
+            span(&diffs),
+            sx.p50,
+            sy.p50,
+            sx.p99,
+            sy.p99,
         );
     }
 }

@@ -1,6 +1,6 @@
 //! Starting things, measuring them interleaved, and collecting the numbers.
 
-use crate::plan::{self, Config, Launch, Peer, Upstream, Via};
+use crate::plan::{self, Config, Launch, Peer, Upstream, UpstreamAuth, Via};
 use crate::Args;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -65,6 +65,27 @@ pub struct Ctx {
     pub sluice_rev: String,
     /// The http hook service of the hook configurations (`{{HOOK_URL}}`), once started.
     pub hook_url: std::sync::OnceLock<String>,
+    /// The OAuth-protected echo of the upstream-authentication rows, once started.
+    pub oauth_echo: std::sync::OnceLock<OAuthEcho>,
+}
+
+/// `sluice-bench-echo --oauth`, running for the whole run.
+#[derive(Debug, Clone)]
+pub struct OAuthEcho {
+    /// Its MCP endpoint.
+    pub url: String,
+    /// Its PID.
+    pub pid: u32,
+    /// An access token obtained from its `/token` before the run: the direct calls' and the
+    /// static bearer header row's.
+    pub token: String,
+}
+
+impl OAuthEcho {
+    /// The header a direct call carries.
+    fn headers(&self) -> Vec<(String, String)> {
+        vec![("Authorization".into(), format!("Bearer {}", self.token))]
+    }
 }
 
 impl Ctx {
@@ -147,6 +168,7 @@ impl Ctx {
             trees,
             sluice_rev,
             hook_url: std::sync::OnceLock::new(),
+            oauth_echo: std::sync::OnceLock::new(),
             args: args.clone(),
             root,
         })
@@ -637,6 +659,52 @@ fn config_cmd(
                 .args(["--listen", &listen]);
             c
         }
+        Launch::SluiceAuth(auth) => {
+            let home = ctx.trees.join(slug(name));
+            let _ = std::fs::remove_dir_all(&home);
+            std::fs::create_dir_all(home.join("mcp"))?;
+            let mut upstream =
+                serde_json::json!({"id": "echo", "transport": "http", "url": direct_url});
+            match auth {
+                UpstreamAuth::StaticBearer => {
+                    let echo = ctx
+                        .oauth_echo
+                        .get()
+                        .context("the OAuth echo is not running")?;
+                    upstream["headers"] =
+                        serde_json::json!({"Authorization": format!("Bearer {}", echo.token)});
+                }
+                UpstreamAuth::ClientCredentials => {
+                    let (id, secret) = plan::OAUTH_CLIENT;
+                    upstream["oauth"] = serde_json::json!({
+                        "mode": "client_credentials",
+                        "client_id": id,
+                        "client_secret": secret,
+                    });
+                    let settings = serde_json::json!({
+                        "vault": {"key": base64(&random_bytes::<32>()?), "path": "vault.db"},
+                    });
+                    std::fs::write(
+                        home.join("sluice.json"),
+                        serde_json::to_string_pretty(&settings)?,
+                    )?;
+                }
+            }
+            let expose = serde_json::json!({
+                "version": 1,
+                "upstreams": [upstream],
+                "expose": [{"upstream": "echo", "tool": "echo", "as": "echo"}],
+            });
+            std::fs::write(
+                home.join("mcp/expose.json"),
+                serde_json::to_string_pretty(&expose)?,
+            )?;
+            let mut c = Command::new(sluice);
+            c.args(["serve", "--no-admin", "--home"])
+                .arg(&home)
+                .args(["--listen", &listen]);
+            c
+        }
         Launch::Peer(Peer::Supergateway) => {
             let mut c = Command::new(&ctx.node);
             c.arg(peers_dir(ctx).join("npm/node_modules/supergateway/dist/index.js"))
@@ -690,8 +758,9 @@ fn wait_ready(
     url: &str,
     tools: usize,
     timeout: Duration,
+    headers: &[(String, String)],
 ) -> Result<()> {
-    let target = http::Target::parse(url)?;
+    let target = http::Target::with_headers(url, headers)?;
     let t0 = Instant::now();
     let mut last = String::from("never answered");
     loop {
@@ -750,9 +819,124 @@ fn start(
         child,
     };
     let timeout = Duration::from_secs(if ctx.args.quick { 20 } else { 60 });
-    wait_ready(rt, &mut p.child, &p.url, tools, timeout)
+    wait_ready(rt, &mut p.child, &p.url, tools, timeout, &[])
         .map_err(|e| anyhow!("{e:#}{}", log_tail(&log)))?;
     Ok(p)
+}
+
+/// Start `sluice-bench-echo --oauth` and obtain a token from it: its `/token` answers once it
+/// listens, a call without the token must be refused (401), and one with it must list the echo.
+fn start_oauth_echo(ctx: &Ctx, rt: &Runtime) -> Result<(Proc, OAuthEcho)> {
+    let name = "oauth echo";
+    let port = free_port()?;
+    let mut cmd = upstream_http(ctx, Upstream::Rust, port, 1);
+    cmd.arg("--oauth");
+    let log = logged(ctx, name, &mut cmd)?;
+    let child = cmd.spawn().with_context(|| format!("spawning {name}"))?;
+    let mut p = Proc {
+        pid: child.id(),
+        url: url_of(port),
+        child,
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let timeout = Duration::from_secs(if ctx.args.quick { 20 } else { 60 });
+    let t0 = Instant::now();
+    let token = loop {
+        if let Ok(Some(status)) = p.child.try_wait() {
+            bail!("{name} exited ({status}){}", log_tail(&log));
+        }
+        match rt.block_on(fetch_token(&base)) {
+            Ok(t) => break t,
+            Err(e) if t0.elapsed() > timeout => {
+                bail!(
+                    "{name}: no token after {timeout:?}: {e:#}{}",
+                    log_tail(&log)
+                )
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let refused = rt.block_on(async {
+        let mut conn = http::Conn::new(http::Target::parse(&p.url)?);
+        let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sluice-bench-suite","version":"0"}}}"#;
+        let headers = [
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+        ];
+        conn.request("POST", &headers, init).await
+    })?;
+    if refused.status != 401 {
+        bail!(
+            "{name} answered a call without a token with HTTP {}, not 401",
+            refused.status
+        );
+    }
+    let echo = OAuthEcho {
+        url: p.url.clone(),
+        pid: p.pid,
+        token,
+    };
+    wait_ready(rt, &mut p.child, &p.url, 1, timeout, &echo.headers())
+        .map_err(|e| anyhow!("{name}: {e:#}{}", log_tail(&log)))?;
+    Ok((p, echo))
+}
+
+/// An access token from the OAuth echo at `base`: the client credentials grant, with the
+/// suite's client authenticated by HTTP Basic.
+async fn fetch_token(base: &str) -> Result<String> {
+    let (id, secret) = plan::OAUTH_CLIENT;
+    let basic = format!("Basic {}", base64(format!("{id}:{secret}").as_bytes()));
+    let mut conn = http::Conn::new(http::Target::parse(&format!("{base}/token"))?);
+    let headers = [
+        ("Authorization", basic.as_str()),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+        ("Accept", "application/json"),
+    ];
+    let r = conn
+        .request("POST", &headers, b"grant_type=client_credentials")
+        .await?;
+    if r.status != 200 {
+        bail!(
+            "POST {base}/token: HTTP {}: {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(&r.body)?;
+    v.get("access_token")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("POST {base}/token: no access_token in {v}"))
+}
+
+/// `N` bytes from the kernel's random source (the suite needs Linux anyway).
+fn random_bytes<const N: usize>() -> Result<[u8; N]> {
+    use std::io::Read;
+    let mut b = [0u8; N];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom")?;
+    Ok(b)
+}
+
+/// Standard base64 with padding (RFC 4648): the Basic credential and the vault key.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 // --- the run ----------------------------------------------------------------------------------
@@ -793,6 +977,18 @@ pub fn run_all(ctx: &Ctx) -> Result<Results> {
     let _ = ctx
         .hook_url
         .set(format!("http://127.0.0.1:{hook_port}/hook"));
+    // The OAuth-protected echo (with a token obtained before the run), for the rows that price
+    // how the gateway authenticates to its upstream.
+    let needs_oauth = configs
+        .iter()
+        .any(|c| c.launch.as_ref().is_ok_and(Launch::oauth_upstream));
+    let _oauth_echo = if needs_oauth {
+        let (p, echo) = start_oauth_echo(ctx, &rt).context("starting the OAuth echo")?;
+        let _ = ctx.oauth_echo.set(echo);
+        Some(p)
+    } else {
+        None
+    };
     // What can start, and why the rest cannot.
     let runnable = |c: &Config| -> Result<Launch, String> {
         let launch = c.launch.clone()?;
@@ -854,6 +1050,7 @@ fn calls_once(
     c: usize,
     watch: Vec<Watch>,
     modern: bool,
+    headers: &[(String, String)],
 ) -> Result<CallsReport> {
     let opts = CallsOptions {
         label: label.into(),
@@ -867,6 +1064,7 @@ fn calls_once(
         payload_bytes: 0,
         watch,
         modern,
+        headers: headers.to_vec(),
     };
     let r = if ctx.args.in_process_client {
         rt.block_on(load::calls(&opts))?
@@ -898,6 +1096,9 @@ fn client_process(ctx: &Ctx, opts: &CallsOptions) -> Result<CallsReport> {
     }
     if opts.modern {
         cmd.arg("--modern");
+    }
+    for (name, value) in &opts.headers {
+        cmd.args(["--header", &format!("{name}: {value}")]);
     }
     let out = cmd
         .stdin(Stdio::null())
@@ -980,8 +1181,20 @@ fn call_matrix(
         1,
     )
     .with_context(|| format!("starting the {}", u.name()))?;
+    // What each configuration is compared with: the plain echo, or (for the rows that price
+    // the upstream's authentication) the OAuth echo called with a token.
+    let plain = Direct {
+        url: direct.url.clone(),
+        pid: direct.pid,
+        headers: Vec::new(),
+    };
+    let protected = ctx.oauth_echo.get().map(|e| Direct {
+        url: e.url.clone(),
+        pid: e.pid,
+        headers: e.headers(),
+    });
     // Start every configuration that can run; note why the others do not.
-    let mut live: Vec<(usize, Proc)> = Vec::new();
+    let mut live: Vec<(usize, Proc, &Direct)> = Vec::new();
     let mut notes: HashMap<usize, String> = HashMap::new();
     for (i, c) in configs.iter().enumerate() {
         let launch = match runnable(c) {
@@ -991,12 +1204,24 @@ fn call_matrix(
                 continue;
             }
         };
+        let against = match (launch.oauth_upstream(), &protected) {
+            (false, _) => &plain,
+            (true, _) if u != Upstream::Rust => {
+                notes.insert(i, plan::UPSTREAM_AUTH_RUST_ONLY.into());
+                continue;
+            }
+            (true, Some(p)) => p,
+            (true, None) => {
+                notes.insert(i, "the OAuth echo is not running".into());
+                continue;
+            }
+        };
         let name = format!("{} {}", u.name(), c.name);
         let port = free_port()?;
-        let started = config_cmd(ctx, &name, &launch, u, &direct.url, 1, port)
+        let started = config_cmd(ctx, &name, &launch, u, &against.url, 1, port)
             .and_then(|cmd| start(ctx, rt, &name, cmd, url_of(port), 1));
         match started {
-            Ok(p) => live.push((i, p)),
+            Ok(p) => live.push((i, p, against)),
             Err(e) => {
                 if !c.peer {
                     results.failures.push(format!("{name}: {e:#}"));
@@ -1011,7 +1236,7 @@ fn call_matrix(
         let mut broken: HashMap<usize, String> = HashMap::new();
         for round in 0..ctx.rounds {
             eprintln!("{} c={cc} round {}/{}", u.name(), round + 1, ctx.rounds);
-            for (i, p) in &live {
+            for (i, p, direct) in &live {
                 if broken.contains_key(i) {
                     continue;
                 }
@@ -1027,6 +1252,7 @@ fn call_matrix(
                         pid: direct.pid,
                     }],
                     false,
+                    &direct.headers,
                 );
                 let mut watch = vec![Watch {
                     label: "gateway".into(),
@@ -1049,7 +1275,7 @@ fn call_matrix(
                     }
                     Via::Stdio => {}
                 }
-                let g = calls_once(ctx, rt, &c.name, &p.url, cc, watch, c.modern_client);
+                let g = calls_once(ctx, rt, &c.name, &p.url, cc, watch, c.modern_client, &[]);
                 match (d, g) {
                     (Ok(d), Ok(g)) => {
                         let bad = [&d, &g].iter().find(|r| r.errors > 0).map(|r| {
@@ -1095,6 +1321,14 @@ fn call_matrix(
     Ok(())
 }
 
+/// The upstream a configuration's rounds call directly.
+struct Direct {
+    url: String,
+    pid: u32,
+    /// Sent on every direct request (the OAuth echo's token).
+    headers: Vec<(String, String)>,
+}
+
 /// Is it Sluice (which has GET streams to measure)?
 fn is_sluice(l: &Launch) -> bool {
     match l {
@@ -1102,7 +1336,8 @@ fn is_sluice(l: &Launch) -> bool {
         | Launch::SluiceOneWorker
         | Launch::SluicePinned
         | Launch::SluiceAdmin
-        | Launch::SluiceTree(_) => true,
+        | Launch::SluiceTree(_)
+        | Launch::SluiceAuth(_) => true,
         Launch::Baseline(inner) => is_sluice(inner),
         Launch::Floor | Launch::Peer(_) => false,
     }
@@ -1144,6 +1379,7 @@ fn resources(
             .and_then(|x| x.note.clone())
             .filter(|n| n.starts_with("failed to start"));
         match (runnable(c), failed) {
+            (Ok(l), _) if l.oauth_upstream() => r.notes.push(plan::UPSTREAM_AUTH_CALLS_ONLY.into()),
             (Ok(_), Some(why)) => r.notes.push(why),
             (Ok(l), None) => launches.push((rows.len(), l)),
             (Err(why), _) => r.notes.push(why),
