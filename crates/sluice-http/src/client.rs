@@ -2,6 +2,7 @@
 //! plain `http://` URL (the common local case, and the hot path: no layers between the caller
 //! and the socket), reqwest for everything else (TLS, and any proxy the environment names).
 
+use crate::error::Error;
 use crate::pool::{HostPool, Lease};
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
@@ -9,7 +10,6 @@ use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
-use sluice_core::error::with_causes;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -74,20 +74,20 @@ impl Client {
     }
 
     /// Send one request and wait for the head of its response. `Err` is the transport's
-    /// failure, as text.
+    /// failure.
     pub async fn send(
         &self,
         method: Method,
         url: &reqwest::Url,
         headers: HeaderMap,
         body: Option<Bytes>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, Error> {
         match &self.0 {
             Via::Plain(plain) => {
                 let (pool, target) = &**plain;
                 let mut req = hyper::Request::new(Full::new(body.unwrap_or_default()));
                 *req.method_mut() = method;
-                *req.uri_mut() = hyper::Uri::try_from(&**target).map_err(|e| e.to_string())?;
+                *req.uri_mut() = hyper::Uri::try_from(&**target)?;
                 *req.headers_mut() = headers;
                 let (resp, lease) = pool.send(req).await?;
                 let (parts, body) = resp.into_parts();
@@ -102,7 +102,7 @@ impl Client {
                 if let Some(b) = body {
                     rb = rb.body(b);
                 }
-                let resp = rb.send().await.map_err(|e| with_causes(&e))?;
+                let resp = rb.send().await?;
                 Ok(Reply {
                     status: resp.status(),
                     headers: resp.headers().clone(),
@@ -147,26 +147,26 @@ pub struct Reply {
 
 impl Reply {
     /// The whole body.
-    pub async fn bytes(self) -> Result<Bytes, String> {
+    pub async fn bytes(self) -> Result<Bytes, Error> {
         match self.body {
             Body::Plain(b, mut lease) => {
-                let body = b.collect().await.map_err(|e| with_causes(&e))?;
+                let body = b.collect().await?;
                 lease.finish();
                 Ok(body.to_bytes())
             }
-            Body::Reqwest(r) => r.bytes().await.map_err(|e| with_causes(&e)),
+            Body::Reqwest(r) => Ok(r.bytes().await?),
         }
     }
 
     /// The body as it arrives.
-    pub fn stream(self) -> BoxStream<'static, Result<Bytes, String>> {
+    pub fn stream(self) -> BoxStream<'static, Result<Bytes, Error>> {
         match self.body {
             Body::Plain(b, lease) => {
                 // The connection goes back when the stream ends, not when it is dropped early.
                 let data = b.into_data_stream();
                 futures_util::stream::unfold((data, lease), |(mut data, mut lease)| async move {
                     match data.next().await {
-                        Some(r) => Some((r.map_err(|e| with_causes(&e)), (data, lease))),
+                        Some(r) => Some((r.map_err(Error::from), (data, lease))),
                         None => {
                             lease.finish();
                             None
@@ -175,10 +175,7 @@ impl Reply {
                 })
                 .boxed()
             }
-            Body::Reqwest(r) => r
-                .bytes_stream()
-                .map(|r| r.map_err(|e| with_causes(&e)))
-                .boxed(),
+            Body::Reqwest(r) => r.bytes_stream().map(|r| r.map_err(Error::from)).boxed(),
         }
     }
 }

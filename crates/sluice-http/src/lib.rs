@@ -4,6 +4,8 @@
 //! environment names) through reqwest.
 
 mod client;
+mod error;
 mod pool;
 
 pub use client::{reqwest_builder, shared_reqwest, Client, Reply};
+pub use error::Error;

@@ -15,13 +15,13 @@
 //! and `Host` are copied, not shared: a call writes no reference count that another thread's
 //! calls write.
 
+use crate::error::Error;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response};
 use parking_lot::Mutex;
-use sluice_core::error::with_causes;
 use sluice_core::worker::{Padded, PerThread};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
@@ -69,7 +69,7 @@ pub(crate) struct Lease {
 impl HostPool {
     /// The pool of `authority` (`host:port`) for requests whose `Host` is `host`, shared by
     /// every connection to it.
-    pub(crate) fn of(authority: &str, host: &str) -> Result<Arc<HostPool>, String> {
+    pub(crate) fn of(authority: &str, host: &str) -> Result<Arc<HostPool>, Error> {
         type Pools = Mutex<HashMap<(String, String), Weak<HostPool>>>;
         static POOLS: OnceLock<Pools> = OnceLock::new();
         let key = (authority.to_string(), host.to_string());
@@ -81,7 +81,10 @@ impl HostPool {
         let pool = Arc::new(HostPool {
             authority: authority.to_string(),
             host: HeaderValue::from_str(host)
-                .map_err(|e| format!("bad host {host:?}: {e}"))
+                .map_err(|source| Error::BadHost {
+                    host: host.to_string(),
+                    source,
+                })
                 .map(|_| host.into())?,
             idle: PerThread::default(),
         });
@@ -95,10 +98,13 @@ impl HostPool {
     pub(crate) async fn send(
         &self,
         mut req: Request<Full<Bytes>>,
-    ) -> Result<(Response<hyper::body::Incoming>, Lease), String> {
+    ) -> Result<(Response<hyper::body::Incoming>, Lease), Error> {
         if !req.headers().contains_key(HOST) {
             // A copy: a clone of one shared value would write its count on every call.
-            let host = HeaderValue::from_str(&self.host).map_err(|e| e.to_string())?;
+            let host = HeaderValue::from_str(&self.host).map_err(|source| Error::BadHost {
+                host: self.host.to_string(),
+                source,
+            })?;
             req.headers_mut().insert(HOST, host);
         }
         let home = sluice_core::worker::current();
@@ -108,16 +114,13 @@ impl HostPool {
                 Err(mut e) => match e.take_message() {
                     // Not sent: the connection was gone; try the next.
                     Some(back) => req = back,
-                    None => return Err(with_causes(&e.into_error())),
+                    None => return Err(e.into_error().into()),
                 },
             }
         }
         // Boxed: opening a connection is rare, and its future is large.
         let mut sender = Box::pin(self.connect()).await?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| with_causes(&e))?;
+        let resp = sender.send_request(req).await?;
         Ok((resp, self.lease(sender, home)))
     }
 
@@ -156,15 +159,16 @@ impl HostPool {
     }
 
     /// Open a connection; its I/O runs in a task of its own.
-    async fn connect(&self) -> Result<Sender, String> {
+    async fn connect(&self) -> Result<Sender, Error> {
         let stream = tokio::net::TcpStream::connect(&self.authority)
             .await
-            .map_err(|e| format!("connecting to {} failed: {e}", self.authority))?;
+            .map_err(|source| Error::Connect {
+                authority: self.authority.clone(),
+                source,
+            })?;
         let _ = stream.set_nodelay(true);
         let (sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(|e| with_causes(&e))?;
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         let host = self.authority.clone();
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -419,7 +423,7 @@ mod tests {
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 
-    /// Nothing listens: the error names the address.
+    /// Nothing listens: the error names the address, and keeps the refusal as its source.
     #[tokio::test]
     async fn a_refused_connection_names_the_address() {
         let addr = {
@@ -428,9 +432,17 @@ mod tests {
         };
         let pool = HostPool::of(&addr, &addr).expect("a pool");
         let err = pool.send(get("/mcp")).await.err().expect("refused");
+        let text = err.to_string();
         assert!(
-            err.starts_with(&format!("connecting to {addr} failed: ")),
-            "{err}"
+            text.starts_with(&format!("connecting to {addr} failed: ")),
+            "{text}"
         );
+        let Error::Connect { authority, source } = &err else {
+            panic!("not a connect error: {err:?}")
+        };
+        assert_eq!(authority, &addr);
+        assert_eq!(source.kind(), std::io::ErrorKind::ConnectionRefused);
+        // The text with its causes says the cause once.
+        assert_eq!(sluice_core::error::with_causes(&err), text);
     }
 }

@@ -7,7 +7,7 @@ use crate::channel::{is_reply, send_msg, Sink};
 use crate::session::{Init, Session};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use sluice_cluster::{Keyring, Store};
+use sluice_cluster::{Keyring, Store, StoreError};
 use sluice_config::ClusterSettings;
 use sluice_core::{codes, Message, Principal, RpcError};
 use std::collections::HashMap;
@@ -52,9 +52,9 @@ pub struct Sealed {
 
 impl Cluster {
     /// The runtime of `settings` (nothing is connected yet).
-    pub fn new(settings: &ClusterSettings) -> Result<Cluster, String> {
+    pub fn new(settings: &ClusterSettings) -> Result<Cluster, StoreError> {
         let shown = sluice_config::builtin::redis_url_shown(&settings.redis);
-        let store = Store::new(&settings.redis, &shown, STORE_TIMEOUT).map_err(|e| e.0)?;
+        let store = Store::new(&settings.redis, &shown, STORE_TIMEOUT)?;
         // 8 hex digits: also the high bits of this replica's SSE stream numbers, so an event
         // id names the replica whose stream it is.
         let replica = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();

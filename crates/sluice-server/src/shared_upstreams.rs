@@ -6,9 +6,9 @@
 
 use crate::cluster::Cluster;
 use crate::state::State;
-use sluice_cluster::UpstreamClaim;
+use sluice_cluster::{StoreError, UpstreamClaim};
 use sluice_upstream::shared::BoxFut;
-use sluice_upstream::{Claimed, SharedSessions, UpstreamSession};
+use sluice_upstream::{Claimed, SharedError, SharedSessions, UpstreamSession};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,30 +27,60 @@ fn field(upstream: &str) -> String {
 
 struct Share(Arc<Cluster>);
 
+/// Why a client session's upstream session could not be found or recorded (its text is the
+/// reason the client is told the upstream is unavailable).
+#[derive(Debug, thiserror::Error)]
+enum ShareError {
+    /// The client session id was not sealed by this cluster's keys.
+    #[error("the session id is not sealed by this cluster")]
+    NotSealed,
+    /// The client session ended meanwhile.
+    #[error("the session ended")]
+    SessionEnded,
+    /// The store did not answer.
+    #[error("its session is shared through the cluster store: {0}")]
+    Store(#[source] StoreError),
+    /// The store did not answer while recording.
+    #[error("{0}")]
+    Record(#[source] StoreError),
+    /// What another replica recorded does not parse.
+    #[error("the shared upstream session is unreadable: {0}")]
+    Unreadable(#[source] serde_json::Error),
+    /// The record could not be written.
+    #[error("{0}")]
+    Unwritable(#[source] serde_json::Error),
+    /// Another replica claimed the upstream session and has not recorded it in time.
+    #[error("another replica is still opening its upstream session")]
+    StillOpening,
+    /// This replica's claim lapsed before it recorded the upstream session.
+    #[error("the claim to open it ran out (or the session ended)")]
+    ClaimLapsed,
+}
+
 /// The [`SharedSessions`] of this replica's cluster, for its slots.
 pub fn shared(cluster: Arc<Cluster>) -> Arc<dyn SharedSessions> {
     Arc::new(Share(cluster))
 }
 
 impl Share {
-    fn handle(&self, session: &str) -> Result<String, String> {
+    fn handle(&self, session: &str) -> Result<String, ShareError> {
         self.0
             .open(session)
             .map(|s| s.handle)
-            .ok_or_else(|| "the session id is not sealed by this cluster".to_string())
+            .ok_or(ShareError::NotSealed)
     }
 
     /// The first request id of a new connection over the session's upstream session: a range
     /// of 2^32 ids per connection, numbered in the store (under 2^53, safe for any JSON peer).
-    async fn first_id(&self, handle: &str, upstream: &str) -> Result<u64, String> {
+    async fn first_id(&self, handle: &str, upstream: &str) -> Result<u64, ShareError> {
         let n = self
             .0
             .store
             .count(handle, &format!("upn:{upstream}"))
             .await
-            .map_err(|e| format!("its session is shared through the cluster store: {e}"))?;
+            .map_err(ShareError::Store)?;
         if n == 0 {
-            return Err("the session ended".into());
+            return Err(ShareError::SessionEnded);
         }
         Ok((n % (1 << 20)) << 32)
     }
@@ -60,7 +90,7 @@ impl Share {
         session: &str,
         upstream: &str,
         dead: Option<&str>,
-    ) -> Result<Claimed, String> {
+    ) -> Result<Claimed, ShareError> {
         let handle = self.handle(session)?;
         let started = Instant::now();
         loop {
@@ -69,24 +99,45 @@ impl Share {
                 .store
                 .claim_upstream(&handle, &field(upstream), &self.0.replica, LEASE, dead)
                 .await
-                .map_err(|e| format!("its session is shared through the cluster store: {e}"))?;
+                .map_err(ShareError::Store)?;
             match got {
-                UpstreamClaim::Gone => return Err("the session ended".into()),
+                UpstreamClaim::Gone => return Err(ShareError::SessionEnded),
                 UpstreamClaim::Mine => {
                     let first_id = self.first_id(&handle, upstream).await?;
                     return Ok(Claimed::Mine { first_id });
                 }
                 UpstreamClaim::Held(json) => {
-                    let session = serde_json::from_str(&json)
-                        .map_err(|e| format!("the shared upstream session is unreadable: {e}"))?;
+                    let session = serde_json::from_str(&json).map_err(ShareError::Unreadable)?;
                     let first_id = self.first_id(&handle, upstream).await?;
                     return Ok(Claimed::Theirs { session, first_id });
                 }
                 UpstreamClaim::Pending if started.elapsed() > LEASE + POLL * 40 => {
-                    return Err("another replica is still opening its upstream session".into())
+                    return Err(ShareError::StillOpening)
                 }
                 UpstreamClaim::Pending => tokio::time::sleep(POLL).await,
             }
+        }
+    }
+
+    async fn record_inner(
+        &self,
+        session: &str,
+        upstream: &str,
+        opened: &UpstreamSession,
+    ) -> Result<(), ShareError> {
+        let handle = self.handle(session)?;
+        let json = serde_json::to_string(opened).map_err(ShareError::Unwritable)?;
+        let kept = self
+            .0
+            .store
+            .record_upstream(&handle, &field(upstream), &self.0.replica, &json)
+            .await
+            .map_err(ShareError::Record)?;
+        if kept {
+            tracing::info!(session = %session, upstream, upstream_session = %opened.id, "upstream session opened and shared");
+            Ok(())
+        } else {
+            Err(ShareError::ClaimLapsed)
         }
     }
 }
@@ -97,8 +148,8 @@ impl SharedSessions for Share {
         session: &'a str,
         upstream: &'a str,
         dead: Option<&'a str>,
-    ) -> BoxFut<'a, Result<Claimed, String>> {
-        Box::pin(self.claim_inner(session, upstream, dead))
+    ) -> BoxFut<'a, Result<Claimed, SharedError>> {
+        Box::pin(async move { Ok(self.claim_inner(session, upstream, dead).await?) })
     }
 
     fn record<'a>(
@@ -106,23 +157,8 @@ impl SharedSessions for Share {
         session: &'a str,
         upstream: &'a str,
         opened: &'a UpstreamSession,
-    ) -> BoxFut<'a, Result<(), String>> {
-        Box::pin(async move {
-            let handle = self.handle(session)?;
-            let json = serde_json::to_string(opened).map_err(|e| e.to_string())?;
-            let kept = self
-                .0
-                .store
-                .record_upstream(&handle, &field(upstream), &self.0.replica, &json)
-                .await
-                .map_err(|e| e.0)?;
-            if kept {
-                tracing::info!(session = %session, upstream, upstream_session = %opened.id, "upstream session opened and shared");
-                Ok(())
-            } else {
-                Err("the claim to open it ran out (or the session ended)".into())
-            }
-        })
+    ) -> BoxFut<'a, Result<(), SharedError>> {
+        Box::pin(async move { Ok(self.record_inner(session, upstream, opened).await?) })
     }
 
     fn release<'a>(&'a self, session: &'a str, upstream: &'a str) -> BoxFut<'a, ()> {

@@ -2,8 +2,8 @@
 //! calls, notifications, shutdown) over one of the wires, and [`OpenOptions`]. The shared
 //! dispatch state the wires feed lives in [`core`](crate::core).
 
-use crate::core::{Event, ExtraHeaders, Inner, StderrTail};
-use crate::error::UpstreamError;
+use crate::core::{failure_reply, Answer, Event, ExtraHeaders, Held, Inner, StderrTail};
+use crate::error::{ConnectError, ProtocolError, UpstreamError};
 use crate::inline::{Detached, InlineReply};
 use crate::shared::UpstreamSession;
 use crate::{http, local, sse, stdio};
@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// The 2026-07-28 revision.
-const MODERN: &str = "2026-07-28";
+pub(crate) const MODERN: &str = "2026-07-28";
 
 /// How to open a connection: who the gateway says it is, and what it offers.
 #[derive(Debug, Clone)]
@@ -128,27 +128,46 @@ impl Connection {
                 return Ok(init);
             }
             if spec.era == Era::Modern {
-                return Err(UpstreamError::Protocol(format!(
-                    "the upstream does not speak {MODERN} (server/discover failed) and the configuration says era \"modern\""
-                )));
+                return Err(ProtocolError::NotModern.into());
             }
-            let reply = conn
-                .call(
-                    "initialize",
-                    Some(json!({
-                        "protocolVersion": opts.protocol_version,
-                        "capabilities": opts.capabilities,
-                        "clientInfo": opts.client_info,
-                    })),
-                    deadline,
-                )
-                .await?;
+            let id = conn.next_id();
+            let initialize = Message::request(
+                json!(id),
+                "initialize",
+                Some(json!({
+                    "protocolVersion": opts.protocol_version,
+                    "capabilities": opts.capabilities,
+                    "clientInfo": opts.client_info,
+                })),
+            );
+            let reply = match conn
+                .request(id, initialize, deadline, &ExtraHeaders::NONE)
+                .await?
+            {
+                Answer::Reply(reply) => reply,
+                // Said as the JSON-RPC error the request is answered with, the cause kept.
+                Answer::Failed(cause) => {
+                    let error = failure_reply(id, &cause)
+                        .error_obj()
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    return Err(ProtocolError::Initialize {
+                        error,
+                        cause: Some(Box::new(cause)),
+                    }
+                    .into());
+                }
+            };
             let result = match (reply.result(), reply.error_obj()) {
                 (Some(r), _) => r.clone(),
                 (None, Some(e)) => {
-                    return Err(UpstreamError::Protocol(format!("initialize failed: {e}")))
+                    return Err(ProtocolError::Initialize {
+                        error: e.clone(),
+                        cause: None,
+                    }
+                    .into())
                 }
-                _ => return Err(UpstreamError::Protocol("initialize: empty reply".into())),
+                _ => return Err(ProtocolError::EmptyInitialize.into()),
             };
             if let Some(Wire::Http(w)) = wire.get() {
                 if let Some(v) = result.get("protocolVersion").and_then(Value::as_str) {
@@ -202,9 +221,7 @@ impl Connection {
         shared: &UpstreamSession,
     ) -> Result<Connection, UpstreamError> {
         if spec.transport != Transport::Http {
-            return Err(UpstreamError::Connect(
-                "only a Streamable HTTP upstream session can be shared".into(),
-            ));
+            return Err(ConnectError::NotShareable.into());
         }
         let w = http::HttpWire::new(spec, opts.identity.clone())?;
         w.adopt(&shared.id, &shared.protocol_version)?;
@@ -358,7 +375,7 @@ impl Connection {
 
     /// Why the connection ended (None while open).
     pub fn close_reason(&self) -> Option<String> {
-        self.inner.closed_reason.lock().clone()
+        self.inner.close_reason()
     }
 
     /// Reserve the id the next request will carry (so a caller can record it before sending).
@@ -372,7 +389,9 @@ impl Connection {
         self.inner.next_id.fetch_max(first, Ordering::Relaxed);
     }
 
-    /// Send a request and wait for its reply (a result or an error message).
+    /// Send a request and wait for its reply (a result or an error message; a request that
+    /// failed on its way is answered with the JSON-RPC error naming why, see
+    /// [`Answer::into_message`]).
     pub async fn call(
         &self,
         method: &str,
@@ -385,26 +404,31 @@ impl Connection {
     }
 
     /// Send `msg` (a request whose id is `id`, from [`Connection::next_id`]) and wait for its
-    /// reply. On timeout, `notifications/cancelled` is sent upstream.
+    /// reply, as [`Connection::call`] gives it. On timeout, `notifications/cancelled` is sent
+    /// upstream.
     pub async fn call_with_id(
         &self,
         id: u64,
         msg: Message,
         timeout: Duration,
     ) -> Result<Message, UpstreamError> {
-        self.call_with_headers(id, msg, timeout, &ExtraHeaders::NONE)
+        self.request(id, msg, timeout, &ExtraHeaders::NONE)
             .await
+            .map(|answer| answer.into_message(id))
     }
 
-    /// [`Connection::call_with_id`] with extra HTTP headers on the request that carries `msg`
-    /// (see [`ExtraHeaders`]).
-    pub async fn call_with_headers(
+    /// Send `msg` (a request whose id is `id`, from [`Connection::next_id`]) with extra HTTP
+    /// headers on the request that carries it (see [`ExtraHeaders`]), and wait for its
+    /// [`Answer`]: the upstream's reply, or why the request failed on its way. `Err`: the
+    /// connection is closed or closed meanwhile, or no answer came within `timeout` (then
+    /// `notifications/cancelled` is sent upstream).
+    pub async fn request(
         &self,
         id: u64,
         msg: Message,
         timeout: Duration,
         extra: &ExtraHeaders,
-    ) -> Result<Message, UpstreamError> {
+    ) -> Result<Answer, UpstreamError> {
         if self.inner.is_closed() {
             return Err(self.inner.closed_error());
         }
@@ -459,8 +483,8 @@ impl Connection {
     }
 
     /// Resolve a reply delivered as [`Event::Reply`].
-    pub fn resolve(&self, msg: Message) {
-        self.inner.resolve(msg);
+    pub fn resolve(&self, held: Held) {
+        self.inner.resolve(held);
     }
 
     /// Forget a pending request (the caller gave up, e.g. the client cancelled it).
@@ -534,5 +558,164 @@ impl Connection {
             Some(Wire::Local(w)) => w.shutdown(),
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A Streamable HTTP upstream that opens session `s1` at `initialize`, takes
+    /// `notifications/initialized`, has no GET stream, and answers every other request with
+    /// 404 (it restarted: the session is gone).
+    async fn forgetful_upstream() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        // One request: the head, then a body of Content-Length bytes.
+                        let head_end = loop {
+                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break i + 4;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                        let len = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        while buf.len() < head_end + len {
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let body =
+                            String::from_utf8_lossy(&buf[head_end..head_end + len]).to_string();
+                        buf.drain(..head_end + len);
+                        let answer = if head.starts_with("get ") {
+                            "HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n"
+                                .to_string()
+                        } else if body.contains("\"initialize\"") {
+                            let msg: Value = serde_json::from_str(&body).expect("json");
+                            let reply = json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                                "protocolVersion": "2025-06-18",
+                                "capabilities": {},
+                                "serverInfo": {"name": "forgetful", "version": "1"},
+                            }})
+                            .to_string();
+                            format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: s1\r\ncontent-length: {}\r\n\r\n{reply}", reply.len())
+                        } else if body.contains("notifications/initialized") {
+                            "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_string()
+                        } else {
+                            "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_string()
+                        };
+                        if sock.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        format!("http://{addr}/mcp")
+    }
+
+    fn options() -> OpenOptions {
+        OpenOptions {
+            client_info: json!({"name": "test"}),
+            capabilities: json!({}),
+            protocol_version: "2025-06-18".into(),
+            connect_timeout: Duration::from_secs(5),
+            label: "forgetful".into(),
+            stderr: StderrTail::default(),
+            identity: None,
+        }
+    }
+
+    /// The upstream's 404 to a request of its session fails that request with
+    /// `SessionEnded` (the variant a shared session's call is retried on), answered with the
+    /// text clients always saw, and ends the connection: later calls fail the same way.
+    #[tokio::test]
+    async fn a_404_in_a_session_ends_it_with_session_ended() {
+        let url = forgetful_upstream().await;
+        let mut spec = UpstreamSpec::http("forgetful", &url, Transport::Http);
+        spec.era = Era::Legacy;
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let conn = Connection::open(&spec, options(), tx).await.expect("open");
+        assert_eq!(conn.upstream_session().map(|s| s.id).as_deref(), Some("s1"));
+        let id = conn.next_id();
+        let msg = Message::request(json!(id), "tools/call", Some(json!({"name": "x"})));
+        let answer = conn
+            .request(id, msg, Duration::from_secs(5), &ExtraHeaders::NONE)
+            .await
+            .expect("an answer");
+        let Answer::Failed(e) = answer else {
+            panic!("not a failure: {answer:?}")
+        };
+        assert!(matches!(e, UpstreamError::SessionEnded), "{e:?}");
+        // What the client is answered with, as before.
+        let reply = failure_reply(id, &e);
+        assert_eq!(
+            reply.error_obj(),
+            Some(
+                &json!({"code": -32000, "message": "connection closed: the upstream ended the session (HTTP 404)"})
+            )
+        );
+        // The connection ended with it.
+        assert!(conn.is_closed());
+        assert_eq!(
+            conn.close_reason().as_deref(),
+            Some("the upstream ended the session (HTTP 404)")
+        );
+        let later = conn
+            .call("tools/list", None, Duration::from_secs(5))
+            .await
+            .expect_err("closed");
+        assert!(matches!(later, UpstreamError::SessionEnded), "{later:?}");
+    }
+
+    /// A 404 without a session (nothing to end) is an HTTP status, not the end of a session.
+    #[tokio::test]
+    async fn a_404_before_a_session_is_a_status() {
+        let url = forgetful_upstream().await;
+        let spec = UpstreamSpec::http("forgetful", &url, Transport::Http);
+        let w = http::HttpWire::new(&spec, None).expect("wire");
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let inner = Arc::new(Inner::new("forgetful".into(), tx, StderrTail::default()));
+        let (reply_tx, reply_rx) = oneshot::channel();
+        inner.pending.lock().insert(7, reply_tx);
+        let msg = Message::request(json!(7), "tools/list", None);
+        let post = w
+            .inline_request(&inner, &msg, &ExtraHeaders::NONE)
+            .expect("a POST");
+        post.run().await;
+        let Ok(Answer::Failed(e)) = reply_rx.await else {
+            panic!("no failure")
+        };
+        assert!(
+            matches!(
+                e,
+                UpstreamError::Status {
+                    status: 404,
+                    body: None
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "protocol error: HTTP 404 Not Found");
+        assert!(!inner.is_closed());
     }
 }

@@ -3,11 +3,11 @@
 //! sends (replies to their waiters, the rest as [`Event`]s), and the close. It imports no wire
 //! and no connection, so every wire imports it without a cycle.
 
-use crate::error::UpstreamError;
+use crate::error::{UpstreamError, SESSION_ENDED};
 use foldhash::HashMap;
 use parking_lot::Mutex;
-use serde_json::{Map, Value};
-use sluice_core::{Kind, Message};
+use serde_json::{json, Map, Value};
+use sluice_core::{codes, Kind, Message, RpcError};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -24,15 +24,15 @@ pub struct Incoming {
 }
 
 /// What a connection reports on its event channel.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Event {
     /// The upstream sent a request or notification.
     Message(Incoming),
-    /// A reply to one of this connection's requests, queued behind events the consumer has not
-    /// finished yet, so that whatever the upstream sent before a reply (progress, logging,
+    /// A reply to one of this connection's requests (or its failure on the way), queued behind
+    /// events the consumer has not finished yet, so that whatever the upstream sent before a reply (progress, logging,
     /// requests) is handled before the reply resolves its call: the consumer passes it to
     /// [`Connection::resolve`](crate::Connection::resolve). The consumer calls [`Connection::event_done`](crate::Connection::event_done) after each event.
-    Reply(Message),
+    Reply(Held),
     /// The reply stream of one request changed: the upstream opened it as SSE (`Opened`), or
     /// closed it before the reply (`Paused`, SSE polling: Sluice resumes it). Carries the
     /// request id this connection minted and the upstream's `retry` hint.
@@ -46,6 +46,73 @@ pub enum Event {
     },
     /// The connection ended; no more events follow.
     Closed(String),
+}
+
+/// What a request got back: the upstream's reply, or why the request failed on its way.
+#[derive(Debug)]
+pub enum Answer {
+    /// The upstream's reply: a result, or its JSON-RPC error.
+    Reply(Message),
+    /// The request failed on its way, and the upstream never answered it: it could not be
+    /// sent, the upstream refused it over HTTP (an error status, the end of its session), or
+    /// its reply stream broke.
+    Failed(UpstreamError),
+}
+
+impl Answer {
+    /// As a reply to the request `id`: the upstream's, or for a failed request the JSON-RPC
+    /// error it is answered with ([`failure_reply`]).
+    pub fn into_message(self, id: u64) -> Message {
+        match self {
+            Answer::Reply(msg) => msg,
+            Answer::Failed(e) => failure_reply(id, &e),
+        }
+    }
+}
+
+/// The JSON-RPC error a request that failed on its way is answered with: -32000 and the
+/// failure's text.
+pub fn failure_reply(id: u64, e: &UpstreamError) -> Message {
+    Message::error(
+        json!(id),
+        &RpcError::new(codes::UPSTREAM_UNAVAILABLE, e.to_string()),
+    )
+}
+
+/// The answer to one of a connection's requests, held back behind events (see
+/// [`Event::Reply`]).
+#[derive(Debug)]
+pub struct Held {
+    /// The request's id (as this connection minted it).
+    id: u64,
+    answer: Answer,
+}
+
+/// Why a connection closed.
+#[derive(Debug, Clone)]
+pub(crate) enum Ended {
+    /// The reason, as said (the process exited, the gateway shut it down, a stream failed).
+    Because(String),
+    /// The upstream ended the session ([`UpstreamError::SessionEnded`]).
+    Session,
+}
+
+impl Ended {
+    /// The reason, as [`Connection::close_reason`](crate::Connection::close_reason) says it.
+    fn reason(&self) -> String {
+        match self {
+            Ended::Because(reason) => reason.clone(),
+            Ended::Session => SESSION_ENDED.to_string(),
+        }
+    }
+
+    /// What a call on the closed connection fails with.
+    fn error(&self) -> UpstreamError {
+        match self {
+            Ended::Because(reason) => UpstreamError::Closed(reason.clone()),
+            Ended::Session => UpstreamError::SessionEnded,
+        }
+    }
 }
 
 /// The last lines a stdio upstream wrote to stderr (bounded; shared, cheap to clone).
@@ -100,13 +167,14 @@ pub(crate) struct Inner {
     pub label: String,
     pub serial: u64,
     pub next_id: AtomicU64,
-    pub pending: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
+    pub pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
     events: mpsc::UnboundedSender<Event>,
     closed: AtomicBool,
     /// Set once the handshake is done: from then on replies queue behind unfinished events.
     pub ordered: AtomicBool,
     pub queued: AtomicUsize,
-    pub closed_reason: Mutex<Option<String>>,
+    /// Why it closed (None while open).
+    ended: Mutex<Option<Ended>>,
     pub closed_notify: Notify,
     pub stderr: StderrTail,
     /// Set when the upstream speaks 2026-07-28: the `_meta` every request carries (version,
@@ -131,7 +199,7 @@ impl Inner {
             closed: AtomicBool::new(false),
             ordered: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
-            closed_reason: Mutex::new(None),
+            ended: Mutex::new(None),
             closed_notify: Notify::new(),
             stderr,
             modern: OnceLock::new(),
@@ -142,17 +210,42 @@ impl Inner {
     pub(crate) fn dispatch(&self, msg: Message, related: Option<u64>) {
         match msg.kind() {
             Kind::Response | Kind::Error => {
-                // A reply waits behind events not yet handled (so what the upstream sent before
-                // it reaches the client first); with none queued it resolves at once.
-                if self.ordered.load(Ordering::Acquire) && self.queued.load(Ordering::Acquire) > 0 {
-                    self.queue(Event::Reply(msg));
-                } else {
-                    self.resolve(msg);
-                }
+                let Some(id) = msg.id().and_then(Value::as_u64) else {
+                    tracing::warn!(upstream = %self.label, "reply with an id this gateway never sent: {}", msg.to_json());
+                    return;
+                };
+                self.answer(id, Answer::Reply(msg));
             }
             Kind::Request | Kind::Notification => {
                 self.queue(Event::Message(Incoming { msg, related }));
             }
+        }
+    }
+
+    /// Fail the request `id`: it failed on its way (its waiter gets [`Answer::Failed`]).
+    pub(crate) fn fail(&self, id: u64, e: UpstreamError) {
+        self.answer(id, Answer::Failed(e));
+    }
+
+    /// Fail the request `id` and close the connection with `why` ([`Inner::end`]): closed
+    /// first, so the call that gets the failure finds it closed (its next request opens a new
+    /// connection).
+    pub(crate) fn fail_and_end(&self, id: u64, e: UpstreamError, why: Ended) {
+        let waiter = self.pending.lock().remove(&id);
+        self.end(why);
+        if let Some(tx) = waiter {
+            let _ = tx.send(Answer::Failed(e));
+        }
+    }
+
+    /// Hand the answer of request `id` to its waiter. It waits behind events not yet handled
+    /// (so what the upstream sent before it reaches the client first); with none queued it
+    /// resolves at once.
+    fn answer(&self, id: u64, answer: Answer) {
+        if self.ordered.load(Ordering::Acquire) && self.queued.load(Ordering::Acquire) > 0 {
+            self.queue(Event::Reply(Held { id, answer }));
+        } else {
+            self.resolve(Held { id, answer });
         }
     }
 
@@ -161,8 +254,8 @@ impl Inner {
         self.queued.fetch_add(1, Ordering::AcqRel);
         if let Err(e) = self.events.send(ev) {
             self.queued.fetch_sub(1, Ordering::AcqRel);
-            if let Event::Reply(msg) = e.0 {
-                self.resolve(msg);
+            if let Event::Reply(held) = e.0 {
+                self.resolve(held);
             }
         }
     }
@@ -176,16 +269,13 @@ impl Inner {
         });
     }
 
-    /// Hand a reply to the call waiting for it.
-    pub(crate) fn resolve(&self, msg: Message) {
-        let Some(id) = msg.id().and_then(Value::as_u64) else {
-            tracing::warn!(upstream = %self.label, "reply with an id this gateway never sent: {}", msg.to_json());
-            return;
-        };
+    /// Hand an answer to the call waiting for it.
+    pub(crate) fn resolve(&self, held: Held) {
+        let Held { id, answer } = held;
         let waiter = self.pending.lock().remove(&id);
         match waiter {
             Some(tx) => {
-                let _ = tx.send(msg);
+                let _ = tx.send(answer);
             }
             None => tracing::debug!(upstream = %self.label, id, "late reply dropped"),
         }
@@ -193,14 +283,25 @@ impl Inner {
 
     /// Mark the connection closed, fail every waiter, and report once.
     pub(crate) fn close(&self, reason: String) {
+        self.end(Ended::Because(reason));
+    }
+
+    /// [`Inner::close`], saying why (what the calls still waiting fail with).
+    pub(crate) fn end(&self, why: Ended) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        let reason = why.reason();
         tracing::info!(upstream = %self.label, "connection closed: {reason}");
-        *self.closed_reason.lock() = Some(reason.clone());
+        *self.ended.lock() = Some(why);
         self.pending.lock().clear();
         self.closed_notify.notify_waiters();
         let _ = self.events.send(Event::Closed(reason));
+    }
+
+    /// Why the connection closed (None while open).
+    pub(crate) fn close_reason(&self) -> Option<String> {
+        self.ended.lock().as_ref().map(Ended::reason)
     }
 
     /// Is a reply to `id` still awaited?
@@ -212,12 +313,11 @@ impl Inner {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// What a call on the closed connection fails with.
     pub(crate) fn closed_error(&self) -> UpstreamError {
-        UpstreamError::Closed(
-            self.closed_reason
-                .lock()
-                .clone()
-                .unwrap_or_else(|| "closed".into()),
-        )
+        self.ended
+            .lock()
+            .as_ref()
+            .map_or_else(|| UpstreamError::Closed("closed".into()), Ended::error)
     }
 }

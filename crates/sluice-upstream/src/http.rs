@@ -2,8 +2,8 @@
 //! or as an SSE stream, `Mcp-Session-Id` and `MCP-Protocol-Version` headers, the GET stream for
 //! unrelated server messages, and DELETE to end the session.
 
-use crate::core::{ExtraHeaders, Inner};
-use crate::error::UpstreamError;
+use crate::core::{Ended, ExtraHeaders, Inner};
+use crate::error::{ConnectError, ProtocolError, UpstreamError};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use reqwest::header::{
@@ -26,10 +26,15 @@ const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(headers::PROTOCOL_V
 pub(crate) fn header_map(spec: &UpstreamSpec) -> Result<HeaderMap, UpstreamError> {
     let mut headers = HeaderMap::new();
     for (k, v) in &spec.headers {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|e| UpstreamError::Connect(format!("bad header name {k:?}: {e}")))?;
-        let value = HeaderValue::from_str(v)
-            .map_err(|e| UpstreamError::Connect(format!("bad value for header {k:?}: {e}")))?;
+        let name =
+            HeaderName::from_bytes(k.as_bytes()).map_err(|e| ConnectError::BadHeaderName {
+                name: k.clone(),
+                source: e.into(),
+            })?;
+        let value = HeaderValue::from_str(v).map_err(|e| ConnectError::BadHeaderValue {
+            name: k.clone(),
+            source: e.into(),
+        })?;
         headers.insert(name, value);
     }
     Ok(headers)
@@ -112,8 +117,10 @@ impl HttpWire {
         spec: &UpstreamSpec,
         identity: Option<Arc<Identity>>,
     ) -> Result<HttpWire, UpstreamError> {
-        let url = reqwest::Url::parse(&spec.url)
-            .map_err(|e| UpstreamError::Connect(format!("bad url {:?}: {e}", spec.url)))?;
+        let url = reqwest::Url::parse(&spec.url).map_err(|e| ConnectError::BadUrl {
+            url: spec.url.clone(),
+            source: e.into(),
+        })?;
         Ok(HttpWire {
             core: Arc::new(Core {
                 client: Client::for_url(&url),
@@ -137,7 +144,9 @@ impl HttpWire {
     /// Use an upstream session opened elsewhere (another replica of a cluster): its
     /// `Mcp-Session-Id` and negotiated version go on every request, no `initialize`.
     pub fn adopt(&self, session: &str, version: &str) -> Result<(), UpstreamError> {
-        let bad = |e| UpstreamError::Connect(format!("bad shared upstream session: {e}"));
+        let bad = |e: reqwest::header::InvalidHeaderValue| ConnectError::BadSharedSession {
+            source: e.into(),
+        };
         let mut st = self.core.state.lock();
         st.session = Some(HeaderValue::from_str(session).map_err(bad)?);
         st.version = Some(HeaderValue::from_str(version).map_err(bad)?);
@@ -177,7 +186,7 @@ impl Core {
         method: reqwest::Method,
         add: HeaderMap,
         body: Option<bytes::Bytes>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, sluice_http::Error> {
         let headers = self.under_session(add);
         self.client.send(method, &self.url, headers, body).await
     }
@@ -209,8 +218,17 @@ impl Core {
         own
     }
 
+    /// A POST that got no response: the URL, and why.
+    fn post_failed(&self, e: sluice_http::Error) -> UpstreamError {
+        ConnectError::Post {
+            url: self.url.to_string(),
+            source: e,
+        }
+        .into()
+    }
+
     /// A GET of the session's event stream (resuming after `last_event_id`).
-    async fn get_stream(&self, last_event_id: Option<&str>) -> Result<Reply, String> {
+    async fn get_stream(&self, last_event_id: Option<&str>) -> Result<Reply, sluice_http::Error> {
         let mut h = HeaderMap::new();
         h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         if let Some(id) = last_event_id.and_then(|v| HeaderValue::from_str(v).ok()) {
@@ -247,32 +265,31 @@ impl Post {
         } = self;
         let outcome = post(&core, &inner, headers, body, request_id, is_init).await;
         if let Err(e) = outcome {
-            match request_id {
-                Some(id) => {
-                    // Fail the waiting call with a JSON-RPC error naming the cause.
-                    let err = sluice_core::RpcError::new(
-                        sluice_core::codes::UPSTREAM_UNAVAILABLE,
-                        e.to_string(),
-                    );
-                    inner.dispatch(Message::error(serde_json::json!(id), &err), None);
-                }
-                // A notification still in flight when the connection was shut down (the
-                // session is gone): expected, not worth a warning.
-                None if inner.is_closed() => {
-                    tracing::debug!(upstream = %inner.label, "sending a message failed after the shutdown: {e}")
-                }
-                None => {
-                    tracing::warn!(upstream = %inner.label, "sending a message failed: {e}")
-                }
-            }
-            match e {
-                UpstreamError::Closed(reason) => inner.close(reason),
-                // A person must sign in: the connection is of no use until then (its slot
-                // reports the reason and tries again).
+            // After some failures the connection is of no use: the upstream ended the session,
+            // or a person must sign in (its slot reports the reason and tries again).
+            let ends = match &e {
+                UpstreamError::SessionEnded => Some(Ended::Session),
                 UpstreamError::Auth(sluice_oauth::AuthError::NeedsLogin(_)) => {
-                    inner.close(e.to_string())
+                    Some(Ended::Because(e.to_string()))
                 }
-                _ => {}
+                _ => None,
+            };
+            match (request_id, ends) {
+                // The waiting call gets the cause (answered with a JSON-RPC error naming it).
+                (Some(id), Some(why)) => inner.fail_and_end(id, e, why),
+                (Some(id), None) => inner.fail(id, e),
+                (None, ends) => {
+                    if inner.is_closed() {
+                        // A notification still in flight when the connection was shut down
+                        // (the session is gone): expected, not worth a warning.
+                        tracing::debug!(upstream = %inner.label, "sending a message failed after the shutdown: {e}")
+                    } else {
+                        tracing::warn!(upstream = %inner.label, "sending a message failed: {e}")
+                    }
+                    if let Some(why) = ends {
+                        inner.end(why);
+                    }
+                }
             }
         }
         if let Some(id) = track {
@@ -434,7 +451,7 @@ async fn post(
         None => core
             .send(reqwest::Method::POST, headers, Some(body))
             .await
-            .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?,
+            .map_err(|e| core.post_failed(e))?,
         Some(identity) => authorized(core, identity, headers, body).await?,
     };
     let status = resp.status;
@@ -447,9 +464,7 @@ async fn post(
         return Ok(());
     }
     if status == StatusCode::NOT_FOUND && core.state.lock().session.is_some() {
-        return Err(UpstreamError::Closed(
-            "the upstream ended the session (HTTP 404)".into(),
-        ));
+        return Err(UpstreamError::SessionEnded);
     }
     let ctype = resp
         .headers
@@ -461,15 +476,15 @@ async fn post(
         // Boxed: a JSON reply's future need not hold a stream's.
         return Box::pin(sse_reply(core, inner, resp, request_id)).await;
     }
-    let body = resp
-        .bytes()
-        .await
-        .map_err(|e| UpstreamError::Protocol(format!("reading the reply failed: {e}")))?;
+    let body = resp.bytes().await.map_err(ProtocolError::Body)?;
     if body.is_empty() {
         if status.is_success() {
             return Ok(());
         }
-        return Err(UpstreamError::Protocol(format!("HTTP {status}")));
+        return Err(UpstreamError::Status {
+            status: status.as_u16(),
+            body: None,
+        });
     }
     match Message::parse_reply(&body) {
         Ok(mut msg) => {
@@ -483,14 +498,11 @@ async fn post(
             inner.dispatch(msg, request_id);
             Ok(())
         }
-        Err(_) if !status.is_success() => Err(UpstreamError::Protocol(format!(
-            "HTTP {status}: {}",
-            String::from_utf8_lossy(&body[..body.len().min(300)])
-        ))),
-        Err(e) => Err(UpstreamError::Protocol(format!(
-            "the reply is not JSON-RPC: {}",
-            e.error.message
-        ))),
+        Err(_) if !status.is_success() => Err(UpstreamError::Status {
+            status: status.as_u16(),
+            body: Some(String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned()),
+        }),
+        Err(e) => Err(ProtocolError::NotJsonRpc(e.error.message).into()),
     }
 }
 
@@ -508,7 +520,7 @@ async fn authorized(
         let resp = core
             .send(reqwest::Method::POST, headers.clone(), Some(body.clone()))
             .await
-            .map_err(|e| UpstreamError::Connect(format!("POST failed: {e}")))?;
+            .map_err(|e| core.post_failed(e))?;
         let status = resp.status;
         if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
             identity.accepted();
@@ -561,22 +573,16 @@ async fn sse_reply(
                     };
                 }
                 Ok(r) => {
-                    return Err(UpstreamError::Protocol(format!(
-                        "the reply stream broke and resuming it failed: HTTP {}",
-                        r.status
-                    )))
+                    return Err(ProtocolError::ResumeStatus {
+                        status: r.status.as_u16(),
+                    }
+                    .into())
                 }
-                Err(e) => {
-                    return Err(UpstreamError::Protocol(format!(
-                        "the reply stream broke and resuming it failed: {e}"
-                    )))
-                }
+                Err(e) => return Err(ProtocolError::Resume(e).into()),
             }
         }
         if !end.answered && inner.is_pending(id) {
-            return Err(UpstreamError::Protocol(
-                "the reply stream ended without a reply".into(),
-            ));
+            return Err(ProtocolError::NoReply.into());
         }
     }
     Ok(())

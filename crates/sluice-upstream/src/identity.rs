@@ -5,7 +5,34 @@
 use sluice_config::{OAuthMode, UpstreamSpec};
 use sluice_oauth::{ClientSettings, Fetcher, Identity, IdentityConfig, Mode, SigningKey};
 use sluice_vault::Vault;
+use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Why an upstream's OAuth identity could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// The `private_key_jwt` key file could not be read.
+    #[error("cannot read the private key {}: {source}", path.display())]
+    ReadKey {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file does not hold a usable key.
+    #[error("{}: {source}", path.display())]
+    BadKey {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: sluice_oauth::AuthError,
+    },
+    /// The upstream signs in with `oauth` and the gateway has no vault to keep grants in.
+    #[error("it signs in with oauth and no vault is configured")]
+    NoVault,
+}
 
 /// The path of the OAuth callback under the public URL.
 pub const CALLBACK_PATH: &str = "/oauth/callback";
@@ -65,17 +92,23 @@ pub fn grant_key(upstream: &str) -> String {
 pub fn identity_for(
     spec: &UpstreamSpec,
     ctx: &OAuthContext,
-) -> Result<Option<Arc<Identity>>, String> {
+) -> Result<Option<Arc<Identity>>, IdentityError> {
     let Some(o) = &spec.oauth else {
         return Ok(None);
     };
     let signing_key = match &o.private_key_file {
         Some(path) => {
-            let pem = std::fs::read(path)
-                .map_err(|e| format!("cannot read the private key {}: {e}", path.display()))?;
+            let pem = std::fs::read(path).map_err(|e| IdentityError::ReadKey {
+                path: path.clone(),
+                source: e,
+            })?;
             Some(
-                SigningKey::from_pem(&pem, o.signing_alg.as_deref(), None)
-                    .map_err(|e| format!("{}: {e}", path.display()))?,
+                SigningKey::from_pem(&pem, o.signing_alg.as_deref(), None).map_err(|source| {
+                    IdentityError::BadKey {
+                        path: path.clone(),
+                        source,
+                    }
+                })?,
             )
         }
         None => None,

@@ -9,6 +9,7 @@
 //! So the receiver is polled with a waker that stays quiet while the POST is being polled, and
 //! is looked at right after it, in the same poll.
 
+use crate::core::Answer;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::pin::Pin;
@@ -104,14 +105,14 @@ impl Wake for Quiet {
 /// The reply to a call whose POST (if any) runs here: resolves with what the receiver gets.
 pub(crate) struct InlineReply {
     post: Detached,
-    rx: oneshot::Receiver<sluice_core::Message>,
+    rx: oneshot::Receiver<Answer>,
     /// Set while the POST runs here.
     quiet: Option<(Arc<Quiet>, Waker)>,
 }
 
 impl InlineReply {
     /// Await `rx`, running `post` here meanwhile.
-    pub(crate) fn new(post: Detached, rx: oneshot::Receiver<sluice_core::Message>) -> Self {
+    pub(crate) fn new(post: Detached, rx: oneshot::Receiver<Answer>) -> Self {
         let quiet = post.running().then(|| {
             let q = Arc::new(Quiet::default());
             let w = Waker::from(q.clone());
@@ -122,7 +123,7 @@ impl InlineReply {
 }
 
 impl Future for InlineReply {
-    type Output = Result<sluice_core::Message, oneshot::error::RecvError>;
+    type Output = Result<Answer, oneshot::error::RecvError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
@@ -175,7 +176,7 @@ mod tests {
                 let _ = tx
                     .take()
                     .expect("sent once")
-                    .send(sluice_core::Message::notification("x", None));
+                    .send(Answer::Reply(sluice_core::Message::notification("x", None)));
             }
             Poll::<()>::Pending
         });
@@ -183,7 +184,7 @@ mod tests {
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
         assert!(reply.as_mut().poll(&mut cx).is_pending());
-        let Poll::Ready(Ok(msg)) = reply.as_mut().poll(&mut cx) else {
+        let Poll::Ready(Ok(Answer::Reply(msg))) = reply.as_mut().poll(&mut cx) else {
             panic!("the reply the POST delivered is there in the same poll")
         };
         assert_eq!(msg.method(), Some("x"));
@@ -203,9 +204,9 @@ mod tests {
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
         assert!(reply.as_mut().poll(&mut cx).is_pending());
-        let _ = tx.send(sluice_core::Message::notification("y", None));
+        let _ = tx.send(Answer::Reply(sluice_core::Message::notification("y", None)));
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        let Poll::Ready(Ok(msg)) = reply.as_mut().poll(&mut cx) else {
+        let Poll::Ready(Ok(Answer::Reply(msg))) = reply.as_mut().poll(&mut cx) else {
             panic!("the reply is there after the wake")
         };
         assert_eq!(msg.method(), Some("y"));

@@ -29,13 +29,13 @@ mod slot_events;
 mod sse;
 mod stdio;
 
-pub use self::core::{Event, ExtraHeaders, Incoming, StderrTail};
+pub use self::core::{failure_reply, Answer, Event, ExtraHeaders, Held, Incoming, StderrTail};
 pub use connection::{Connection, OpenOptions};
-pub use error::UpstreamError;
+pub use error::{ConnectError, ProtocolError, Source, UpstreamError};
 pub use http::header_value;
-pub use identity::OAuthContext;
-pub use lists::{fetch_lists, UpstreamLists};
-pub use shared::{end_shared, Claimed, SharedSessions, UpstreamSession};
+pub use identity::{IdentityError, OAuthContext};
+pub use lists::{fetch_lists, ListError, UpstreamLists};
+pub use shared::{end_shared, Claimed, SharedError, SharedSessions, UpstreamSession};
 pub use slot::{
     client_info, Done, SessionRef, Slot, SlotEnv, SlotEvent, SlotState, Status, Timing,
 };

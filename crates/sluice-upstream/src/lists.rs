@@ -1,9 +1,31 @@
 //! An upstream's lists: what it offers (tools, prompts, resources, resource templates), read
 //! page by page over a connection as its capabilities announce them.
 
-use crate::Connection;
+use crate::{Connection, UpstreamError};
 use serde_json::{json, Value};
 use std::time::Duration;
+
+/// Why an upstream's lists could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    /// The call failed (the connection closed, no reply in time).
+    #[error("{method}: {source}")]
+    Call {
+        /// The list method.
+        method: &'static str,
+        /// Why.
+        #[source]
+        source: UpstreamError,
+    },
+    /// The upstream answered with an error (or with neither a result nor an error: null).
+    #[error("{method} failed: {error}")]
+    Refused {
+        /// The list method.
+        method: &'static str,
+        /// The JSON-RPC error object.
+        error: Value,
+    },
+}
 
 /// What one upstream currently offers (fetched by its control connection).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,10 +43,10 @@ pub struct UpstreamLists {
 /// Fetch every page of one list (bounded to 1000 pages).
 async fn fetch_all(
     conn: &Connection,
-    method: &str,
+    method: &'static str,
     key: &str,
     timeout: Duration,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, ListError> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..1000 {
@@ -32,12 +54,12 @@ async fn fetch_all(
         let reply = conn
             .call(method, params, timeout)
             .await
-            .map_err(|e| format!("{method}: {e}"))?;
+            .map_err(|source| ListError::Call { method, source })?;
         let Some(result) = reply.result() else {
-            return Err(format!(
-                "{method} failed: {}",
-                reply.error_obj().cloned().unwrap_or(Value::Null)
-            ));
+            return Err(ListError::Refused {
+                method,
+                error: reply.error_obj().cloned().unwrap_or(Value::Null),
+            });
         };
         if let Some(items) = result.get(key).and_then(Value::as_array) {
             out.extend(items.iter().cloned());
@@ -55,7 +77,7 @@ pub async fn fetch_lists(
     conn: &Connection,
     caps: &Value,
     timeout: Duration,
-) -> Result<UpstreamLists, String> {
+) -> Result<UpstreamLists, ListError> {
     let mut lists = UpstreamLists::default();
     if caps.get("tools").is_some() {
         lists.tools = fetch_all(conn, "tools/list", "tools", timeout).await?;

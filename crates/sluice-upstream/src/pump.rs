@@ -15,7 +15,7 @@ pub(crate) async fn pump(
 ) {
     while let Some(ev) = rx.recv().await {
         match ev {
-            Event::Reply(msg) => conn.resolve(msg),
+            Event::Reply(held) => conn.resolve(held),
             Event::Closed(_) => break,
             ev => {
                 if let Some(handled) = handle(ev) {

@@ -46,6 +46,11 @@ pub enum Claimed {
 /// A boxed future (the trait is used as an object).
 pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Why a [`SharedSessions`] store could not give or keep an upstream session: the store's own
+/// error (its text is shown to the client as the reason the upstream is unavailable; it
+/// becomes [`UpstreamError::Shared`]).
+pub type SharedError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Where the replicas of a cluster keep the upstream sessions of their client sessions, one
 /// per (client session, upstream). Errors are shown to the client as the reason the upstream
 /// is unavailable.
@@ -59,7 +64,7 @@ pub trait SharedSessions: Send + Sync {
         session: &'a str,
         upstream: &'a str,
         dead: Option<&'a str>,
-    ) -> BoxFut<'a, Result<Claimed, String>>;
+    ) -> BoxFut<'a, Result<Claimed, SharedError>>;
 
     /// Record the upstream session opened after [`Claimed::Mine`].
     fn record<'a>(
@@ -67,7 +72,7 @@ pub trait SharedSessions: Send + Sync {
         session: &'a str,
         upstream: &'a str,
         opened: &'a UpstreamSession,
-    ) -> BoxFut<'a, Result<(), String>>;
+    ) -> BoxFut<'a, Result<(), SharedError>>;
 
     /// Give up a [`Claimed::Mine`] that opened nothing (the upstream failed, or it has no
     /// sessions): another replica may try.
@@ -96,19 +101,22 @@ pub(crate) async fn open(
     dead: Option<&str>,
     opts: crate::OpenOptions,
     tx: tokio::sync::mpsc::UnboundedSender<crate::Event>,
-) -> Result<crate::Connection, String> {
+) -> Result<crate::Connection, UpstreamError> {
     let Some(store) = slot.env.shared.clone() else {
-        return Err("no shared store".into());
+        return Err(UpstreamError::Shared("no shared store".into()));
     };
     let upstream = slot.spec.id.as_str();
-    match store.claim(session, upstream, dead).await? {
+    let claimed = store
+        .claim(session, upstream, dead)
+        .await
+        .map_err(UpstreamError::Shared)?;
+    match claimed {
         Claimed::Theirs {
             session: s,
             first_id,
         } => {
             tracing::debug!(upstream, session = %s.id, "using the upstream session another replica opened");
-            let conn =
-                crate::Connection::adopt(&slot.spec, opts, tx, &s).map_err(|e| e.to_string())?;
+            let conn = crate::Connection::adopt(&slot.spec, opts, tx, &s)?;
             conn.ids_from(first_id);
             Ok(conn)
         }
@@ -127,7 +135,7 @@ pub(crate) async fn open(
             }
             Err(e) => {
                 store.release(session, upstream).await;
-                Err(e.to_string())
+                Err(e)
             }
         },
     }

@@ -10,8 +10,9 @@
 //! replies among them) wait until the gateway drops it, so a call's progress and requests reach
 //! the client before its reply.
 
-use crate::lists::{fetch_lists, UpstreamLists};
-use crate::{Connection, Incoming, OpenOptions, StderrTail};
+use crate::identity::IdentityError;
+use crate::lists::{fetch_lists, ListError, UpstreamLists};
+use crate::{Connection, Incoming, OpenOptions, StderrTail, UpstreamError};
 use foldhash::HashMap;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -203,7 +204,7 @@ pub struct Slot {
     /// Wakes the supervisor from its backoff (a sign-in finished: try now).
     retry: Notify,
     /// Its OAuth identity (an upstream with `oauth`), or why it could not be made.
-    identity: Result<Option<Arc<sluice_oauth::Identity>>, String>,
+    identity: Result<Option<Arc<sluice_oauth::Identity>>, Arc<IdentityError>>,
     /// The lists of per-session connections that show something else than the control
     /// connection (`session_lists.rs`), by session id, with a generation number.
     /// Sharded by session id, as `sessions` is.
@@ -242,8 +243,8 @@ impl Slot {
         };
         let identity = match (&spec.oauth, &env.oauth) {
             (None, _) => Ok(None),
-            (Some(_), Some(ctx)) => crate::identity::identity_for(&spec, ctx),
-            (Some(_), None) => Err("it signs in with oauth and no vault is configured".into()),
+            (Some(_), Some(ctx)) => crate::identity::identity_for(&spec, ctx).map_err(Arc::new),
+            (Some(_), None) => Err(Arc::new(IdentityError::NoVault)),
         };
         Slot {
             identity,
@@ -518,9 +519,7 @@ impl Slot {
             Some(dead) if self.shares_sessions() => {
                 crate::shared::open(self, key, dead, opts, tx).await
             }
-            _ => Connection::open(&self.spec, opts, tx)
-                .await
-                .map_err(|e| e.to_string()),
+            _ => Connection::open(&self.spec, opts, tx).await,
         }
         .map_err(|e| {
             RpcError::new(
@@ -718,11 +717,11 @@ impl Slot {
                         backoff = initial;
                     }
                 }
-                Err(reason) => {
-                    tracing::warn!(upstream = %self.spec.id, "upstream failed to start: {reason}; retrying in {} ms", backoff.as_millis());
+                Err(why) => {
+                    tracing::warn!(upstream = %self.spec.id, "upstream failed to start: {why}; retrying in {} ms", backoff.as_millis());
                     {
                         let mut st = self.state.lock();
-                        st.status = Some(Status::Down(reason));
+                        st.status = Some(Status::Down(why.to_string()));
                         st.restarts += 1;
                         self.publish(&st);
                     }
@@ -743,7 +742,7 @@ impl Slot {
     /// Open the control connection and read its lists.
     async fn open_control(
         self: &Arc<Slot>,
-    ) -> Result<(Connection, UpstreamLists, tokio::task::JoinHandle<()>), String> {
+    ) -> Result<(Connection, UpstreamLists, tokio::task::JoinHandle<()>), StartError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let caps = if self.per_session() {
             json!({})
@@ -760,11 +759,11 @@ impl Slot {
             identity: self.identity().cloned(),
         };
         if let Err(why) = &self.identity {
-            return Err(why.clone());
+            return Err(StartError::Identity(why.clone()));
         }
         let conn = Connection::open(&self.spec, opts, tx)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StartError::Connect)?;
         // The pump resolves replies, so it runs before the first call.
         let pump_task = tokio::spawn(self.pump(conn.clone(), None, rx));
         let caps = conn
@@ -777,10 +776,25 @@ impl Slot {
             Err(e) => {
                 conn.shutdown().await;
                 pump_task.abort();
-                Err(format!("listing failed: {e}"))
+                Err(StartError::Listing(e))
             }
         }
     }
+}
+
+/// Why a slot's control connection did not come up (its text is the slot's
+/// [`Status::Down`] reason).
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// Its OAuth identity could not be made.
+    #[error("{0}")]
+    Identity(#[source] Arc<IdentityError>),
+    /// The connection could not be opened.
+    #[error("{0}")]
+    Connect(#[source] UpstreamError),
+    /// Its lists could not be read.
+    #[error("listing failed: {0}")]
+    Listing(#[source] ListError),
 }
 
 fn short(id: &str) -> &str {

@@ -2,7 +2,7 @@
 //! to POST messages to, then carries every message from the server.
 
 use crate::core::{ExtraHeaders, Inner};
-use crate::error::UpstreamError;
+use crate::error::{ConnectError, ProtocolError, UpstreamError};
 use crate::http::{header_map, with_extra};
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
@@ -61,7 +61,10 @@ impl SseWire {
                 .header(ACCEPT, "text/event-stream")
                 .send()
                 .await
-                .map_err(|e| UpstreamError::Connect(format!("GET {} failed: {e}", spec.url)))?;
+                .map_err(|e| ConnectError::Get {
+                    url: spec.url.clone(),
+                    source: e,
+                })?;
             match (&identity, refusal(&resp)) {
                 (Some(id), Some(challenge)) if tries < 2 => {
                     tries += 1;
@@ -72,11 +75,11 @@ impl SseWire {
             }
         };
         if !resp.status().is_success() {
-            return Err(UpstreamError::Connect(format!(
-                "GET {} answered HTTP {}",
-                spec.url,
-                resp.status()
-            )));
+            return Err(ConnectError::GetStatus {
+                url: spec.url.clone(),
+                status: resp.status().as_u16(),
+            }
+            .into());
         }
         let mut events = resp.bytes_stream().eventsource();
         // The first event names the endpoint.
@@ -84,20 +87,24 @@ impl SseWire {
             match events.next().await {
                 Some(Ok(ev)) if ev.event == "endpoint" => break ev.data,
                 Some(Ok(_)) => continue,
-                Some(Err(e)) => return Err(UpstreamError::Protocol(format!("SSE: {e}"))),
-                None => {
-                    return Err(UpstreamError::Protocol(
-                        "the SSE stream ended before naming its endpoint".into(),
-                    ))
-                }
+                Some(Err(e)) => return Err(ProtocolError::Sse(e.into()).into()),
+                None => return Err(ProtocolError::NoEndpoint.into()),
             }
         };
-        let base = reqwest::Url::parse(&spec.url)
-            .map_err(|e| UpstreamError::Connect(format!("bad url: {e}")))?;
-        let endpoint = base
-            .join(endpoint.trim())
-            .map_err(|e| UpstreamError::Protocol(format!("bad endpoint {endpoint:?}: {e}")))?
-            .to_string();
+        let base = reqwest::Url::parse(&spec.url).map_err(|e| ConnectError::BadUrl {
+            url: spec.url.clone(),
+            source: e.into(),
+        })?;
+        let endpoint = match base.join(endpoint.trim()) {
+            Ok(url) => url.to_string(),
+            Err(e) => {
+                return Err(ProtocolError::BadEndpoint {
+                    endpoint,
+                    source: e.into(),
+                }
+                .into())
+            }
+        };
         let r_inner = inner.clone();
         let reader = tokio::spawn(async move {
             while let Some(ev) = events.next().await {

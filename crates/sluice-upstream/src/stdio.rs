@@ -10,7 +10,7 @@
 //! shutdown kills the group.
 
 use crate::core::Inner;
-use crate::error::UpstreamError;
+use crate::error::{ConnectError, UpstreamError};
 use crate::framing::{self, Line, LineCodec, MAX_MESSAGE_LINE, MAX_STDERR_LINE};
 use futures_util::StreamExt;
 use sluice_config::UpstreamSpec;
@@ -45,8 +45,10 @@ impl StdioWire {
         if let Some(cwd) = &spec.cwd {
             cmd.current_dir(cwd);
         }
-        let (mut child, group) = process::spawn(&mut cmd)
-            .map_err(|e| UpstreamError::Connect(format!("cannot start {:?}: {e}", spec.command)))?;
+        let (mut child, group) = process::spawn(&mut cmd).map_err(|e| ConnectError::Spawn {
+            command: spec.command.clone(),
+            source: e,
+        })?;
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");

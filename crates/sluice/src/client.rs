@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{json, Map, Value};
 use sluice_config::{Era, Transport, UpstreamSpec};
 use sluice_core::{codes, Kind, Message, RpcError};
-use sluice_upstream::{Connection, Event, OpenOptions, StderrTail, UpstreamError};
+use sluice_upstream::{Connection, Event, OpenOptions, ProtocolError, StderrTail, UpstreamError};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -420,12 +420,24 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
         }
         _ => None,
     };
-    // Signing in waits for a person: before the connection, outside its deadline.
-    if let Some(id) = &identity {
-        if let Err(e) = id.sign_in_if_needed().await {
-            return Err(Failure::Connect(format!("signing in to {where_}: {e}")));
-        }
-    }
+    // Signing in waits for a person: before the connection, outside its deadline. A server
+    // that cannot be reached, or names no authorization server Sluice can use, is met without
+    // signing in: the connection then says what it answers (an HTTP 401 with its hint).
+    let identity = match identity {
+        Some(id) => match id.sign_in_if_needed().await {
+            Ok(()) => Some(id),
+            Err(
+                e @ (sluice_oauth::AuthError::Fetch { .. }
+                | sluice_oauth::AuthError::Metadata { .. }
+                | sluice_oauth::AuthError::Discovery(_)),
+            ) => {
+                tracing::info!("not signing in to {where_}: {e}");
+                None
+            }
+            Err(e) => return Err(Failure::Connect(format!("signing in to {where_}: {e}"))),
+        },
+        None => None,
+    };
     let opts = OpenOptions {
         client_info: json!({"name": "sluice-client", "title": "sluice client", "version": env!("CARGO_PKG_VERSION")}),
         capabilities: json!({}),
@@ -453,20 +465,29 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
 /// Why the connection could not be opened, with a hint for the usual causes.
 fn connect_message(where_: &str, e: &UpstreamError, stderr: &StderrTail) -> String {
     let text = match e {
-        // A failed POST comes back as the handshake's error reply: say what failed, once.
-        UpstreamError::Protocol(p) => p
-            .strip_prefix("initialize failed: ")
-            .and_then(|j| serde_json::from_str::<Value>(j).ok())
-            .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
-            .map(|m| m.strip_prefix("cannot connect: ").unwrap_or(&m).to_string())
-            .unwrap_or_else(|| e.to_string()),
+        // The handshake failed on its way (a failed POST): say what failed, once.
+        UpstreamError::Protocol(ProtocolError::Initialize {
+            cause: Some(cause), ..
+        }) => match &**cause {
+            UpstreamError::Connect(c) => c.to_string(),
+            other => other.to_string(),
+        },
+        // The server answered the handshake with an error: its message.
+        UpstreamError::Protocol(ProtocolError::Initialize { error, cause: None }) => error
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| e.to_string(), str::to_string),
         _ => e.to_string(),
     };
     let mut m = format!("cannot connect to {where_}: {text}");
-    if text.contains("HTTP 401") {
-        m.push_str("\nthe server wants a token: pass --token TOKEN (or set SLUICE_TOKEN)");
-    } else if text.contains("HTTP 403") {
-        m.push_str("\nthe token was refused for this resource (wrong scope or audience?)");
+    match e.http_status() {
+        Some(401) => {
+            m.push_str("\nthe server wants a token: pass --token TOKEN (or set SLUICE_TOKEN)")
+        }
+        Some(403) => {
+            m.push_str("\nthe token was refused for this resource (wrong scope or audience?)")
+        }
+        _ => {}
     }
     with_stderr(m, stderr)
 }
@@ -498,7 +519,7 @@ async fn pump(
     let Ok(conn) = conn.await else { return };
     while let Some(ev) = rx.recv().await {
         match ev {
-            Event::Reply(msg) => conn.resolve(msg),
+            Event::Reply(held) => conn.resolve(held),
             Event::Message(incoming) => on_message(&conn, &incoming.msg, readable),
             Event::Stream { .. } => {}
             Event::Closed(_) => break,

@@ -10,7 +10,7 @@ use crate::state::{Snapshot, State};
 use serde_json::{json, Value};
 use sluice_core::{codes, headers, member, Message, RpcError};
 use sluice_telemetry::{ClientOp, UpstreamSpan};
-use sluice_upstream::{ExtraHeaders, Slot, Status, UpstreamError};
+use sluice_upstream::{failure_reply, Answer, ExtraHeaders, Slot, Status, UpstreamError};
 use std::sync::Arc;
 
 /// How many `input_required` rounds Sluice runs for a legacy client before giving up.
@@ -28,41 +28,39 @@ pub async fn call(
     sink: &Sink,
 ) -> Outcome {
     if !slot.shares_sessions() || session.is_modern() {
-        return call_once(st, session, slot, msg, sink).await;
+        return call_once(st, session, slot, msg, sink).await.0;
     }
     let again = msg.clone();
-    let conn = slot.connection_for(session.upstream_ref()).await.ok();
-    let outcome = call_once(st, session, slot, msg, sink).await;
-    let ended = conn.is_some_and(|c| {
-        c.is_closed() && c.close_reason().is_some_and(|r| r.contains("(HTTP 404)"))
-    });
-    match &outcome {
-        Outcome::Reply(r)
-            if ended
-                && r.error_obj()
-                    .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
-                    .is_some_and(|m| m.contains("(HTTP 404)")) =>
-        {
+    match call_once(st, session, slot, msg, sink).await {
+        (_, Some(e)) if goes_again(&e) => {
             tracing::info!(session = %session.id, upstream = %slot.spec.id, "the shared upstream session ended (HTTP 404): opening it again");
-            call_once(st, session, slot, again, sink).await
+            call_once(st, session, slot, again, sink).await.0
         }
-        _ => outcome,
+        (outcome, _) => outcome,
     }
 }
 
+/// Does a request that failed with `e` go once more over the shared upstream session opened
+/// again? Only when the upstream ended that session ([`UpstreamError::SessionEnded`]: it
+/// answered HTTP 404 to a request carrying the session's id, and ran nothing).
+fn goes_again(e: &UpstreamError) -> bool {
+    matches!(e, UpstreamError::SessionEnded)
+}
+
+/// One attempt of [`call`]: its outcome, and why the call failed when the upstream did not
+/// answer it (the request failed on its way, the connection closed, no reply in time).
 async fn call_once(
     st: &State,
     session: &Arc<Session>,
     slot: &Arc<Slot>,
     mut msg: Message,
     sink: &Sink,
-) -> Outcome {
+) -> (Outcome, Option<UpstreamError>) {
     let client_id = msg.id().cloned().unwrap_or(Value::Null);
     let method = msg.method().unwrap_or("").to_string();
     let conn = match slot.connection_for(session.upstream_ref()).await {
         Ok(c) => c,
-        Err(e) => return Outcome::Reply(Message::error(client_id, &e)),
+        Err(e) => return (Outcome::Reply(Message::error(client_id, &e)), None),
     };
     let up_id = conn.next_id();
     msg.set_id(json!(up_id));
@@ -141,11 +139,16 @@ async fn call_once(
         serial: conn.serial(),
         up_id,
     };
-    let result = conn
-        .call_with_headers(up_id, msg, slot.timeout(), &headers)
-        .await;
+    let result = conn.request(up_id, msg, slot.timeout(), &headers).await;
     // Gone from the table while its session lives: the client cancelled it.
     let cancelled = !untrack.finish() && !session.is_closed();
+    // A request that failed on its way is answered with the JSON-RPC error naming why, as the
+    // upstream's own error would be; why is kept beside it.
+    let (result, failed) = match result {
+        Ok(Answer::Reply(reply)) => (Ok(reply), None),
+        Ok(Answer::Failed(e)) => (Ok(failure_reply(up_id, &e)), Some(e)),
+        Err(e) => (Err(e), None),
+    };
     let answer = result.as_ref().map_err(|e| {
         let kind = match e {
             UpstreamError::Timeout(_) => "timeout",
@@ -160,14 +163,25 @@ async fn call_once(
         op.finish(answer);
     }
     if cancelled {
-        return Outcome::Cancelled(client_id);
+        return (Outcome::Cancelled(client_id), None);
     }
-    let reply = match result {
+    match result {
         Ok(mut reply) => {
             reply.set_id(client_id);
-            reply
+            (Outcome::Reply(reply), failed)
         }
-        Err(UpstreamError::Timeout(ms)) => Message::error(
+        Err(e) => {
+            let reply = unanswered(slot, &method, client_id, &e);
+            (Outcome::Reply(reply), Some(e))
+        }
+    }
+}
+
+/// The error a client gets for a call the upstream did not answer: no reply in time (-32001,
+/// cancelled upstream), or the connection closed (-32000), naming the upstream.
+fn unanswered(slot: &Slot, method: &str, client_id: Value, e: &UpstreamError) -> Message {
+    match e {
+        UpstreamError::Timeout(ms) => Message::error(
             client_id,
             &RpcError::new(
                 codes::REQUEST_TIMEOUT,
@@ -175,7 +189,7 @@ async fn call_once(
             )
             .with_data(json!({"upstream": slot.spec.id, "timeoutMs": ms})),
         ),
-        Err(e) => Message::error(
+        e => Message::error(
             client_id,
             &RpcError::new(
                 codes::UPSTREAM_UNAVAILABLE,
@@ -183,8 +197,7 @@ async fn call_once(
             )
             .with_data(json!({"upstream": slot.spec.id})),
         ),
-    };
-    Outcome::Reply(reply)
+    }
 }
 
 /// [`call`], and when a 2026-07-28 upstream answers a legacy client with `input_required`:
@@ -407,6 +420,28 @@ pub fn cancel(st: &State, session: &Session, client_id: &Value, reason: Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The retry is decided on the error's variant: the end of the shared upstream session
+    /// goes again, and nothing else does, whatever its text says.
+    #[test]
+    fn only_the_end_of_the_upstream_session_sends_a_call_again() {
+        assert!(goes_again(&UpstreamError::SessionEnded));
+        let not_again = [
+            // The text of the end of a session, as a plain close reason.
+            UpstreamError::Closed("the upstream ended the session (HTTP 404)".into()),
+            // A 404 without a session (nothing was ended).
+            UpstreamError::Status {
+                status: 404,
+                body: Some("(HTTP 404)".into()),
+            },
+            sluice_upstream::ProtocolError::ResumeStatus { status: 404 }.into(),
+            UpstreamError::Closed("the process closed its stdout (exited)".into()),
+            UpstreamError::Timeout(1000),
+        ];
+        for e in &not_again {
+            assert!(!goes_again(e), "{e}");
+        }
+    }
 
     fn stripped(params: Value) -> Value {
         let mut msg = Message::request(json!(1), "tools/call", Some(params));
