@@ -84,7 +84,9 @@ impl ReloadPlan {
         }
         ReloadPlan {
             settings: new.settings != running.settings,
-            hooks: new.hooks != running.hooks,
+            // The chain also carries `keep_transcripts`: a change of it rebuilds the chain.
+            hooks: new.hooks != running.hooks
+                || new.settings.keep_transcripts != running.settings.keep_transcripts,
             audit: new.logs != running.logs,
             auth: new.auth != running.auth,
             rules: new.auth.rules != running.auth.rules,
@@ -410,6 +412,16 @@ mod tests {
                 ..ReloadReport::default()
             }
         );
+    }
+
+    #[test]
+    fn keeping_transcripts_rebuilds_the_chain_that_carries_it() {
+        let running = tree(vec![stdio("a")]);
+        let mut new = running.clone();
+        new.settings.keep_transcripts = true;
+        let p = plan(&running, new);
+        assert!(p.hooks && p.settings);
+        assert!(!p.audit && !p.auth && !p.rules);
     }
 
     #[test]
