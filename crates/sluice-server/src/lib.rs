@@ -26,7 +26,6 @@ pub mod session;
 pub mod shared_upstreams;
 pub mod state;
 pub mod stream;
-pub mod tasks;
 #[cfg(test)]
 mod testing;
 pub mod transport;

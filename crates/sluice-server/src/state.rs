@@ -170,8 +170,8 @@ pub struct Runtime {
     pub(crate) reloading: tokio::sync::Mutex<()>,
     /// Numbers catalogs (part of cursors).
     pub(crate) catalog_version: AtomicU64,
-    /// Tasks clients created through the gateway (`tasks.rs`).
-    pub tasks: crate::tasks::Tasks,
+    /// Tasks clients created through the gateway (`proxy/tasks/table.rs`).
+    pub tasks: crate::proxy::tasks::table::Tasks,
     /// This replica's part of a cluster (`cluster` in `sluice.json`; needs a restart).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The serving threads' runtimes, when the MCP listener has them: upstream supervisors run

@@ -343,7 +343,7 @@ fn modern_upstream_request(
     let params = msg.params_mut();
     let meta = params.entry("_meta").or_insert_with(|| json!({}));
     if let Some(m) = meta.as_object_mut() {
-        // (A task-augmented call may carry the capabilities it needs: `proxy/tasks.rs`.)
+        // (A task-augmented call may carry the capabilities it needs: `proxy/tasks/`.)
         m.entry(sluice_core::version::meta::CLIENT_CAPABILITIES)
             .or_insert(caps);
         if let Some(level) = level {

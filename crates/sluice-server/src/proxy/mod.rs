@@ -19,8 +19,6 @@ pub mod hooks;
 pub mod inbound;
 pub mod lists;
 pub mod route;
-mod task_input;
-pub mod task_methods;
 pub mod tasks;
 
 use crate::access;
@@ -417,7 +415,7 @@ async fn dispatch(
                 }
             }
         }
-        Target::Task => Box::pin(task_methods::dispatch(st, snap, session, msg, sink)).await,
+        Target::Task => Box::pin(tasks::methods::dispatch(st, snap, session, msg, sink)).await,
         Target::SetLevel(level) => {
             Box::pin(session.set_log_level(level)).await;
             forward::set_level(snap, session, &msg).await;

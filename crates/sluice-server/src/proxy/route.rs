@@ -22,7 +22,7 @@ pub enum Target<'c> {
     Gateway(GatewayTool),
     /// `logging/setLevel` to every upstream with logging (and the session's own level).
     SetLevel(String),
-    /// `tasks/*`: the task the gateway recorded, at the upstream that runs it (`tasks.rs`).
+    /// `tasks/*`: the task the gateway recorded, at the upstream that runs it (`proxy/tasks/table.rs`).
     Task,
 }
 

@@ -42,7 +42,7 @@ pub struct TaskRoute {
     /// Its place in the order tasks were created here (`tasks/list` pages by it).
     pub seq: u64,
     /// A 2025-11-25 upstream's questions held for a 2026-07-28 client
-    /// (`proxy/task_input.rs`).
+    /// (`input.rs`).
     pub held: Mutex<HeldInput>,
     /// Told when a question is held.
     pub held_changed: Arc<tokio::sync::Notify>,

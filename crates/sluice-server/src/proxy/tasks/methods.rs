@@ -2,17 +2,17 @@
 //! `tasks/result` (blocking; a 2026-07-28 upstream's task is polled, its input asked of the
 //! client and answered with `tasks/update`), `tasks/cancel`, `tasks/update` and `tasks/list`
 //! (the client's tasks on every upstream), each answered in the client's era. Task creation, the
-//! shapes of each era and the guard of final results are in [`super::tasks`].
+//! shapes of each era and the guard of final results are in [`super`] (`mod.rs`).
 
-use super::forward;
-use super::tasks::{
+use super::table::TaskRoute;
+use super::{
     declares_extension, error_of, guard, legacy_task, missing_extension, modern_task, runs_tasks,
     with_extension, RELATED_TASK,
 };
 use crate::channel::{Outcome, Sink};
+use crate::proxy::forward;
 use crate::session::Session;
 use crate::state::{Snapshot, State};
-use crate::tasks::TaskRoute;
 use serde_json::{json, Map, Value};
 use sluice_core::version::meta;
 use sluice_core::{codes, Message, RpcError};
@@ -112,7 +112,7 @@ pub async fn dispatch(
         "tasks/get" => get(st, snap, session, &route, id.clone(), sink).await,
         // A 2025-11-25 upstream's questions, held for this modern client (task_input.rs).
         "tasks/update" if !route.upstream_modern => {
-            Ok(super::task_input::answer(st, &route, params.get("inputResponses")).await)
+            Ok(super::input::answer(st, &route, params.get("inputResponses")).await)
         }
         "tasks/result" => collect(st, snap, session, &route, id.clone(), sink).await,
         "tasks/cancel" => cancel(st, session, &route, id.clone(), sink).await,
@@ -170,7 +170,7 @@ async fn get(
     let mut shown = modern_task(&got, &route.id, true);
     let status = got.get("status").and_then(Value::as_str);
     if !route.upstream_modern && status == Some("input_required") {
-        let asked = super::task_input::questions(st, session, route).await;
+        let asked = super::input::questions(st, session, route).await;
         if asked.as_object().is_some_and(|a| !a.is_empty()) {
             shown.insert("inputRequests".into(), asked);
         }
@@ -349,7 +349,7 @@ async fn poll(
                 {
                     let method = request.get("method").and_then(Value::as_str).unwrap_or("");
                     let params = request.get("params").cloned();
-                    match super::client_out::ask_client(
+                    match crate::proxy::client_out::ask_client(
                         st,
                         session,
                         sink,

@@ -7,10 +7,10 @@
 //! `inputResponses`, which go back to the upstream as the replies to its questions (through the
 //! request hooks, like any client reply).
 
+use super::table::TaskRoute;
 use crate::channel::Out;
 use crate::session::Session;
 use crate::state::State;
-use crate::tasks::TaskRoute;
 use serde_json::{json, Map, Value};
 use sluice_core::{Kind, Message, RpcError};
 use std::sync::Arc;
@@ -73,7 +73,7 @@ fn read_questions(st: Arc<State>, session: Arc<Session>, route: Arc<TaskRoute>) 
             "tasks/result",
             Some(Value::Object(params)),
         );
-        let _ = super::forward::call(&st, &session, &route.slot, msg, &tx).await;
+        let _ = crate::proxy::forward::call(&st, &session, &route.slot, msg, &tx).await;
         // The task ended (or the wait did): nothing is held any more.
         let mut held = route.held.lock();
         held.reading = false;
@@ -124,7 +124,7 @@ pub async fn answer(
         (session, replies)
     };
     for reply in replies {
-        super::client_message(st, &session, reply).await;
+        crate::proxy::client_message(st, &session, reply).await;
     }
     Ok(json!({}))
 }
