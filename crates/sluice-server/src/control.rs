@@ -34,9 +34,9 @@ pub struct Inbound {
     pub changes: mpsc::UnboundedReceiver<Changed>,
 }
 
-/// Which face made an edit live (for the log).
+/// Who applies an edit of the tree, that is which face made it live (for the log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Face {
+pub enum Applier {
     /// The file watcher (an edit on disk, by hand or by the CLI).
     Watcher,
     /// The admin API.
@@ -302,7 +302,7 @@ pub fn acceptable(st: &State, new: &Config) -> Result<(), ConfigErrors> {
 /// tree, check that the running listener can take it ([`acceptable`]), apply it by diff, and
 /// count the result in the reload statistics. An edit that fails any step changes nothing that
 /// is running; its errors are logged and returned.
-pub async fn apply_tree(st: &Arc<State>, face: Face) -> Result<ReloadReport, ConfigErrors> {
+pub async fn apply_tree(st: &Arc<State>, by: Applier) -> Result<ReloadReport, ConfigErrors> {
     let home = st.snapshot().config.home.clone();
     let env = |n: &str| std::env::var(n).ok();
     let loaded = Config::load(&home, &env).and_then(|(config, warnings)| {
@@ -323,7 +323,7 @@ pub async fn apply_tree(st: &Arc<State>, face: Face) -> Result<ReloadReport, Con
             st.rt.reloads.failed.fetch_add(1, Ordering::Relaxed);
             *st.rt.reloads.last_error.lock() = Some(errors.to_string());
             tracing::error!(
-                ?face,
+                face = ?by,
                 "the edited configuration cannot be applied; keeping the running one:\n{errors}"
             );
             Err(errors)
@@ -473,7 +473,7 @@ pub async fn watch(st: Arc<State>, every: Duration) {
             continue;
         }
         last = now;
-        let _ = apply_tree(&st, Face::Watcher).await;
+        let _ = apply_tree(&st, Applier::Watcher).await;
     }
 }
 

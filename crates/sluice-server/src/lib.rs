@@ -115,7 +115,7 @@ impl Server {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let face = Arc::new(transport::http::Face {
+        let face = Arc::new(transport::http::HttpFace {
             st: self.state.clone(),
             rounds: self.rounds.clone(),
         });

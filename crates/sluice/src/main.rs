@@ -421,14 +421,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let watch_tree = args.home.is_some();
     let admin = admin_listener(&args, &config.settings).await?;
-    let gw = Server::new(config);
+    let server = Server::new(config);
     if let Some((listener, token)) = admin {
         let opts = sluice_server::admin::AdminOptions {
             token,
             editable: watch_tree,
         };
-        let state = sluice_server::admin::Admin::start(gw.state.clone(), opts);
-        let stopping = gw.state.rt.shutdown.clone();
+        let state = sluice_server::admin::Admin::start(server.state.clone(), opts);
+        let stopping = server.state.rt.shutdown.clone();
         tokio::spawn(async move {
             let stop = async move { stopping.cancelled().await };
             if let Err(e) = sluice_server::admin::serve(state, listener, stop).await {
@@ -438,19 +438,20 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     if watch_tree {
         // Edits to the tree apply live.
-        tokio::spawn(gw.clone().watch(std::time::Duration::from_millis(500)));
+        tokio::spawn(server.clone().watch(std::time::Duration::from_millis(500)));
     }
     if args.stdio {
-        gw.start().await;
-        gw.serve_stdio(tokio::io::stdin(), tokio::io::stdout())
+        server.start().await;
+        server
+            .serve_stdio(tokio::io::stdin(), tokio::io::stdout())
             .await;
         return Ok(());
     }
-    let listen = gw.snapshot().settings().listen.clone();
+    let listen = server.snapshot().settings().listen.clone();
     let addr: std::net::SocketAddr = listen
         .parse()
         .with_context(|| format!("--listen {listen:?} is not HOST:PORT"))?;
-    if !addr.ip().is_loopback() && gw.authenticator().is_none() {
+    if !addr.ip().is_loopback() && server.authenticator().is_none() {
         bail!(
             "refusing to listen on {addr} without authentication: configure auth/auth.config.json (tokens or OAuth) or listen on a loopback address"
         );
@@ -459,15 +460,16 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
-    gw.set_bound_address(&bound.to_string());
+    server.set_bound_address(&bound.to_string());
     // The serving threads first: the upstreams' supervisors run on them.
     let threads = args
         .threads
         .unwrap_or_else(sluice_server::transport::workers::default_count);
-    gw.start_threads(threads, args.pin)
+    server
+        .start_threads(threads, args.pin)
         .context("cannot start the serving threads")?;
-    gw.start().await;
-    match gw.authenticator() {
+    server.start().await;
+    match server.authenticator() {
         Some(auth) => tracing::info!(
             "serving MCP at http://{bound}/mcp (authentication on; resource {})",
             auth.resource()
@@ -478,8 +480,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         shutdown_signal().await;
         tracing::info!("shutting down");
     };
-    gw.serve_http(listener, shutdown).await?;
-    gw.shutdown().await;
+    server.serve_http(listener, shutdown).await?;
+    server.shutdown().await;
     Ok(())
 }
 

@@ -46,20 +46,20 @@ pub fn routes() -> Router<Arc<Admin>> {
 }
 
 async fn overview(State(admin): S) -> Response {
-    let gw = &admin.st;
-    let config = gw.snapshot().config.clone();
+    let st = &admin.st;
+    let config = st.snapshot().config.clone();
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "home": config.home,
         "editable": admin.opts.editable,
-        "sessions": gw.rt.sessions.len(),
-        "tools_listed": gw.snapshot().catalog.tools().len(),
-        "hooks_active": gw.snapshot().chain.hooks().len() + gw.snapshot().chain.controls().len(),
+        "sessions": st.rt.sessions.len(),
+        "tools_listed": st.snapshot().catalog.tools().len(),
+        "hooks_active": st.snapshot().chain.hooks().len() + st.snapshot().chain.controls().len(),
         "audit_log": {"enabled": config.logs.enabled, "path": config.logs.path},
         "reloads": {
-            "ok": gw.rt.reloads.ok.load(std::sync::atomic::Ordering::Relaxed),
-            "failed": gw.rt.reloads.failed.load(std::sync::atomic::Ordering::Relaxed),
-            "last_error": gw.rt.reloads.last_error.lock().clone(),
+            "ok": st.rt.reloads.ok.load(std::sync::atomic::Ordering::Relaxed),
+            "failed": st.rt.reloads.failed.load(std::sync::atomic::Ordering::Relaxed),
+            "last_error": st.rt.reloads.last_error.lock().clone(),
         },
         "upstreams": upstream_rows(&admin, false),
         "traffic": admin.metrics.summary(),
@@ -68,9 +68,9 @@ async fn overview(State(admin): S) -> Response {
 }
 
 async fn tools(State(admin): S) -> Response {
-    let gw = &admin.st;
-    let config = gw.snapshot().config.clone();
-    let catalog = gw.snapshot().catalog.clone();
+    let st = &admin.st;
+    let config = st.snapshot().config.clone();
+    let catalog = st.snapshot().catalog.clone();
     let mut rows = Vec::new();
     let listed =
         |name: &str, slot: usize| catalog.tool(name).is_some_and(|r| r.slot() == Some(slot));
@@ -235,9 +235,9 @@ fn hook_row(h: &sluice_config::HookSpec, active: bool, raw: Option<&Value>) -> V
 }
 
 async fn hooks(State(admin): S) -> Response {
-    let gw = &admin.st;
-    let config = gw.snapshot().config.clone();
-    let chain = gw.snapshot().chain.clone();
+    let st = &admin.st;
+    let config = st.snapshot().config.clone();
+    let chain = st.snapshot().chain.clone();
     let raw: Value = std::fs::read_to_string(config.home.join("hooks/hooks.manifest.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())

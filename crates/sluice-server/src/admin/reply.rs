@@ -2,7 +2,7 @@
 //! the tree management writes to, and a management operation applied through the one apply path.
 
 use super::Admin;
-use crate::control::{self, Face};
+use crate::control::{self, Applier};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -64,7 +64,7 @@ pub(super) fn home(admin: &Admin) -> Result<std::path::PathBuf, Fail> {
 /// within half a second) so the answer means "live".
 pub(super) async fn done(admin: &Admin, r: Result<Value, ManageError>) -> Response {
     match r {
-        Ok(v) => match control::apply_tree(&admin.st, Face::Admin).await {
+        Ok(v) => match control::apply_tree(&admin.st, Applier::Admin).await {
             Ok(_) => Json(json!({"ok": true, "result": v})).into_response(),
             // Written, but the tree as it now stands on disk cannot be applied (for example an
             // earlier edit turned authentication off on an exposed listener): nothing of it is

@@ -37,22 +37,22 @@ async fn traffic_recent(State(admin): S) -> Response {
 /// Live traffic as server-sent events: one `data:` line per exchange, a comment every 15 s.
 async fn traffic_stream(State(admin): S) -> Response {
     let rx = admin.st.rt.traffic.subscribe();
-    let gw = admin.st.clone();
-    let stream = futures_util::stream::unfold((rx, gw), |(mut rx, gw)| async move {
+    let st = admin.st.clone();
+    let stream = futures_util::stream::unfold((rx, st), |(mut rx, st)| async move {
         use tokio::sync::broadcast::error::RecvError;
         let next = tokio::select! {
             r = rx.recv() => r,
             _ = tokio::time::sleep(Duration::from_secs(15)) => {
-                return Some((Ok::<Bytes, std::convert::Infallible>(Bytes::from_static(b": keepalive\n\n")), (rx, gw)));
+                return Some((Ok::<Bytes, std::convert::Infallible>(Bytes::from_static(b": keepalive\n\n")), (rx, st)));
             }
-            _ = gw.rt.shutdown.cancelled() => return None,
+            _ = st.rt.shutdown.cancelled() => return None,
         };
         let chunk = match next {
             Ok(ev) => format!("data: {}\n\n", ev.to_line()),
             Err(RecvError::Lagged(n)) => format!("event: lagged\ndata: {n}\n\n"),
             Err(RecvError::Closed) => return None,
         };
-        Some((Ok(Bytes::from(chunk)), (rx, gw)))
+        Some((Ok(Bytes::from(chunk)), (rx, st)))
     });
     let prime = futures_util::stream::once(async {
         Ok::<Bytes, std::convert::Infallible>(Bytes::from_static(b": connected\n\n"))

@@ -3,7 +3,7 @@
 //! (`sluice_config::manage`). A good change is applied at once through the one apply path, so
 //! the answer means "live"; a refused one is an `isError` result naming file and field.
 
-use crate::control::{self, Face};
+use crate::control::{self, Applier};
 use crate::gateway_tools::ManageOp;
 use crate::state::State;
 use serde_json::{json, Map, Value};
@@ -84,7 +84,7 @@ pub async fn call(st: &Arc<State>, op: ManageOp, args: &Value) -> Result<Value, 
     };
     match result {
         // Apply now, so the answer means the change is live.
-        Ok(v) => match control::apply_tree(st, Face::Management).await {
+        Ok(v) => match control::apply_tree(st, Applier::Management).await {
             Ok(_) => Ok(text(v, false)),
             Err(errors) => Ok(text(
                 json!(format!(

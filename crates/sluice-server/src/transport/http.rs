@@ -3,7 +3,8 @@
 //! related messages; the GET stream; `Last-Event-ID` resumption; and the exact HTTP errors for
 //! bad input (400, 403, 404, 405, 406, 413, 415).
 
-use super::rules;
+use super::http_session::{find_session, store_unavailable};
+use super::rules::{self, accepts_all};
 use crate::channel::{is_reply, Out};
 use crate::control;
 use crate::http_parts::{
@@ -11,7 +12,7 @@ use crate::http_parts::{
 };
 use crate::modern::rounds::Rounds;
 use crate::proxy;
-use crate::replicas::{self, Miss};
+use crate::replicas;
 use crate::session::{HttpStreams, Init, Outbound, Session};
 use crate::state::{Held, SessionCap, Snapshot, State};
 use crate::stream::StreamBuf;
@@ -24,12 +25,11 @@ use axum::Router;
 use serde_json::{json, Value};
 use sluice_auth::{Authenticator, Denial};
 use sluice_core::{version, Kind, Message, Principal, RpcError};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// What the HTTP face serves from: the gateway's state and the modern era's rounds.
-pub struct Face {
+pub struct HttpFace {
     /// The gateway's state.
     pub st: Arc<State>,
     /// Calls of 2026-07-28 clients waiting for their input.
@@ -37,7 +37,7 @@ pub struct Face {
 }
 
 /// The axum router serving MCP at `/mcp`.
-pub fn router(face: Arc<Face>) -> Router {
+pub fn router(face: Arc<HttpFace>) -> Router {
     Router::new()
         .route("/mcp", any(mcp))
         .route("/mcp/", any(mcp))
@@ -60,41 +60,20 @@ pub fn router(face: Arc<Face>) -> Router {
         .with_state(face)
 }
 
-/// Does `Accept` take each of `what` (or `*/*`)? One pass over the header's media ranges.
-fn accepts_all<const N: usize>(headers: &HeaderMap, what: [&str; N]) -> bool {
-    let mut seen = [false; N];
-    for value in headers.get_all(header::ACCEPT) {
-        let Ok(value) = value.to_str() else { continue };
-        for range in value.split(',') {
-            let t = range.split(';').next().unwrap_or("").trim();
-            if t == "*/*" {
-                return true;
-            }
-            for (seen, w) in seen.iter_mut().zip(what) {
-                *seen |= t.eq_ignore_ascii_case(w);
-            }
-            if seen.iter().all(|s| *s) {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-async fn mcp(AxState(face): AxState<Arc<Face>>, req: axum::extract::Request) -> Response {
+async fn mcp(AxState(face): AxState<Arc<HttpFace>>, req: axum::extract::Request) -> Response {
     serve(face, req).await
 }
 
 /// Serve one request to `/mcp`. The MCP listener calls this for each request to that path on a
 /// connection, with that connection's own `face` (whose count only the connection's thread
 /// writes); the router's route (`mcp`) is the same for anyone serving [`router`].
-pub(crate) async fn serve(face: Arc<Face>, req: axum::extract::Request) -> Response {
+pub(crate) async fn serve(face: Arc<HttpFace>, req: axum::extract::Request) -> Response {
     // Taken apart rather than extracted: the `HeaderMap` extractor would clone the headers.
     let (parts, body) = req.into_parts();
     let (method, headers) = (parts.method, parts.headers);
-    let gw = &face.st;
+    let st = &face.st;
     // What is in force, loaded once for the whole request (through this thread's handle).
-    let snap = gw.held();
+    let snap = st.held();
     if let Err(r) = rules::check(&snap, &headers) {
         return r;
     }
@@ -112,7 +91,7 @@ pub(crate) async fn serve(face: Arc<Face>, req: axum::extract::Request) -> Respo
         }
     };
     match method {
-        Method::POST => match sluice_telemetry::http_parent(gw.rt.telemetry.as_deref(), &headers) {
+        Method::POST => match sluice_telemetry::http_parent(st.rt.telemetry.as_deref(), &headers) {
             Some(parent) => {
                 let post = post(&face, snap, headers, body, principal);
                 sluice_telemetry::with_http_parent(parent, post).await
@@ -121,8 +100,8 @@ pub(crate) async fn serve(face: Arc<Face>, req: axum::extract::Request) -> Respo
         },
         // Boxed: the POST path is the hot one, and the future of this handler is as large as
         // its largest branch (it is moved into axum's box for every request).
-        Method::GET => Box::pin(get(gw, headers, principal)).await,
-        Method::DELETE => Box::pin(delete(gw, headers, principal)).await,
+        Method::GET => Box::pin(super::http_get::get(st, headers, principal)).await,
+        Method::DELETE => Box::pin(delete(st, headers, principal)).await,
         _ => {
             let mut r = json_error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -162,15 +141,15 @@ fn denied(auth: &Authenticator, denial: &Denial) -> Response {
 }
 
 /// RFC 9728 protected-resource metadata (404 when authentication is off).
-async fn oauth_callback(AxState(face): AxState<Arc<Face>>, uri: axum::http::Uri) -> Response {
+async fn oauth_callback(AxState(face): AxState<Arc<HttpFace>>, uri: axum::http::Uri) -> Response {
     crate::upstream_oauth::callback(&face.st, uri.query()).await
 }
 
-async fn client_metadata(AxState(face): AxState<Arc<Face>>) -> Response {
+async fn client_metadata(AxState(face): AxState<Arc<HttpFace>>) -> Response {
     crate::upstream_oauth::client_metadata(&face.st)
 }
 
-async fn resource_metadata(AxState(face): AxState<Arc<Face>>) -> Response {
+async fn resource_metadata(AxState(face): AxState<Arc<HttpFace>>) -> Response {
     match face.st.snapshot().auth.clone() {
         Some(auth) => (
             StatusCode::OK,
@@ -185,70 +164,14 @@ async fn resource_metadata(AxState(face): AxState<Arc<Face>>) -> Response {
     }
 }
 
-/// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown, ended, or
-/// started by another principal (indistinguishable from unknown, so ids cannot be probed). In a
-/// cluster any replica finds it (a forged, tampered or foreign-key id is 404 alike); 503 when
-/// the store does not answer and the session is not served here.
-async fn find_session(
-    gw: &Arc<State>,
-    headers: &HeaderMap,
-    principal: Option<Arc<Principal>>,
-) -> Result<Arc<Session>, Response> {
-    let Some(id) = header_str(headers, SESSION) else {
-        return Err(json_error(
-            StatusCode::BAD_REQUEST,
-            RpcError::invalid_request("missing Mcp-Session-Id header (send initialize first)"),
-            None,
-        ));
-    };
-    let found = match &gw.rt.cluster {
-        None => gw
-            .rt
-            .sessions
-            .get(id)
-            .filter(|s| replicas::owned_by(s, principal.as_deref()))
-            .ok_or(Miss::NotFound),
-        // Boxed: a session of a cluster may be fetched from the store.
-        Some(c) => Box::pin(replicas::find(gw, c, id, principal.as_ref())).await,
-    };
-    match found {
-        Ok(s) => {
-            s.touch();
-            if principal.is_some() {
-                s.set_principal(principal);
-            }
-            s.set_authorization(header_str(headers, header::AUTHORIZATION));
-            Ok(s)
-        }
-        Err(Miss::NotFound) => Err(json_error(
-            StatusCode::NOT_FOUND,
-            RpcError::new(
-                -32001,
-                "Session not found: it ended or never existed; initialize a new one",
-            ),
-            None,
-        )),
-        Err(Miss::Unavailable(why)) => Err(store_unavailable(&why)),
-    }
-}
-
-/// 503: the cluster store did not answer (-32000, naming it and why).
-fn store_unavailable(why: &str) -> Response {
-    json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        RpcError::new(-32000, format!("Cluster store unavailable: {why}")),
-        None,
-    )
-}
-
 async fn post(
-    face: &Arc<Face>,
+    face: &Arc<HttpFace>,
     snap: Held,
     headers: HeaderMap,
     body: Body,
     principal: Option<Arc<Principal>>,
 ) -> Response {
-    let gw = &face.st;
+    let st = &face.st;
     if !accepts_all(&headers, ["application/json", "text/event-stream"]) {
         return json_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -297,7 +220,7 @@ async fn post(
     if crate::modern::detect(&headers, &msg) {
         let rounds = face.rounds.clone();
         return Box::pin(super::http_modern::post(
-            gw.clone(),
+            st.clone(),
             rounds,
             &headers,
             msg,
@@ -306,24 +229,24 @@ async fn post(
         .await;
     }
     if msg.method() == Some("initialize") && msg.kind() == Kind::Request {
-        return Box::pin(initialize(gw, &snap, &headers, msg, principal)).await;
+        return Box::pin(initialize(st, &snap, &headers, msg, principal)).await;
     }
     if let Err(r) = rules::check_version(&headers) {
         return r;
     }
-    let session = match find_session(gw, &headers, principal).await {
+    let session = match find_session(st, &headers, principal).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(c) = &gw.rt.cluster {
+    if let Some(c) = &st.rt.cluster {
         if Box::pin(replicas::forward_reply(c, &session, &msg)).await {
             return StatusCode::ACCEPTED.into_response();
         }
-        Box::pin(replicas::forward_cancel(gw, c, &session, &msg)).await;
+        Box::pin(replicas::forward_cancel(st, c, &session, &msg)).await;
     }
     match msg.kind() {
         Kind::Notification | Kind::Response | Kind::Error => {
-            Box::pin(proxy::client_message(gw, &session, msg)).await;
+            Box::pin(proxy::client_message(st, &session, msg)).await;
             StatusCode::ACCEPTED.into_response()
         }
         Kind::Request => request(face, snap, session, msg).await,
@@ -331,7 +254,7 @@ async fn post(
 }
 
 async fn initialize(
-    gw: &Arc<State>,
+    st: &Arc<State>,
     snap: &Snapshot,
     headers: &HeaderMap,
     msg: Message,
@@ -346,7 +269,7 @@ async fn initialize(
     }
     let settings = snap.settings();
     let (max, per) = (settings.max_sessions, settings.max_sessions_per_principal);
-    if let Some(cap) = gw.rt.sessions.over_cap(principal.as_deref(), max, per) {
+    if let Some(cap) = st.rt.sessions.over_cap(principal.as_deref(), max, per) {
         return too_many_sessions(cap, msg.id());
     }
     let params = msg.params().cloned().unwrap_or(Value::Null);
@@ -354,7 +277,7 @@ async fn initialize(
     let version = version::negotiate(requested);
     let init = Init::of_initialize(&params, version);
     let ttl = std::time::Duration::from_secs(settings.session_idle_secs);
-    let (id, shared) = match &gw.rt.cluster {
+    let (id, shared) = match &st.rt.cluster {
         None => (uuid::Uuid::new_v4().simple().to_string(), None),
         Some(c) => {
             let (id, handle) = c.seal(&init, principal.as_deref());
@@ -369,7 +292,7 @@ async fn initialize(
         settings.replay_events as usize,
         settings.replay_bytes as usize,
     );
-    let base = gw.rt.cluster.as_ref().map_or(0, |c| c.stream_base());
+    let base = st.rt.cluster.as_ref().map_or(0, |c| c.stream_base());
     let streams = HttpStreams::new(buf).numbered_from(base);
     let mut session = Session::new(id.clone(), init, Outbound::Http(streams));
     if let Some(shared) = shared {
@@ -383,12 +306,12 @@ async fn initialize(
         .and_then(|c| c.get("name"))
         .and_then(Value::as_str)
         .unwrap_or("?");
-    let reply = match proxy::initialize(gw, &session, msg, version).await {
+    let reply = match proxy::initialize(st, &session, msg, version).await {
         Ok(reply) => reply,
         // Refused by a hook: no session.
         Err(reply) => return json_reply(reply),
     };
-    if let (Some(c), Some(sh)) = (&gw.rt.cluster, &session.shared) {
+    if let (Some(c), Some(sh)) = (&st.rt.cluster, &session.shared) {
         // Every replica learns of it through the store before the client has its id.
         if let Err(e) = sh.store.create(&sh.handle, ttl).await {
             let chain = snap.chain.clone();
@@ -402,7 +325,7 @@ async fn initialize(
         c.remember(&sh.handle, &id);
     }
     let sealed = session.shared.is_some();
-    if let Err(cap) = gw.rt.sessions.try_add(session, max, per) {
+    if let Err(cap) = st.rt.sessions.try_add(session, max, per) {
         // Another initialize took the last place meanwhile: nothing stays.
         let chain = snap.chain.clone();
         let sid = id.clone();
@@ -453,12 +376,17 @@ const TOO_MANY_SESSIONS: i64 = -32029;
 /// Related messages and the reply share one channel, so they reach the client in the order
 /// they happened. The work continues when the client disconnects (a disconnect is not a
 /// cancellation).
-async fn request(face: &Arc<Face>, snap: Held, session: Arc<Session>, msg: Message) -> Response {
-    let gw = &face.st;
+async fn request(
+    face: &Arc<HttpFace>,
+    snap: Held,
+    session: Arc<Session>,
+    msg: Message,
+) -> Response {
+    let st = &face.st;
     // Only a list request can be answered from the cached pages (boxed: a call's future need
     // not hold that one's).
     if let Some(kind) = proxy::lists::list_kind(&msg) {
-        let cached = proxy::lists::cached(gw, &snap, &session, &msg, kind);
+        let cached = proxy::lists::cached(st, &snap, &session, &msg, kind);
         if let Some(reply) = Box::pin(cached).await {
             return json_pieces(reply.into_pieces());
         }
@@ -566,154 +494,15 @@ fn sse_response(
     sse_headers(body.into_response())
 }
 
-async fn get(gw: &Arc<State>, headers: HeaderMap, principal: Option<Arc<Principal>>) -> Response {
-    if !accepts_all(&headers, ["text/event-stream"]) {
-        return json_error(
-            StatusCode::NOT_ACCEPTABLE,
-            RpcError::invalid_request("Accept must list text/event-stream"),
-            None,
-        );
-    }
-    if let Err(r) = rules::check_version(&headers) {
-        return r;
-    }
-    let session = match find_session(gw, &headers, principal).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    let Some(http) = session.http() else {
-        return StatusCode::METHOD_NOT_ALLOWED.into_response();
-    };
-    // In a cluster the GET stream's events are in the store, whichever replica added them.
-    if let Some(c) = &gw.rt.cluster {
-        if let Err(e) = replicas::feed(c, &session).await {
-            return store_unavailable(&e.0);
-        }
-    }
-    // Resumption: replay the stream the event id names, after that event.
-    if let Some(last) = header_str(&headers, sluice_core::headers::LAST_EVENT_ID) {
-        let Some((stream, seq)) = StreamBuf::parse_event_id(last) else {
-            return json_error(
-                StatusCode::BAD_REQUEST,
-                RpcError::invalid_request(format!("malformed Last-Event-ID {last:?}")),
-                None,
-            );
-        };
-        let local = http.stream(stream);
-        // In a cluster a POST stream lives on the replica that ran the request: it replays it.
-        if let (None, Some(c)) = (&local, &gw.rt.cluster) {
-            let owner = crate::cluster::Cluster::stream_owner(stream);
-            if let Some(owner) = owner.filter(|o| **o != *c.replica) {
-                if let Some(r) = replicas::replay_elsewhere(c, &session, &owner, last).await {
-                    return r;
-                }
-            }
-        }
-        let Some(buf) = local else {
-            return json_error(
-                StatusCode::NOT_FOUND,
-                RpcError::invalid_request(format!(
-                    "no stream to resume for Last-Event-ID {last:?}"
-                )),
-                None,
-            );
-        };
-        if stream == 0 {
-            return attach_get(gw, &session, buf, seq, true);
-        }
-        return sse_headers(
-            Body::from_stream(buf.reader(seq, false, KEEPALIVE, None)).into_response(),
-        );
-    }
-    let after = http.get_delivered.load(Ordering::SeqCst);
-    attach_get(gw, &session, http.get.clone(), after, false)
-}
-
-/// Attach the (single) GET stream; a second one at the same time is 409. It ends when the
-/// listener starts draining (clients reconnect elsewhere).
-fn attach_get(
-    gw: &State,
-    session: &Arc<Session>,
-    buf: Arc<StreamBuf>,
-    after: u64,
-    takeover: bool,
-) -> Response {
-    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let gen = GENERATION.fetch_add(1, Ordering::Relaxed);
-    let Some(http) = session.http() else {
-        return StatusCode::METHOD_NOT_ALLOWED.into_response();
-    };
-    let mut refused = false;
-    http.get_owner().send_if_modified(|owner| {
-        if *owner != 0 && !takeover {
-            refused = true;
-            return false;
-        }
-        *owner = gen;
-        true
-    });
-    if refused {
-        return json_error(
-            StatusCode::CONFLICT,
-            RpcError::invalid_request("a GET stream is already open for this session"),
-            None,
-        );
-    }
-    /// Releases the GET slot when this stream ends (unless another took it over).
-    struct Detach(Arc<Session>, u64);
-    impl Drop for Detach {
-        fn drop(&mut self) {
-            let gen = self.1;
-            let Some(http) = self.0.http() else { return };
-            let released = http.get_owner().send_if_modified(|owner| {
-                if *owner == gen {
-                    *owner = 0;
-                    true
-                } else {
-                    false
-                }
-            });
-            // In a cluster, a new GET stream on another replica starts after what this one
-            // delivered.
-            if let (true, Some(sh)) = (released, &self.0.shared) {
-                let delivered = http.get_delivered.load(Ordering::SeqCst).to_string();
-                let (store, handle) = (sh.store.clone(), sh.handle.clone());
-                tokio::spawn(async move {
-                    let _ = store.set(&handle, "gd", &delivered).await;
-                });
-            }
-        }
-    }
-    let guard = Detach(session.clone(), gen);
-    let mut owner = http.get_owner().subscribe();
-    let draining = gw.rt.draining.clone();
-    let replaced = async move {
-        tokio::select! {
-            _ = owner.wait_for(|o| *o != gen) => {}
-            () = draining.cancelled() => {}
-        }
-    };
-    use futures_util::StreamExt;
-    let progress = Some(http.get_delivered.clone());
-    let stream = buf
-        .reader(after, false, KEEPALIVE, progress)
-        .take_until(replaced)
-        .map(move |item| {
-            let _keep = &guard;
-            item
-        });
-    sse_headers(Body::from_stream(stream).into_response())
-}
-
 async fn delete(
-    gw: &Arc<State>,
+    st: &Arc<State>,
     headers: HeaderMap,
     principal: Option<Arc<Principal>>,
 ) -> Response {
     if let Err(r) = rules::check_version(&headers) {
         return r;
     }
-    let session = match find_session(gw, &headers, principal).await {
+    let session = match find_session(st, &headers, principal).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -726,10 +515,10 @@ async fn delete(
             Err(e) => return store_unavailable(&e.0),
         }
     }
-    control::end_session(gw, &session.id, sluice_hooks::EndReason::Deleted).await;
+    control::end_session(st, &session.id, sluice_hooks::EndReason::Deleted).await;
     // This replica ended it: it ends the upstream sessions every replica shared, once.
     if let Some(fields) = ended {
-        crate::shared_upstreams::end_upstreams(gw, &fields).await;
+        crate::shared_upstreams::end_upstreams(st, &fields).await;
     }
     StatusCode::OK.into_response()
 }

@@ -35,7 +35,7 @@
 
 use super::bare_get;
 use super::conn_io::{Counted, InFlight, Stats, NONE};
-use super::http::{router, Face};
+use super::http::{router, HttpFace};
 use super::workers::{Place, Workers};
 use crate::state::State;
 use axum::body::{Body, Bytes};
@@ -58,7 +58,7 @@ use tokio::task::JoinSet;
 /// Serve MCP on `listener`, its connections on `workers`, until `shutdown` resolves, then
 /// drain (bounded by `drain_ms`).
 pub async fn serve(
-    face: Arc<Face>,
+    face: Arc<HttpFace>,
     listener: TcpListener,
     workers: &Workers,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -176,10 +176,10 @@ impl Drop for Release {
     }
 }
 
-async fn connection(face: &Face, app: axum::Router, stream: TcpStream, _slot: Release) {
+async fn connection(face: &HttpFace, app: axum::Router, stream: TcpStream, _slot: Release) {
     // The connection's own face: its requests' clones of it write a count only this
     // connection's thread writes.
-    let face = Arc::new(Face {
+    let face = Arc::new(HttpFace {
         st: face.st.clone(),
         rounds: face.rounds.clone(),
     });
@@ -232,7 +232,7 @@ async fn connection(face: &Face, app: axum::Router, stream: TcpStream, _slot: Re
 
 /// Serve the connection with hyper (its head is in the stash) until it ends (`None`) or hands
 /// the connection back between requests for a GET (`Some`: the GET is in the stash).
-async fn with_hyper(face: &Arc<Face>, app: &axum::Router, mut io: Counted) -> Option<Counted> {
+async fn with_hyper(face: &Arc<HttpFace>, app: &axum::Router, mut io: Counted) -> Option<Counted> {
     let st = &face.st;
     let stats = io.stats.clone();
     io.gets_elsewhere = true;
@@ -319,7 +319,7 @@ async fn watchdog(st: &State, stats: &Stats) -> &'static str {
 /// counts every connection's requests write, and box the handler's future once more).
 struct Tracked {
     app: TowerToHyperService<axum::Router>,
-    face: Arc<Face>,
+    face: Arc<HttpFace>,
     stats: Arc<Stats>,
 }
 

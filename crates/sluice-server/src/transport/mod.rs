@@ -4,7 +4,9 @@
 mod bare_get;
 mod conn_io;
 pub mod http;
+mod http_get;
 pub mod http_modern;
+mod http_session;
 pub mod listener;
 mod rules;
 pub mod stdio;

@@ -1,6 +1,6 @@
 //! The header rules of the HTTP face, for both eras: `Origin` and `Host` (DNS rebinding: 403),
 //! one value of `MCP-Protocol-Version` and one `Mcp-Session-Id` (400), and the supported
-//! protocol versions (400).
+//! protocol versions (400), and what `Accept` lists.
 
 use crate::http_parts::{header_str, json_error, PROTOCOL, SESSION};
 use crate::state::Snapshot;
@@ -120,6 +120,27 @@ pub(crate) fn check_version(headers: &HeaderMap) -> Result<(), Response> {
             None,
         )),
     }
+}
+
+/// Does `Accept` take each of `what` (or `*/*`)? One pass over the header's media ranges.
+pub(crate) fn accepts_all<const N: usize>(headers: &HeaderMap, what: [&str; N]) -> bool {
+    let mut seen = [false; N];
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        for range in value.split(',') {
+            let t = range.split(';').next().unwrap_or("").trim();
+            if t == "*/*" {
+                return true;
+            }
+            for (seen, w) in seen.iter_mut().zip(what) {
+                *seen |= t.eq_ignore_ascii_case(w);
+            }
+            if seen.iter().all(|s| *s) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 #[cfg(test)]

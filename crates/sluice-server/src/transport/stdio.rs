@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Serve one client over the given reader and writer until the reader ends.
-pub async fn serve<R, W>(gw: Arc<State>, rounds: Arc<Rounds>, input: R, output: W)
+pub async fn serve<R, W>(st: Arc<State>, rounds: Arc<Rounds>, input: R, output: W)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -43,7 +43,7 @@ where
     // Modern-era requests (no initialize; `_meta` on each) are served beside, until a legacy
     // client initialises.
     let modern = super::stdio_modern::Stdio::default();
-    let limit = gw.snapshot().settings().max_body_bytes as usize;
+    let limit = st.snapshot().settings().max_body_bytes as usize;
     // Bounded lines: one over the limit is answered as soon as it passes the limit, and the rest
     // of it is discarded unread; one that is not UTF-8 fails to parse (-32700) like any bad JSON.
     let mut lines = sluice_upstream::framing::read_lines(input, LineCodec::new(limit));
@@ -67,7 +67,7 @@ where
         if line.is_empty() {
             continue;
         }
-        let msg = match proxy::parse_client(&gw.snapshot(), line) {
+        let msg = match proxy::parse_client(&st.snapshot(), line) {
             Ok(m) => m,
             Err(e) => {
                 send_out(
@@ -78,7 +78,7 @@ where
             }
         };
         if session.is_none() && modern.wants(&msg) {
-            modern.handle(&gw, &rounds, msg, &out_tx);
+            modern.handle(&st, &rounds, msg, &out_tx);
             continue;
         }
         let Some(s) = session.clone() else {
@@ -94,10 +94,10 @@ where
                     ));
                     // The process that started Sluice: the local user, trusted by the OS.
                     s.set_principal(Some(Arc::new(sluice_core::Principal::stdio())));
-                    match proxy::initialize(&gw, &s, msg, version).await {
+                    match proxy::initialize(&st, &s, msg, version).await {
                         Ok(reply) => {
                             send_out(&out_tx, reply);
-                            gw.rt.sessions.add(s.clone());
+                            st.rt.sessions.add(s.clone());
                             session = Some(s);
                         }
                         // Refused by a hook: still not initialised.
@@ -126,14 +126,14 @@ where
         s.touch();
         match msg.kind() {
             Kind::Notification | Kind::Response | Kind::Error => {
-                proxy::client_message(&gw, &s, msg).await
+                proxy::client_message(&st, &s, msg).await
             }
             Kind::Request => {
-                let gw = gw.clone();
+                let st = st.clone();
                 let out = out_tx.clone();
                 tasks.spawn(async move {
-                    let snap = gw.snapshot();
-                    match proxy::client_request(&gw, &snap, &s, msg, &out).await {
+                    let snap = st.snapshot();
+                    match proxy::client_request(&st, &snap, &s, msg, &out).await {
                         Outcome::Reply(r) => {
                             let _ = out.send(Out::Msg(r));
                         }
@@ -148,7 +148,7 @@ where
     tasks.abort_all();
     drop(session);
     drop(out_tx);
-    control::shutdown(&gw).await;
+    control::shutdown(&st).await;
     // Every sender is gone once the session is dropped; the writer flushes and ends.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
 }
