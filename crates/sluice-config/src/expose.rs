@@ -150,7 +150,7 @@ fn valid_id(id: &str) -> bool {
 }
 
 /// Is `name` a valid MCP tool name (1–128 of `[A-Za-z0-9_.-]`)?
-pub fn valid_tool_name(name: &str) -> bool {
+pub(crate) fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 128
         && name

@@ -14,7 +14,7 @@ pub(crate) struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    pub fn field_path(&self, key: &str) -> String {
+    pub(crate) fn field_path(&self, key: &str) -> String {
         if self.path.is_empty() {
             key.to_string()
         } else {
@@ -22,12 +22,12 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub fn err(&mut self, key: &str, msg: impl Into<String>) {
+    pub(crate) fn err(&mut self, key: &str, msg: impl Into<String>) {
         let field = self.field_path(key);
         self.errors.push(ConfigError::new(self.file, field, msg));
     }
 
-    pub fn string(&mut self, key: &str) -> Option<String> {
+    pub(crate) fn string(&mut self, key: &str) -> Option<String> {
         match self.obj.get(key) {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
@@ -38,7 +38,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub fn required_string(&mut self, key: &str) -> String {
+    pub(crate) fn required_string(&mut self, key: &str) -> String {
         match self.string(key) {
             Some(s) if !s.trim().is_empty() => s,
             Some(_) => {
@@ -54,7 +54,7 @@ impl<'a> Fields<'a> {
     }
 
     /// An array field (absent or null: empty; anything else: an error and empty).
-    pub fn array(&mut self, key: &str) -> Vec<Value> {
+    pub(crate) fn array(&mut self, key: &str) -> Vec<Value> {
         match self.obj.get(key) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a.clone(),
@@ -65,7 +65,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub fn bool(&mut self, key: &str, default: bool) -> bool {
+    pub(crate) fn bool(&mut self, key: &str, default: bool) -> bool {
         match self.obj.get(key) {
             None | Some(Value::Null) => default,
             Some(Value::Bool(b)) => *b,
@@ -76,7 +76,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub fn u64(&mut self, key: &str) -> Option<u64> {
+    pub(crate) fn u64(&mut self, key: &str) -> Option<u64> {
         match self.obj.get(key) {
             None | Some(Value::Null) => None,
             Some(v) => match v.as_u64() {
@@ -89,7 +89,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub fn strings(&mut self, key: &str) -> Vec<String> {
+    pub(crate) fn strings(&mut self, key: &str) -> Vec<String> {
         match self.obj.get(key) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => {
@@ -109,7 +109,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub fn string_map(&mut self, key: &str) -> BTreeMap<String, String> {
+    pub(crate) fn string_map(&mut self, key: &str) -> BTreeMap<String, String> {
         match self.obj.get(key) {
             None | Some(Value::Null) => BTreeMap::new(),
             Some(Value::Object(m)) => {

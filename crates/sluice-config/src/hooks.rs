@@ -256,7 +256,7 @@ pub struct HooksFile {
 const TOOLS_CALL_BY_DEFAULT: &[&str] = &["mask", "pii", "size-cap", "rate-limit"];
 
 /// The longest timeout, in seconds, a hook or a registered tool may have (a day).
-pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+pub(crate) const MAX_TIMEOUT_SECS: f64 = 86_400.0;
 
 fn inside(base: &Path, rel: &str) -> bool {
     let p = Path::new(rel);
