@@ -45,7 +45,7 @@ pub(crate) struct Resource {
 
 impl Resource {
     /// The resource of a Sluice named `service_name`.
-    pub fn new(service_name: &str) -> Resource {
+    pub(crate) fn new(service_name: &str) -> Resource {
         Resource {
             attributes: vec![
                 ("service.name", service_name.to_string()),
