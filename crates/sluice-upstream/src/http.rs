@@ -113,7 +113,7 @@ pub(crate) struct HttpWire {
 }
 
 impl HttpWire {
-    pub fn new(
+    pub(crate) fn new(
         spec: &UpstreamSpec,
         identity: Option<Arc<Identity>>,
     ) -> Result<HttpWire, UpstreamError> {
@@ -137,13 +137,13 @@ impl HttpWire {
         })
     }
 
-    pub fn set_protocol_version(&self, v: &str) {
+    pub(crate) fn set_protocol_version(&self, v: &str) {
         self.core.state.lock().version = HeaderValue::from_str(v).ok();
     }
 
     /// Use an upstream session opened elsewhere (another replica of a cluster): its
     /// `Mcp-Session-Id` and negotiated version go on every request, no `initialize`.
-    pub fn adopt(&self, session: &str, version: &str) -> Result<(), UpstreamError> {
+    pub(crate) fn adopt(&self, session: &str, version: &str) -> Result<(), UpstreamError> {
         let bad = |e: reqwest::header::InvalidHeaderValue| ConnectError::BadSharedSession {
             source: e.into(),
         };
@@ -154,7 +154,7 @@ impl HttpWire {
     }
 
     /// The upstream's `Mcp-Session-Id` and the negotiated version, when it gave a session.
-    pub fn session(&self) -> Option<(String, String)> {
+    pub(crate) fn session(&self) -> Option<(String, String)> {
         let st = self.core.state.lock();
         let id = st.session.as_ref()?.to_str().ok()?.to_string();
         let v = st.version.as_ref()?.to_str().ok()?.to_string();
@@ -163,12 +163,12 @@ impl HttpWire {
 
     /// Forget the upstream session (shutting down then sends no DELETE: it lives on for
     /// other replicas).
-    pub fn forget_session(&self) {
+    pub(crate) fn forget_session(&self) {
         self.core.state.lock().session = None;
     }
 
     /// Speak 2026-07-28 (`on`), or go back to the handshake era after a failed probe.
-    pub fn set_modern(&self, on: bool, version: &str) {
+    pub(crate) fn set_modern(&self, on: bool, version: &str) {
         let mut st = self.core.state.lock();
         st.modern = on;
         st.version = if on {
@@ -253,7 +253,7 @@ pub(crate) struct Post {
 impl Post {
     /// Send it and dispatch what comes back; a failure answers the request (if it is one) with
     /// a JSON-RPC error naming the cause.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let Post {
             core,
             inner,
@@ -300,7 +300,7 @@ impl Post {
 
 impl HttpWire {
     /// Send `msg` in a task of its own.
-    pub fn send(
+    pub(crate) fn send(
         &self,
         inner: &Arc<Inner>,
         msg: &Message,
@@ -323,7 +323,7 @@ impl HttpWire {
     /// The POST of a handshake-era request, for the caller to run itself (no task of its own,
     /// no hand-over of the reply between tasks); `None` for anything else (sent with
     /// [`HttpWire::send`]).
-    pub fn inline_request(
+    pub(crate) fn inline_request(
         &self,
         inner: &Arc<Inner>,
         msg: &Message,
@@ -390,7 +390,7 @@ impl HttpWire {
 
     /// POST one notification and wait for the server's answer (202), for the one message
     /// whose order matters to what follows: `notifications/initialized`.
-    pub async fn send_and_wait(
+    pub(crate) async fn send_and_wait(
         &self,
         inner: &Arc<Inner>,
         msg: &Message,
@@ -406,7 +406,7 @@ impl HttpWire {
     }
 
     /// Open the GET stream for messages unrelated to any request (405 = the server has none).
-    pub fn open_get_stream(&self, inner: &Arc<Inner>) {
+    pub(crate) fn open_get_stream(&self, inner: &Arc<Inner>) {
         let inner = inner.clone();
         let core = self.core.clone();
         tokio::spawn(async move {
@@ -422,7 +422,7 @@ impl HttpWire {
         });
     }
 
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         {
             let mut st = self.core.state.lock();
             for (_, task) in st.posts.drain() {

@@ -35,7 +35,7 @@ fn stamp(home: &Path) -> Vec<Option<SystemTime>> {
 }
 
 impl LocalWire {
-    pub fn start(spec: &UpstreamSpec, inner: &Arc<Inner>) -> LocalWire {
+    pub(crate) fn start(spec: &UpstreamSpec, inner: &Arc<Inner>) -> LocalWire {
         let home = spec.cwd.clone().unwrap_or_default();
         // Poll the two files; a change means the list may have changed.
         let weak: Weak<Inner> = Arc::downgrade(inner);
@@ -61,7 +61,7 @@ impl LocalWire {
         LocalWire { home, watcher }
     }
 
-    pub fn send(&self, inner: &Arc<Inner>, msg: &Message) {
+    pub(crate) fn send(&self, inner: &Arc<Inner>, msg: &Message) {
         if msg.kind() != Kind::Request {
             return;
         }
@@ -78,7 +78,7 @@ impl LocalWire {
         });
     }
 
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.watcher.abort();
     }
 }

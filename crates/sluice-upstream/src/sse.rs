@@ -44,7 +44,7 @@ fn refusal(resp: &reqwest::Response) -> Option<Challenge> {
 }
 
 impl SseWire {
-    pub async fn connect(
+    pub(crate) async fn connect(
         spec: &UpstreamSpec,
         inner: &Arc<Inner>,
         identity: Option<Arc<Identity>>,
@@ -135,7 +135,7 @@ impl SseWire {
         })
     }
 
-    pub fn send(
+    pub(crate) fn send(
         &self,
         inner: &Arc<Inner>,
         msg: &Message,
@@ -203,7 +203,7 @@ impl SseWire {
         Ok(())
     }
 
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.reader.abort();
     }
 }

@@ -35,7 +35,10 @@ pub(crate) struct StdioWire {
 }
 
 impl StdioWire {
-    pub fn start(spec: &UpstreamSpec, inner: &Arc<Inner>) -> Result<StdioWire, UpstreamError> {
+    pub(crate) fn start(
+        spec: &UpstreamSpec,
+        inner: &Arc<Inner>,
+    ) -> Result<StdioWire, UpstreamError> {
         let mut cmd = Command::new(&spec.command);
         cmd.args(&spec.args)
             .envs(&spec.env)
@@ -130,7 +133,7 @@ impl StdioWire {
         })
     }
 
-    pub fn send(&self, msg: &Message) -> Result<(), UpstreamError> {
+    pub(crate) fn send(&self, msg: &Message) -> Result<(), UpstreamError> {
         match &*self.tx.lock() {
             Some(tx) => tx
                 .send(msg.to_json())
@@ -141,7 +144,7 @@ impl StdioWire {
 
     /// Close stdin, wait a little, SIGTERM to the group, wait, SIGKILL to the group (see the
     /// module docs). A second call waits for the first one's stop to end.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.tx.lock().take();
         let mut held = self.child.lock().await;
         let Some((child, group)) = held.as_mut() else {
