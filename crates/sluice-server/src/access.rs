@@ -9,7 +9,7 @@ use sluice_core::{codes, Message, Principal, RpcError};
 
 /// The name the rules match for a list item: a tool's or prompt's `name`, a resource's `uri`,
 /// a template's `uriTemplate`.
-pub fn visible(
+pub(crate) fn visible(
     policy: &Policy,
     principal: Option<&Principal>,
     kind: ListKind,
@@ -47,7 +47,7 @@ fn target(msg: &Message) -> Option<(Item, String)> {
 }
 
 /// Why a request was refused by the access rules.
-pub struct Refused {
+pub(crate) struct Refused {
     /// What the client gets: exactly what an unknown target gets.
     pub error: RpcError,
     /// Why, for the log and the audit line.
@@ -55,7 +55,7 @@ pub struct Refused {
 }
 
 /// `Err` when the session may not use what `msg` targets.
-pub fn check(
+pub(crate) fn check(
     policy: &Policy,
     principal: Option<&Principal>,
     msg: &Message,

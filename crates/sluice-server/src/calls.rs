@@ -13,7 +13,7 @@ use sluice_upstream::Connection;
 use std::sync::Arc;
 
 /// A forwarded call, found again by the id it carries upstream.
-pub struct CallRoute {
+pub(crate) struct CallRoute {
     /// The session that made it.
     pub session: Arc<Session>,
     /// The client's own progress token, if it asked for progress.
@@ -41,7 +41,7 @@ type Shard = Mutex<HashMap<(u64, u64), CallRoute>>;
 /// bookkeeping touches a lock or a table another thread writes; lookups by id (progress,
 /// upstream requests, a cancel) look in their own thread's shard first, then in the others.
 #[derive(Default)]
-pub struct CallTable(PerThread<Shard>);
+pub(crate) struct CallTable(PerThread<Shard>);
 
 impl CallTable {
     /// This thread's shard first, then the others.
@@ -50,19 +50,23 @@ impl CallTable {
     }
 
     /// Record a forwarded call.
-    pub fn track(&self, conn: u64, upstream_id: u64, route: CallRoute) {
+    pub(crate) fn track(&self, conn: u64, upstream_id: u64, route: CallRoute) {
         self.0.mine().lock().insert((conn, upstream_id), route);
     }
 
     /// Forget a forwarded call; false if it was not recorded (any more).
-    pub fn untrack(&self, conn: u64, upstream_id: u64) -> bool {
+    pub(crate) fn untrack(&self, conn: u64, upstream_id: u64) -> bool {
         self.shards()
             .any(|shard| shard.lock().remove(&(conn, upstream_id)).is_some())
     }
 
     /// Take out the call of `session` the client gave `client_id` (its cancellation): the id
     /// it carries upstream, and its route.
-    pub fn take_by_client(&self, session: &Session, client_id: &Value) -> Option<(u64, CallRoute)> {
+    pub(crate) fn take_by_client(
+        &self,
+        session: &Session,
+        client_id: &Value,
+    ) -> Option<(u64, CallRoute)> {
         let key = id_key(client_id);
         self.shards().find_map(|shard| {
             let mut calls = shard.lock();
@@ -72,13 +76,13 @@ impl CallTable {
     }
 
     /// Is a call of `session` with the client's `client_id` in flight?
-    pub fn has_client_call(&self, session: &Session, client_id: &Value) -> bool {
+    pub(crate) fn has_client_call(&self, session: &Session, client_id: &Value) -> bool {
         let key = id_key(client_id);
         self.any(|r| r.is(session, &key))
     }
 
     /// Has `session` a call in flight?
-    pub fn has_session_calls(&self, session: &Session) -> bool {
+    pub(crate) fn has_session_calls(&self, session: &Session) -> bool {
         self.any(|r| std::ptr::eq(&*r.session, session))
     }
 
@@ -94,7 +98,7 @@ impl CallTable {
     }
 
     /// The session, progress token and sink of a call.
-    pub fn route(
+    pub(crate) fn route(
         &self,
         conn: u64,
         upstream_id: u64,
@@ -105,13 +109,13 @@ impl CallTable {
     }
 
     /// The sink of a call.
-    pub fn sink(&self, conn: u64, upstream_id: u64) -> Option<Sink> {
+    pub(crate) fn sink(&self, conn: u64, upstream_id: u64) -> Option<Sink> {
         self.find(conn, upstream_id, |r| r.sink.clone())
     }
 
     /// The session and sink of the most recent call in flight on a connection (for messages a
     /// shared stdio upstream sends without saying which call they belong to).
-    pub fn latest_on(&self, conn: u64) -> Option<(Arc<Session>, Sink)> {
+    pub(crate) fn latest_on(&self, conn: u64) -> Option<(Arc<Session>, Sink)> {
         self.shards()
             .filter_map(|shard| {
                 shard
@@ -126,7 +130,7 @@ impl CallTable {
     }
 
     /// Forget every call of a session (it ended).
-    pub fn forget_session(&self, session: &Arc<Session>) {
+    pub(crate) fn forget_session(&self, session: &Arc<Session>) {
         for shard in self.shards() {
             shard
                 .lock()

@@ -18,10 +18,10 @@ pub enum Out {
 }
 
 /// Where messages related to one client request go (its SSE stream, or stdout).
-pub type Sink = mpsc::UnboundedSender<Out>;
+pub(crate) type Sink = mpsc::UnboundedSender<Out>;
 
 /// Send a message on a sink; hand it back if the sink is closed.
-pub fn send_msg(sink: &Sink, msg: Message) -> Result<(), Message> {
+pub(crate) fn send_msg(sink: &Sink, msg: Message) -> Result<(), Message> {
     sink.send(Out::Msg(msg)).map_err(|e| match e.0 {
         Out::Msg(m) => m,
         _ => unreachable!("sent a message"),
@@ -29,13 +29,13 @@ pub fn send_msg(sink: &Sink, msg: Message) -> Result<(), Message> {
 }
 
 /// Is this message the end of a request (its result or its error)?
-pub fn is_reply(m: &Message) -> bool {
+pub(crate) fn is_reply(m: &Message) -> bool {
     matches!(m.kind(), Kind::Response | Kind::Error)
 }
 
 /// What became of a client request.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Send this reply.
     Reply(Message),
     /// The client cancelled it: send nothing (stdio) or a cancellation error (HTTP).
@@ -44,7 +44,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The reply to send on a transport that must answer every request.
-    pub fn into_reply(self) -> Message {
+    pub(crate) fn into_reply(self) -> Message {
         match self {
             Outcome::Reply(m) => m,
             Outcome::Cancelled(id) => Message::error(

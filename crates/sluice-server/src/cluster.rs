@@ -18,7 +18,7 @@ use std::time::Duration;
 const STREAM_BITS: u32 = 24;
 
 /// How long a Redis call may take before it counts as failed.
-pub const STORE_TIMEOUT: Duration = Duration::from_millis(1500);
+pub(crate) const STORE_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// This replica's cluster runtime.
 pub struct Cluster {
@@ -69,12 +69,12 @@ impl Cluster {
     }
 
     /// The first SSE stream number of this replica's sessions (its id in the high bits).
-    pub fn stream_base(&self) -> u64 {
+    pub(crate) fn stream_base(&self) -> u64 {
         u64::from_str_radix(&self.replica, 16).unwrap_or(0) << STREAM_BITS
     }
 
     /// The replica whose stream `stream` is (None: a lone gateway's, or the GET stream).
-    pub fn stream_owner(stream: u64) -> Option<String> {
+    pub(crate) fn stream_owner(stream: u64) -> Option<String> {
         (stream >> STREAM_BITS != 0).then(|| format!("{:08x}", stream >> STREAM_BITS))
     }
 
@@ -112,20 +112,20 @@ impl Cluster {
     }
 
     /// A local session now serves `handle`.
-    pub fn remember(&self, handle: &str, id: &str) {
+    pub(crate) fn remember(&self, handle: &str, id: &str) {
         self.by_handle
             .lock()
             .insert(handle.to_string(), id.to_string());
     }
 
     /// The local session serving `handle`.
-    pub fn local(&self, handle: &str) -> Option<String> {
+    pub(crate) fn local(&self, handle: &str) -> Option<String> {
         self.by_handle.lock().get(handle).cloned()
     }
 
     /// An upstream said its lists changed (on the upstream session of client session
     /// `session`, when given): every other replica re-reads them.
-    pub fn lists_changed(&self, upstream: &str, session: Option<&str>) {
+    pub(crate) fn lists_changed(&self, upstream: &str, session: Option<&str>) {
         let session = session.map(str::to_string);
         let (store, me, up) = (
             self.store.clone(),
@@ -143,7 +143,7 @@ impl Cluster {
     /// first replica that started one (claimed in the store). When that is another replica,
     /// hand the call (already renamed for the upstream) to it and relay what comes back: its
     /// related messages to `sink`, and the reply. None: run it here.
-    pub async fn hand_isolated(
+    pub(crate) async fn hand_isolated(
         self: &Arc<Self>,
         session: &Session,
         upstream: &str,
@@ -209,14 +209,17 @@ impl Cluster {
     }
 
     /// The local session serving `handle` is gone.
-    pub fn forget(&self, handle: &str) {
+    pub(crate) fn forget(&self, handle: &str) {
         self.by_handle.lock().remove(handle);
     }
 }
 
 /// Does the principal of a request match the one sealed into a session? Without
 /// authentication (`None`) any caller may use any session, as without a cluster.
-pub fn same_principal(request: Option<&Principal>, sealed: Option<&(String, String)>) -> bool {
+pub(crate) fn same_principal(
+    request: Option<&Principal>,
+    sealed: Option<&(String, String)>,
+) -> bool {
     match (request, sealed) {
         (None, _) => true,
         (Some(p), Some((id, kind))) => p.id == *id && p.kind == kind,

@@ -7,27 +7,25 @@
 
 mod plan;
 
-pub use plan::ReloadReport;
+pub(crate) use plan::ReloadReport;
 
 use crate::catalog::{Catalog, ListKind};
 use crate::gateway_tools;
-use crate::listeners::Listeners;
-use crate::state::{Changed, ReloadStats, Runtime, Sessions, Snapshot, State};
-use parking_lot::Mutex;
+use crate::state::{Changed, Runtime, Snapshot, State};
 use plan::{ReloadPlan, UpstreamChange};
 use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, ConfigError, ConfigErrors, Settings, Transport, UpstreamSpec};
 use sluice_hooks::Chain;
 use sluice_telemetry::Audit;
 use sluice_upstream::{Slot, SlotEnv, SlotEvent, Timing};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// The receiving ends of the state's channels, for the inbound driver.
-pub struct Inbound {
+pub(crate) struct Inbound {
     /// What the slots report.
     pub slots: mpsc::UnboundedReceiver<SlotEvent>,
     /// Lists that changed.
@@ -36,7 +34,7 @@ pub struct Inbound {
 
 /// Who applies an edit of the tree, that is which face made it live (for the log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applier {
+pub(crate) enum Applier {
     /// The file watcher (an edit on disk, by hand or by the CLI).
     Watcher,
     /// The admin API.
@@ -52,7 +50,7 @@ const ALL_LISTS: [&str; 3] = [
 ];
 
 /// Build the state from a configuration (nothing is started yet).
-pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
+pub(crate) fn build(mut config: Config) -> (Arc<State>, Inbound) {
     add_local_upstream(&mut config);
     let (slot_tx, slot_rx) = mpsc::unbounded_channel();
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
@@ -71,32 +69,19 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
         shared: cluster.clone().map(crate::shared_upstreams::shared),
         oauth: crate::upstream_oauth::context(&config),
     };
-    let rt = Runtime {
-        sessions: Sessions::default(),
-        calls: Default::default(),
-        listeners: Listeners::default(),
-        traffic: crate::state::Traffic::new(4096),
-        counted: Default::default(),
-        changes: changes_tx,
-        telemetry: sluice_telemetry::Telemetry::start(&config.settings.telemetry),
+    let rt = Runtime::new(
+        changes_tx,
+        sluice_telemetry::Telemetry::start(&config.settings.telemetry),
         shutdown,
-        draining: CancellationToken::new(),
-        reloads: ReloadStats::default(),
-        bound: Mutex::new(None),
         slot_env,
         timing,
-        swapping: Mutex::new(()),
-        reloading: tokio::sync::Mutex::new(()),
-        catalog_version: AtomicU64::new(0),
-        tasks: Default::default(),
         cluster,
-        serving: Default::default(),
-    };
+    );
     let slots: Arc<[Arc<Slot>]> = config
         .expose
         .upstreams
         .iter()
-        .map(|s| Arc::new(Slot::new(s.clone(), rt.slot_env.clone())))
+        .map(|s| Arc::new(Slot::new(s.clone(), rt.slot_env().clone())))
         .collect();
     let listen = config.settings.listen.clone();
     let snapshot = Snapshot {
@@ -118,15 +103,15 @@ pub fn build(mut config: Config) -> (Arc<State>, Inbound) {
 
 /// Start every enabled upstream and wait (at most the connect timeout) until each has made its
 /// first attempt; then build the catalog and start reaping idle sessions.
-pub async fn start(st: &Arc<State>) {
+pub(crate) async fn start(st: &Arc<State>) {
     let slots = st.snapshot().slots.clone();
     start_slots(st, &slots).await;
     // With no upstream coming up, the catalog (meta-tools, down routes) is built here.
     rebuild_catalog(st, None);
     tokio::spawn(reap_idle_sessions(st.clone()));
-    if let Some(c) = st.rt.cluster.clone() {
+    if let Some(c) = st.rt.cluster().clone() {
         tracing::info!(replica = %c.replica, redis = %c.store.shown(), key = %c.keys.sealing_kid(), "cluster replica");
-        let stop = st.rt.shutdown.clone();
+        let stop = st.rt.shutdown().clone();
         tokio::spawn(async move {
             c.store
                 .watch(Duration::from_secs(1), stop.cancelled_owned())
@@ -139,7 +124,7 @@ pub async fn start(st: &Arc<State>) {
 async fn start_slots(st: &State, slots: &[Arc<Slot>]) {
     let wait = Duration::from_millis(st.snapshot().settings().connect_timeout_ms + 1000);
     let mut waits = Vec::new();
-    let serving = st.rt.serving.get().filter(|h| !h.is_empty());
+    let serving = st.rt.serving().get().filter(|h| !h.is_empty());
     for (i, slot) in slots.iter().enumerate() {
         if !slot.spec.enabled {
             continue;
@@ -169,9 +154,9 @@ fn timing_of(settings: &Settings) -> Timing {
 
 /// Rebuild the catalog from the slots' lists, swap it in, and publish what changed (with
 /// `also`, an upstream's own list_changed, passed on even when the merged lists look the same).
-pub fn rebuild_catalog(st: &State, also: Option<&'static str>) -> Vec<&'static str> {
+pub(crate) fn rebuild_catalog(st: &State, also: Option<&'static str>) -> Vec<&'static str> {
     let (old, new) = {
-        let _swap = st.rt.swapping.lock();
+        let _swap = st.rt.swapping().lock();
         let now = st.snapshot();
         let catalog = build_catalog(st, &now.config, &now.slots, now.funnel_prefix.is_some());
         let next = now.with_catalog(catalog);
@@ -192,7 +177,7 @@ pub fn rebuild_catalog(st: &State, also: Option<&'static str>) -> Vec<&'static s
 /// Hand changed lists to the inbound driver, which tells sessions and listen streams.
 fn publish(st: &State, version: u64, lists: Vec<&'static str>) {
     if !lists.is_empty() {
-        let _ = st.rt.changes.send(Changed { version, lists });
+        let _ = st.rt.changes().send(Changed { version, lists });
     }
 }
 
@@ -204,7 +189,7 @@ fn build_catalog(st: &State, config: &Config, slots: &Arc<[Arc<Slot>]>, funnel: 
         .zip(lists.iter())
         .map(|(s, l)| (&s.spec, l.as_ref()))
         .collect();
-    let version = st.rt.catalog_version.fetch_add(1, Ordering::Relaxed) + 1;
+    let version = st.rt.catalog_version().fetch_add(1, Ordering::Relaxed) + 1;
     let (catalog, warnings) = catalog_over(config, slots, &pairs, version, funnel);
     crate::drift::check(config, slots, &lists);
     for w in warnings {
@@ -215,7 +200,7 @@ fn build_catalog(st: &State, config: &Config, slots: &Arc<[Arc<Slot>]>, funnel: 
 
 /// The catalog of `config` over these lists of `slots` (no drift check, no new version): the
 /// gateway's, or one session's view (`views.rs`). Returns it and its warnings.
-pub fn catalog_over(
+pub(crate) fn catalog_over(
     config: &Config,
     slots: &Arc<[Arc<Slot>]>,
     pairs: &[(
@@ -262,7 +247,7 @@ fn changed_lists(old: &Catalog, new: &Catalog) -> Vec<&'static str> {
 /// The address the MCP listener is bound to (or configured with, before it binds).
 fn listen_address(st: &State) -> String {
     st.rt
-        .bound
+        .bound()
         .lock()
         .clone()
         .unwrap_or_else(|| st.snapshot().settings().listen.clone())
@@ -270,9 +255,9 @@ fn listen_address(st: &State) -> String {
 
 /// The MCP listener is bound to `addr` (the default resource URI, `http://<addr>/mcp`, names
 /// the real port when the configuration said port 0).
-pub fn set_bound_address(st: &State, addr: &str) {
-    *st.rt.bound.lock() = Some(addr.to_string());
-    let _swap = st.rt.swapping.lock();
+pub(crate) fn set_bound_address(st: &State, addr: &str) {
+    *st.rt.bound().lock() = Some(addr.to_string());
+    let _swap = st.rt.swapping().lock();
     let now = st.snapshot();
     let auth = Authenticator::new(&now.config.auth, addr);
     st.store(now.with_auth(auth));
@@ -280,7 +265,7 @@ pub fn set_bound_address(st: &State, addr: &str) {
 
 /// Can the running listener take this configuration? One bound to a non-loopback address must
 /// keep authentication on.
-pub fn acceptable(st: &State, new: &Config) -> Result<(), ConfigErrors> {
+pub(crate) fn acceptable(st: &State, new: &Config) -> Result<(), ConfigErrors> {
     let addr = listen_address(st);
     let exposed = addr
         .parse::<std::net::SocketAddr>()
@@ -302,7 +287,7 @@ pub fn acceptable(st: &State, new: &Config) -> Result<(), ConfigErrors> {
 /// tree, check that the running listener can take it ([`acceptable`]), apply it by diff, and
 /// count the result in the reload statistics. An edit that fails any step changes nothing that
 /// is running; its errors are logged and returned.
-pub async fn apply_tree(st: &Arc<State>, by: Applier) -> Result<ReloadReport, ConfigErrors> {
+pub(crate) async fn apply_tree(st: &Arc<State>, by: Applier) -> Result<ReloadReport, ConfigErrors> {
     let home = st.snapshot().config.home.clone();
     let env = |n: &str| std::env::var(n).ok();
     let loaded = Config::load(&home, &env).and_then(|(config, warnings)| {
@@ -315,13 +300,13 @@ pub async fn apply_tree(st: &Arc<State>, by: Applier) -> Result<ReloadReport, Co
                 tracing::warn!("{w}");
             }
             let report = reload(st, config).await;
-            st.rt.reloads.ok.fetch_add(1, Ordering::Relaxed);
-            *st.rt.reloads.last_error.lock() = None;
+            st.rt.reloads().ok.fetch_add(1, Ordering::Relaxed);
+            *st.rt.reloads().last_error.lock() = None;
             Ok(report)
         }
         Err(errors) => {
-            st.rt.reloads.failed.fetch_add(1, Ordering::Relaxed);
-            *st.rt.reloads.last_error.lock() = Some(errors.to_string());
+            st.rt.reloads().failed.fetch_add(1, Ordering::Relaxed);
+            *st.rt.reloads().last_error.lock() = Some(errors.to_string());
             tracing::error!(
                 face = ?by,
                 "the edited configuration cannot be applied; keeping the running one:\n{errors}"
@@ -335,8 +320,8 @@ pub async fn apply_tree(st: &Arc<State>, by: Applier) -> Result<ReloadReport, Co
 /// whose spec is the same keeps its slot (its process and its sessions' connections); a changed
 /// one is replaced; a removed one is stopped. Calls in flight finish on the snapshot they
 /// started with. (Faces call [`apply_tree`], which validates first.)
-pub async fn reload(st: &Arc<State>, mut new: Config) -> ReloadReport {
-    let _guard = st.rt.reloading.lock().await;
+pub(crate) async fn reload(st: &Arc<State>, mut new: Config) -> ReloadReport {
+    let _guard = st.rt.reloading().lock().await;
     add_local_upstream(&mut new);
     let now = st.snapshot();
     let running: Vec<&UpstreamSpec> = now.slots.iter().map(|s| &s.spec).collect();
@@ -354,7 +339,7 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
             plan.restart_only.join(", ")
         );
     }
-    st.rt.timing.send_if_modified(|t| {
+    st.rt.timing().send_if_modified(|t| {
         let next = timing_of(&plan.config.settings);
         let changed = *t != next;
         *t = next;
@@ -367,7 +352,7 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
             if let UpstreamChange::Keep { slot } = change {
                 return now.slots[slot].clone();
             }
-            let s = Arc::new(Slot::new(spec.clone(), st.rt.slot_env.clone()));
+            let s = Arc::new(Slot::new(spec.clone(), st.rt.slot_env().clone()));
             // A replaced upstream (same id, changed spec) keeps its restart count.
             if let UpstreamChange::Replace { slot } = change {
                 s.state.lock().restarts = now.slots[slot].state.lock().restarts;
@@ -403,7 +388,7 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
     let config = Arc::new(plan.config);
     // One swap: every part of the new configuration comes into force together.
     let old_catalog = {
-        let _swap = st.rt.swapping.lock();
+        let _swap = st.rt.swapping().lock();
         let catalog = build_catalog(st, &config, &slots, funnel_prefix.is_some());
         let before = st.snapshot();
         st.store(Snapshot {
@@ -441,7 +426,7 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
 }
 
 /// Watch the tree's files and apply them on change (polling every `every`).
-pub async fn watch(st: Arc<State>, every: Duration) {
+pub(crate) async fn watch(st: Arc<State>, every: Duration) {
     let home = st.snapshot().config.home.clone();
     let files = [
         "sluice.json",
@@ -466,7 +451,7 @@ pub async fn watch(st: Arc<State>, every: Duration) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = st.rt.shutdown.cancelled() => return,
+            _ = st.rt.shutdown().cancelled() => return,
         }
         let now = stamp();
         if now == last {
@@ -480,11 +465,11 @@ pub async fn watch(st: Arc<State>, every: Duration) {
 /// End a session here: forget it and close its own upstream connections; `why` is what its
 /// SessionEnd hooks are told. (In a cluster this ends this replica's part only; DELETE ends it
 /// in the store first, for every replica.)
-pub async fn end_session(st: &State, id: &str, why: sluice_hooks::EndReason) -> bool {
-    let Some(session) = st.rt.sessions.remove(id) else {
+pub(crate) async fn end_session(st: &State, id: &str, why: sluice_hooks::EndReason) -> bool {
+    let Some(session) = st.rt.sessions().remove(id) else {
         return false;
     };
-    if let (Some(c), Some(sh)) = (&st.rt.cluster, &session.shared) {
+    if let (Some(c), Some(sh)) = (&st.rt.cluster(), &session.shared) {
         c.forget(&sh.handle);
     }
     if !session.mark_closed() {
@@ -497,7 +482,7 @@ pub async fn end_session(st: &State, id: &str, why: sluice_hooks::EndReason) -> 
     for slot in snap.slots.iter() {
         slot.close_session(id).await;
     }
-    st.rt.calls.forget_session(&session);
+    st.rt.calls().forget_session(&session);
     tracing::info!(session = %id, "session ended");
     if !snap.chain.is_empty() {
         let chain = snap.chain.clone();
@@ -513,14 +498,14 @@ async fn reap_idle_sessions(st: Arc<State>) {
         let idle = st.snapshot().settings().session_idle_secs;
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(30.min(idle.max(1)))) => {}
-            _ = st.rt.shutdown.cancelled() => return,
+            _ = st.rt.shutdown().cancelled() => return,
         }
         let stale: Vec<String> = st
             .rt
-            .sessions
+            .sessions()
             .all()
             .iter()
-            .filter(|s| s.idle_secs() >= idle && !st.rt.calls.has_session_calls(s))
+            .filter(|s| s.idle_secs() >= idle && !st.rt.calls().has_session_calls(s))
             .map(|s| s.id.clone())
             .collect();
         for id in stale {
@@ -531,9 +516,9 @@ async fn reap_idle_sessions(st: Arc<State>) {
 }
 
 /// Shut down: supervisors stop, sessions end, connections close, hooks stop, spans flush.
-pub async fn shutdown(st: &State) {
-    st.rt.shutdown.cancel();
-    for s in st.rt.sessions.all() {
+pub(crate) async fn shutdown(st: &State) {
+    st.rt.shutdown().cancel();
+    for s in st.rt.sessions().all() {
         end_session(st, &s.id, sluice_hooks::EndReason::Shutdown).await;
     }
     let snap = st.snapshot();
@@ -551,14 +536,14 @@ pub async fn shutdown(st: &State) {
         c.shutdown().await;
     }
     snap.chain.shutdown().await;
-    if let Some(t) = &st.rt.telemetry {
+    if let Some(t) = &st.rt.telemetry() {
         t.flush(Duration::from_secs(2)).await;
     }
 }
 
 /// Is the gateway shutting down?
-pub fn is_shutting_down(st: &State) -> bool {
-    st.rt.shutdown.is_cancelled()
+pub(crate) fn is_shutting_down(st: &State) -> bool {
+    st.rt.shutdown().is_cancelled()
 }
 
 /// The first-party register, when the tree has one, is the `local` upstream.

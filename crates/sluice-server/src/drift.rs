@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 /// Record the fingerprints of curated tools and flag the ones whose upstream changed them
 /// since they were accepted (`mcp/drift.json`). Writes only when something changed.
-pub fn check(config: &Config, slots: &[Arc<Slot>], lists: &[Option<UpstreamLists>]) {
+pub(crate) fn check(config: &Config, slots: &[Arc<Slot>], lists: &[Option<UpstreamLists>]) {
     if config.expose.expose.is_empty() || !config.home.join("mcp").is_dir() {
         return;
     }

@@ -39,7 +39,7 @@ pub enum ManageOp {
 }
 
 /// The funnel's meta-tools, each with what it does.
-pub fn funnel_tools(prefix: &str) -> Vec<(Value, GatewayTool)> {
+pub(crate) fn funnel_tools(prefix: &str) -> Vec<(Value, GatewayTool)> {
     let [list, instructions, run]: [Value; 3] =
         meta_tools(prefix).try_into().expect("three meta-tools");
     vec![
@@ -50,7 +50,7 @@ pub fn funnel_tools(prefix: &str) -> Vec<(Value, GatewayTool)> {
 }
 
 /// The management tools, each with what it does.
-pub fn management_tools(prefix: &str) -> Vec<(Value, GatewayTool)> {
+pub(crate) fn management_tools(prefix: &str) -> Vec<(Value, GatewayTool)> {
     use ManageOp::*;
     let ops = [
         List,

@@ -7,30 +7,30 @@
 //! [`Server::serve_http`] or [`Server::serve_stdio`]. `ARCHITECTURE.md` maps every behaviour to
 //! its file.
 
-pub mod access;
+mod access;
 pub mod admin;
-pub mod calls;
-pub mod catalog;
-pub mod channel;
+mod calls;
+mod catalog;
+mod channel;
 pub mod cluster;
-pub mod control;
-pub mod drift;
-pub mod features;
-pub mod gateway_tools;
+mod control;
+mod drift;
+mod features;
+mod gateway_tools;
 mod http_parts;
-pub mod listeners;
-pub mod modern;
-pub mod proxy;
-pub mod replicas;
+mod listeners;
+mod modern;
+mod proxy;
+mod replicas;
 pub mod session;
-pub mod shared_upstreams;
-pub mod state;
-pub mod stream;
+mod shared_upstreams;
+mod state;
+mod stream;
 #[cfg(test)]
 mod testing;
 pub mod transport;
 pub mod upstream_oauth;
-pub mod views;
+mod views;
 
 use parking_lot::Mutex;
 use sluice_auth::Authenticator;
@@ -54,7 +54,7 @@ impl Server {
     pub fn new(config: Config) -> Arc<Server> {
         let (state, inbound) = control::build(config);
         // In a cluster every replica checks the requestState any replica issued.
-        let rounds = match (&state.rt.cluster, &state.snapshot().settings().cluster) {
+        let rounds = match (&state.rt.cluster(), &state.snapshot().settings().cluster) {
             (Some(c), Some(s)) => modern::rounds::Rounds::for_cluster(&s.keys, c.replica.clone()),
             _ => modern::rounds::Rounds::default(),
         };
@@ -74,6 +74,11 @@ impl Server {
             tokio::spawn(replicas::run(self.state.clone(), self.rounds.clone()));
         }
         control::start(&self.state).await;
+    }
+
+    /// Cancelled when the gateway shuts down.
+    pub fn stopping(&self) -> tokio_util::sync::CancellationToken {
+        self.state.rt.shutdown().clone()
     }
 
     /// What is in force now.
@@ -102,7 +107,7 @@ impl Server {
     /// (unpinned) when this was not called.
     pub fn start_threads(&self, threads: usize, pin: bool) -> std::io::Result<()> {
         let workers = transport::workers::Workers::start(threads, pin)?;
-        let _ = self.state.rt.serving.set(workers.handles());
+        let _ = self.state.rt.serving().set(workers.handles());
         *self.workers.lock() = Some(workers);
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use tokio::sync::mpsc;
 
 /// One `subscriptions/listen` stream.
-pub struct Listener {
+pub(crate) struct Listener {
     /// The listen request's id (each notification names it in `_meta`).
     pub id: serde_json::Value,
     /// Wants tools/list_changed.
@@ -30,22 +30,22 @@ pub struct Listener {
 
 /// Every open listen stream.
 #[derive(Default)]
-pub struct Listeners(Mutex<Vec<Listener>>);
+pub(crate) struct Listeners(Mutex<Vec<Listener>>);
 
 impl Listeners {
     /// Register a stream.
-    pub fn add(&self, l: Listener) {
+    pub(crate) fn add(&self, l: Listener) {
         self.0.lock().push(l);
     }
 
     /// End every listen stream (the listener is draining: clients reconnect elsewhere).
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         self.0.lock().clear();
     }
 
     /// Send a list_changed notification, of the change that made catalog `version`, to the
     /// listen streams that asked for it and began on an older catalog.
-    pub fn announce(&self, method: &str, version: u64) {
+    pub(crate) fn announce(&self, method: &str, version: u64) {
         let mut listeners = self.0.lock();
         listeners.retain(|l| !l.tx.is_closed());
         for l in listeners.iter().filter(|l| l.since < version) {
@@ -65,7 +65,7 @@ impl Listeners {
     }
 
     /// Send `notifications/resources/updated` for `uri` to the listen streams that asked for it.
-    pub fn resource_updated(&self, uri: &str) {
+    pub(crate) fn resource_updated(&self, uri: &str) {
         let mut listeners = self.0.lock();
         listeners.retain(|l| !l.tx.is_closed());
         for l in listeners.iter().filter(|l| l.uris.contains(uri)) {

@@ -558,7 +558,7 @@ impl Session {
 }
 
 /// JSON text of an id, as a map key (`1` and `"1"` stay distinct).
-pub fn id_key(id: &Value) -> String {
+pub(crate) fn id_key(id: &Value) -> String {
     sluice_core::exact::key(id)
 }
 

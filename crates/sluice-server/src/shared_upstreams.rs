@@ -58,7 +58,7 @@ enum ShareError {
 }
 
 /// The [`SharedSessions`] of this replica's cluster, for its slots.
-pub fn shared(cluster: Arc<Cluster>) -> Arc<dyn SharedSessions> {
+pub(crate) fn shared(cluster: Arc<Cluster>) -> Arc<dyn SharedSessions> {
     Arc::new(Share(cluster))
 }
 
@@ -179,7 +179,7 @@ impl SharedSessions for Share {
 
 /// This replica ended a client session in the store (its state is `fields`): end each upstream
 /// session recorded there (a DELETE to the upstream, once cluster-wide).
-pub async fn end_upstreams(st: &State, fields: &HashMap<String, String>) {
+pub(crate) async fn end_upstreams(st: &State, fields: &HashMap<String, String>) {
     let snap = st.snapshot();
     for (f, v) in fields {
         let Some(upstream) = f.strip_prefix("up:") else {

@@ -30,7 +30,7 @@ pub struct State {
     /// when another is put in force, so none keeps an old one alive.
     held: PerThread<Mutex<Option<Held>>>,
     /// What is happening.
-    pub rt: Runtime,
+    pub(crate) rt: Runtime,
 }
 
 /// The snapshot in force, as a serving thread holds it: an `Arc` of the thread's own around
@@ -39,7 +39,7 @@ pub struct State {
 #[derive(Clone)]
 // Not redundant: the outer `Arc` is the thread's own, the point of the type.
 #[allow(clippy::redundant_allocation)]
-pub struct Held(Arc<Arc<Snapshot>>);
+pub(crate) struct Held(Arc<Arc<Snapshot>>);
 
 impl std::ops::Deref for Held {
     type Target = Snapshot;
@@ -50,7 +50,7 @@ impl std::ops::Deref for Held {
 
 impl State {
     /// A state holding `snapshot`.
-    pub fn new(snapshot: Snapshot, rt: Runtime) -> State {
+    pub(crate) fn new(snapshot: Snapshot, rt: Runtime) -> State {
         State {
             snapshot: ArcSwap::from_pointee(snapshot),
             held: PerThread::default(),
@@ -59,7 +59,7 @@ impl State {
     }
 
     /// [`State::snapshot`], through this thread's handle (the hot path's way: see [`Held`]).
-    pub fn held(&self) -> Held {
+    pub(crate) fn held(&self) -> Held {
         let current = self.snapshot.load();
         let mut mine = self.held.mine().lock();
         if let Some(held) = &*mine {
@@ -73,7 +73,7 @@ impl State {
     }
 
     /// What is in force now: a request loads it once and passes it down.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.load_full()
     }
 
@@ -89,18 +89,18 @@ impl State {
 
     /// Is anyone recording exchanges (the audit log, the admin listener's counters, or a live
     /// traffic subscriber)?
-    pub fn observed(&self, snap: &Snapshot) -> bool {
+    pub(crate) fn observed(&self, snap: &Snapshot) -> bool {
         snap.audit.enabled() || self.rt.traffic.watched() || self.rt.counted.get().is_some()
     }
 
     /// Record one exchange: to the audit log, the admin listener's counters and live traffic
     /// subscribers.
-    pub fn record(&self, snap: &Snapshot, session: &Session, call: Call<'_>) {
+    pub(crate) fn record(&self, snap: &Snapshot, session: &Session, call: Call<'_>) {
         self.record_task(snap, session, call, None)
     }
 
     /// [`State::record`] of an exchange that created or collected a task (its gateway id).
-    pub fn record_task(
+    pub(crate) fn record_task(
         &self,
         snap: &Snapshot,
         session: &Session,
@@ -135,55 +135,186 @@ impl State {
 }
 
 /// What is happening: the live tables and channels of the running gateway.
-pub struct Runtime {
+pub(crate) struct Runtime {
     /// Client sessions by id.
-    pub sessions: Sessions,
+    sessions: Sessions,
     /// Calls in flight upstream.
-    pub calls: CallTable,
+    calls: CallTable,
     /// `subscriptions/listen` streams of 2026-07-28 clients.
-    pub listeners: Listeners,
+    listeners: Listeners,
     /// Live traffic: every recorded exchange (serialized, the audit line's shape).
-    pub traffic: Traffic,
+    traffic: Traffic,
     /// The admin listener's counters, once it runs: every recorded exchange is counted in
     /// the thread that served it (no hand-over to another task, no wake-up per call).
-    pub counted: std::sync::OnceLock<Arc<sluice_telemetry::Metrics>>,
+    counted: std::sync::OnceLock<Arc<sluice_telemetry::Metrics>>,
     /// Lists that changed (the notifications to send), for the inbound driver to announce.
-    pub changes: mpsc::UnboundedSender<Changed>,
+    changes: mpsc::UnboundedSender<Changed>,
     /// The trace exporter (None: tracing is off; `sluice.json` changes need a restart).
-    pub telemetry: Option<Arc<Telemetry>>,
+    telemetry: Option<Arc<Telemetry>>,
     /// Cancelled when the gateway shuts down.
-    pub shutdown: CancellationToken,
+    shutdown: CancellationToken,
     /// Cancelled when the HTTP listener starts draining (SIGTERM): GET and listen streams end,
     /// calls in flight finish; `shutdown` follows after the drain.
-    pub draining: CancellationToken,
+    draining: CancellationToken,
     /// Results of live reloads of the tree (for metrics and the admin page).
-    pub reloads: ReloadStats,
+    reloads: ReloadStats,
     /// The address the MCP listener is bound to (the default resource URI names it).
-    pub bound: Mutex<Option<String>>,
+    bound: Mutex<Option<String>>,
     /// What every slot is given (its event channel, timing, shutdown).
-    pub slot_env: SlotEnv,
+    slot_env: SlotEnv,
     /// The timing settings slots read (updated by a reload).
-    pub timing: watch::Sender<Timing>,
+    timing: watch::Sender<Timing>,
     /// Serialises snapshot swaps (load, build, store).
-    pub(crate) swapping: Mutex<()>,
+    swapping: Mutex<()>,
     /// Serialises reloads.
-    pub(crate) reloading: tokio::sync::Mutex<()>,
+    reloading: tokio::sync::Mutex<()>,
     /// Numbers catalogs (part of cursors).
-    pub(crate) catalog_version: AtomicU64,
+    catalog_version: AtomicU64,
     /// Tasks clients created through the gateway (`proxy/tasks/table.rs`).
-    pub tasks: crate::proxy::tasks::table::Tasks,
+    tasks: crate::proxy::tasks::table::Tasks,
     /// This replica's part of a cluster (`cluster` in `sluice.json`; needs a restart).
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The serving threads' runtimes, when the MCP listener has them: upstream supervisors run
     /// on them (one upstream after another, in turn), so a call to a shared stdio upstream
     /// from a connection on the same thread never crosses to another.
-    pub serving: std::sync::OnceLock<Vec<tokio::runtime::Handle>>,
+    serving: std::sync::OnceLock<Vec<tokio::runtime::Handle>>,
+}
+
+impl Runtime {
+    /// The running tables and channels of a gateway being built: `changes` announces changed
+    /// lists, `slot_env` is what every slot is given, `timing` the timing slots read; the rest
+    /// start empty.
+    pub(crate) fn new(
+        changes: mpsc::UnboundedSender<Changed>,
+        telemetry: Option<Arc<Telemetry>>,
+        shutdown: CancellationToken,
+        slot_env: SlotEnv,
+        timing: watch::Sender<Timing>,
+        cluster: Option<Arc<crate::cluster::Cluster>>,
+    ) -> Runtime {
+        Runtime {
+            sessions: Sessions::default(),
+            calls: Default::default(),
+            listeners: Listeners::default(),
+            traffic: Traffic::new(4096),
+            counted: Default::default(),
+            changes,
+            telemetry,
+            shutdown,
+            draining: CancellationToken::new(),
+            reloads: ReloadStats::default(),
+            bound: Mutex::new(None),
+            slot_env,
+            timing,
+            swapping: Mutex::new(()),
+            reloading: tokio::sync::Mutex::new(()),
+            catalog_version: AtomicU64::new(0),
+            tasks: Default::default(),
+            cluster,
+            serving: Default::default(),
+        }
+    }
+
+    /// See the field `sessions`.
+    pub(crate) fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// See the field `calls`.
+    pub(crate) fn calls(&self) -> &CallTable {
+        &self.calls
+    }
+
+    /// See the field `listeners`.
+    pub(crate) fn listeners(&self) -> &Listeners {
+        &self.listeners
+    }
+
+    /// See the field `traffic`.
+    pub(crate) fn traffic(&self) -> &Traffic {
+        &self.traffic
+    }
+
+    /// See the field `counted`.
+    pub(crate) fn counted(&self) -> &std::sync::OnceLock<Arc<sluice_telemetry::Metrics>> {
+        &self.counted
+    }
+
+    /// See the field `changes`.
+    pub(crate) fn changes(&self) -> &mpsc::UnboundedSender<Changed> {
+        &self.changes
+    }
+
+    /// See the field `telemetry`.
+    pub(crate) fn telemetry(&self) -> &Option<Arc<Telemetry>> {
+        &self.telemetry
+    }
+
+    /// See the field `shutdown`.
+    pub(crate) fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// See the field `draining`.
+    pub(crate) fn draining(&self) -> &CancellationToken {
+        &self.draining
+    }
+
+    /// See the field `reloads`.
+    pub(crate) fn reloads(&self) -> &ReloadStats {
+        &self.reloads
+    }
+
+    /// See the field `bound`.
+    pub(crate) fn bound(&self) -> &Mutex<Option<String>> {
+        &self.bound
+    }
+
+    /// See the field `slot_env`.
+    pub(crate) fn slot_env(&self) -> &SlotEnv {
+        &self.slot_env
+    }
+
+    /// See the field `timing`.
+    pub(crate) fn timing(&self) -> &watch::Sender<Timing> {
+        &self.timing
+    }
+
+    /// See the field `swapping`.
+    pub(crate) fn swapping(&self) -> &Mutex<()> {
+        &self.swapping
+    }
+
+    /// See the field `reloading`.
+    pub(crate) fn reloading(&self) -> &tokio::sync::Mutex<()> {
+        &self.reloading
+    }
+
+    /// See the field `catalog_version`.
+    pub(crate) fn catalog_version(&self) -> &AtomicU64 {
+        &self.catalog_version
+    }
+
+    /// See the field `tasks`.
+    pub(crate) fn tasks(&self) -> &crate::proxy::tasks::table::Tasks {
+        &self.tasks
+    }
+
+    /// See the field `cluster`.
+    pub(crate) fn cluster(&self) -> &Option<Arc<crate::cluster::Cluster>> {
+        &self.cluster
+    }
+
+    /// See the field `serving`.
+    pub(crate) fn serving(&self) -> &std::sync::OnceLock<Vec<tokio::runtime::Handle>> {
+        &self.serving
+    }
 }
 
 /// Lists that changed: the notifications that say so, and the catalog version that changed them
 /// (a session that began on that catalog or a later one has nothing to hear).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Changed {
+pub(crate) struct Changed {
     /// The catalog version the change produced.
     pub version: u64,
     /// `notifications/…/list_changed`, one per list.
@@ -193,7 +324,7 @@ pub struct Changed {
 /// The registry of live client sessions: one table for all, and what each serving thread has
 /// found in it, so that a request finds its session without the lock every thread takes.
 #[derive(Default)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     all: Mutex<HashMap<String, Arc<Session>>>,
     /// Sessions each thread has looked up (filled under `all`'s lock, and emptied of a session
     /// under it when the session is forgotten).
@@ -225,7 +356,7 @@ impl Eq for ById {}
 
 /// A cap on live sessions that a new one would pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionCap {
+pub(crate) enum SessionCap {
     /// `max_sessions`: live sessions in all.
     Global(u64),
     /// `max_sessions_per_principal`: live sessions of the caller's principal.
@@ -234,14 +365,14 @@ pub enum SessionCap {
 
 impl Sessions {
     /// Register a new session.
-    pub fn add(&self, session: Arc<Session>) {
+    pub(crate) fn add(&self, session: Arc<Session>) {
         self.all.lock().insert(session.id.clone(), session);
     }
 
     /// Would one more session of `principal` pass a cap? `per_principal` applies only to an
     /// authenticated principal (`None` is every unauthenticated client at once: the global cap
     /// bounds it).
-    pub fn over_cap(
+    pub(crate) fn over_cap(
         &self,
         principal: Option<&sluice_core::Principal>,
         max: u64,
@@ -251,7 +382,7 @@ impl Sessions {
     }
 
     /// Register a new session unless it would pass a cap (checked and added under one lock).
-    pub fn try_add(
+    pub(crate) fn try_add(
         &self,
         session: Arc<Session>,
         max: u64,
@@ -267,7 +398,7 @@ impl Sessions {
     }
 
     /// Register `session` unless one with its id is there already; the one registered.
-    pub fn get_or_add(&self, session: Arc<Session>) -> Arc<Session> {
+    pub(crate) fn get_or_add(&self, session: Arc<Session>) -> Arc<Session> {
         self.all
             .lock()
             .entry(session.id.clone())
@@ -276,7 +407,7 @@ impl Sessions {
     }
 
     /// Find a live session: among those this thread has found before, else in the table.
-    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
         if let Some(s) = self.seen.mine().lock().get(id) {
             if !s.0.is_closed() {
                 return Some(s.0.clone());
@@ -297,7 +428,7 @@ impl Sessions {
     }
 
     /// Forget a session.
-    pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
+    pub(crate) fn remove(&self, id: &str) -> Option<Arc<Session>> {
         let mut all = self.all.lock();
         for seen in self.seen.mine_first() {
             seen.lock().remove(id);
@@ -306,18 +437,13 @@ impl Sessions {
     }
 
     /// Every live session.
-    pub fn all(&self) -> Vec<Arc<Session>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Session>> {
         self.all.lock().values().cloned().collect()
     }
 
     /// How many sessions are live.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.all.lock().len()
-    }
-
-    /// Are there none?
-    pub fn is_empty(&self) -> bool {
-        self.all.lock().is_empty()
     }
 }
 
@@ -343,7 +469,7 @@ fn cap_passed(
 
 /// How live reloads went.
 #[derive(Debug, Default)]
-pub struct ReloadStats {
+pub(crate) struct ReloadStats {
     /// Edits applied.
     pub ok: AtomicU64,
     /// Edits refused (the running configuration was kept).
@@ -417,14 +543,14 @@ impl Snapshot {
 
 /// Live traffic: a broadcast of every recorded exchange, and how many watch it, in a count
 /// that a call only reads (a broadcast channel's own count is behind its lock).
-pub struct Traffic {
+pub(crate) struct Traffic {
     tx: broadcast::Sender<Arc<Exchange>>,
     watchers: Arc<AtomicUsize>,
 }
 
 impl Traffic {
     /// A channel keeping the last `capacity` exchanges for slow watchers.
-    pub fn new(capacity: usize) -> Traffic {
+    pub(crate) fn new(capacity: usize) -> Traffic {
         Traffic {
             tx: broadcast::channel(capacity).0,
             watchers: Arc::new(AtomicUsize::new(0)),
@@ -432,12 +558,12 @@ impl Traffic {
     }
 
     /// Does anyone watch?
-    pub fn watched(&self) -> bool {
+    pub(crate) fn watched(&self) -> bool {
         self.watchers.load(Ordering::Relaxed) > 0
     }
 
     /// Watch from now on, until the watcher is dropped.
-    pub fn subscribe(&self) -> Watcher {
+    pub(crate) fn subscribe(&self) -> Watcher {
         self.watchers.fetch_add(1, Ordering::Relaxed);
         Watcher {
             rx: self.tx.subscribe(),
@@ -451,19 +577,20 @@ impl Traffic {
 }
 
 /// One watcher of the live traffic.
-pub struct Watcher {
+pub(crate) struct Watcher {
     rx: broadcast::Receiver<Arc<Exchange>>,
     watchers: Arc<AtomicUsize>,
 }
 
 impl Watcher {
     /// The next exchange (`Lagged`: this many were missed).
-    pub async fn recv(&mut self) -> Result<Arc<Exchange>, broadcast::error::RecvError> {
+    pub(crate) async fn recv(&mut self) -> Result<Arc<Exchange>, broadcast::error::RecvError> {
         self.rx.recv().await
     }
 
-    /// The next exchange if one is there.
-    pub fn try_recv(&mut self) -> Result<Arc<Exchange>, broadcast::error::TryRecvError> {
+    /// The next exchange if one is there (the tests').
+    #[cfg(test)]
+    pub(crate) fn try_recv(&mut self) -> Result<Arc<Exchange>, broadcast::error::TryRecvError> {
         self.rx.try_recv()
     }
 }

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, Notify};
 /// One SSE event: each field present is written on its own line in the order `event`, `id`,
 /// `retry`, `data` (one `data:` line per line of the data), then the blank line that ends it.
 #[derive(Default)]
-pub struct Frame<'a> {
+pub(crate) struct Frame<'a> {
     /// The event type.
     pub event: Option<&'a str>,
     /// The event id (`Last-Event-ID` on reconnection).
@@ -34,7 +34,7 @@ pub struct Frame<'a> {
 
 impl Frame<'_> {
     /// A message event (`event: message`), with this id when it has one.
-    pub fn message<'a>(id: Option<&'a str>, json: &'a str) -> Frame<'a> {
+    pub(crate) fn message<'a>(id: Option<&'a str>, json: &'a str) -> Frame<'a> {
         Frame {
             event: Some("message"),
             id,
@@ -44,7 +44,7 @@ impl Frame<'_> {
     }
 
     /// Append the frame to `out`.
-    pub fn write(&self, out: &mut String) {
+    pub(crate) fn write(&self, out: &mut String) {
         if let Some(e) = self.event {
             out.push_str("event: ");
             out.push_str(e);
@@ -71,7 +71,7 @@ impl Frame<'_> {
     }
 
     /// The frame as bytes.
-    pub fn to_bytes(&self) -> Bytes {
+    pub(crate) fn to_bytes(&self) -> Bytes {
         let mut out = String::new();
         self.write(&mut out);
         Bytes::from(out)
@@ -79,12 +79,12 @@ impl Frame<'_> {
 }
 
 /// A comment frame (ignored by clients).
-pub fn comment(text: &'static str) -> Bytes {
+pub(crate) fn comment(text: &'static str) -> Bytes {
     Bytes::from(format!(": {text}\n\n"))
 }
 
 /// The comment sent on a silent stream so that proxies keep it open.
-pub fn keep_alive() -> Bytes {
+pub(crate) fn keep_alive() -> Bytes {
     Bytes::from_static(b": keep-alive\n\n")
 }
 
@@ -92,7 +92,7 @@ pub fn keep_alive() -> Bytes {
 /// keep-alive comment after each silent `keepalive`), ending when the sender is dropped. When
 /// the client closes the stream the body is dropped, and with it the receiver: the sender sees
 /// that (`closed()`), which is how a closed stream cancels a 2026-07-28 call.
-pub fn live(
+pub(crate) fn live(
     rx: mpsc::UnboundedReceiver<Message>,
     first: Option<Message>,
     keepalive: Duration,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A tree in a fresh temporary folder: `files` are (relative path, JSON) pairs.
-pub fn tree(files: &[(&str, Value)]) -> PathBuf {
+pub(crate) fn tree(files: &[(&str, Value)]) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let home = std::env::temp_dir().join(format!(
         "sluice-unit-{}-{}",
@@ -30,7 +30,7 @@ pub fn tree(files: &[(&str, Value)]) -> PathBuf {
 
 /// The state of a gateway over `files`, its upstreams' lists set to `lists` (by id; an upstream
 /// left out stays down) and the catalog built. Nothing is started.
-pub fn state(files: &[(&str, Value)], lists: &[(&str, UpstreamLists, Value)]) -> Arc<State> {
+pub(crate) fn state(files: &[(&str, Value)], lists: &[(&str, UpstreamLists, Value)]) -> Arc<State> {
     let home = tree(files);
     let env = |_: &str| None;
     let (config, _) = sluice_config::Config::load(&home, &env).expect("a valid tree");
@@ -55,7 +55,7 @@ pub fn state(files: &[(&str, Value)], lists: &[(&str, UpstreamLists, Value)]) ->
 }
 
 /// Tools named `names`, each with an object schema.
-pub fn tools(names: &[&str]) -> UpstreamLists {
+pub(crate) fn tools(names: &[&str]) -> UpstreamLists {
     UpstreamLists {
         tools: names
             .iter()
@@ -66,7 +66,7 @@ pub fn tools(names: &[&str]) -> UpstreamLists {
 }
 
 /// An `expose.json` with these stdio upstreams (never started), every tool exposed.
-pub fn expose(ids: &[&str]) -> (&'static str, Value) {
+pub(crate) fn expose(ids: &[&str]) -> (&'static str, Value) {
     let ups: Vec<Value> = ids
         .iter()
         .map(|id| json!({"id": id, "command": "/nonexistent/never-started", "expose_all": true}))
@@ -75,7 +75,7 @@ pub fn expose(ids: &[&str]) -> (&'static str, Value) {
 }
 
 /// A legacy session on stdio, and the receiving end of its output.
-pub fn session() -> (
+pub(crate) fn session() -> (
     Arc<Session>,
     tokio::sync::mpsc::UnboundedReceiver<crate::channel::Out>,
 ) {
@@ -89,7 +89,7 @@ pub fn session() -> (
 
 /// A connection to an HTTP upstream at a closed port, made without a handshake (nothing is
 /// sent unless a test sends something).
-pub fn connection() -> sluice_upstream::Connection {
+pub(crate) fn connection() -> sluice_upstream::Connection {
     let spec = sluice_config::UpstreamSpec::http(
         "unit",
         "http://127.0.0.1:9/mcp",

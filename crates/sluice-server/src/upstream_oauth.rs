@@ -28,7 +28,7 @@ pub fn vault_of(config: &Config) -> Result<Option<Vault>, String> {
 }
 
 /// What OAuth upstreams share (None: no vault configured, or it does not open — logged).
-pub fn context(config: &Config) -> Option<Arc<OAuthContext>> {
+pub(crate) fn context(config: &Config) -> Option<Arc<OAuthContext>> {
     let vault = match vault_of(config) {
         Ok(v) => v?,
         Err(e) => {
@@ -47,7 +47,7 @@ pub fn context(config: &Config) -> Option<Arc<OAuthContext>> {
 /// `GET /oauth/callback?code=…&state=…`: finish the sign-in parked under `state`, hand the
 /// grant to its upstream and start it; a page says how it went (never a token or code).
 pub(crate) async fn callback(st: &Arc<State>, query: Option<&str>) -> Response {
-    let Some(ctx) = st.rt.slot_env.oauth.clone() else {
+    let Some(ctx) = st.rt.slot_env().oauth.clone() else {
         return page(
             StatusCode::NOT_FOUND,
             "Sign-in",
@@ -98,7 +98,7 @@ pub(crate) async fn callback(st: &Arc<State>, query: Option<&str>) -> Response {
 
 /// `GET /oauth/client-metadata.json`: this gateway's client ID metadata document.
 pub(crate) fn client_metadata(st: &Arc<State>) -> Response {
-    let Some(ctx) = st.rt.slot_env.oauth.clone() else {
+    let Some(ctx) = st.rt.slot_env().oauth.clone() else {
         return StatusCode::NOT_FOUND.into_response();
     };
     let spec = sluice_config::UpstreamSpec::http("", "", sluice_config::Transport::Http);

@@ -22,7 +22,7 @@ fn has_own_sessions(snap: &Snapshot, session: &Session) -> bool {
 /// Open the session's own connection to every upstream that gives it one and is up, so what
 /// they list is known before the session lists or calls anything. Once per session and
 /// upstream; a failed open is tried again on the next request (and reported by the call).
-pub async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
+pub(crate) async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
     if !has_own_sessions(snap, session) {
         return;
     }
@@ -39,7 +39,7 @@ pub async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
 
 /// The catalog `session` sees: the gateway's (borrowed: a call does not write its reference
 /// count), or its own view when an upstream session of its own lists something else.
-pub fn catalog_for<'a>(snap: &'a Snapshot, session: &Session) -> Cow<'a, Arc<Catalog>> {
+pub(crate) fn catalog_for<'a>(snap: &'a Snapshot, session: &Session) -> Cow<'a, Arc<Catalog>> {
     if !has_own_sessions(snap, session) {
         return Cow::Borrowed(&snap.catalog);
     }

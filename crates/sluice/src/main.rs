@@ -428,7 +428,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             editable: watch_tree,
         };
         let state = sluice_server::admin::Admin::start(server.state.clone(), opts);
-        let stopping = server.state.rt.shutdown.clone();
+        let stopping = server.stopping();
         tokio::spawn(async move {
             let stop = async move { stopping.cancelled().await };
             if let Err(e) = sluice_server::admin::serve(state, listener, stop).await {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The `/api` routes.
-pub fn routes() -> Router<Arc<Admin>> {
+pub(crate) fn routes() -> Router<Arc<Admin>> {
     use super::upstreams::{
         upstreams, upstreams_add, upstreams_connect, upstreams_restart, upstreams_set,
     };
@@ -52,14 +52,14 @@ async fn overview(State(admin): S) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "home": config.home,
         "editable": admin.opts.editable,
-        "sessions": st.rt.sessions.len(),
+        "sessions": st.rt.sessions().len(),
         "tools_listed": st.snapshot().catalog.tools().len(),
         "hooks_active": st.snapshot().chain.hooks().len() + st.snapshot().chain.controls().len(),
         "audit_log": {"enabled": config.logs.enabled, "path": config.logs.path},
         "reloads": {
-            "ok": st.rt.reloads.ok.load(std::sync::atomic::Ordering::Relaxed),
-            "failed": st.rt.reloads.failed.load(std::sync::atomic::Ordering::Relaxed),
-            "last_error": st.rt.reloads.last_error.lock().clone(),
+            "ok": st.rt.reloads().ok.load(std::sync::atomic::Ordering::Relaxed),
+            "failed": st.rt.reloads().failed.load(std::sync::atomic::Ordering::Relaxed),
+            "last_error": st.rt.reloads().last_error.lock().clone(),
         },
         "upstreams": upstream_rows(&admin, false),
         "traffic": admin.metrics.summary(),

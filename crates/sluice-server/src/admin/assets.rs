@@ -25,16 +25,16 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
 }
 
 /// `/`: the page.
-pub async fn index() -> Response {
+pub(crate) async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX)
 }
 
 /// `/app.js`.
-pub async fn script() -> Response {
+pub(crate) async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
 }
 
 /// `/app.css`.
-pub async fn style() -> Response {
+pub(crate) async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
 }

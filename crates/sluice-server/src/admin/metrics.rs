@@ -8,10 +8,10 @@ use sluice_upstream::Status;
 use std::sync::atomic::Ordering;
 
 /// The gauges of `st` now.
-pub fn gauges(st: &State) -> Gauges {
+pub(crate) fn gauges(st: &State) -> Gauges {
     let snap = st.snapshot();
     Gauges {
-        sessions_active: st.rt.sessions.len(),
+        sessions_active: st.rt.sessions().len(),
         upstreams: snap
             .slots
             .iter()
@@ -23,7 +23,7 @@ pub fn gauges(st: &State) -> Gauges {
             })
             .collect(),
         tools_listed: snap.catalog.tools().len(),
-        reloads_ok: st.rt.reloads.ok.load(Ordering::Relaxed),
-        reloads_failed: st.rt.reloads.failed.load(Ordering::Relaxed),
+        reloads_ok: st.rt.reloads().ok.load(Ordering::Relaxed),
+        reloads_failed: st.rt.reloads().failed.load(Ordering::Relaxed),
     }
 }

@@ -17,11 +17,11 @@
 //! authorization URL the page opens) and finishes on the MCP listener's `/oauth/callback`
 //! (`upstream_oauth.rs`), the redirect URI the authorization server knows.
 
-pub mod api;
-pub mod assets;
-pub mod metrics;
+pub(crate) mod api;
+pub(crate) mod assets;
+pub(crate) mod metrics;
 mod reply;
-pub mod traffic;
+pub(crate) mod traffic;
 mod upstreams;
 
 use crate::state::State as Gw;
@@ -51,11 +51,11 @@ pub struct AdminOptions {
 /// The admin listener's shared state.
 pub struct Admin {
     /// The gateway watched and steered.
-    pub st: Arc<Gw>,
+    pub(crate) st: Arc<Gw>,
     /// Counters fed by the traffic events.
-    pub metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     /// The options.
-    pub opts: AdminOptions,
+    pub(crate) opts: AdminOptions,
 }
 
 impl Admin {
@@ -64,7 +64,7 @@ impl Admin {
     /// admin listener of the same gateway shares the first one's counters.
     pub fn start(st: Arc<Gw>, opts: AdminOptions) -> Arc<Admin> {
         sluice_telemetry::mcp_metrics::global().set_recording(true);
-        let metrics = st.rt.counted.get_or_init(Arc::default).clone();
+        let metrics = st.rt.counted().get_or_init(Arc::default).clone();
         Arc::new(Admin { st, metrics, opts })
     }
 }
@@ -110,7 +110,7 @@ async fn require_token(State(admin): State<Arc<Admin>>, req: Request, next: Next
 }
 
 /// The admin router.
-pub fn router(admin: Arc<Admin>) -> Router {
+pub(crate) fn router(admin: Arc<Admin>) -> Router {
     Router::new()
         .route("/", get(assets::index))
         .route("/app.js", get(assets::script))
@@ -162,7 +162,7 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
         };
         not_ready.push(json!({"upstream": slot.spec.id, "status": status, "reason": reason}));
     }
-    if let Some(c) = &admin.st.rt.cluster {
+    if let Some(c) = &admin.st.rt.cluster() {
         if let Some(reason) = c.store.down() {
             not_ready.push(json!({"cluster": "redis", "redis": c.store.shown(), "status": "down", "reason": reason}));
         }
@@ -171,7 +171,7 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
     let body = json!({
         "ready": ready,
         "config": "loaded",
-        "last_reload_error": admin.st.rt.reloads.last_error.lock().clone(),
+        "last_reload_error": admin.st.rt.reloads().last_error.lock().clone(),
         "not_ready": not_ready,
         "needs_login": waiting,
     });

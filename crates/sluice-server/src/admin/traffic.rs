@@ -17,7 +17,7 @@ use std::time::Duration;
 type S = State<Arc<Admin>>;
 
 /// The traffic routes (`/api/traffic`, `/api/traffic/recent`, `/api/logs`).
-pub fn routes() -> Router<Arc<Admin>> {
+pub(crate) fn routes() -> Router<Arc<Admin>> {
     Router::new()
         .route("/api/traffic", get(traffic_stream))
         .route("/api/traffic/recent", get(traffic_recent))
@@ -36,7 +36,7 @@ async fn traffic_recent(State(admin): S) -> Response {
 
 /// Live traffic as server-sent events: one `data:` line per exchange, a comment every 15 s.
 async fn traffic_stream(State(admin): S) -> Response {
-    let rx = admin.st.rt.traffic.subscribe();
+    let rx = admin.st.rt.traffic().subscribe();
     let st = admin.st.clone();
     let stream = futures_util::stream::unfold((rx, st), |(mut rx, st)| async move {
         use tokio::sync::broadcast::error::RecvError;
@@ -45,7 +45,7 @@ async fn traffic_stream(State(admin): S) -> Response {
             _ = tokio::time::sleep(Duration::from_secs(15)) => {
                 return Some((Ok::<Bytes, std::convert::Infallible>(Bytes::from_static(b": keepalive\n\n")), (rx, st)));
             }
-            _ = st.rt.shutdown.cancelled() => return None,
+            _ = st.rt.shutdown().cancelled() => return None,
         };
         let chunk = match next {
             Ok(ev) => format!("data: {}\n\n", ev.to_line()),

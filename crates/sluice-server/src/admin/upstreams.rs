@@ -191,7 +191,8 @@ pub(super) async fn upstreams_connect(State(admin): S, body: Bytes) -> Response 
         }
         Some(OAuthMode::Shared) => {}
     }
-    let (Some(identity), Some(ctx)) = (slot.identity(), admin.st.rt.slot_env.oauth.as_ref()) else {
+    let (Some(identity), Some(ctx)) = (slot.identity(), admin.st.rt.slot_env().oauth.as_ref())
+    else {
         let why = match slot.status() {
             Status::Down(r) => r,
             _ => "its OAuth identity could not be made".into(),

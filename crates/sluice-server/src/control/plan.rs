@@ -166,7 +166,7 @@ impl ReloadPlan {
 
 /// What a reload changed.
 #[derive(Debug, Default, PartialEq)]
-pub struct ReloadReport {
+pub(crate) struct ReloadReport {
     /// Upstreams kept running as they were.
     pub kept: Vec<String>,
     /// Upstreams started (new or changed).

@@ -14,7 +14,7 @@ use sluice_hooks::builtin::explain::EXPLAIN_REASON_META;
 
 /// What a meta-tool call comes to.
 #[derive(Debug)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// The result (or error) of `list_tools` / `tool_instructions`.
     Reply(Result<Value, RpcError>),
     /// `run_tool`: run this `tools/call` instead (same id).
@@ -34,7 +34,7 @@ fn result(v: Value) -> Value {
 }
 
 /// Answer a call to one of the meta-tools (`tool` is not a management operation).
-pub fn answer(
+pub(crate) fn answer(
     catalog: &Catalog,
     policy: &Policy,
     principal: Option<&Principal>,

@@ -22,7 +22,7 @@ fn text(v: Value, is_error: bool) -> Value {
 }
 
 /// Run one management operation.
-pub async fn call(st: &Arc<State>, op: ManageOp, args: &Value) -> Result<Value, RpcError> {
+pub(crate) async fn call(st: &Arc<State>, op: ManageOp, args: &Value) -> Result<Value, RpcError> {
     let snap = st.snapshot();
     let home = snap.config.home.clone();
     let s = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);

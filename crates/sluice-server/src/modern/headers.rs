@@ -20,7 +20,7 @@ use sluice_core::{codes, Message, RpcError};
 const PROTOCOL: &str = sluice_core::headers::PROTOCOL_VERSION;
 
 /// Where the rules read request headers from.
-pub trait HeaderSource {
+pub(crate) trait HeaderSource {
     /// The header `name`: `None` when absent, `Some(None)` when present but not visible ASCII,
     /// else its value.
     fn header(&self, name: &str) -> Option<Option<&str>>;
@@ -47,7 +47,7 @@ fn decode_header_value(v: &str) -> Option<String> {
 
 /// Check the headers of `msg`, whose `_meta` names version `requested`. `input_schema` is the
 /// called tool's, for `tools/call` of a tool the catalog knows.
-pub fn check(
+pub(crate) fn check(
     headers: &dyn HeaderSource,
     msg: &Message,
     requested: &str,

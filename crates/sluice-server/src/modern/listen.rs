@@ -34,7 +34,7 @@ use tokio::sync::mpsc;
 
 /// Register a listen stream: its acknowledgement (the notification types Sluice honours of
 /// those asked for), and the receiver of its notifications.
-pub fn subscribe(
+pub(crate) fn subscribe(
     st: &State,
     id: Value,
     msg: &Message,
@@ -86,7 +86,7 @@ pub fn subscribe(
         "notifications/subscriptions/acknowledged",
         Some(json!({"notifications": honoured, "_meta": {meta::SUBSCRIPTION_ID: id}})),
     );
-    st.rt.listeners.add(Listener {
+    st.rt.listeners().add(Listener {
         id,
         tools,
         prompts,

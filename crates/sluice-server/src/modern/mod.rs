@@ -7,12 +7,12 @@
 //! resume), [`listen`] (`subscriptions/listen`). The faces that carry it are
 //! `transport::http_modern` and `transport::stdio_modern`.
 
-pub mod headers;
-pub mod listen;
-pub mod rounds;
-pub mod state;
+pub(crate) mod headers;
+pub(crate) mod listen;
+pub(crate) mod rounds;
+pub(crate) mod state;
 
-pub use headers::HeaderSource;
+pub(crate) use headers::HeaderSource;
 
 use crate::session::{HttpStreams, Init, Outbound, Session};
 use crate::state::State;
@@ -52,7 +52,7 @@ const CACHEABLE: &[&str] = &[
 /// Does this HTTP request speak the modern era? It carries no session, is not `initialize`, and
 /// its `_meta` (or `MCP-Protocol-Version` header) names a modern version, or it is
 /// `server/discover`.
-pub fn detect(headers: &dyn HeaderSource, msg: &Message) -> bool {
+pub(crate) fn detect(headers: &dyn HeaderSource, msg: &Message) -> bool {
     if headers.header(sluice_core::headers::SESSION_ID).is_some() {
         return false;
     }
@@ -71,7 +71,7 @@ pub fn detect(headers: &dyn HeaderSource, msg: &Message) -> bool {
 
 /// Is this stdio message for the modern side: a request naming a version in `_meta` (or
 /// `server/discover`), or the cancellation of one?
-pub fn detect_line(msg: &Message) -> bool {
+pub(crate) fn detect_line(msg: &Message) -> bool {
     match msg.kind() {
         Kind::Request => {
             meta_str(msg, meta::PROTOCOL_VERSION).is_some()
@@ -83,7 +83,7 @@ pub fn detect_line(msg: &Message) -> bool {
 }
 
 /// What an admitted request is.
-pub enum Admitted {
+pub(crate) enum Admitted {
     /// `server/discover`, answered: send this.
     Discover(Message),
     /// `subscriptions/listen`: open the stream ([`listen::subscribe`]).
@@ -97,7 +97,7 @@ pub enum Admitted {
 }
 
 /// Why a request was turned away before it ran.
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The error to answer with.
     pub error: RpcError,
     /// The method is not one a modern client may call (HTTP answers 404, else 400).
@@ -107,7 +107,7 @@ pub struct Refusal {
 /// Admit a modern request (the caller checked it is a request): its envelope (-32602), then,
 /// when the transport has headers, the header rules (-32020), its version (-32022) and its
 /// method (-32601). One check for both faces.
-pub fn admit(
+pub(crate) fn admit(
     st: &State,
     msg: &Message,
     headers: Option<&dyn HeaderSource>,
@@ -217,7 +217,7 @@ fn meta_str<'a>(msg: &'a Message, key: &str) -> Option<&'a str> {
 
 /// The session of one modern request: its version, capabilities and client info from `_meta`,
 /// its principal and credentials from the transport.
-pub fn ephemeral_session(
+pub(crate) fn ephemeral_session(
     st: &State,
     authorization: Option<&str>,
     msg: &Message,

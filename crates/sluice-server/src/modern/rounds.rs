@@ -35,7 +35,7 @@ const MAX_PARKED: usize = 10_000;
 /// What the modern era keeps between a call's rounds: the calls waiting for a client's input,
 /// and the signer of their `requestState`. Built by the server, handed to the modern faces.
 #[derive(Default)]
-pub struct Rounds {
+pub(crate) struct Rounds {
     signer: Signer,
     parked: Mutex<HashMap<String, Parked>>,
     /// In a cluster, this replica's id: parked calls are named `<replica>.<token>`, so a retry
@@ -45,7 +45,7 @@ pub struct Rounds {
 
 impl Rounds {
     /// The rounds of a cluster replica: states every replica can check, naming this one.
-    pub fn for_cluster(keys: &[[u8; 32]], replica: Arc<str>) -> Rounds {
+    pub(crate) fn for_cluster(keys: &[[u8; 32]], replica: Arc<str>) -> Rounds {
         Rounds {
             signer: Signer::for_cluster(keys),
             parked: Mutex::default(),
@@ -55,7 +55,7 @@ impl Rounds {
 
     /// The replica holding the call a retry continues, when it is another one (the state
     /// verifies, and names it).
-    pub fn elsewhere(&self, msg: &Message, principal: Option<&str>) -> Option<String> {
+    pub(crate) fn elsewhere(&self, msg: &Message, principal: Option<&str>) -> Option<String> {
         let me = self.replica.as_deref()?;
         let request_state = msg
             .param_str("requestState")
@@ -147,7 +147,7 @@ impl Drop for CancelGuard {
 
 /// Run a modern request (a first attempt, or a retry bringing `requestState`) and emit its
 /// notifications and its final message on `out`; dropping the receiver of `out` cancels it.
-pub async fn start(
+pub(crate) async fn start(
     st: Arc<State>,
     rounds: Arc<Rounds>,
     session: Arc<Session>,

@@ -28,7 +28,7 @@ use sluice_core::Message;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How Sluice's own `requestState` values begin.
-pub const PREFIX: &str = "sluice1.";
+pub(crate) const PREFIX: &str = "sluice1.";
 
 /// The longest `requestState` Sluice reads.
 const MAX_LEN: usize = 2048;
@@ -37,7 +37,7 @@ const NOT_OURS: &str = "it is not a Sluice request state";
 
 /// What a state says: the parked call it continues and who may continue it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Claims {
+pub(crate) struct Claims {
     /// The key of the parked call.
     pub token: String,
     /// The principal the state was issued to.
@@ -51,7 +51,7 @@ pub struct Claims {
 /// Signs and checks request states with a key of its own (or, in a cluster, keys derived
 /// from the cluster keys, so that every replica can check what any replica issued: the first
 /// signs, all verify).
-pub struct Signer {
+pub(crate) struct Signer {
     key: hmac::Key,
     also: Vec<hmac::Key>,
 }
@@ -70,7 +70,7 @@ impl Default for Signer {
 impl Signer {
     /// A signer every replica of a cluster shares: keys derived from the cluster keys (never
     /// the keys themselves), the first signing.
-    pub fn for_cluster(keys: &[[u8; 32]]) -> Signer {
+    pub(crate) fn for_cluster(keys: &[[u8; 32]]) -> Signer {
         let mut derived = keys.iter().map(|k| {
             let tag = hmac::sign(
                 &hmac::Key::new(hmac::HMAC_SHA256, k),
@@ -88,7 +88,7 @@ impl Signer {
 
 impl Signer {
     /// The state carrying these claims.
-    pub fn sign(&self, c: &Claims) -> String {
+    pub(crate) fn sign(&self, c: &Claims) -> String {
         let payload = json!({
             "k": c.token,
             "p": c.principal,
@@ -122,7 +122,7 @@ impl Signer {
 
     /// The parked call's token, when `state` is one this signer issued, not expired at `now`
     /// (Unix seconds), for the request with this digest and this principal; else why not.
-    pub fn open(
+    pub(crate) fn open(
         &self,
         state: &str,
         digest: &str,
@@ -144,7 +144,7 @@ impl Signer {
 }
 
 /// Now, Unix seconds.
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -157,7 +157,7 @@ pub fn unix_now() -> u64 {
 /// kept as text (the rest, such as `_meta`, is never parsed for it); the canonical text
 /// (objects `{"k":v,…,}` with sorted keys, arrays `[v,…,]`, other values as serde_json writes
 /// them) is written into one buffer: no copy of the params, no string per key.
-pub fn digest_of(msg: &Message) -> String {
+pub(crate) fn digest_of(msg: &Message) -> String {
     digest_entries(msg.method().unwrap_or(""), msg.param_entries())
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 const ASK_ARGS_CHARS: usize = 2000;
 
 /// The schema of the question an `ask` puts to a person: one required boolean `allow`.
-pub fn ask_schema() -> Value {
+pub(super) fn ask_schema() -> Value {
     json!({
         "type": "object",
         "properties": {"allow": {
@@ -36,7 +36,7 @@ pub fn ask_schema() -> Value {
 /// `allow: true`. Declined, cancelled, not allowed, or unanswered: a refusal for the agent
 /// saying so. A client without the elicitation capability gets the hooks' `ask_fallback`
 /// (`deny` unless every asking hook says `allow`).
-pub async fn ask(
+pub(super) async fn ask(
     st: &State,
     session: &Arc<Session>,
     sink: &Sink,

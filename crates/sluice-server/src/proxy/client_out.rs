@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// Send a message toward a client through the response hooks: on the call's own stream when
 /// there is one (else the session's), false when a hook refused it.
-pub async fn deliver(
+pub(crate) async fn deliver(
     st: &State,
     session: &Arc<Session>,
     sink: Option<&Sink>,
@@ -25,7 +25,7 @@ pub async fn deliver(
 }
 
 /// [`deliver`], with the hook's refusal when one refused the message.
-pub async fn try_deliver(
+pub(crate) async fn try_deliver(
     st: &State,
     session: &Arc<Session>,
     sink: Option<&Sink>,
@@ -53,7 +53,7 @@ pub async fn try_deliver(
 }
 
 /// The client capability a server-to-client request needs (sampling, elicitation, roots).
-pub fn client_capability_for(method: &str) -> Option<&'static str> {
+pub(crate) fn client_capability_for(method: &str) -> Option<&'static str> {
     match method {
         "sampling/createMessage" => Some("sampling"),
         "elicitation/create" => Some("elicitation"),
@@ -65,7 +65,7 @@ pub fn client_capability_for(method: &str) -> Option<&'static str> {
 /// Ask the client something on the gateway's own behalf (a 2026-07-28 upstream's input
 /// request, for a legacy client): the request goes to it like an upstream's would (on the
 /// call's stream, through the response hooks), and its reply comes back here.
-pub async fn ask_client(
+pub(crate) async fn ask_client(
     st: &State,
     session: &Arc<Session>,
     sink: &Sink,
@@ -125,7 +125,7 @@ pub async fn ask_client(
 
 /// Relay the client's reply to an upstream request back to the upstream, with the upstream's
 /// own id (or to the gateway's own question, [`ask_client`]).
-pub fn relay_client_reply(session: &Session, mut msg: Message) {
+pub(crate) fn relay_client_reply(session: &Session, mut msg: Message) {
     let Some(id) = msg.id().and_then(Value::as_str).map(str::to_string) else {
         tracing::warn!(session = %session.id, "reply with an id Sluice never sent: {}", msg.to_json());
         return;

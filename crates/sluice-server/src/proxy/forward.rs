@@ -20,7 +20,7 @@ const MAX_INPUT_ROUNDS: usize = 16;
 /// reply, and give it back under the client's id. In a cluster, a request that met the end of
 /// the shared upstream session (HTTP 404: the upstream restarted; it ran nothing) goes once
 /// more, over the upstream session opened again.
-pub async fn call(
+pub(crate) async fn call(
     st: &State,
     session: &Arc<Session>,
     slot: &Arc<Slot>,
@@ -66,7 +66,7 @@ async fn call_once(
     msg.set_id(json!(up_id));
     strip_internal_meta(&mut msg);
     // Tracing: a child span of the request's, its context passed upstream.
-    let span = UpstreamSpan::start(st.rt.telemetry.as_ref());
+    let span = UpstreamSpan::start(st.rt.telemetry().as_ref());
     let mut headers = ExtraHeaders::default();
     if let Some(traceparent) = span
         .as_ref()
@@ -104,7 +104,7 @@ async fn call_once(
         None => None,
     };
     // Recorded in this thread's part of the call table; a cancellation takes it out.
-    st.rt.calls.track(
+    st.rt.calls().track(
         conn.serial(),
         up_id,
         CallRoute {
@@ -126,12 +126,12 @@ async fn call_once(
         /// Forget the call; false if a cancellation took it out first.
         fn finish(self) -> bool {
             let this = std::mem::ManuallyDrop::new(self);
-            this.st.rt.calls.untrack(this.serial, this.up_id)
+            this.st.rt.calls().untrack(this.serial, this.up_id)
         }
     }
     impl Drop for Untrack<'_> {
         fn drop(&mut self) {
-            self.st.rt.calls.untrack(self.serial, self.up_id);
+            self.st.rt.calls().untrack(self.serial, self.up_id);
         }
     }
     let untrack = Untrack {
@@ -204,7 +204,7 @@ fn unanswered(slot: &Slot, method: &str, client_id: Value, e: &UpstreamError) ->
 /// ask the client each input request (as the legacy server-to-client request it knows), then
 /// retry the request with the answers and the upstream's `requestState`. A modern client gets
 /// the `input_required` result itself (its retry comes back through here, stateless).
-pub async fn call_with_rounds(
+pub(crate) async fn call_with_rounds(
     st: &State,
     session: &Arc<Session>,
     slot: &Arc<Slot>,
@@ -380,7 +380,7 @@ fn modern_upstream_request(
 }
 
 /// Send `logging/setLevel` to every connected upstream that has the logging capability.
-pub async fn set_level(snap: &Snapshot, session: &Arc<Session>, msg: &Message) {
+pub(crate) async fn set_level(snap: &Snapshot, session: &Arc<Session>, msg: &Message) {
     let params = msg.params().cloned();
     let mut calls = Vec::new();
     for slot in snap.slots.iter() {
@@ -404,8 +404,8 @@ pub async fn set_level(snap: &Snapshot, session: &Arc<Session>, msg: &Message) {
 }
 
 /// The client cancelled one of its requests: tell the upstream (with its id) and stop waiting.
-pub fn cancel(st: &State, session: &Session, client_id: &Value, reason: Option<&Value>) {
-    let Some((upstream_id, call)) = st.rt.calls.take_by_client(session, client_id) else {
+pub(crate) fn cancel(st: &State, session: &Session, client_id: &Value, reason: Option<&Value>) {
+    let Some((upstream_id, call)) = st.rt.calls().take_by_client(session, client_id) else {
         return;
     };
     let mut params = json!({"requestId": upstream_id});

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The facts hooks select on, for a message from or to a session.
-pub struct Facts {
+pub(crate) struct Facts {
     /// The method (or `(reply)` for a client's reply).
     pub method: String,
     /// The client-facing tool name (tools/call).
@@ -44,7 +44,7 @@ fn tool_use_id() -> String {
 impl Facts {
     /// Facts of a client request going to `upstream`; `catalog` is the one the client sees
     /// ([`crate::views::catalog_for`]).
-    pub fn of_request(
+    pub(crate) fn of_request(
         snap: &Snapshot,
         catalog: &Arc<Catalog>,
         msg: &Message,
@@ -79,7 +79,7 @@ impl Facts {
     }
 
     /// Facts of a message with only a method (and maybe an upstream).
-    pub fn plain(method: impl Into<String>, upstream: Option<&str>) -> Facts {
+    pub(crate) fn plain(method: impl Into<String>, upstream: Option<&str>) -> Facts {
         Facts {
             method: method.into(),
             tool_name: None,
@@ -92,7 +92,7 @@ impl Facts {
     }
 
     /// The hook context for `session`.
-    pub fn ctx<'a>(&'a self, session: &'a Session) -> Ctx<'a> {
+    pub(crate) fn ctx<'a>(&'a self, session: &'a Session) -> Ctx<'a> {
         Ctx {
             session_id: &session.id,
             method: &self.method,
@@ -113,7 +113,7 @@ impl Facts {
 
 /// A message toward the client that answers none of its requests: the response hooks. `Err`
 /// = refused (logged and audited; an upstream request is answered with -32031 by the caller).
-pub async fn to_client(
+pub(crate) async fn to_client(
     st: &State,
     session: &Session,
     msg: Message,

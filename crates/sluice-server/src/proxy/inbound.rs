@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Consume the slots' events and the catalog's changes until the gateway shuts down.
-pub async fn run(st: Arc<State>, mut inbound: Inbound) {
+pub(crate) async fn run(st: Arc<State>, mut inbound: Inbound) {
     loop {
         tokio::select! {
             ev = inbound.slots.recv() => match ev {
@@ -31,7 +31,7 @@ pub async fn run(st: Arc<State>, mut inbound: Inbound) {
                 Some(changed) => announce(&st, &changed),
                 None => return,
             },
-            _ = st.rt.shutdown.cancelled() => return,
+            _ = st.rt.shutdown().cancelled() => return,
         }
     }
 }
@@ -49,7 +49,7 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
             // wait for `done`, so its messages keep their order.
             let st = st.clone();
             tokio::spawn(async move {
-                let owner = owner.and_then(|id| st.rt.sessions.get(&id));
+                let owner = owner.and_then(|id| st.rt.sessions().get(&id));
                 on_message(&st, &slot, &conn, owner, incoming).await;
                 drop(done);
             });
@@ -65,7 +65,7 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
             drop(done);
         }
         SlotEvent::Lists { said, slot } => {
-            if let (Some(c), Some(_)) = (&st.rt.cluster, said) {
+            if let (Some(c), Some(_)) = (&st.rt.cluster(), said) {
                 c.lists_changed(&slot.spec.id, None);
             }
             control::rebuild_catalog(st, said);
@@ -76,8 +76,8 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
             slot,
         } => {
             // Only that session's lists changed (its view is rebuilt on its next request).
-            if let Some(s) = st.rt.sessions.get(&session) {
-                if let (Some(c), true) = (&st.rt.cluster, s.shared.is_some()) {
+            if let Some(s) = st.rt.sessions().get(&session) {
+                if let (Some(c), true) = (&st.rt.cluster(), s.shared.is_some()) {
                     // The other replicas serving it re-read its own upstream sessions.
                     c.lists_changed(&slot.spec.id, Some(&session));
                 }
@@ -101,10 +101,10 @@ fn announce(st: &Arc<State>, changed: &Changed) {
         return;
     }
     for m in &changed.lists {
-        st.rt.listeners.announce(m, changed.version);
+        st.rt.listeners().announce(m, changed.version);
     }
     let hooked = !st.snapshot().chain.is_empty();
-    for s in st.rt.sessions.all() {
+    for s in st.rt.sessions().all() {
         if s.live
             .catalog_seen
             .fetch_max(changed.version, Ordering::AcqRel)
@@ -132,7 +132,7 @@ fn announce(st: &Arc<State>, changed: &Changed) {
 
 /// An upstream reply stream opened or paused: tell the client's side of that call.
 fn on_stream(st: &State, conn: &Connection, related: u64, paused: bool, retry: Option<Duration>) {
-    if let Some(sink) = st.rt.calls.sink(conn.serial(), related) {
+    if let Some(sink) = st.rt.calls().sink(conn.serial(), related) {
         let ms = retry.map(|r| r.as_millis() as u64);
         let _ = sink.send(if paused {
             Out::Pause(ms)
@@ -173,7 +173,7 @@ async fn on_message(
         (Some(r), _) => Some(r),
         _ => None,
     };
-    let route = route_key.and_then(|k| st.rt.calls.route(conn.serial(), k));
+    let route = route_key.and_then(|k| st.rt.calls().route(conn.serial(), k));
 
     if msg.kind() == Kind::Notification {
         match method.as_str() {
@@ -190,7 +190,7 @@ async fn on_message(
             "notifications/cancelled" => {
                 // The upstream withdrew a request it sent to a client.
                 let up_id = msg.params().and_then(|p| p.get("requestId")).cloned();
-                for s in st.rt.sessions.all() {
+                for s in st.rt.sessions().all() {
                     let found = s
                         .routes
                         .server_requests
@@ -211,10 +211,10 @@ async fn on_message(
             }
             "notifications/resources/updated" => {
                 let uri = msg.param_str("uri").unwrap_or("").to_string();
-                st.rt.listeners.resource_updated(&uri);
+                st.rt.listeners().resource_updated(&uri);
                 let targets: Vec<_> = match &owner {
                     Some(s) => vec![s.clone()],
-                    None => st.rt.sessions.all(),
+                    None => st.rt.sessions().all(),
                 };
                 for s in targets {
                     let subscribed = s.live.subscriptions.lock().contains(&uri);
@@ -232,7 +232,7 @@ async fn on_message(
         let route = route.or_else(|| {
             owner
                 .is_none()
-                .then(|| st.rt.calls.latest_on(conn.serial()))
+                .then(|| st.rt.calls().latest_on(conn.serial()))
                 .flatten()
                 .map(|(s, sink)| (s, None, sink))
         });
@@ -241,7 +241,7 @@ async fn on_message(
         } else if let Some(s) = owner {
             deliver(st, &s, None, msg, up).await;
         } else {
-            for s in st.rt.sessions.all() {
+            for s in st.rt.sessions().all() {
                 deliver(st, &s, None, msg.clone(), up).await;
             }
         }
@@ -262,7 +262,7 @@ async fn on_message(
         .or_else(|| owner.clone().map(|s| (s, None)))
         .or_else(|| {
             st.rt
-                .calls
+                .calls()
                 .latest_on(conn.serial())
                 .map(|(s, sink)| (s, Some(sink)))
         });
@@ -330,7 +330,7 @@ mod tests {
         let st = testing::state(&[testing::expose(&["fx"])], &[]);
         let (session, mut out) = testing::session();
         session.live.catalog_seen.store(5, Ordering::Release);
-        st.rt.sessions.add(session.clone());
+        st.rt.sessions().add(session.clone());
         let tools = vec!["notifications/tools/list_changed"];
         // A change the session's own catalog already holds: nothing to say.
         announce(

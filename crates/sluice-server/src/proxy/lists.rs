@@ -15,7 +15,7 @@ use sluice_hooks::{Phase, Trace};
 use std::sync::Arc;
 
 /// The list a request asks for, if it is a list request (what [`cached`] may answer).
-pub fn list_kind(msg: &Message) -> Option<ListKind> {
+pub(crate) fn list_kind(msg: &Message) -> Option<ListKind> {
     if msg.kind() != Kind::Request {
         return None;
     }
@@ -30,7 +30,7 @@ pub fn list_kind(msg: &Message) -> Option<ListKind> {
 
 /// A reply answered from the cache: `head`, then the shared serialised `page`, then `}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cached {
+pub(crate) struct Cached {
     /// `{"jsonrpc":"2.0","id":…,"result":`.
     pub head: String,
     /// The page's JSON text, shared with the cache.
@@ -39,7 +39,7 @@ pub struct Cached {
 
 impl Cached {
     /// The reply's three pieces, in order, as they are written.
-    pub fn into_pieces(self) -> [bytes::Bytes; 3] {
+    pub(crate) fn into_pieces(self) -> [bytes::Bytes; 3] {
         [
             bytes::Bytes::from(self.head),
             self.page,
@@ -52,14 +52,14 @@ impl Cached {
 /// [`list_kind`]) answered from the cache, or `None` when the request takes the full driver
 /// (filtered by access rules, traced, hooked by anything but a pure list transform, a cursor
 /// that starts no page, …).
-pub async fn cached(
+pub(crate) async fn cached(
     st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
     msg: &Message,
     kind: ListKind,
 ) -> Option<Cached> {
-    if !snap.policy.is_open() || st.rt.telemetry.is_some() {
+    if !snap.policy.is_open() || st.rt.telemetry().is_some() {
         return None;
     }
     let size = snap.settings().page_size as usize;

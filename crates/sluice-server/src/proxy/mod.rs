@@ -13,13 +13,13 @@
 //! to their upstream. What upstreams start comes back through [`inbound`].
 
 mod ask;
-pub mod client_out;
-pub mod forward;
-pub mod hooks;
-pub mod inbound;
-pub mod lists;
-pub mod route;
-pub mod tasks;
+pub(crate) mod client_out;
+pub(crate) mod forward;
+pub(crate) mod hooks;
+pub(crate) mod inbound;
+pub(crate) mod lists;
+pub(crate) mod route;
+pub(crate) mod tasks;
 
 use crate::access;
 use crate::catalog::Catalog;
@@ -43,7 +43,7 @@ use std::time::Instant;
 /// ([`Message::parse`]; the builtins read and change `params`' members, each parsed alone),
 /// unless hooks shown payloads will read it whole anyway ([`Message::parse_tree`]; reading
 /// its text first would only add to the parse).
-pub fn parse_client(snap: &Snapshot, bytes: &[u8]) -> Result<Message, ParseError> {
+pub(crate) fn parse_client(snap: &Snapshot, bytes: &[u8]) -> Result<Message, ParseError> {
     if snap.chain.shows_payloads() {
         Message::parse_tree(bytes)
     } else {
@@ -53,7 +53,7 @@ pub fn parse_client(snap: &Snapshot, bytes: &[u8]) -> Result<Message, ParseError
 
 /// A client request of an initialised session (or a modern client's request): every phase, on
 /// the one snapshot the transport loaded for it.
-pub async fn client_request(
+pub(crate) async fn client_request(
     st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
@@ -91,7 +91,7 @@ pub async fn client_request(
             ));
         }
     }
-    let tel = st.rt.telemetry.as_ref();
+    let tel = st.rt.telemetry().as_ref();
     if snap.chain.is_empty() && !st.observed(snap) && tel.is_none() {
         return dispatch(st, snap, session, target, msg, sink).await;
     }
@@ -115,7 +115,7 @@ async fn hooked_request(
     mut target: Target<'_>,
 ) -> Outcome {
     let principal = session.principal();
-    let tel = st.rt.telemetry.as_ref();
+    let tel = st.rt.telemetry().as_ref();
     let started = Instant::now();
     let facts = Facts::of_request(snap, catalog, &msg, target.upstream_id());
     let cx = facts.ctx(session);
@@ -234,7 +234,7 @@ async fn hooked_request(
 /// SessionStart hooks are shown an `initialize` made of the request's `_meta` (protocol
 /// version, capabilities, client info) before its request hooks — a refusal refuses the
 /// request —, and the Stop and SessionEnd hooks fire after its reply.
-pub async fn modern_request(
+pub(crate) async fn modern_request(
     st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
@@ -366,7 +366,7 @@ async fn dispatch(
                 return Box::pin(tasks::call_tool(st, session, u.slot, tool, msg, sink)).await;
             }
             // In a cluster, a session's own process may run on another replica.
-            if let (Some(c), true) = (&st.rt.cluster, u.slot.isolated_stdio()) {
+            if let (Some(c), true) = (&st.rt.cluster(), u.slot.isolated_stdio()) {
                 let (up, wait) = (&u.slot.spec.id, u.slot.timeout());
                 if let Some(reply) = Box::pin(c.hand_isolated(session, up, &msg, sink, wait)).await
                 {
@@ -426,7 +426,7 @@ async fn dispatch(
 
 /// A client notification or a client's reply to an upstream request: request hooks (a refusal
 /// drops it, logged and audited), then on.
-pub async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Message) {
+pub(crate) async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Message) {
     let snap = st.snapshot();
     let msg = if snap.chain.is_empty() {
         msg
@@ -527,7 +527,7 @@ fn notification(st: &State, snap: &Snapshot, session: &Arc<Session>, msg: Messag
 
 /// `initialize`: the SessionStart and Request hooks, then the response hooks on the result.
 /// `Err` carries the error reply (no session is created then).
-pub async fn initialize(
+pub(crate) async fn initialize(
     st: &Arc<State>,
     session: &Arc<Session>,
     msg: Message,
@@ -541,7 +541,7 @@ pub async fn initialize(
         .store(snap.catalog.version, std::sync::atomic::Ordering::Release);
     let peer = peer(session);
     let op = sluice_telemetry::ServerOp::start(&msg, &peer);
-    let Some(tel) = st.rt.telemetry.as_ref() else {
+    let Some(tel) = st.rt.telemetry().as_ref() else {
         let r = initialize_hooks(st, &snap, session, msg, version, &mut Trace::default()).await;
         op.finish(r.as_ref().unwrap_or_else(|e| e));
         return r;

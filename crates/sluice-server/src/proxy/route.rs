@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// What a client request is for.
 #[derive(Debug)]
-pub enum Target<'c> {
+pub(crate) enum Target<'c> {
     /// The gateway answers it with no upstream.
     Local(Result<Value, RpcError>),
     /// One upstream.
@@ -28,7 +28,7 @@ pub enum Target<'c> {
 
 /// A request for one upstream.
 #[derive(Debug)]
-pub struct Upstream<'c> {
+pub(crate) struct Upstream<'c> {
     /// The upstream's slot (borrowed from the catalog: a call writes no count of the slot's,
     /// which every thread's calls would write).
     pub slot: &'c Arc<Slot>,
@@ -42,7 +42,7 @@ pub struct Upstream<'c> {
 
 /// A subscription a request asks for.
 #[derive(Debug, Clone)]
-pub struct Subscription {
+pub(crate) struct Subscription {
     /// The resource URI.
     pub uri: String,
     /// Subscribe (true) or unsubscribe.
@@ -54,7 +54,7 @@ pub struct Subscription {
 
 impl Target<'_> {
     /// The id of the upstream it goes to, for hooks and the audit line.
-    pub fn upstream_id(&self) -> Option<&str> {
+    pub(crate) fn upstream_id(&self) -> Option<&str> {
         match self {
             Target::Upstream(u) => Some(&u.slot.spec.id),
             _ => None,
@@ -63,7 +63,7 @@ impl Target<'_> {
 }
 
 /// What a request names, for telling whether a hook changed its target.
-pub fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
+pub(crate) fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
     // Member by member: a request kept as text parses only the one it has.
     let named = msg
         .param("name")
@@ -72,14 +72,20 @@ pub fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
     (msg.method(), named)
 }
 
-/// Resolve a request of an initialised session (or a modern client's request).
-pub fn resolve<'s>(snap: &'s Snapshot, principal: Option<&Principal>, msg: &Message) -> Target<'s> {
+/// Resolve a request of an initialised session (or a modern client's request); the tests' shorthand
+/// for [`resolve_in`] against the snapshot's catalog.
+#[cfg(test)]
+pub(crate) fn resolve<'s>(
+    snap: &'s Snapshot,
+    principal: Option<&Principal>,
+    msg: &Message,
+) -> Target<'s> {
     resolve_in(snap, &snap.catalog, principal, msg)
 }
 
-/// [`resolve`] against one session's view of the catalog (`views.rs`: what its own upstream
+/// Resolve a request against one session's view of the catalog (`views.rs`: what its own upstream
 /// sessions list), which shares the snapshot's slots.
-pub fn resolve_in<'c>(
+pub(crate) fn resolve_in<'c>(
     snap: &Snapshot,
     catalog: &'c Catalog,
     principal: Option<&Principal>,
@@ -237,7 +243,7 @@ fn not_found(uri: &str) -> RpcError {
 }
 
 /// Rename a request for its upstream: the tool's or prompt's name there.
-pub fn rename(msg: &mut Message, name: &str) {
+pub(crate) fn rename(msg: &mut Message, name: &str) {
     // Already the upstream's name (a tool exposed under its own): nothing to change.
     let current = match msg.param("ref").filter(|r| r.is_object()) {
         Some(r) => member::of(r, "name").and_then(Value::as_str),
@@ -262,7 +268,7 @@ pub fn rename(msg: &mut Message, name: &str) {
 
 /// The one upstream of `sluice serve --passthrough` (a single transparent upstream that is
 /// not the first-party register): names the gateway has not listed go to it unchanged.
-pub fn passthrough(catalog: &Catalog) -> Option<&Arc<Slot>> {
+pub(crate) fn passthrough(catalog: &Catalog) -> Option<&Arc<Slot>> {
     match &*catalog.slots {
         [one] if one.spec.transparent && one.spec.transport != sluice_config::Transport::Local => {
             Some(one)
@@ -273,7 +279,7 @@ pub fn passthrough(catalog: &Catalog) -> Option<&Arc<Slot>> {
 
 /// The slot serving a resource URI; with a single upstream offering resources (or the one
 /// upstream of `--passthrough`), that one.
-pub fn resource_slot<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c Arc<Slot>> {
+pub(crate) fn resource_slot<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c Arc<Slot>> {
     if let Some(s) = catalog.resource(uri) {
         return Some(&catalog.slots[s]);
     }
@@ -297,7 +303,7 @@ pub fn resource_slot<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c Arc<Slot
 /// The `initialize` result this gateway answers with. A single transparent upstream that is up
 /// lends its serverInfo, capabilities and instructions (so `--passthrough` is invisible);
 /// otherwise Sluice describes itself.
-pub fn initialize_result(snap: &Snapshot, version: &str) -> Value {
+pub(crate) fn initialize_result(snap: &Snapshot, version: &str) -> Value {
     if let [slot] = &*snap.slots {
         if slot.spec.transparent {
             if let Some(init) = slot.state.lock().init.clone() {

@@ -56,7 +56,7 @@ async fn request_hooks_run_before_dispatch_and_a_refusal_never_reaches_the_upstr
 #[tokio::test]
 async fn every_exchange_is_recorded_once_with_its_tool_upstream_and_outcome() {
     let st = state(&[testing::expose(&["fx"]), deny(&["fx_add"])]);
-    let mut traffic = st.rt.traffic.subscribe();
+    let mut traffic = st.rt.traffic().subscribe();
     call(&st, "fx_add", json!({})).await;
     call(&st, "fx_echo", json!({})).await;
     let a = traffic.recv().await.unwrap();
@@ -77,7 +77,7 @@ async fn every_exchange_is_recorded_once_with_its_tool_upstream_and_outcome() {
 async fn a_target_the_access_rules_forbid_is_answered_like_an_unknown_one() {
     let rules = json!({"enabled": false, "rules": [{"effect": "deny", "tools": ["fx_add"]}]});
     let st = state(&[testing::expose(&["fx"]), ("auth/auth.config.json", rules)]);
-    let mut traffic = st.rt.traffic.subscribe();
+    let mut traffic = st.rt.traffic().subscribe();
     let reply = call(&st, "fx_add", json!({})).await;
     assert_eq!(error(&reply), (-32602, "Unknown tool: fx_add".to_string()));
     let ev = traffic.recv().await.unwrap();

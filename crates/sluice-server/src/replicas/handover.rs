@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// A client's reply to a request another replica sent it goes to that replica (the request
 /// id names it). True when it was sent on (or could not be: logged).
-pub async fn forward_reply(c: &Cluster, session: &Session, msg: &Message) -> bool {
+pub(crate) async fn forward_reply(c: &Cluster, session: &Session, msg: &Message) -> bool {
     if !matches!(msg.kind(), Kind::Response | Kind::Error) {
         return false;
     }
@@ -53,7 +53,7 @@ pub async fn forward_reply(c: &Cluster, session: &Session, msg: &Message) -> boo
 /// Hand a 2026-07-28 retry to the replica `owner` holding its call; what it emits for the
 /// client arrives on the receiver. A replica that is gone, or stops answering, is a -32000
 /// naming it.
-pub async fn hand_retry(
+pub(crate) async fn hand_retry(
     st: &State,
     c: &Arc<Cluster>,
     owner: &str,
@@ -230,14 +230,14 @@ pub(super) fn continue_retry(
 
 /// A client cancelled a request this replica is not running: every replica hears it, and the
 /// one running it stops it (a call runs where its POST landed).
-pub async fn forward_cancel(st: &State, c: &Cluster, session: &Session, msg: &Message) {
+pub(crate) async fn forward_cancel(st: &State, c: &Cluster, session: &Session, msg: &Message) {
     if msg.method() != Some("notifications/cancelled") {
         return;
     }
     let Some(request) = msg.params().and_then(|p| p.get("requestId")) else {
         return;
     };
-    if st.rt.calls.has_client_call(session, request) {
+    if st.rt.calls().has_client_call(session, request) {
         return;
     }
     let payload = json!({"f": &*c.replica, "s": session.id, "m": msg.to_json()}).to_string();
@@ -257,7 +257,7 @@ pub(super) fn on_cancelled(st: &State, c: &Cluster, payload: &str) {
     let Some(session) = v
         .get("s")
         .and_then(Value::as_str)
-        .and_then(|id| st.rt.sessions.get(id))
+        .and_then(|id| st.rt.sessions().get(id))
     else {
         return;
     };
@@ -281,7 +281,7 @@ pub(super) fn on_cancelled(st: &State, c: &Cluster, payload: &str) {
 /// A `Last-Event-ID` naming a POST stream of another replica: that replica replays it (and
 /// goes on with it) over the bus. None when it is gone or has no such stream (the caller
 /// answers 404 as for any stream it cannot resume).
-pub async fn replay_elsewhere(
+pub(crate) async fn replay_elsewhere(
     c: &Arc<Cluster>,
     session: &Session,
     owner: &str,
@@ -341,7 +341,7 @@ pub(super) async fn replay_for(st: &Arc<State>, c: &Arc<Cluster>, v: &Value) -> 
     let from = v.get("f")?.as_str()?.to_string();
     let id = v.get("s")?.as_str()?;
     let (stream, seq) = StreamBuf::parse_event_id(v.get("e")?.as_str()?)?;
-    let buf = st.rt.sessions.get(id).and_then(|s| {
+    let buf = st.rt.sessions().get(id).and_then(|s| {
         s.http()
             .and_then(|h| h.streams.lock().get(&stream).cloned())
     });
@@ -378,7 +378,7 @@ pub(super) fn on_reply(st: &Arc<State>, v: &Value) {
         tracing::warn!("a relayed reply that is not one");
         return;
     };
-    match st.rt.sessions.get(&id) {
+    match st.rt.sessions().get(&id) {
         Some(s) => {
             let st = st.clone();
             tokio::spawn(async move { proxy::client_message(&st, &s, m).await });

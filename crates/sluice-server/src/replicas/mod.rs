@@ -13,7 +13,7 @@ use crate::state::State;
 use crate::stream::StreamBuf;
 
 mod handover;
-pub use handover::{forward_cancel, forward_reply, hand_retry, replay_elsewhere};
+pub(crate) use handover::{forward_cancel, forward_reply, hand_retry, replay_elsewhere};
 use serde_json::{json, Value};
 use sluice_cluster::{Bus, BusMsg, StoreError};
 use sluice_core::{Message, Principal};
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 /// Why a session was not found.
 #[derive(Debug)]
-pub enum Miss {
+pub(crate) enum Miss {
     /// Unknown, ended, expired, forged, tampered, sealed under another key, or another
     /// principal's: all answered alike.
     NotFound,
@@ -32,7 +32,7 @@ pub enum Miss {
 }
 
 /// Is `session` `principal`'s to use? (Without authentication, anyone's.)
-pub fn owned_by(session: &Session, principal: Option<&Principal>) -> bool {
+pub(crate) fn owned_by(session: &Session, principal: Option<&Principal>) -> bool {
     match (principal, session.principal()) {
         (None, _) => true,
         (Some(p), Some(owner)) => p.id == owner.id && p.kind == owner.kind,
@@ -43,14 +43,14 @@ pub fn owned_by(session: &Session, principal: Option<&Principal>) -> bool {
 /// The session named `id`, on this replica or taken up from the store; its live state renewed
 /// and read from the store. A store that does not answer does not stop a session this replica
 /// serves already (single-replica work goes on).
-pub async fn find(
+pub(crate) async fn find(
     st: &Arc<State>,
     c: &Cluster,
     id: &str,
     principal: Option<&Arc<Principal>>,
 ) -> Result<Arc<Session>, Miss> {
     let ttl = Duration::from_secs(st.snapshot().settings().session_idle_secs);
-    let local = st.rt.sessions.get(id);
+    let local = st.rt.sessions().get(id);
     let (handle, sealed) = match &local {
         Some(s) => {
             if !owned_by(s, principal.map(|p| &**p)) {
@@ -133,19 +133,19 @@ fn take_up(
         .live
         .catalog_seen
         .store(snap.catalog.version, std::sync::atomic::Ordering::Release);
-    let session = st.rt.sessions.get_or_add(Arc::new(session));
+    let session = st.rt.sessions().get_or_add(Arc::new(session));
     c.remember(&sealed.handle, id);
     tracing::info!(session = %id, "session taken up from the cluster");
     (session, level)
 }
 
 /// The shared part of a session served by this replica.
-pub fn shared(c: &Cluster, handle: String, ttl: Duration, cap: u64) -> Shared {
+pub(crate) fn shared(c: &Cluster, handle: String, ttl: Duration, cap: u64) -> Shared {
     Shared::new(handle, c.store.clone(), c.replica.clone(), ttl, cap)
 }
 
 /// Bring the session's GET stream up to date with its events in the store.
-pub async fn feed(c: &Cluster, session: &Session) -> Result<(), StoreError> {
+pub(crate) async fn feed(c: &Cluster, session: &Session) -> Result<(), StoreError> {
     let (Some(sh), Some(http)) = (&session.shared, session.http()) else {
         return Ok(());
     };
@@ -162,8 +162,8 @@ fn attached(session: &Session) -> bool {
 }
 
 /// Hear the bus until the gateway shuts down (nothing without a cluster).
-pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
-    let Some(c) = st.rt.cluster.clone() else {
+pub(crate) async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
+    let Some(c) = st.rt.cluster().clone() else {
         return;
     };
     let mut rx = Bus::start(c.store.clone(), &c.replica);
@@ -173,11 +173,11 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                 Some(m) => m,
                 None => return,
             },
-            () = st.rt.shutdown.cancelled() => return,
+            () = st.rt.shutdown().cancelled() => return,
         };
         match msg {
             BusMsg::Event { handle, seq } => {
-                let Some(s) = c.local(&handle).and_then(|id| st.rt.sessions.get(&id)) else {
+                let Some(s) = c.local(&handle).and_then(|id| st.rt.sessions().get(&id)) else {
                     continue;
                 };
                 let behind = s.http().is_some_and(|h| h.get.last_seq() < seq);
@@ -211,7 +211,7 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                     (Some(slot), Some(id)) => {
                         // The client's own upstream session here re-reads its lists (opened
                         // now if it was not: its lists are what the client must see here).
-                        if let Some(s) = st.rt.sessions.get(&id) {
+                        if let Some(s) = st.rt.sessions().get(&id) {
                             tokio::spawn(async move {
                                 if let Ok(conn) = slot.connection_for(s.upstream_ref()).await {
                                     slot.read_session_lists(&id, &conn).await;
@@ -282,7 +282,7 @@ pub async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
             }
             BusMsg::Cancelled(payload) => handover::on_cancelled(&st, &c, &payload),
             BusMsg::Resync => {
-                for s in st.rt.sessions.all() {
+                for s in st.rt.sessions().all() {
                     if s.shared.is_some() && attached(&s) {
                         let c = c.clone();
                         tokio::spawn(async move {

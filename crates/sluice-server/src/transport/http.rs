@@ -29,7 +29,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// What the HTTP face serves from: the gateway's state and the modern era's rounds.
-pub struct HttpFace {
+pub(crate) struct HttpFace {
     /// The gateway's state.
     pub st: Arc<State>,
     /// Calls of 2026-07-28 clients waiting for their input.
@@ -37,7 +37,7 @@ pub struct HttpFace {
 }
 
 /// The axum router serving MCP at `/mcp`.
-pub fn router(face: Arc<HttpFace>) -> Router {
+pub(crate) fn router(face: Arc<HttpFace>) -> Router {
     Router::new()
         .route("/mcp", any(mcp))
         .route("/mcp/", any(mcp))
@@ -91,7 +91,8 @@ pub(crate) async fn serve(face: Arc<HttpFace>, req: axum::extract::Request) -> R
         }
     };
     match method {
-        Method::POST => match sluice_telemetry::http_parent(st.rt.telemetry.as_deref(), &headers) {
+        Method::POST => match sluice_telemetry::http_parent(st.rt.telemetry().as_deref(), &headers)
+        {
             Some(parent) => {
                 let post = post(&face, snap, headers, body, principal);
                 sluice_telemetry::with_http_parent(parent, post).await
@@ -238,7 +239,7 @@ async fn post(
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(c) = &st.rt.cluster {
+    if let Some(c) = &st.rt.cluster() {
         if Box::pin(replicas::forward_reply(c, &session, &msg)).await {
             return StatusCode::ACCEPTED.into_response();
         }
@@ -269,7 +270,7 @@ async fn initialize(
     }
     let settings = snap.settings();
     let (max, per) = (settings.max_sessions, settings.max_sessions_per_principal);
-    if let Some(cap) = st.rt.sessions.over_cap(principal.as_deref(), max, per) {
+    if let Some(cap) = st.rt.sessions().over_cap(principal.as_deref(), max, per) {
         return too_many_sessions(cap, msg.id());
     }
     let params = msg.params().cloned().unwrap_or(Value::Null);
@@ -277,7 +278,7 @@ async fn initialize(
     let version = version::negotiate(requested);
     let init = Init::of_initialize(&params, version);
     let ttl = std::time::Duration::from_secs(settings.session_idle_secs);
-    let (id, shared) = match &st.rt.cluster {
+    let (id, shared) = match &st.rt.cluster() {
         None => (uuid::Uuid::new_v4().simple().to_string(), None),
         Some(c) => {
             let (id, handle) = c.seal(&init, principal.as_deref());
@@ -292,7 +293,7 @@ async fn initialize(
         settings.replay_events as usize,
         settings.replay_bytes as usize,
     );
-    let base = st.rt.cluster.as_ref().map_or(0, |c| c.stream_base());
+    let base = st.rt.cluster().as_ref().map_or(0, |c| c.stream_base());
     let streams = HttpStreams::new(buf).numbered_from(base);
     let mut session = Session::new(id.clone(), init, Outbound::Http(streams));
     if let Some(shared) = shared {
@@ -311,7 +312,7 @@ async fn initialize(
         // Refused by a hook: no session.
         Err(reply) => return json_reply(reply),
     };
-    if let (Some(c), Some(sh)) = (&st.rt.cluster, &session.shared) {
+    if let (Some(c), Some(sh)) = (&st.rt.cluster(), &session.shared) {
         // Every replica learns of it through the store before the client has its id.
         if let Err(e) = sh.store.create(&sh.handle, ttl).await {
             let chain = snap.chain.clone();
@@ -325,7 +326,7 @@ async fn initialize(
         c.remember(&sh.handle, &id);
     }
     let sealed = session.shared.is_some();
-    if let Err(cap) = st.rt.sessions.try_add(session, max, per) {
+    if let Err(cap) = st.rt.sessions().try_add(session, max, per) {
         // Another initialize took the last place meanwhile: nothing stays.
         let chain = snap.chain.clone();
         let sid = id.clone();

@@ -40,7 +40,7 @@ pub(super) async fn get(
         return StatusCode::METHOD_NOT_ALLOWED.into_response();
     };
     // In a cluster the GET stream's events are in the store, whichever replica added them.
-    if let Some(c) = &st.rt.cluster {
+    if let Some(c) = &st.rt.cluster() {
         if let Err(e) = replicas::feed(c, &session).await {
             return store_unavailable(&e.0);
         }
@@ -56,7 +56,7 @@ pub(super) async fn get(
         };
         let local = http.stream(stream);
         // In a cluster a POST stream lives on the replica that ran the request: it replays it.
-        if let (None, Some(c)) = (&local, &st.rt.cluster) {
+        if let (None, Some(c)) = (&local, &st.rt.cluster()) {
             let owner = crate::cluster::Cluster::stream_owner(stream);
             if let Some(owner) = owner.filter(|o| **o != *c.replica) {
                 if let Some(r) = replicas::replay_elsewhere(c, &session, &owner, last).await {
@@ -141,7 +141,7 @@ fn attach_get(
     }
     let guard = Detach(session.clone(), gen);
     let mut owner = http.get_owner().subscribe();
-    let draining = st.rt.draining.clone();
+    let draining = st.rt.draining().clone();
     let replaced = async move {
         tokio::select! {
             _ = owner.wait_for(|o| *o != gen) => {}

@@ -31,7 +31,7 @@ impl HeaderSource for HeaderMap {
 }
 
 /// Serve one modern request (the caller detected the era and authenticated the caller).
-pub async fn post(
+pub(crate) async fn post(
     st: Arc<State>,
     rounds: Arc<Rounds>,
     headers: &HeaderMap,
@@ -72,7 +72,7 @@ pub async fn post(
     };
     let authorization = header_str(headers, axum::http::header::AUTHORIZATION);
     // A retry whose call waits on another replica of the cluster: that replica continues it.
-    if let Some(c) = st.rt.cluster.clone() {
+    if let Some(c) = st.rt.cluster().clone() {
         if let Some(owner) = rounds.elsewhere(&msg, principal.as_ref().map(|p| p.id.as_str())) {
             let rx = crate::replicas::hand_retry(
                 &st,

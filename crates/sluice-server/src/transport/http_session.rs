@@ -27,10 +27,10 @@ pub(super) async fn find_session(
             None,
         ));
     };
-    let found = match &st.rt.cluster {
+    let found = match &st.rt.cluster() {
         None => st
             .rt
-            .sessions
+            .sessions()
             .get(id)
             .filter(|s| replicas::owned_by(s, principal.as_deref()))
             .ok_or(Miss::NotFound),

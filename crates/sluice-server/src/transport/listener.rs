@@ -57,7 +57,7 @@ use tokio::task::JoinSet;
 
 /// Serve MCP on `listener`, its connections on `workers`, until `shutdown` resolves, then
 /// drain (bounded by `drain_ms`).
-pub async fn serve(
+pub(crate) async fn serve(
     face: Arc<HttpFace>,
     listener: TcpListener,
     workers: &Workers,
@@ -137,8 +137,8 @@ pub async fn serve(
 /// Stop serving: end the streams that never end on their own, let every connection finish what
 /// it has in flight, and drop those still open after `drain_ms`.
 async fn drain(st: &State, mut tasks: JoinSet<()>) {
-    st.rt.draining.cancel();
-    st.rt.listeners.close_all();
+    st.rt.draining().cancel();
+    st.rt.listeners().close_all();
     let within = Duration::from_millis(st.snapshot().settings().drain_ms);
     tracing::info!(
         connections = tasks.len(),
@@ -186,7 +186,7 @@ async fn connection(face: &HttpFace, app: axum::Router, stream: TcpStream, _slot
     let st = &face.st;
     let stats = Arc::new(Stats::new());
     let mut io = Counted::new(stream, stats.clone());
-    let draining = st.rt.draining.clone();
+    let draining = st.rt.draining().clone();
     loop {
         // Between requests: the first bytes of the next head (nothing is in flight, so closing
         // on a timeout or at the drain loses nothing).
@@ -245,7 +245,7 @@ async fn with_hyper(face: &Arc<HttpFace>, app: &axum::Router, mut io: Counted) -
     builder.keep_alive(true).header_read_timeout(None);
     // Boxed: an idle GET stream's task need not carry hyper's connection state.
     let mut conn = Box::new(builder.serve_connection(TokioIo::new(io), service));
-    let draining = st.rt.draining.clone();
+    let draining = st.rt.draining().clone();
     let mut drained = false;
     loop {
         tokio::select! {

@@ -3,12 +3,12 @@
 
 mod bare_get;
 mod conn_io;
-pub mod http;
+pub(crate) mod http;
 mod http_get;
-pub mod http_modern;
+pub(crate) mod http_modern;
 mod http_session;
-pub mod listener;
+pub(crate) mod listener;
 mod rules;
-pub mod stdio;
-pub mod stdio_modern;
+pub(crate) mod stdio;
+pub(crate) mod stdio_modern;
 pub mod workers;

@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Serve one client over the given reader and writer until the reader ends.
-pub async fn serve<R, W>(st: Arc<State>, rounds: Arc<Rounds>, input: R, output: W)
+pub(crate) async fn serve<R, W>(st: Arc<State>, rounds: Arc<Rounds>, input: R, output: W)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -97,7 +97,7 @@ where
                     match proxy::initialize(&st, &s, msg, version).await {
                         Ok(reply) => {
                             send_out(&out_tx, reply);
-                            st.rt.sessions.add(s.clone());
+                            st.rt.sessions().add(s.clone());
                             session = Some(s);
                         }
                         // Refused by a hook: still not initialised.

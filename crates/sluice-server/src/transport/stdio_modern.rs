@@ -16,19 +16,19 @@ use tokio::sync::mpsc;
 
 /// The modern requests running on one stdio connection, by request id.
 #[derive(Default)]
-pub struct Stdio {
+pub(crate) struct Stdio {
     running: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
 }
 
 impl Stdio {
     /// Is this message for the modern side: a request naming a modern version in `_meta` (or
     /// `server/discover`), or the cancellation of one?
-    pub fn wants(&self, msg: &Message) -> bool {
+    pub(crate) fn wants(&self, msg: &Message) -> bool {
         modern::detect_line(msg)
     }
 
     /// Serve one modern message; everything it produces goes to `out`.
-    pub fn handle(
+    pub(crate) fn handle(
         &self,
         st: &Arc<State>,
         rounds: &Arc<Rounds>,

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 const STOP_WITHIN: Duration = Duration::from_secs(1);
 
 /// The serving threads.
-pub struct Workers {
+pub(crate) struct Workers {
     threads: Vec<Worker>,
 }
 
@@ -39,9 +39,9 @@ struct Worker {
 }
 
 /// A place on one serving thread, given back when its connection ends.
-pub struct Place {
+pub(crate) struct Place {
     /// The thread's runtime.
-    pub handle: Handle,
+    pub(crate) handle: Handle,
     open: Arc<AtomicUsize>,
 }
 
@@ -54,7 +54,7 @@ impl Drop for Place {
 impl Workers {
     /// Start `n` serving threads (at least one); with `pin`, and `n` equal to the number of
     /// CPUs this process may use, each on a CPU of its own.
-    pub fn start(n: usize, pin: bool) -> std::io::Result<Workers> {
+    pub(crate) fn start(n: usize, pin: bool) -> std::io::Result<Workers> {
         let n = n.max(1);
         let cpus = allowed_cpus();
         let pinned = pin && cpus.len() == n;
@@ -95,12 +95,12 @@ impl Workers {
     }
 
     /// Each thread's runtime, in thread order.
-    pub fn handles(&self) -> Vec<Handle> {
+    pub(crate) fn handles(&self) -> Vec<Handle> {
         self.threads.iter().map(|w| w.handle.clone()).collect()
     }
 
     /// A place on the thread serving the fewest connections (the first of equals).
-    pub fn pick(&self) -> Place {
+    pub(crate) fn pick(&self) -> Place {
         let w = self
             .threads
             .iter()
@@ -115,7 +115,7 @@ impl Workers {
 
     /// Stop every thread: the tasks still on them are dropped (bounded by a second each for
     /// their blocking work).
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let mut waits = Vec::with_capacity(self.threads.len());
         for w in self.threads {
             let _ = w.stop.send(());

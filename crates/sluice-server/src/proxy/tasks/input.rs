@@ -21,7 +21,11 @@ const FIRST_QUESTION: Duration = Duration::from_secs(10);
 
 /// The questions the upstream asked so far and not yet answered, as `inputRequests`; opens the
 /// upstream's `tasks/result` on the first call for the task.
-pub async fn questions(st: &Arc<State>, session: &Arc<Session>, route: &Arc<TaskRoute>) -> Value {
+pub(super) async fn questions(
+    st: &Arc<State>,
+    session: &Arc<Session>,
+    route: &Arc<TaskRoute>,
+) -> Value {
     let (start, notified) = {
         let mut held = route.held.lock();
         let start = !held.reading;
@@ -85,7 +89,7 @@ fn read_questions(st: Arc<State>, session: Arc<Session>, route: Arc<TaskRoute>) 
 /// `tasks/update` of a 2025-11-25 upstream's task: each answer goes back to the upstream as the
 /// reply to the question it names. `Err` when nothing is held for the task, or an answer names
 /// no question.
-pub async fn answer(
+pub(super) async fn answer(
     st: &Arc<State>,
     route: &TaskRoute,
     responses: Option<&Value>,

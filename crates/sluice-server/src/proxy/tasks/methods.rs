@@ -64,7 +64,7 @@ async fn upstream(
 }
 
 /// `tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/update`, `tasks/list` of a client.
-pub async fn dispatch(
+pub(crate) async fn dispatch(
     st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
@@ -99,7 +99,7 @@ pub async fn dispatch(
             ))),
         );
     };
-    let Some(route) = st.rt.tasks.get(task_id, session) else {
+    let Some(route) = st.rt.tasks().get(task_id, session) else {
         return reply_of(id, Err(unknown(task_id)));
     };
     let mut params = msg
@@ -479,7 +479,7 @@ async fn list(
     let page_size = (snap.settings().page_size as usize).max(1);
     let mut mine: Vec<_> = st
         .rt
-        .tasks
+        .tasks()
         .of(session)
         .into_iter()
         .filter(|t| t.seq > after)

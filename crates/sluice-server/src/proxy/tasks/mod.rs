@@ -22,8 +22,8 @@
 //! `state.rs` holds in the runtime.
 
 mod input;
-pub mod methods;
-pub mod table;
+pub(crate) mod methods;
+pub(crate) mod table;
 
 use crate::channel::{Outcome, Sink};
 use crate::proxy::forward;
@@ -41,9 +41,9 @@ use std::time::Instant;
 use table::TaskRoute;
 
 /// The 2026-07-28 extension's id.
-pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub(crate) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// The `_meta` key of a message related to a task (2025-11-25).
-pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The ttl asked of a 2025-11-25 upstream for a modern client's task.
 const DEFAULT_TTL_MS: u64 = 300_000;
 
@@ -61,7 +61,7 @@ pub(super) fn legacy_tasks(caps: &Value) -> bool {
 /// The capabilities the gateway declares for tasks, from what its upstreams can run: the
 /// 2025-11-25 `tasks` for legacy clients, the extension for modern ones. `None`: no upstream
 /// runs tasks.
-pub fn capability(caps: &[Value], modern_client: bool) -> Option<(&'static str, Value)> {
+pub(crate) fn capability(caps: &[Value], modern_client: bool) -> Option<(&'static str, Value)> {
     let any = caps
         .iter()
         .any(|c| legacy_tasks(c) || declares_extension(c));
@@ -77,14 +77,14 @@ pub fn capability(caps: &[Value], modern_client: bool) -> Option<(&'static str, 
 
 /// Does any upstream of the snapshot that is up run tasks? (Without one the gateway has no
 /// `tasks/*` methods: -32601, as before.)
-pub fn runs_tasks(snap: &Snapshot) -> bool {
+pub(crate) fn runs_tasks(snap: &Snapshot) -> bool {
     let caps: Vec<Value> = snap.slots.iter().filter_map(|s| s.capabilities()).collect();
     capability(&caps, false).is_some()
 }
 
 /// Fit an upstream's capabilities for a client of the other era (a transparent upstream's
 /// capabilities are shown as they are, but tasks are declared the client's way).
-pub fn fit_capabilities(caps: &mut Value, modern_client: bool) {
+pub(crate) fn fit_capabilities(caps: &mut Value, modern_client: bool) {
     let Some(c) = caps.as_object_mut() else {
         return;
     };
@@ -121,7 +121,7 @@ pub fn fit_capabilities(caps: &mut Value, modern_client: bool) {
 /// Does this `tools/call` involve a task: a legacy client asking for one, a modern client that
 /// can take one, or a modern client that cannot, calling a 2025-11-25 upstream that runs tasks
 /// (whose tool may require one: -32021 then, as a 2026-07-28 upstream would answer)?
-pub fn involved(session: &Session, slot: &Slot, msg: &Message) -> bool {
+pub(crate) fn involved(session: &Session, slot: &Slot, msg: &Message) -> bool {
     if !session.is_modern() {
         return msg.has_param("task");
     }
@@ -139,7 +139,7 @@ pub(super) fn missing_extension() -> RpcError {
 }
 
 /// The gateway task id a reply created, for the audit line.
-pub fn created_id(reply: &Message) -> Option<&str> {
+pub(crate) fn created_id(reply: &Message) -> Option<&str> {
     // A reply kept as text (which has no `\u` escape to spell it otherwise) is not parsed for
     // this when the prefix is not in it.
     if reply
@@ -168,7 +168,7 @@ fn tool_support(slot: &Slot, tool: &str) -> Option<String> {
 }
 
 /// A task-augmented `tools/call` (`msg` renamed for the upstream; `tool` is the client's name).
-pub async fn call_tool(
+pub(crate) async fn call_tool(
     st: &State,
     session: &Arc<Session>,
     slot: &Arc<Slot>,
@@ -263,7 +263,7 @@ fn adopt(
         .get("ttl")
         .or_else(|| upstream_task.get("ttlMs"))
         .and_then(Value::as_u64);
-    let route = st.rt.tasks.insert(
+    let route = st.rt.tasks().insert(
         session,
         slot,
         upstream_id,
@@ -442,15 +442,15 @@ pub(super) fn error_of(e: Option<&Value>, code: i64) -> RpcError {
 
 /// `notifications/tasks/status` from an upstream: to the client that created the task, under
 /// the gateway's id. `None` when no client's task is meant (dropped).
-pub fn status_for_client(
+pub(crate) fn status_for_client(
     st: &State,
     slot: &Slot,
     msg: &Message,
 ) -> Option<(Arc<Session>, Message)> {
     let params = msg.params()?.as_object()?;
     let upstream_id = params.get("taskId")?.as_str()?;
-    let route = st.rt.tasks.by_upstream(slot, upstream_id)?;
-    let session = st.rt.sessions.get(&route.session)?;
+    let route = st.rt.tasks().by_upstream(slot, upstream_id)?;
+    let session = st.rt.sessions().get(&route.session)?;
     let shown = legacy_task(params, &route.id);
     Some((
         session,
@@ -460,7 +460,7 @@ pub fn status_for_client(
 
 /// A message an upstream sends about one of its tasks (`_meta` related-task): the gateway's
 /// task id in place of the upstream's.
-pub fn map_related(st: &State, slot: &Slot, msg: &mut Message) {
+pub(crate) fn map_related(st: &State, slot: &Slot, msg: &mut Message) {
     let upstream_id = msg
         .params()
         .and_then(|p| p.get("_meta"))
@@ -471,7 +471,7 @@ pub fn map_related(st: &State, slot: &Slot, msg: &mut Message) {
     let Some(upstream_id) = upstream_id else {
         return;
     };
-    if let Some(route) = st.rt.tasks.by_upstream(slot, &upstream_id) {
+    if let Some(route) = st.rt.tasks().by_upstream(slot, &upstream_id) {
         if let Some(m) = msg.params_mut().get_mut("_meta") {
             m[RELATED_TASK] = json!({"taskId": route.id});
         }

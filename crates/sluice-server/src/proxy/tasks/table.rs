@@ -20,7 +20,7 @@ const MAX_TTL: Duration = Duration::from_secs(86_400);
 
 /// One task created through the gateway.
 #[derive(Debug)]
-pub struct TaskRoute {
+pub(crate) struct TaskRoute {
     /// The gateway's id (what the client sees).
     pub id: String,
     /// Who may reach it ([`owner_of`]).
@@ -51,7 +51,7 @@ pub struct TaskRoute {
 /// The questions a 2025-11-25 upstream's task asks on the `tasks/result` stream the gateway
 /// opened for a 2026-07-28 client.
 #[derive(Default)]
-pub struct HeldInput {
+pub(crate) struct HeldInput {
     /// That stream is open.
     pub reading: bool,
     /// The session the questions went through (their answers go back through it).
@@ -72,7 +72,7 @@ impl std::fmt::Debug for HeldInput {
 /// Who a session's tasks belong to: a legacy session's own (its upstream sessions hold them),
 /// or for a 2026-07-28 client, which has no session, its principal (else every anonymous
 /// modern client).
-pub fn owner_of(session: &Session) -> String {
+pub(crate) fn owner_of(session: &Session) -> String {
     let principal = session.principal();
     match (session.is_modern(), principal) {
         (false, _) => format!("session:{}", session.id),
@@ -83,7 +83,7 @@ pub fn owner_of(session: &Session) -> String {
 
 /// The task table.
 #[derive(Default)]
-pub struct Tasks {
+pub(crate) struct Tasks {
     by_id: Mutex<HashMap<String, Arc<TaskRoute>>>,
     /// (slot serial, upstream id) → gateway id, for what the upstream says about a task.
     by_upstream: Mutex<HashMap<(u64, String), String>>,
@@ -94,7 +94,7 @@ pub struct Tasks {
 impl Tasks {
     /// Record a task and mint its id. `ttl_ms` is the upstream's (None: the longest).
     #[allow(clippy::too_many_arguments)]
-    pub fn insert(
+    pub(crate) fn insert(
         &self,
         session: &Session,
         slot: &Arc<Slot>,
@@ -144,7 +144,7 @@ impl Tasks {
     }
 
     /// The task `id` if `session`'s owner may reach it.
-    pub fn get(&self, id: &str, session: &Session) -> Option<Arc<TaskRoute>> {
+    pub(crate) fn get(&self, id: &str, session: &Session) -> Option<Arc<TaskRoute>> {
         let owner = owner_of(session);
         self.by_id
             .lock()
@@ -154,7 +154,7 @@ impl Tasks {
     }
 
     /// Every live task of `session`'s owner, in the order they were created.
-    pub fn of(&self, session: &Session) -> Vec<Arc<TaskRoute>> {
+    pub(crate) fn of(&self, session: &Session) -> Vec<Arc<TaskRoute>> {
         let owner = owner_of(session);
         let now = Instant::now();
         let mut v: Vec<_> = self
@@ -169,7 +169,7 @@ impl Tasks {
     }
 
     /// The task an upstream calls `upstream_id`.
-    pub fn by_upstream(&self, slot: &Slot, upstream_id: &str) -> Option<Arc<TaskRoute>> {
+    pub(crate) fn by_upstream(&self, slot: &Slot, upstream_id: &str) -> Option<Arc<TaskRoute>> {
         let id = self
             .by_upstream
             .lock()
