@@ -13,11 +13,11 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 /// What the page says after a callback: given the query, the heading and the text.
-pub type Answer = Arc<dyn Fn(String) -> BoxFuture<'static, (bool, String)> + Send + Sync>;
+pub(crate) type Answer = Arc<dyn Fn(String) -> BoxFuture<'static, (bool, String)> + Send + Sync>;
 
 /// Serve `path` on `listener` until the first callback that `answer` accepts (it returns true)
 /// or the end of the task; each callback's query goes to `answer`, whose text the page shows.
-pub fn serve(listener: TcpListener, path: &str, answer: Answer) -> mpsc::Receiver<String> {
+pub(crate) fn serve(listener: TcpListener, path: &str, answer: Answer) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel::<String>(4);
     let app = Router::new()
         .route(path, get(handle))
@@ -63,7 +63,7 @@ async fn handle(
 /// Open `url` for the person: with `open_with` (a shell command; the URL is its last
 /// argument), else the desktop's opener unless `no_browser`. Failing to open is not an error:
 /// the URL is printed anyway.
-pub fn open(url: &str, open_with: Option<&str>, no_browser: bool) {
+pub(crate) fn open(url: &str, open_with: Option<&str>, no_browser: bool) {
     let mut cmd = match (open_with, no_browser) {
         (Some(c), _) => {
             let mut cmd = std::process::Command::new("sh");

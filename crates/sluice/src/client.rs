@@ -44,7 +44,7 @@ Examples:
     override_usage = "sluice client [OPTIONS] URL ACTION [ARGS]...\n       sluice client [OPTIONS] --stdio ACTION [ARGS]... -- CMD [CMD_ARGS]...",
     after_help = ACTIONS
 )]
-pub struct ClientArgs {
+pub(crate) struct ClientArgs {
     /// The server's URL, then the action and its arguments (with --stdio: no URL, the action
     /// first).
     #[arg(value_name = "URL ACTION ARGS", required = true)]
@@ -176,7 +176,7 @@ enum Failure {
 }
 
 /// Run `sluice client`.
-pub fn run(args: ClientArgs) -> ExitCode {
+pub(crate) fn run(args: ClientArgs) -> ExitCode {
     // Warnings only unless RUST_LOG says otherwise: the connection's info lines are for the
     // gateway's log, not for a command-line user.
     let _log = crate::init_logging("warn");

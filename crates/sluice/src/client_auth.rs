@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// How `sluice client` signs in to a server that asks for it.
 #[derive(Args, Default, Clone)]
-pub struct OAuthArgs {
+pub(crate) struct OAuthArgs {
     /// Do not open a browser to sign in: print the URL and wait for the redirect.
     #[arg(long)]
     pub no_browser: bool,
@@ -149,7 +149,7 @@ impl Consent for Loopback {
 }
 
 /// The identity `sluice client` signs in to `url` with (None: --no-oauth).
-pub fn identity(args: &OAuthArgs, url: &str) -> Result<Option<Arc<Identity>>, String> {
+pub(crate) fn identity(args: &OAuthArgs, url: &str) -> Result<Option<Arc<Identity>>, String> {
     if args.no_oauth {
         return Ok(None);
     }

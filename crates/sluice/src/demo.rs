@@ -86,7 +86,7 @@ fn handle(msg: &Value) -> Option<Value> {
 }
 
 /// Serve stdin/stdout until stdin closes.
-pub fn run() {
+pub(crate) fn run() {
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     for line in stdin.lock().lines() {

@@ -50,17 +50,17 @@ impl Shared {
 }
 
 /// The `MakeWriter` of the log: each line is appended to the shared buffer.
-pub struct LogWriter(Arc<Shared>);
+pub(crate) struct LogWriter(Arc<Shared>);
 
 /// Held to the end of `main`: dropping it stops the writer thread, which writes what is still
 /// buffered.
-pub struct LogGuard {
+pub(crate) struct LogGuard {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
 
 /// The writer to stderr and its guard; starts the writer thread (`sluice-log`).
-pub fn writer() -> (LogWriter, LogGuard) {
+pub(crate) fn writer() -> (LogWriter, LogGuard) {
     writer_to(Box::new(std::io::stderr()))
 }
 
@@ -108,7 +108,7 @@ impl Drop for LogGuard {
 }
 
 /// One line's writer (what [`LogWriter`] makes per event).
-pub struct Line<'a>(&'a Shared);
+pub(crate) struct Line<'a>(&'a Shared);
 
 impl Write for Line<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

@@ -14,7 +14,7 @@ use tracing_subscriber::fmt::format::Writer;
 /// The log lines' time (`tracing_subscriber::fmt().with_timer(Time)`): each thread keeps the
 /// date and time to the second it wrote last, and writes only the microseconds anew within
 /// that second.
-pub struct Time;
+pub(crate) struct Time;
 
 thread_local! {
     /// The second last written on this thread, and its text up to the `.`.
@@ -51,7 +51,7 @@ fn write_time(w: &mut impl Write, micros: u128) -> fmt::Result {
 }
 
 /// The field formatter (`tracing_subscriber::fmt().fmt_fields(Fields)`).
-pub struct Fields;
+pub(crate) struct Fields;
 
 impl<'w> MakeVisitor<Writer<'w>> for Fields {
     type Visitor = FieldWriter<'w>;
@@ -67,7 +67,7 @@ impl<'w> MakeVisitor<Writer<'w>> for Fields {
 }
 
 /// Writes one event's (or span's) fields.
-pub struct FieldWriter<'w> {
+pub(crate) struct FieldWriter<'w> {
     writer: Writer<'w>,
     ansi: bool,
     first: bool,

@@ -57,7 +57,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 /// `sluice upstream login ID --home DIR --timeout SECS`.
-pub fn login(home: &Path, id: &str, timeout: u64) -> ExitCode {
+pub(crate) fn login(home: &Path, id: &str, timeout: u64) -> ExitCode {
     let (config, ctx) = match context(home, id) {
         Ok(c) => c,
         Err(e) => return fail(e),
@@ -159,7 +159,7 @@ fn url_host_port(u: &str) -> Option<String> {
 
 /// `sluice upstream logout ID --home DIR`: forget the grant (the gateway asks for a login at
 /// its next use of the upstream).
-pub fn logout(home: &Path, id: &str) -> ExitCode {
+pub(crate) fn logout(home: &Path, id: &str) -> ExitCode {
     let (_, ctx) = match context(home, id) {
         Ok(c) => c,
         Err(e) => return fail(e),
@@ -185,7 +185,7 @@ pub fn logout(home: &Path, id: &str) -> ExitCode {
 
 /// `sluice vault rotate --home DIR`: every grant and client registration sealed again with the
 /// first key of `vault.key` (the older keys can then be dropped).
-pub fn rotate(home: &Path) -> ExitCode {
+pub(crate) fn rotate(home: &Path) -> ExitCode {
     let env = |k: &str| std::env::var(k).ok();
     let config = match Config::load(home, &env) {
         Ok((c, _)) => c,

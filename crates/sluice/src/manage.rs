@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 /// `sluice tool …`
 #[derive(Subcommand)]
-pub enum ToolCmd {
+pub(crate) enum ToolCmd {
     /// Add a first-party tool to tools/tools.register.json.
     Add {
         /// The tree.
@@ -77,7 +77,7 @@ pub enum ToolCmd {
 
 /// `sluice hook …`
 #[derive(Subcommand)]
-pub enum HookCmd {
+pub(crate) enum HookCmd {
     /// Add a hook to hooks/hooks.manifest.json.
     Add {
         /// The tree.
@@ -133,7 +133,7 @@ pub enum HookCmd {
 
 /// `sluice upstream …`
 #[derive(Subcommand)]
-pub enum UpstreamCmd {
+pub(crate) enum UpstreamCmd {
     /// Add an upstream to mcp/expose.json: a command (stdio, after `--`) or `--url`.
     Add {
         /// The tree.
@@ -200,7 +200,7 @@ pub enum UpstreamCmd {
 
 /// `sluice log …`
 #[derive(Subcommand)]
-pub enum LogCmd {
+pub(crate) enum LogCmd {
     /// Turn the audit log on.
     On {
         /// The tree.
@@ -226,7 +226,7 @@ pub enum LogCmd {
 
 /// `sluice schema …`
 #[derive(clap::Args)]
-pub struct SchemaArgs {
+pub(crate) struct SchemaArgs {
     /// The file: expose, hooks, tools, settings or auth (or its name: mcp/expose.json,
     /// hooks.manifest.json, tools.register.json, sluice.json, auth.config.json).
     #[arg(required_unless_present = "list")]
@@ -237,7 +237,7 @@ pub struct SchemaArgs {
 }
 
 /// `sluice schema KIND` prints the JSON Schema (draft 2020-12); `--list` the kinds.
-pub fn schema(args: SchemaArgs) -> ExitCode {
+pub(crate) fn schema(args: SchemaArgs) -> ExitCode {
     use sluice_config::FileKind;
     use std::io::Write;
     if args.list {
@@ -287,7 +287,7 @@ fn load(home: &Path) -> Result<Config, ExitCode> {
 }
 
 /// Run `sluice tool …`.
-pub fn tool(cmd: ToolCmd) -> ExitCode {
+pub(crate) fn tool(cmd: ToolCmd) -> ExitCode {
     match cmd {
         ToolCmd::Add {
             home,
@@ -364,7 +364,7 @@ pub fn tool(cmd: ToolCmd) -> ExitCode {
 }
 
 /// Run `sluice hook …`.
-pub fn hook(cmd: HookCmd) -> ExitCode {
+pub(crate) fn hook(cmd: HookCmd) -> ExitCode {
     match cmd {
         HookCmd::Add {
             home,
@@ -427,7 +427,7 @@ pub fn hook(cmd: HookCmd) -> ExitCode {
 }
 
 /// Run `sluice upstream …`.
-pub fn upstream(cmd: UpstreamCmd) -> ExitCode {
+pub(crate) fn upstream(cmd: UpstreamCmd) -> ExitCode {
     match cmd {
         UpstreamCmd::Login { home, id, timeout } => crate::login::login(&home, &id, timeout),
         UpstreamCmd::Logout { home, id } => crate::login::logout(&home, &id),
@@ -506,7 +506,7 @@ pub fn upstream(cmd: UpstreamCmd) -> ExitCode {
 }
 
 /// Run `sluice log …`.
-pub fn log(cmd: LogCmd) -> ExitCode {
+pub(crate) fn log(cmd: LogCmd) -> ExitCode {
     match cmd {
         LogCmd::On { home } => match manage::log_set(&home, true) {
             Ok(p) => {
@@ -538,7 +538,7 @@ pub fn log(cmd: LogCmd) -> ExitCode {
 }
 
 #[derive(Subcommand)]
-pub enum AuthCmd {
+pub(crate) enum AuthCmd {
     /// Print the SHA-256 of a token, as `tokens[].sha256` stores it (reads stdin without TOKEN).
     Hash {
         /// The token.
@@ -558,7 +558,7 @@ pub enum AuthCmd {
 }
 
 /// `sluice auth …`.
-pub fn auth(cmd: AuthCmd) -> ExitCode {
+pub(crate) fn auth(cmd: AuthCmd) -> ExitCode {
     match cmd {
         AuthCmd::Hash { token } => {
             let token = match token {
