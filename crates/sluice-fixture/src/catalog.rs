@@ -7,13 +7,14 @@ use serde_json::{json, Map, Value};
 use crate::protocol::{RpcError, RESOURCE_NOT_FOUND};
 
 /// A 1×1 red PNG pixel (the reference server's test image).
-pub const TEST_IMAGE_BASE64: &str =
+pub(crate) const TEST_IMAGE_BASE64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 /// A minimal WAV file (the reference server's test audio).
-pub const TEST_AUDIO_BASE64: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+pub(crate) const TEST_AUDIO_BASE64: &str =
+    "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
 /// The prompt that needs elicitation input first (2026-07-28 conformance, MRTR).
-pub const INPUT_REQUIRED_PROMPT: &str = "test_input_required_result_prompt";
+pub(crate) const INPUT_REQUIRED_PROMPT: &str = "test_input_required_result_prompt";
 
 /// Content of `test://watched-resource`.
 const WATCHED_RESOURCE_CONTENT: &str = "Watched resource content";
@@ -35,7 +36,7 @@ fn tool(name: &str, description: &str, input_schema: Value) -> Value {
 }
 
 /// The fixed tools (conformance tools, then the gateway-test tools), in listing order.
-pub fn base_tools() -> Vec<Value> {
+pub(crate) fn base_tools() -> Vec<Value> {
     let mut tools = vec![
         tool(
             "test_simple_text",
@@ -282,12 +283,12 @@ pub fn base_tools() -> Vec<Value> {
 }
 
 /// Whether `name` is one of the fixed tools.
-pub fn is_base_tool(name: &str) -> bool {
+pub(crate) fn is_base_tool(name: &str) -> bool {
     base_tools().iter().any(|t| t["name"] == name)
 }
 
 /// The definition of a dynamic tool added by `trigger_list_changed`.
-pub fn dynamic_tool(name: &str) -> Value {
+pub(crate) fn dynamic_tool(name: &str) -> Value {
     tool(
         name,
         "A tool added at run time (echoes its arguments)",
@@ -296,7 +297,7 @@ pub fn dynamic_tool(name: &str) -> Value {
 }
 
 /// The definition of bulk tool `bulk_<i>` (from `--many-tools`).
-pub fn bulk_tool(i: usize) -> Value {
+pub(crate) fn bulk_tool(i: usize) -> Value {
     tool(
         &format!("bulk_{i}"),
         "A bulk tool (echoes its arguments)",
@@ -309,7 +310,7 @@ fn prompt_arg(name: &str, description: &str) -> Value {
 }
 
 /// The prompts, in listing order.
-pub fn prompts() -> Vec<Value> {
+pub(crate) fn prompts() -> Vec<Value> {
     vec![
         json!({
             "name": "test_simple_prompt",
@@ -349,7 +350,7 @@ fn user_text(text: &str) -> Value {
 }
 
 /// Render prompt `name` with `args` (the `prompts/get` result).
-pub fn get_prompt(name: &str, args: &Map<String, Value>) -> Result<Value, RpcError> {
+pub(crate) fn get_prompt(name: &str, args: &Map<String, Value>) -> Result<Value, RpcError> {
     let arg = |key: &str| -> Result<String, RpcError> {
         match args.get(key) {
             Some(Value::String(s)) => Ok(s.clone()),
@@ -404,7 +405,7 @@ pub fn get_prompt(name: &str, args: &Map<String, Value>) -> Result<Value, RpcErr
 }
 
 /// The concrete resources, in listing order.
-pub fn resources() -> Vec<Value> {
+pub(crate) fn resources() -> Vec<Value> {
     vec![
         json!({
             "uri": "test://static-text",
@@ -431,7 +432,7 @@ pub fn resources() -> Vec<Value> {
 }
 
 /// The resource templates.
-pub fn resource_templates() -> Vec<Value> {
+pub(crate) fn resource_templates() -> Vec<Value> {
     vec![json!({
         "uriTemplate": "test://template/{id}/data",
         "name": "template",
@@ -442,7 +443,7 @@ pub fn resource_templates() -> Vec<Value> {
 }
 
 /// Read resource `uri` (the `resources/read` result).
-pub fn read_resource(uri: &str) -> Result<Value, RpcError> {
+pub(crate) fn read_resource(uri: &str) -> Result<Value, RpcError> {
     let content = match uri {
         "test://static-text" => json!({
             "uri": uri, "mimeType": "text/plain",
@@ -482,7 +483,7 @@ fn template_id(uri: &str) -> Option<&str> {
 }
 
 /// Completion candidates for `completion/complete` (prefix-filtered).
-pub fn complete(reference: &Value, argument: &str, value: &str) -> Vec<String> {
+pub(crate) fn complete(reference: &Value, argument: &str, value: &str) -> Vec<String> {
     let candidates: &[&str] = match (reference.get("type").and_then(Value::as_str), argument) {
         (Some("ref/prompt"), "arg1" | "arg2") => &["paris", "park", "party"],
         (Some("ref/prompt"), "resourceUri") => &[
@@ -504,7 +505,7 @@ const CURSOR_PREFIX: &str = "sluice-fixture-page:";
 
 /// Cut `items` to the page starting at `cursor` (`null`/absent = first page) of `page_size`
 /// items (`None` = everything). Returns the page and the cursor of the next one.
-pub fn paginate(
+pub(crate) fn paginate(
     items: Vec<Value>,
     cursor: Option<&Value>,
     page_size: Option<usize>,

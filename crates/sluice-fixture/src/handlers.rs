@@ -82,7 +82,7 @@ fn list(ctx: &Ctx, key: &str, items: Vec<Value>, params: &Value) -> Result<Value
 /// Start handling request `id` of `session` in `era`; its related messages and final response
 /// arrive on the returned channel. [`Session::cancel`] (or `notifications/cancelled`) for `id`
 /// drops the handler and yields `Out::Final(None)`.
-pub fn spawn_request(
+pub(crate) fn spawn_request(
     session: &Arc<Session>,
     id: Value,
     method: String,
@@ -116,7 +116,7 @@ pub fn spawn_request(
 
 /// Handle request `method` in the request's era, returning its result (cancellation is
 /// handled by the caller).
-pub async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcError> {
+pub(crate) async fn handle(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcError> {
     if let Some(r) = crate::task_methods::handle(ctx, method, &params).await {
         return r.map(|result| match ctx.is_modern() {
             true => decorate(ctx, method, result),

@@ -55,7 +55,7 @@ struct HttpState {
 }
 
 /// Serve Streamable HTTP on `addr` until the process ends.
-pub async fn run(fixture: Arc<Fixture>, addr: SocketAddr) -> std::io::Result<()> {
+pub(crate) async fn run(fixture: Arc<Fixture>, addr: SocketAddr) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     eprintln!("sluice-fixture: listening on http://{local}/mcp");

@@ -22,7 +22,7 @@ const STATE_TTL_MS: u64 = 10 * 60 * 1000;
 
 /// One input a handler needs from the client.
 #[derive(Debug, Clone)]
-pub struct InputRequest {
+pub(crate) struct InputRequest {
     /// The server-assigned key (unique within the request).
     pub key: String,
     /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
@@ -33,7 +33,7 @@ pub struct InputRequest {
 
 impl InputRequest {
     /// An input request `key` for `method` with `params`.
-    pub fn new(key: &str, method: &'static str, params: Value) -> Self {
+    pub(crate) fn new(key: &str, method: &'static str, params: Value) -> Self {
         InputRequest {
             key: key.to_string(),
             method,
@@ -44,7 +44,7 @@ impl InputRequest {
 
 /// Why [`Ctx::ask`] did not produce the answers.
 #[derive(Debug)]
-pub enum AskError {
+pub(crate) enum AskError {
     /// Modern: answer the request with this `InputRequiredResult` (and expect a retry).
     InputRequired(Value),
     /// Legacy: the client request failed or timed out (a message for the tool's text).
@@ -55,7 +55,7 @@ pub enum AskError {
 }
 
 /// The client capability an input method needs.
-pub fn capability_for(method: &str) -> &'static str {
+pub(crate) fn capability_for(method: &str) -> &'static str {
     match method {
         "elicitation/create" => "elicitation",
         "sampling/createMessage" => "sampling",
@@ -111,7 +111,7 @@ impl Ctx {
     }
 
     /// Sign a requestState carrying `answers`, bound to this request.
-    pub fn sign_state(&self, answers: &Map<String, Value>) -> String {
+    pub(crate) fn sign_state(&self, answers: &Map<String, Value>) -> String {
         let payload = json!({
             "b": self.binding_digest(),
             "exp": now_ms() + STATE_TTL_MS,
@@ -124,7 +124,7 @@ impl Ctx {
     }
 
     /// The answers carried by `state`, if it is authentic, unexpired and bound to this request.
-    pub fn verify_state(&self, state: &str) -> Result<Map<String, Value>, RpcError> {
+    pub(crate) fn verify_state(&self, state: &str) -> Result<Map<String, Value>, RpcError> {
         let bad = |why: &str| RpcError::invalid_params(format!("Invalid requestState: {why}"));
         let (payload, mac) = state.split_once('.').ok_or_else(|| bad("malformed"))?;
         let payload = unhex(payload).ok_or_else(|| bad("malformed"))?;
@@ -165,7 +165,11 @@ impl Ctx {
     }
 
     /// An `InputRequiredResult` asking for `requests`, with a requestState carrying `answers`.
-    pub fn input_required(&self, requests: &[InputRequest], answers: &Map<String, Value>) -> Value {
+    pub(crate) fn input_required(
+        &self,
+        requests: &[InputRequest],
+        answers: &Map<String, Value>,
+    ) -> Value {
         let input_requests: Map<String, Value> = requests
             .iter()
             .map(|r| {
@@ -187,7 +191,7 @@ impl Ctx {
     /// the requestState from earlier rounds); when any is missing, `AskError::InputRequired`
     /// asks for the missing ones. With `require_state`, modern answers only count when the
     /// retry also echoed a valid requestState.
-    pub async fn ask(
+    pub(crate) async fn ask(
         &self,
         requests: &[InputRequest],
         require_state: bool,
@@ -246,7 +250,7 @@ impl Ctx {
     }
 
     /// [`Ctx::ask`] for one input.
-    pub async fn ask_one(
+    pub(crate) async fn ask_one(
         &self,
         key: &str,
         method: &'static str,

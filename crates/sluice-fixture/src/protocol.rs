@@ -5,42 +5,43 @@
 use serde_json::{json, Map, Value};
 
 /// Invalid JSON was received.
-pub const PARSE_ERROR: i64 = -32700;
+pub(crate) const PARSE_ERROR: i64 = -32700;
 /// The JSON sent is not a valid request object.
-pub const INVALID_REQUEST: i64 = -32600;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
 /// The method does not exist.
-pub const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 /// Invalid method parameters (also: unknown tool, unknown prompt, bad cursor).
-pub const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// MCP (legacy era): the requested resource does not exist (2026-07-28 uses `-32602`).
-pub const RESOURCE_NOT_FOUND: i64 = -32002;
+pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
 /// MCP 2026-07-28: HTTP headers do not match the body, or a required header is missing.
-pub const HEADER_MISMATCH: i64 = -32020;
+pub(crate) const HEADER_MISMATCH: i64 = -32020;
 /// MCP 2026-07-28: the request needs a client capability it did not declare.
-pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+pub(crate) const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// MCP 2026-07-28: the request's protocol version is not supported.
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// Legacy (handshake-era) protocol versions this fixture speaks, oldest first.
-pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
+    ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// The version answered when the client asks for one this fixture does not know.
-pub const LATEST_VERSION: &str = "2025-11-25";
+pub(crate) const LATEST_VERSION: &str = "2025-11-25";
 /// The modern (per-request `_meta`, no handshake) protocol version this fixture speaks.
-pub const MODERN_VERSION: &str = "2026-07-28";
+pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 
 /// `_meta` key: the request's protocol version (modern era).
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key: the client's capabilities for this request (modern era).
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key: the minimum log level for this request (modern era, optional).
-pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+pub(crate) const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// Result `_meta` key: the server's identity (modern era).
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// Notification/result `_meta` key: the `subscriptions/listen` request a message belongs to.
-pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+pub(crate) const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// MCP log levels, least severe first.
-pub const LOG_LEVELS: [&str; 8] = [
+pub(crate) const LOG_LEVELS: [&str; 8] = [
     "debug",
     "info",
     "notice",
@@ -52,20 +53,20 @@ pub const LOG_LEVELS: [&str; 8] = [
 ];
 
 /// The version to answer an `initialize` asking for `requested`.
-pub fn negotiate(requested: Option<&str>) -> &'static str {
+pub(crate) fn negotiate(requested: Option<&str>) -> &'static str {
     requested
         .and_then(|r| SUPPORTED_VERSIONS.iter().copied().find(|v| *v == r))
         .unwrap_or(LATEST_VERSION)
 }
 
 /// Whether `version` is one this fixture speaks.
-pub fn is_supported(version: &str) -> bool {
+pub(crate) fn is_supported(version: &str) -> bool {
     SUPPORTED_VERSIONS.contains(&version)
 }
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone)]
-pub struct RpcError {
+pub(crate) struct RpcError {
     /// The error code.
     pub code: i64,
     /// The human-readable message.
@@ -76,7 +77,7 @@ pub struct RpcError {
 
 impl RpcError {
     /// An error with `code` and `message`.
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
         RpcError {
             code,
             message: message.into(),
@@ -85,23 +86,23 @@ impl RpcError {
     }
 
     /// The same error with a `data` member.
-    pub fn with_data(mut self, data: Value) -> Self {
+    pub(crate) fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
         self
     }
 
     /// `-32602 Invalid params`.
-    pub fn invalid_params(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(INVALID_PARAMS, message)
     }
 
     /// `-32601 Method not found`.
-    pub fn method_not_found(method: &str) -> Self {
+    pub(crate) fn method_not_found(method: &str) -> Self {
         Self::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
     }
 
     /// `-32020 HeaderMismatch`.
-    pub fn header_mismatch(message: impl Into<String>) -> Self {
+    pub(crate) fn header_mismatch(message: impl Into<String>) -> Self {
         Self::new(
             HEADER_MISMATCH,
             format!("Header mismatch: {}", message.into()),
@@ -109,7 +110,7 @@ impl RpcError {
     }
 
     /// `-32021 MissingRequiredClientCapability` naming capability `name`.
-    pub fn missing_capability(name: &str) -> Self {
+    pub(crate) fn missing_capability(name: &str) -> Self {
         Self::new(
             MISSING_REQUIRED_CLIENT_CAPABILITY,
             format!("Missing required client capability: {name}"),
@@ -118,13 +119,13 @@ impl RpcError {
     }
 
     /// `-32022 UnsupportedProtocolVersion` for `requested`, listing `supported`.
-    pub fn unsupported_version(requested: &str, supported: &[&str]) -> Self {
+    pub(crate) fn unsupported_version(requested: &str, supported: &[&str]) -> Self {
         Self::new(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version")
             .with_data(json!({ "supported": supported, "requested": requested }))
     }
 
     /// The JSON form (`{"code":…,"message":…,"data"?:…}`).
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut v = json!({ "code": self.code, "message": self.message });
         if let Some(data) = &self.data {
             v["data"] = data.clone();
@@ -135,7 +136,7 @@ impl RpcError {
 
 /// The per-request envelope of a modern (2026-07-28) request, from `params._meta`.
 #[derive(Debug, Clone)]
-pub struct ModernMeta {
+pub(crate) struct ModernMeta {
     /// `io.modelcontextprotocol/protocolVersion`.
     pub version: String,
     /// `io.modelcontextprotocol/clientCapabilities` (an object).
@@ -145,7 +146,7 @@ pub struct ModernMeta {
 }
 
 /// Whether `params._meta` carries the modern protocol-version key (the era signal).
-pub fn has_modern_envelope(params: &Value) -> bool {
+pub(crate) fn has_modern_envelope(params: &Value) -> bool {
     params
         .get("_meta")
         .and_then(Value::as_object)
@@ -154,7 +155,7 @@ pub fn has_modern_envelope(params: &Value) -> bool {
 
 /// Read and check the modern envelope: `-32602` when `_meta` or a required field is missing or
 /// malformed (the version itself is checked separately, see [`check_modern_version`]).
-pub fn parse_modern_meta(params: &Value) -> Result<ModernMeta, RpcError> {
+pub(crate) fn parse_modern_meta(params: &Value) -> Result<ModernMeta, RpcError> {
     let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
         return Err(RpcError::invalid_params(
             "Invalid params: missing _meta (io.modelcontextprotocol/protocolVersion and \
@@ -197,7 +198,7 @@ pub fn parse_modern_meta(params: &Value) -> Result<ModernMeta, RpcError> {
 }
 
 /// `-32022` unless `version` is the modern version this fixture speaks.
-pub fn check_modern_version(version: &str, supported: &[&str]) -> Result<(), RpcError> {
+pub(crate) fn check_modern_version(version: &str, supported: &[&str]) -> Result<(), RpcError> {
     if version == MODERN_VERSION {
         Ok(())
     } else {
@@ -206,7 +207,7 @@ pub fn check_modern_version(version: &str, supported: &[&str]) -> Result<(), Rpc
 }
 
 /// The methods a modern (2026-07-28) request may name; anything else is `-32601`.
-pub const MODERN_METHODS: [&str; 10] = [
+pub(crate) const MODERN_METHODS: [&str; 10] = [
     "server/discover",
     "tools/list",
     "tools/call",
@@ -220,13 +221,13 @@ pub const MODERN_METHODS: [&str; 10] = [
 ];
 
 /// Whether `method` exists in the modern era.
-pub fn is_modern_method(method: &str) -> bool {
+pub(crate) fn is_modern_method(method: &str) -> bool {
     MODERN_METHODS.contains(&method)
 }
 
 /// One classified incoming JSON-RPC message.
 #[derive(Debug)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// A request (has `method` and `id`).
     Request {
         /// The request id (string or number).
@@ -254,7 +255,7 @@ pub enum Incoming {
 
 /// Parse one raw message. On failure returns the error response to send back
 /// (`-32700` for bad JSON, `-32600` for a non-message).
-pub fn parse(raw: &[u8]) -> Result<Incoming, Value> {
+pub(crate) fn parse(raw: &[u8]) -> Result<Incoming, Value> {
     let value: Value = serde_json::from_slice(raw).map_err(|e| {
         error_response(
             &Value::Null,
@@ -265,7 +266,7 @@ pub fn parse(raw: &[u8]) -> Result<Incoming, Value> {
 }
 
 /// Classify an already-parsed JSON value as a JSON-RPC message.
-pub fn classify(value: Value) -> Result<Incoming, Value> {
+pub(crate) fn classify(value: Value) -> Result<Incoming, Value> {
     let Value::Object(mut obj) = value else {
         let msg = "Invalid Request: expected a JSON-RPC message object (batches are not supported)";
         return Err(error_response(
@@ -324,27 +325,27 @@ pub fn classify(value: Value) -> Result<Incoming, Value> {
 }
 
 /// A success response.
-pub fn response(id: &Value, result: Value) -> Value {
+pub(crate) fn response(id: &Value, result: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "result": result })
 }
 
 /// An error response.
-pub fn error_response(id: &Value, error: &RpcError) -> Value {
+pub(crate) fn error_response(id: &Value, error: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": error.to_value() })
 }
 
 /// A notification.
-pub fn notification(method: &str, params: Value) -> Value {
+pub(crate) fn notification(method: &str, params: Value) -> Value {
     json!({ "jsonrpc": "2.0", "method": method, "params": params })
 }
 
 /// A request from this server to the client.
-pub fn request(id: &Value, method: &str, params: Value) -> Value {
+pub(crate) fn request(id: &Value, method: &str, params: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
 }
 
 /// A map key for a request id (`1` and `"1"` stay distinct).
-pub fn id_key(id: &Value) -> String {
+pub(crate) fn id_key(id: &Value) -> String {
     id.to_string()
 }
 

@@ -27,7 +27,7 @@ const CLIENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Which protocol eras the fixture serves (`--era`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EraMode {
+pub(crate) enum EraMode {
     /// Only the handshake era (2024-11-05 … 2025-11-25): `server/discover` is unknown.
     Legacy,
     /// Only 2026-07-28: `initialize` is refused.
@@ -38,19 +38,19 @@ pub enum EraMode {
 
 impl EraMode {
     /// Whether modern requests are served.
-    pub fn modern(self) -> bool {
+    pub(crate) fn modern(self) -> bool {
         self != EraMode::Legacy
     }
 
     /// Whether legacy (`initialize`) clients are served.
-    pub fn legacy(self) -> bool {
+    pub(crate) fn legacy(self) -> bool {
         self != EraMode::Modern
     }
 }
 
 /// Command-line configuration.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     /// `serverInfo.name`.
     pub name: String,
     /// How many `bulk_<i>` tools to list.
@@ -69,7 +69,7 @@ pub struct Config {
 
 /// What a `subscriptions/listen` stream asked for (and was granted).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// `toolsListChanged`.
     pub tools: bool,
     /// `promptsListChanged`.
@@ -82,7 +82,7 @@ pub struct Filter {
 
 impl Filter {
     /// Read a `SubscriptionFilter` object (unknown members are ignored).
-    pub fn from_value(v: &Map<String, Value>) -> Self {
+    pub(crate) fn from_value(v: &Map<String, Value>) -> Self {
         let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
         Filter {
             tools: flag("toolsListChanged"),
@@ -101,7 +101,7 @@ impl Filter {
     }
 
     /// The filter as a `SubscriptionFilter` object (only the granted members).
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut m = Map::new();
         for (key, on) in [
             ("toolsListChanged", self.tools),
@@ -121,7 +121,7 @@ impl Filter {
 
 /// A change the open `subscriptions/listen` streams may want to hear about.
 #[derive(Debug, Clone)]
-pub enum Change {
+pub(crate) enum Change {
     /// `notifications/tools/list_changed`.
     Tools,
     /// `notifications/prompts/list_changed`.
@@ -138,7 +138,7 @@ struct Subscription {
 }
 
 /// Keeps a `subscriptions/listen` stream registered; dropping it ends the subscription.
-pub struct SubscriptionGuard {
+pub(crate) struct SubscriptionGuard {
     fixture: Arc<Fixture>,
     serial: u64,
 }
@@ -150,7 +150,7 @@ impl Drop for SubscriptionGuard {
 }
 
 /// Process-wide state shared by every session.
-pub struct Fixture {
+pub(crate) struct Fixture {
     /// The configuration.
     pub config: Config,
     dynamic_tools: Mutex<Vec<String>>,
@@ -164,7 +164,7 @@ pub struct Fixture {
 
 impl Fixture {
     /// A fixture with `config`.
-    pub fn new(config: Config) -> Arc<Self> {
+    pub(crate) fn new(config: Config) -> Arc<Self> {
         Arc::new(Fixture {
             config,
             dynamic_tools: Mutex::new(Vec::new()),
@@ -178,7 +178,7 @@ impl Fixture {
 
     /// The versions `server/discover` lists (and `-32022` names): the modern one, then the
     /// legacy ones newest first (only those of the served eras).
-    pub fn supported_versions(&self) -> Vec<&'static str> {
+    pub(crate) fn supported_versions(&self) -> Vec<&'static str> {
         let mut v = Vec::new();
         if self.config.era.modern() {
             v.push(MODERN_VERSION);
@@ -190,18 +190,18 @@ impl Fixture {
     }
 
     /// A keyed 64-bit MAC (SipHash with a per-process random key) of `data`.
-    pub fn mac(&self, data: &[u8]) -> u64 {
+    pub(crate) fn mac(&self, data: &[u8]) -> u64 {
         self.state_key.hash_one(data)
     }
 
     /// Record a cancelled request (what the `last_cancelled` tool reports).
-    pub fn record_cancelled(&self, request_id: Value, reason: Value) {
+    pub(crate) fn record_cancelled(&self, request_id: Value, reason: Value) {
         *lock(&self.last_cancelled) = Some(json!({ "requestId": request_id, "reason": reason }));
     }
 
     /// Register a `subscriptions/listen` stream opened by request `id`; matching changes are
     /// sent on `tx` (already tagged with the subscription id) until the guard is dropped.
-    pub fn subscribe(
+    pub(crate) fn subscribe(
         self: &Arc<Self>,
         id: Value,
         filter: Filter,
@@ -221,7 +221,7 @@ impl Fixture {
     }
 
     /// Tell every open subscription that asked for `change` about it.
-    pub fn broadcast(&self, change: &Change) {
+    pub(crate) fn broadcast(&self, change: &Change) {
         let mut subs = lock(&self.subscriptions);
         subs.retain(|s| !s.tx.is_closed());
         for sub in subs.iter() {
@@ -248,7 +248,7 @@ impl Fixture {
     }
 
     /// Every tool definition, in listing order: fixed, dynamic, then bulk.
-    pub fn tools(&self) -> Vec<Value> {
+    pub(crate) fn tools(&self) -> Vec<Value> {
         let mut tools = catalog::base_tools();
         for (name, text) in &self.config.describe {
             if let Some(t) = tools.iter_mut().find(|t| t["name"] == name.as_str()) {
@@ -268,25 +268,25 @@ impl Fixture {
     }
 
     /// Whether a modern request may name `method` (the extension's methods with `--tasks`).
-    pub fn serves_modern(&self, method: &str) -> bool {
+    pub(crate) fn serves_modern(&self, method: &str) -> bool {
         protocol::is_modern_method(method)
             || (self.config.tasks && crate::tasks::MODERN_METHODS.contains(&method))
     }
 
     /// Whether `name` is a dynamic tool added by `trigger_list_changed`.
-    pub fn is_dynamic_tool(&self, name: &str) -> bool {
+    pub(crate) fn is_dynamic_tool(&self, name: &str) -> bool {
         lock(&self.dynamic_tools).iter().any(|n| n == name)
     }
 
     /// Whether `name` is one of the `--many-tools` bulk tools.
-    pub fn is_bulk_tool(&self, name: &str) -> bool {
+    pub(crate) fn is_bulk_tool(&self, name: &str) -> bool {
         name.strip_prefix("bulk_")
             .and_then(|i| i.parse::<usize>().ok())
             .is_some_and(|i| i < self.config.many_tools && name == format!("bulk_{i}"))
     }
 
     /// Add the next `dynamic_<n>` tool; returns its name.
-    pub fn add_dynamic_tool(&self) -> String {
+    pub(crate) fn add_dynamic_tool(&self) -> String {
         let mut tools = lock(&self.dynamic_tools);
         let name = format!("dynamic_{}", tools.len());
         tools.push(name.clone());
@@ -294,14 +294,14 @@ impl Fixture {
     }
 
     /// The last `notifications/cancelled` received (`{"requestId","reason"}`).
-    pub fn last_cancelled(&self) -> Option<Value> {
+    pub(crate) fn last_cancelled(&self) -> Option<Value> {
         lock(&self.last_cancelled).clone()
     }
 }
 
 /// What a request handler emits, in order, on its way to the transport.
 #[derive(Debug)]
-pub enum Out {
+pub(crate) enum Out {
     /// A message related to the request (notification or request to the client).
     Message(Value),
     /// Close the request's SSE stream now (the client resumes it with `Last-Event-ID`).
@@ -311,7 +311,7 @@ pub enum Out {
 }
 
 /// Delivers a message unrelated to any request; gives it back when there is nowhere to send it.
-pub type UnrelatedSink = Box<dyn Fn(Value) -> Option<Value> + Send + Sync>;
+pub(crate) type UnrelatedSink = Box<dyn Fn(Value) -> Option<Value> + Send + Sync>;
 
 struct State {
     protocol_version: String,
@@ -323,7 +323,7 @@ struct State {
 type Pending = HashMap<String, oneshot::Sender<Result<Value, Value>>>;
 
 /// One client connection (the stdio peer, or one HTTP `Mcp-Session-Id`).
-pub struct Session {
+pub(crate) struct Session {
     /// The shared fixture state.
     pub fixture: Arc<Fixture>,
     /// The HTTP session id (`None` on stdio).
@@ -337,7 +337,11 @@ pub struct Session {
 
 impl Session {
     /// A new session; `unrelated` delivers server-initiated messages outside any request.
-    pub fn new(fixture: Arc<Fixture>, id: Option<String>, unrelated: UnrelatedSink) -> Arc<Self> {
+    pub(crate) fn new(
+        fixture: Arc<Fixture>,
+        id: Option<String>,
+        unrelated: UnrelatedSink,
+    ) -> Arc<Self> {
         Arc::new(Session {
             fixture,
             id,
@@ -355,19 +359,19 @@ impl Session {
     }
 
     /// The negotiated protocol version.
-    pub fn protocol_version(&self) -> String {
+    pub(crate) fn protocol_version(&self) -> String {
         lock(&self.state).protocol_version.clone()
     }
 
     /// Record the outcome of `initialize`.
-    pub fn set_initialized(&self, version: &str, client_capabilities: Value) {
+    pub(crate) fn set_initialized(&self, version: &str, client_capabilities: Value) {
         let mut st = lock(&self.state);
         st.protocol_version = version.to_string();
         st.client_capabilities = client_capabilities;
     }
 
     /// Whether the client declared capability `name` at initialization.
-    pub fn client_supports(&self, name: &str) -> bool {
+    pub(crate) fn client_supports(&self, name: &str) -> bool {
         lock(&self.state)
             .client_capabilities
             .get(name)
@@ -375,7 +379,7 @@ impl Session {
     }
 
     /// Set the minimum log level (`logging/setLevel`).
-    pub fn set_log_level(&self, level: &str) -> Result<(), RpcError> {
+    pub(crate) fn set_log_level(&self, level: &str) -> Result<(), RpcError> {
         let idx = LOG_LEVELS
             .iter()
             .position(|l| *l == level)
@@ -390,7 +394,7 @@ impl Session {
     }
 
     /// Subscribe to (or, with `on == false`, unsubscribe from) resource `uri`.
-    pub fn subscribe(&self, uri: &str, on: bool) {
+    pub(crate) fn subscribe(&self, uri: &str, on: bool) {
         let mut st = lock(&self.state);
         if on {
             st.subscriptions.insert(uri.to_string());
@@ -400,32 +404,32 @@ impl Session {
     }
 
     /// Whether the client subscribed to resource `uri` (`resources/subscribe`).
-    pub fn is_subscribed(&self, uri: &str) -> bool {
+    pub(crate) fn is_subscribed(&self, uri: &str) -> bool {
         lock(&self.state).subscriptions.contains(uri)
     }
 
     /// Register in-flight request `key`; the returned receiver turns `true` when
     /// [`Session::cancel`] (or `notifications/cancelled`) names it.
-    pub fn track_request(&self, key: String) -> watch::Receiver<bool> {
+    pub(crate) fn track_request(&self, key: String) -> watch::Receiver<bool> {
         let (cancel_tx, cancel_rx) = watch::channel(false);
         lock(&self.inflight).insert(key, cancel_tx);
         cancel_rx
     }
 
     /// Forget in-flight request `key` (its handler finished or was cancelled).
-    pub fn untrack_request(&self, key: &str) {
+    pub(crate) fn untrack_request(&self, key: &str) {
         lock(&self.inflight).remove(key);
     }
 
     /// Cancel in-flight request `id` (no response will be sent); unknown ids are ignored.
-    pub fn cancel(&self, id: &Value) {
+    pub(crate) fn cancel(&self, id: &Value) {
         if let Some(cancel) = lock(&self.inflight).get(&id_key(id)) {
             let _ = cancel.send(true);
         }
     }
 
     /// Handle a client notification.
-    pub fn handle_notification(&self, method: &str, params: &Value) {
+    pub(crate) fn handle_notification(&self, method: &str, params: &Value) {
         if method == "notifications/cancelled" {
             let request_id = params.get("requestId").cloned().unwrap_or(Value::Null);
             let reason = params.get("reason").cloned().unwrap_or(Value::Null);
@@ -435,7 +439,7 @@ impl Session {
     }
 
     /// Handle the client's answer to a request this server sent.
-    pub fn handle_response(&self, id: &Value, outcome: Result<Value, Value>) {
+    pub(crate) fn handle_response(&self, id: &Value, outcome: Result<Value, Value>) {
         match lock(&self.pending).remove(&id_key(id)) {
             Some(waiter) => {
                 let _ = waiter.send(outcome);
@@ -445,7 +449,7 @@ impl Session {
     }
 
     /// Deliver a message unrelated to any request; gives it back if nowhere to send it.
-    pub fn send_unrelated(&self, msg: Value) -> Option<Value> {
+    pub(crate) fn send_unrelated(&self, msg: Value) -> Option<Value> {
         (self.unrelated)(msg)
     }
 }
@@ -464,7 +468,7 @@ impl Drop for PendingGuard<'_> {
 
 /// The era a request is served in.
 #[derive(Debug, Clone)]
-pub enum Era {
+pub(crate) enum Era {
     /// Handshake era: capabilities, version and log level come from the session.
     Legacy,
     /// 2026-07-28: everything comes from the request itself.
@@ -473,7 +477,7 @@ pub enum Era {
 
 /// What a modern request carries besides its method-specific params.
 #[derive(Debug, Clone)]
-pub struct ModernReq {
+pub(crate) struct ModernReq {
     /// The `_meta` envelope.
     pub meta: ModernMeta,
     /// `params.inputResponses` as sent (validated when a tool asks for input).
@@ -486,7 +490,7 @@ pub struct ModernReq {
 
 impl ModernReq {
     /// The modern context of request `method` with `params` and envelope `meta`.
-    pub fn new(meta: ModernMeta, method: &str, params: &Value) -> Self {
+    pub(crate) fn new(meta: ModernMeta, method: &str, params: &Value) -> Self {
         let target = params
             .get("name")
             .or_else(|| params.get("uri"))
@@ -506,7 +510,7 @@ impl ModernReq {
 }
 
 /// What a request handler can do besides returning its result.
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// The session the request belongs to (an ephemeral one for a modern HTTP request).
     pub session: Arc<Session>,
     /// The request id.
@@ -520,7 +524,12 @@ pub struct Ctx {
 
 impl Ctx {
     /// The context of request `id` on `session` in `era`; what the handler emits goes to `out`.
-    pub fn new(session: Arc<Session>, id: Value, era: Era, out: mpsc::UnboundedSender<Out>) -> Ctx {
+    pub(crate) fn new(
+        session: Arc<Session>,
+        id: Value,
+        era: Era,
+        out: mpsc::UnboundedSender<Out>,
+    ) -> Ctx {
         Ctx {
             session,
             id,
@@ -531,7 +540,7 @@ impl Ctx {
     }
 
     /// The modern context, if this is a modern request.
-    pub fn modern(&self) -> Option<&ModernReq> {
+    pub(crate) fn modern(&self) -> Option<&ModernReq> {
         match &self.era {
             Era::Modern(m) => Some(m),
             Era::Legacy => None,
@@ -539,13 +548,13 @@ impl Ctx {
     }
 
     /// Whether this is a modern (2026-07-28) request.
-    pub fn is_modern(&self) -> bool {
+    pub(crate) fn is_modern(&self) -> bool {
         self.modern().is_some()
     }
 
     /// Whether the client declared capability `name` (at initialization, or in this request's
     /// `_meta` for a modern request).
-    pub fn client_supports(&self, name: &str) -> bool {
+    pub(crate) fn client_supports(&self, name: &str) -> bool {
         match &self.era {
             Era::Legacy => self.session.client_supports(name),
             Era::Modern(m) => m
@@ -567,18 +576,18 @@ impl Ctx {
     }
 
     /// Send a message related to this request.
-    pub fn send(&self, msg: Value) {
+    pub(crate) fn send(&self, msg: Value) {
         let _ = self.out.send(Out::Message(msg));
     }
 
     /// Send a notification related to this request.
-    pub fn notify(&self, method: &str, params: Value) {
+    pub(crate) fn notify(&self, method: &str, params: Value) {
         self.send(protocol::notification(method, params));
     }
 
     /// Send `notifications/message` at `level` if the log level lets it through (the
     /// session's; for a modern request its `_meta` logLevel, and nothing when that is absent).
-    pub fn log(&self, level: &str, data: Value) {
+    pub(crate) fn log(&self, level: &str, data: Value) {
         if self.log_enabled(level) {
             self.notify(
                 "notifications/message",
@@ -590,7 +599,7 @@ impl Ctx {
     /// Send a notification unrelated to this request (the HTTP GET stream when open), falling
     /// back to this request's stream. A modern request has no such channel: nothing is sent
     /// (modern clients hear about changes on `subscriptions/listen`, see [`Fixture::broadcast`]).
-    pub fn notify_unrelated(&self, method: &str, params: Value) {
+    pub(crate) fn notify_unrelated(&self, method: &str, params: Value) {
         if self.is_modern() {
             return;
         }
@@ -603,12 +612,12 @@ impl Ctx {
     }
 
     /// Close this request's SSE stream (HTTP only; the client resumes it).
-    pub fn close_stream(&self) {
+    pub(crate) fn close_stream(&self) {
         let _ = self.out.send(Out::CloseStream);
     }
 
     /// Send request `method` to the client and wait for its result. `Err` holds a message.
-    pub async fn request(&self, method: &str, params: Value) -> Result<Value, String> {
+    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, String> {
         let n = self.session.next_id.fetch_add(1, Ordering::Relaxed);
         let id = json!(n);
         let key = id_key(&id);
@@ -638,7 +647,7 @@ impl Ctx {
 #[cfg(test)]
 impl Ctx {
     /// A context for request `id` in `era` on a fresh stdio-like session (for unit tests).
-    pub fn for_test(fixture: Arc<Fixture>, id: Value, era: Era) -> Ctx {
+    pub(crate) fn for_test(fixture: Arc<Fixture>, id: Value, era: Era) -> Ctx {
         let (out, _) = mpsc::unbounded_channel();
         Ctx::new(Session::new(fixture, None, Box::new(Some)), id, era, out)
     }
@@ -649,7 +658,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// A fixture with default options serving `era`.
-    pub fn fixture(era: EraMode) -> Arc<Fixture> {
+    pub(crate) fn fixture(era: EraMode) -> Arc<Fixture> {
         Fixture::new(Config {
             name: "test".into(),
             many_tools: 0,

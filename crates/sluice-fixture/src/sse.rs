@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// The `retry:` hint (milliseconds) sent in priming events.
-pub const RETRY_MS: u64 = 1000;
+pub(crate) const RETRY_MS: u64 = 1000;
 
 /// Finished streams kept for resumption (older ones are forgotten).
 const KEEP_FINISHED: u64 = 256;
@@ -30,7 +30,7 @@ impl Stream {
 
 /// All SSE streams of one session.
 #[derive(Default)]
-pub struct Streams {
+pub(crate) struct Streams {
     next_id: u64,
     streams: HashMap<u64, Stream>,
     standalone: Option<u64>,
@@ -43,7 +43,7 @@ fn message_frame(event_id: &str, msg: &Value) -> Bytes {
 impl Streams {
     /// Open a new stream; its connection's body arrives on the returned receiver, starting with
     /// a priming event (id, `retry:`, empty data) when `priming`.
-    pub fn open(&mut self, priming: bool) -> (u64, UnboundedReceiver<Bytes>) {
+    pub(crate) fn open(&mut self, priming: bool) -> (u64, UnboundedReceiver<Bytes>) {
         let id = self.next_id;
         self.next_id += 1;
         let standalone = self.standalone;
@@ -67,7 +67,7 @@ impl Streams {
     }
 
     /// Append `msg` to stream `id` and send it on its live connection, if any.
-    pub fn push(&mut self, id: u64, msg: &Value) {
+    pub(crate) fn push(&mut self, id: u64, msg: &Value) {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -83,14 +83,14 @@ impl Streams {
     }
 
     /// Close stream `id`'s live connection (the stream itself goes on; the client may resume).
-    pub fn detach(&mut self, id: u64) {
+    pub(crate) fn detach(&mut self, id: u64) {
         if let Some(stream) = self.streams.get_mut(&id) {
             stream.live = None;
         }
     }
 
     /// Mark stream `id` complete and close its live connection.
-    pub fn finish(&mut self, id: u64) {
+    pub(crate) fn finish(&mut self, id: u64) {
         if let Some(stream) = self.streams.get_mut(&id) {
             stream.finished = true;
             stream.live = None;
@@ -98,7 +98,7 @@ impl Streams {
     }
 
     /// Open the standalone (GET) stream; `None` if one is already connected.
-    pub fn open_standalone(&mut self, priming: bool) -> Option<UnboundedReceiver<Bytes>> {
+    pub(crate) fn open_standalone(&mut self, priming: bool) -> Option<UnboundedReceiver<Bytes>> {
         if let Some(id) = self.standalone {
             if self.streams.get(&id).is_some_and(Stream::is_live) {
                 return None;
@@ -110,7 +110,7 @@ impl Streams {
     }
 
     /// Send `msg` on the standalone stream; `false` if no such stream is connected.
-    pub fn push_standalone(&mut self, msg: &Value) -> bool {
+    pub(crate) fn push_standalone(&mut self, msg: &Value) -> bool {
         match self.standalone {
             Some(id) if self.streams.get(&id).is_some_and(Stream::is_live) => {
                 self.push(id, msg);
@@ -122,7 +122,7 @@ impl Streams {
 
     /// Resume the stream `last_event_id` belongs to: replay the events after it, then (unless
     /// the stream is finished) keep the connection for what follows. `None`: unknown event id.
-    pub fn resume(&mut self, last_event_id: &str) -> Option<UnboundedReceiver<Bytes>> {
+    pub(crate) fn resume(&mut self, last_event_id: &str) -> Option<UnboundedReceiver<Bytes>> {
         let (id, seq) = last_event_id.trim().split_once('-')?;
         let (id, seq) = (id.parse::<u64>().ok()?, seq.parse::<u64>().ok()?);
         let stream = self.streams.get_mut(&id)?;
@@ -137,7 +137,7 @@ impl Streams {
     }
 
     /// Close every live connection (the session ended).
-    pub fn close_all(&mut self) {
+    pub(crate) fn close_all(&mut self) {
         for stream in self.streams.values_mut() {
             stream.finished = true;
             stream.live = None;

@@ -21,7 +21,7 @@ fn write_message(msg: &Value) {
 }
 
 /// The era request `method` with `params` is served in, or the error to answer it with.
-pub fn classify(fixture: &Fixture, method: &str, params: &Value) -> Result<Era, RpcError> {
+pub(crate) fn classify(fixture: &Fixture, method: &str, params: &Value) -> Result<Era, RpcError> {
     let era = fixture.config.era;
     let modern = match era {
         EraMode::Legacy => false,
@@ -48,7 +48,7 @@ pub fn classify(fixture: &Fixture, method: &str, params: &Value) -> Result<Era, 
 }
 
 /// Serve one client on stdin/stdout until stdin closes.
-pub async fn run(fixture: Arc<Fixture>) -> std::io::Result<()> {
+pub(crate) async fn run(fixture: Arc<Fixture>) -> std::io::Result<()> {
     let session = Session::new(
         fixture.clone(),
         None,

@@ -4,6 +4,6 @@
 use std::sync::{Mutex, MutexGuard};
 
 /// Lock a mutex, ignoring poisoning (a panicking handler must not wedge the fixture).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

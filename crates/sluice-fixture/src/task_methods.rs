@@ -11,7 +11,7 @@ use crate::session::Ctx;
 use crate::tasks::{self, Task, EXTENSION, LEGACY_METHODS, MODERN_METHODS, RELATED_TASK};
 
 /// The legacy capability.
-pub fn legacy_capability() -> Value {
+pub(crate) fn legacy_capability() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
@@ -76,7 +76,11 @@ async fn run_now(name: &str, args: Map<String, Value>) -> Result<Value, RpcError
 }
 
 /// Handle `method` if it is one of `--tasks`.
-pub async fn handle(ctx: &Ctx, method: &str, params: &Value) -> Option<Result<Value, RpcError>> {
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    method: &str,
+    params: &Value,
+) -> Option<Result<Value, RpcError>> {
     if !ctx.session.fixture.config.tasks {
         return None;
     }

@@ -24,19 +24,20 @@ use crate::protocol::RpcError;
 use crate::sync::lock;
 
 /// The extension's id (2026-07-28).
-pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub(crate) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// The `_meta` key of a message related to a task (2025-11-25).
-pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The legacy methods of `--tasks`.
-pub const LEGACY_METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+pub(crate) const LEGACY_METHODS: [&str; 4] =
+    ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
 /// The 2026-07-28 methods of the extension.
-pub const MODERN_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
+pub(crate) const MODERN_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
 /// How long a task is kept, and the poll interval suggested.
 const TTL_MS: u64 = 300_000;
 const POLL_MS: u64 = 200;
 
 /// The tools `--tasks` adds, with their task support.
-pub fn tools() -> Vec<Value> {
+pub(crate) fn tools() -> Vec<Value> {
     let t = |name: &str, description: &str, support: Option<&str>, props: Value| {
         let mut tool = json!({
             "name": name,
@@ -101,7 +102,7 @@ pub fn tools() -> Vec<Value> {
 }
 
 /// Is `name` a tool of `--tasks`, and may it run as a task?
-pub fn support(name: &str) -> Option<&'static str> {
+pub(crate) fn support(name: &str) -> Option<&'static str> {
     match name {
         "greet" => Some("forbidden"),
         "slow_compute" | "card_report" | "protocol_error_job" | "confirm_delete"
@@ -139,7 +140,7 @@ fn now_iso() -> String {
 
 /// Where a task stands.
 #[derive(Debug, Clone)]
-pub struct TaskState {
+pub(crate) struct TaskState {
     /// `working`, `input_required`, `completed`, `failed` or `cancelled`.
     pub status: &'static str,
     /// A human-readable note.
@@ -162,7 +163,7 @@ impl TaskState {
 }
 
 /// One task.
-pub struct Task {
+pub(crate) struct Task {
     /// Its id.
     pub id: String,
     /// The legacy session it belongs to (`None`: modern, anyone's).
@@ -175,7 +176,7 @@ pub struct Task {
 
 impl Task {
     /// Its state now.
-    pub fn state(&self) -> TaskState {
+    pub(crate) fn state(&self) -> TaskState {
         lock(&self.state).clone()
     }
 
@@ -196,7 +197,7 @@ impl Task {
     }
 
     /// Finish with the tool's result, or a protocol error.
-    pub fn finish(&self, outcome: Result<Value, RpcError>) {
+    pub(crate) fn finish(&self, outcome: Result<Value, RpcError>) {
         self.update(|st| {
             st.status = if outcome.is_ok() {
                 "completed"
@@ -209,7 +210,7 @@ impl Task {
     }
 
     /// Cancel it (a no-op when it has ended).
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         self.update(|st| {
             st.status = "cancelled";
             st.message = Some("Cancelled by the client".into());
@@ -217,12 +218,12 @@ impl Task {
     }
 
     /// A receiver told of each change of its state.
-    pub fn changes(&self) -> watch::Receiver<u64> {
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
     }
 
     /// Resolves when it has ended.
-    pub async fn ended(&self) {
+    pub(crate) async fn ended(&self) {
         let mut rx = self.changed.subscribe();
         while !lock(&self.state).terminal() {
             if rx.changed().await.is_err() {
@@ -233,7 +234,7 @@ impl Task {
 
     /// Ask the client (modern): park the task on `requests` until every one is answered
     /// through `tasks/update`; the answers, or `None` when the task ended meanwhile.
-    pub async fn ask(&self, requests: Map<String, Value>) -> Option<Map<String, Value>> {
+    pub(crate) async fn ask(&self, requests: Map<String, Value>) -> Option<Map<String, Value>> {
         let keys: Vec<String> = requests.keys().cloned().collect();
         self.update(|st| {
             st.status = "input_required";
@@ -261,7 +262,7 @@ impl Task {
     }
 
     /// `tasks/update`: take the answers to pending requests (others are ignored).
-    pub fn answer(&self, responses: &Map<String, Value>) {
+    pub(crate) fn answer(&self, responses: &Map<String, Value>) {
         self.update(|st| {
             for (k, v) in responses {
                 if st.input_requests.remove(k).is_some() {
@@ -275,7 +276,7 @@ impl Task {
     }
 
     /// The 2025-11-25 `Task` object.
-    pub fn legacy(&self) -> Value {
+    pub(crate) fn legacy(&self) -> Value {
         self.legacy_view(&lock(&self.state))
     }
 
@@ -296,7 +297,7 @@ impl Task {
 
     /// The 2026-07-28 task envelope (flat), with the result, error or input requests inlined
     /// when `detailed` (`tasks/get`).
-    pub fn modern(&self, detailed: bool) -> Value {
+    pub(crate) fn modern(&self, detailed: bool) -> Value {
         let st = lock(&self.state);
         let mut t = json!({
             "taskId": self.id,
@@ -325,14 +326,14 @@ impl Task {
 
 /// Every task of the fixture.
 #[derive(Default)]
-pub struct Store {
+pub(crate) struct Store {
     tasks: Mutex<HashMap<String, Arc<Task>>>,
     next: AtomicU64,
 }
 
 impl Store {
     /// A new working task.
-    pub fn create(
+    pub(crate) fn create(
         &self,
         owner: Option<String>,
         notify: Option<Arc<dyn Fn(Value) + Send + Sync>>,
@@ -360,7 +361,7 @@ impl Store {
 
     /// The task `id` as `owner` may see it (a legacy session sees its own; modern: any
     /// modern task); -32602 otherwise.
-    pub fn get(&self, id: &str, owner: Option<&str>) -> Result<Arc<Task>, RpcError> {
+    pub(crate) fn get(&self, id: &str, owner: Option<&str>) -> Result<Arc<Task>, RpcError> {
         lock(&self.tasks)
             .get(id)
             .filter(|t| t.owner.as_deref() == owner)
@@ -369,7 +370,7 @@ impl Store {
     }
 
     /// The tasks of `owner`, oldest first.
-    pub fn list(&self, owner: Option<&str>) -> Vec<Arc<Task>> {
+    pub(crate) fn list(&self, owner: Option<&str>) -> Vec<Arc<Task>> {
         let mut v: Vec<Arc<Task>> = lock(&self.tasks)
             .values()
             .filter(|t| t.owner.as_deref() == owner)
@@ -393,7 +394,7 @@ fn confirm_request(message: &str, field: &str) -> Value {
 }
 
 /// Run tool `name` with `args` as `task`'s work, until it finishes or is cancelled.
-pub async fn run(task: Arc<Task>, name: String, args: Map<String, Value>) {
+pub(crate) async fn run(task: Arc<Task>, name: String, args: Map<String, Value>) {
     let work = async {
         Some(match name.as_str() {
             "slow_compute" => {

@@ -477,7 +477,7 @@ fn sep1330_schema() -> Value {
 }
 
 /// Call tool `name` with `args`; `-32602` for an unknown tool.
-pub async fn call(
+pub(crate) async fn call(
     ctx: &Ctx,
     name: &str,
     args: Map<String, Value>,
