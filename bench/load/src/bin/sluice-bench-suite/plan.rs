@@ -5,7 +5,7 @@
 //! upstream, one entry in [`UPSTREAM_AUTH`].
 
 /// The files of a configuration tree: (path inside the tree, content).
-pub type Files = &'static [(&'static str, &'static str)];
+pub(crate) type Files = &'static [(&'static str, &'static str)];
 
 /// ============================== HOOK CONFIGURATIONS ==========================================
 ///
@@ -21,7 +21,7 @@ pub type Files = &'static [(&'static str, &'static str)];
 /// `sluice-bench-echo` started for the run: `POST /hook` → 200, no body), `{{SLUICE}}` the `sluice`
 /// binary and `{{BENCH}}` the `bench/` folder. Every call carries a `reason` argument (which
 /// `explain` requires and strips).
-pub const HOOKS: &[(&str, Option<Files>)] = &[
+pub(crate) const HOOKS: &[(&str, Option<Files>)] = &[
     (
         "explain hook",
         Some(&[(
@@ -63,11 +63,12 @@ pub const HOOKS: &[(&str, Option<Files>)] = &[
 const MANIFEST: &str = "hooks/hooks.manifest.json";
 
 /// Why a hook configuration with `None` is not measured.
-pub const HOOKS_MISSING: &str = "not yet available (no configuration for it in the suite yet)";
+pub(crate) const HOOKS_MISSING: &str =
+    "not yet available (no configuration for it in the suite yet)";
 
 /// How the gateway authenticates to its upstream in the rows that price it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamAuth {
+pub(crate) enum UpstreamAuth {
     /// `"headers": {"Authorization": "Bearer <token>"}` on the upstream: a token the suite
     /// obtained from the echo's `/token` before the run, sent as a configured header.
     StaticBearer,
@@ -81,7 +82,7 @@ pub enum UpstreamAuth {
 /// --no-admin --home TREE` whose one upstream is `sluice-bench-echo --oauth` (an OAuth-protected
 /// echo with its own authorization server, on a port of its own), and is compared with that
 /// echo called directly with a token. Rust echo only.
-pub const UPSTREAM_AUTH: &[(&str, UpstreamAuth)] = &[
+pub(crate) const UPSTREAM_AUTH: &[(&str, UpstreamAuth)] = &[
     ("static bearer header", UpstreamAuth::StaticBearer),
     (
         "oauth (client credentials)",
@@ -91,19 +92,19 @@ pub const UPSTREAM_AUTH: &[(&str, UpstreamAuth)] = &[
 
 /// The client `sluice-bench-echo --oauth` knows: (client id, secret), its `CLIENT_ID` and
 /// `CLIENT_SECRET`.
-pub const OAUTH_CLIENT: (&str, &str) = ("sluice-bench", "sluice-bench-secret");
+pub(crate) const OAUTH_CLIENT: (&str, &str) = ("sluice-bench", "sluice-bench-secret");
 
 /// Why the upstream-authentication rows have no TypeScript SDK figures.
-pub const UPSTREAM_AUTH_RUST_ONLY: &str =
+pub(crate) const UPSTREAM_AUTH_RUST_ONLY: &str =
     "Rust echo only (the OAuth-protected upstream is `sluice-bench-echo --oauth`)";
 
 /// Why the upstream-authentication rows have no start-up, memory or tools/list figures.
-pub const UPSTREAM_AUTH_CALLS_ONLY: &str =
+pub(crate) const UPSTREAM_AUTH_CALLS_ONLY: &str =
     "not measured: this row prices a call's upstream authentication (see tools/call)";
 
 /// The two echo upstreams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Upstream {
+pub(crate) enum Upstream {
     /// `sluice-bench-echo` (Rust, raw serde_json).
     Rust,
     /// `bench/ts-echo/server.mjs` (the official TypeScript SDK on Node 22).
@@ -112,7 +113,7 @@ pub enum Upstream {
 
 impl Upstream {
     /// The name in tables.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Upstream::Rust => "Rust echo",
             Upstream::Ts => "TS SDK echo",
@@ -122,7 +123,7 @@ impl Upstream {
 
 /// How a configuration reaches the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
+pub(crate) enum Via {
     /// Streamable HTTP to the same echo process the direct runs call.
     Http,
     /// A stdio child of the gateway (the direct runs call the HTTP echo).
@@ -131,7 +132,7 @@ pub enum Via {
 
 /// A peer gateway from a package registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Peer {
+pub(crate) enum Peer {
     /// `supergateway` (npm): stdio server → Streamable HTTP, `--stateful`.
     Supergateway,
     /// `mcp-proxy` (PyPI): stdio server → Streamable HTTP.
@@ -142,7 +143,7 @@ pub enum Peer {
 
 /// The peers measured with `--peers`: what they are called, where they come from, and how they
 /// reach the upstream.
-pub const PEERS: &[(Peer, &str, &str, Via)] = &[
+pub(crate) const PEERS: &[(Peer, &str, &str, Via)] = &[
     (
         Peer::Supergateway,
         "supergateway",
@@ -160,7 +161,7 @@ pub const PEERS: &[(Peer, &str, &str, Via)] = &[
 
 /// What runs in front of the upstream.
 #[derive(Debug, Clone)]
-pub enum Launch {
+pub(crate) enum Launch {
     /// `sluice-bench-floor --upstream URL`: the bare JSON-RPC-aware passthrough (`bench/floor`).
     Floor,
     /// `sluice serve --no-admin --passthrough URL` or `--passthrough -- CMD` (every Sluice row
@@ -188,7 +189,7 @@ pub enum Launch {
 impl Launch {
     /// Does it front the OAuth-protected echo (`sluice-bench-echo --oauth`) instead of the plain
     /// one?
-    pub fn oauth_upstream(&self) -> bool {
+    pub(crate) fn oauth_upstream(&self) -> bool {
         match self {
             Launch::SluiceAuth(_) => true,
             Launch::Baseline(inner) => inner.oauth_upstream(),
@@ -199,7 +200,7 @@ impl Launch {
 
 /// One configuration of the matrix (a row of the tables).
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     /// The row label.
     pub name: String,
     /// How it reaches the upstream.
@@ -214,13 +215,13 @@ pub struct Config {
 }
 
 /// The floor row's label.
-pub const FLOOR: &str = "floor (bare passthrough)";
+pub(crate) const FLOOR: &str = "floor (bare passthrough)";
 
 /// The configurations of one run: the floor, Sluice with no hooks over HTTP and over stdio,
 /// the hook configurations, the upstream-authentication rows, (with `--baseline`) each Sluice row again on the baseline build,
 /// and (with `--peers`) the peer gateways; `only` keeps the rows whose label contains one of
 /// its words (and always the floor).
-pub fn configs(peers: bool, baseline: bool, only: &[String]) -> Vec<Config> {
+pub(crate) fn configs(peers: bool, baseline: bool, only: &[String]) -> Vec<Config> {
     let mut out = sluice_configs();
     if baseline {
         let again: Vec<Config> = out

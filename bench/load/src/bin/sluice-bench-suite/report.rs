@@ -26,7 +26,7 @@ fn cell(s: &str) -> String {
 }
 
 /// The markdown report.
-pub fn markdown(ctx: &Ctx, r: &Results) -> String {
+pub(crate) fn markdown(ctx: &Ctx, r: &Results) -> String {
     let mut md = String::new();
     let mode = if r.quick {
         "QUICK SMOKE RUN (numbers not meaningful)"
@@ -583,7 +583,7 @@ fn esc(s: &str) -> String {
 /// A horizontal bar chart of the call matrix: throughput and median latency, each as a ratio
 /// against the direct call (1.0 = as fast as calling the upstream directly), on log scales with
 /// the bars growing from 1.0.
-pub fn svg(r: &Results) -> String {
+pub(crate) fn svg(r: &Results) -> String {
     const ROW: f64 = 17.0;
     const LABEL_W: f64 = 330.0;
     const PANEL_W: f64 = 300.0;

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
 /// Concurrency levels of the call matrix.
-pub const CONCURRENCY: &[usize] = &[1, 16];
+pub(crate) const CONCURRENCY: &[usize] = &[1, 16];
 
 /// Everything a run needs to know.
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// The workspace root.
     pub root: PathBuf,
     /// `bench/`.
@@ -71,7 +71,7 @@ pub struct Ctx {
 
 /// `sluice-bench-echo --oauth`, running for the whole run.
 #[derive(Debug, Clone)]
-pub struct OAuthEcho {
+pub(crate) struct OAuthEcho {
     /// Its MCP endpoint.
     pub url: String,
     /// Its PID.
@@ -90,7 +90,7 @@ impl OAuthEcho {
 
 impl Ctx {
     /// Resolve paths and the run's sizes.
-    pub fn new(args: &Args) -> Result<Ctx> {
+    pub(crate) fn new(args: &Args) -> Result<Ctx> {
         let root = args
             .root
             .canonicalize()
@@ -196,7 +196,7 @@ fn git_rev(root: &Path) -> String {
 
 /// Medians over the rounds of one configuration at one concurrency.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct CallSummary {
+pub(crate) struct CallSummary {
     /// Direct calls per second.
     pub direct_rps: f64,
     /// Calls per second through the configuration.
@@ -237,7 +237,7 @@ pub struct CallSummary {
 
 /// One row of the call table.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CallRow {
+pub(crate) struct CallRow {
     /// The upstream's name.
     pub upstream: String,
     /// The configuration's name.
@@ -258,7 +258,7 @@ pub struct CallRow {
 
 /// One row of the resource table.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ResRow {
+pub(crate) struct ResRow {
     /// The upstream's name.
     pub upstream: String,
     /// The configuration's name ("direct" for the upstream itself).
@@ -301,7 +301,7 @@ pub struct ResRow {
 
 /// Everything measured.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Results {
+pub(crate) struct Results {
     /// When (UTC).
     pub date: String,
     /// Cores and CPU model.
@@ -360,7 +360,7 @@ fn now_utc() -> String {
 // --- processes --------------------------------------------------------------------------------
 
 /// A process the suite started; killed (with its children) when dropped.
-pub struct Proc {
+pub(crate) struct Proc {
     /// Its PID.
     pub pid: u32,
     /// Its MCP endpoint.
@@ -406,7 +406,7 @@ fn log_path(ctx: &Ctx, name: &str) -> PathBuf {
 }
 
 /// A note short enough for a table cell: one line, at most 200 characters.
-pub fn short(note: &str) -> String {
+pub(crate) fn short(note: &str) -> String {
     let one: String = note.split_whitespace().collect::<Vec<_>>().join(" ");
     if one.chars().count() > 200 {
         format!("{}…", one.chars().take(200).collect::<String>())
@@ -942,7 +942,7 @@ fn base64(bytes: &[u8]) -> String {
 // --- the run ----------------------------------------------------------------------------------
 
 /// Measure everything.
-pub fn run_all(ctx: &Ctx) -> Result<Results> {
+pub(crate) fn run_all(ctx: &Ctx) -> Result<Results> {
     let rt = load::runtime(1);
     let mut results = Results {
         date: now_utc(),
