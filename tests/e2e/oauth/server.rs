@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 /// What the server has issued and seen.
 #[derive(Default)]
-pub struct Ledger {
+pub(super) struct Ledger {
     /// Access tokens issued (newest last), with the scopes they carry.
     pub access: Vec<(String, Vec<String>)>,
     /// Refresh tokens issued.
@@ -45,7 +45,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// Every secret value handed out or received.
-    pub fn secrets(&self) -> Vec<String> {
+    pub(super) fn secrets(&self) -> Vec<String> {
         let mut out: Vec<String> = self.access.iter().map(|(t, _)| t.clone()).collect();
         out.extend(self.refresh.iter().cloned());
         out.extend(self.codes.iter().cloned());
@@ -56,7 +56,7 @@ impl Ledger {
 }
 
 /// How the server behaves.
-pub struct Behaviour {
+pub(super) struct Behaviour {
     /// `expires_in` of access tokens.
     pub expires_in: u64,
     /// Answer the MCP endpoint's requests (false: every request is refused with 401).
@@ -64,7 +64,7 @@ pub struct Behaviour {
 }
 
 /// A running server.
-pub struct OAuthServer {
+pub(super) struct OAuthServer {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     /// What it issued.
@@ -98,7 +98,7 @@ fn uuid_like() -> String {
 
 impl OAuthServer {
     /// Start it on a free loopback port.
-    pub async fn start(expires_in: u64) -> OAuthServer {
+    pub(super) async fn start(expires_in: u64) -> OAuthServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let st = St {
@@ -129,19 +129,19 @@ impl OAuthServer {
     }
 
     /// The MCP endpoint.
-    pub fn mcp_url(&self) -> String {
+    pub(super) fn mcp_url(&self) -> String {
         format!("{}/mcp", self.base)
     }
 
     /// Revoke every grant: access and refresh tokens stop working.
-    pub fn revoke_all(&self) {
+    pub(super) fn revoke_all(&self) {
         let mut l = self.ledger.lock().unwrap();
         l.live_access.clear();
         l.live_refresh.clear();
     }
 
     /// Expire every access token (refresh tokens still work).
-    pub fn expire_access(&self) {
+    pub(super) fn expire_access(&self) {
         self.ledger.lock().unwrap().live_access.clear();
     }
 }
