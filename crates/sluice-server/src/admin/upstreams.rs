@@ -59,8 +59,11 @@ fn oauth_json(slot: &sluice_upstream::Slot, mode: OAuthMode, down: Option<&str>)
 }
 
 pub(super) fn upstream_rows(admin: &Admin, with_stderr: bool) -> Vec<Value> {
-    let catalog = admin.st.snapshot().catalog.clone();
-    catalog
+    // Every configured upstream has a row from the start (the snapshot's slots); the catalog,
+    // built once they have listed, only counts their tools.
+    let snapshot = admin.st.snapshot();
+    let catalog = snapshot.catalog.clone();
+    snapshot
         .slots
         .iter()
         .map(|slot| {
