@@ -57,7 +57,7 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
     transport: TransportArg,
     /// The protocol era: probe server/discover and fall back to initialize (auto), only the
-    /// initialize handshake (legacy), or only 2026-07-28 (modern).
+    /// initialize handshake (handshake), or only 2026-07-28 (stateless).
     #[arg(long, value_enum, default_value_t = EraArg::Auto)]
     era: EraArg,
     /// A bearer token, sent as `Authorization: Bearer TOKEN` (default: $SLUICE_TOKEN).
