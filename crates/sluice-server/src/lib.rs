@@ -26,6 +26,7 @@ pub mod session;
 mod shared_upstreams;
 mod state;
 mod stream;
+mod task_table;
 #[cfg(test)]
 mod testing;
 pub mod transport;

@@ -171,7 +171,7 @@ pub(crate) struct Runtime {
     /// Numbers catalogs (part of cursors).
     catalog_version: AtomicU64,
     /// Tasks clients created through the gateway (`proxy/tasks/table.rs`).
-    tasks: crate::proxy::tasks::table::Tasks,
+    tasks: crate::task_table::Tasks,
     /// This replica's part of a cluster (`cluster` in `sluice.json`; needs a restart).
     cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The serving threads' runtimes, when the MCP listener has them: upstream supervisors run
@@ -296,7 +296,7 @@ impl Runtime {
     }
 
     /// See the field `tasks`.
-    pub(crate) fn tasks(&self) -> &crate::proxy::tasks::table::Tasks {
+    pub(crate) fn tasks(&self) -> &crate::task_table::Tasks {
         &self.tasks
     }
 

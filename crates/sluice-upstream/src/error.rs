@@ -151,7 +151,7 @@ pub enum ProtocolError {
     /// with 2026-07-28.
     #[error(
         "the upstream does not speak {} (server/discover failed) and the configuration says era \"modern\"",
-        crate::connection::MODERN
+        sluice_core::version::MODERN_VERSIONS[0]
     )]
     NotModern,
     /// `initialize` was answered with a JSON-RPC error: the upstream's, or the one Sluice

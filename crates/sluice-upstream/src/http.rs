@@ -195,8 +195,11 @@ impl Core {
     /// itself: the session id, the protocol version and the configured ones. The same set as
     /// the session's extended with `own`, without building the session's map first.
     fn under_session(&self, mut own: HeaderMap) -> HeaderMap {
-        if let Some(bearer) = self.identity.as_ref().and_then(|i| i.bearer()) {
-            own.insert(AUTHORIZATION, (*bearer).clone());
+        // A POST of an identity's upstream carries the token it read already (`authorized`).
+        if !own.contains_key(AUTHORIZATION) {
+            if let Some(bearer) = self.identity.as_ref().and_then(|i| i.bearer()) {
+                own.insert(AUTHORIZATION, (*bearer).clone());
+            }
         }
         {
             let st = self.state.lock();
@@ -516,9 +519,14 @@ async fn authorized(
 ) -> Result<Reply, UpstreamError> {
     // One first try, then at most one more per step-up allowed and one after a refresh.
     for _ in 0..=sluice_oauth::identity::STEP_UP_LIMIT + 1 {
+        // The token read once: sent, and named to the identity if it is refused.
         let used = identity.bearer();
+        let mut attempt = headers.clone();
+        if let Some(b) = &used {
+            attempt.insert(AUTHORIZATION, (**b).clone());
+        }
         let resp = core
-            .send(reqwest::Method::POST, headers.clone(), Some(body.clone()))
+            .send(reqwest::Method::POST, attempt, Some(body.clone()))
             .await
             .map_err(|e| core.post_failed(e))?;
         let status = resp.status;

@@ -7,10 +7,10 @@
 //! `inputResponses`, which go back to the upstream as the replies to its questions (through the
 //! request hooks, like any client reply).
 
-use super::table::TaskRoute;
 use crate::channel::Out;
 use crate::session::Session;
 use crate::state::State;
+use crate::task_table::TaskRoute;
 use serde_json::{json, Map, Value};
 use sluice_core::{Kind, Message, RpcError};
 use std::sync::Arc;

@@ -4,7 +4,6 @@
 //! (the client's tasks on every upstream), each answered in the client's era. Task creation, the
 //! shapes of each era and the guard of final results are in [`super`] (`mod.rs`).
 
-use super::table::TaskRoute;
 use super::{
     declares_extension, error_of, guard, legacy_task, missing_extension, modern_task, runs_tasks,
     with_extension, RELATED_TASK,
@@ -13,6 +12,7 @@ use crate::channel::{Outcome, Sink};
 use crate::proxy::forward;
 use crate::session::Session;
 use crate::state::{Snapshot, State};
+use crate::task_table::TaskRoute;
 use serde_json::{json, Map, Value};
 use sluice_core::version::meta;
 use sluice_core::{codes, Message, RpcError};

@@ -1,6 +1,6 @@
 //! Tasks through the gateway, in both eras and across them. A task-augmented `tools/call`
 //! goes to the tool's upstream like any call (the request hooks ran on it); the task it creates
-//! is recorded under an id the gateway mints ([`table`]) and handed to the client in the
+//! is recorded under an id the gateway mints (`task_table.rs`) and handed to the client in the
 //! client's era: `{task: {…}}` for a 2025-11-25 client, the flat `resultType: "task"` result for
 //! a 2026-07-28 one. `tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/update` and `tasks/list`
 //! reach the upstream that owns the task, for the client that created it only; the final result,
@@ -15,21 +15,21 @@
 //! takes input only on the `tasks/result` stream) answers -32602 "Task … runs on a 2025-11-25
 //! upstream; tasks/update cannot reach it".
 //!
-//! This folder holds all of it: this file has creation, the capabilities and the shapes of each
+//! This folder holds all of it but the task table: this file has creation, the capabilities and the shapes of each
 //! era, the guard of final results, and what upstreams say about tasks; the `tasks/*` methods are
 //! in [`methods`], a 2025-11-25 upstream's questions for a 2026-07-28 client in `input.rs`, and
-//! the table of the tasks clients created (gateway ids, owners) in [`table`], a leaf that
-//! `state.rs` holds in the runtime.
+//! the table of the tasks clients created (gateway ids, owners) in `task_table.rs`, a leaf below
+//! `state.rs`, which holds it in the runtime beside the call table.
 
 mod input;
 pub(crate) mod methods;
-pub(crate) mod table;
 
 use crate::channel::{Outcome, Sink};
 use crate::proxy::forward;
 use crate::proxy::hooks::Facts;
 use crate::session::Session;
 use crate::state::{Snapshot, State};
+use crate::task_table::TaskRoute;
 use serde_json::{json, Map, Value};
 use sluice_core::version::meta;
 use sluice_core::{codes, Message, RpcError};
@@ -38,7 +38,6 @@ use sluice_telemetry::Call;
 use sluice_upstream::Slot;
 use std::sync::Arc;
 use std::time::Instant;
-use table::TaskRoute;
 
 /// The 2026-07-28 extension's id.
 pub(crate) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
