@@ -155,6 +155,19 @@ async fn a_shared_identity_signs_in_once_refreshes_survives_restarts_and_leaks_n
     outputs.push(("login stderr".into(), lerr));
     let (c, r) = call_when_listed(&url).await;
     assert_eq!(text_of(&r), "grant #1");
+    // A callback no sign-in waits for (a forged or stale state) is refused and stores nothing.
+    let forged = reqwest::get(format!(
+        "http://127.0.0.1:{port}/oauth/callback?code=forged&state=forged"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(forged.status(), 400);
+    assert!(forged
+        .text()
+        .await
+        .unwrap()
+        .contains("no sign-in is waiting for this link"));
+    assert_eq!(server.ledger.lock().unwrap().grants, ["authorization_code"]);
     {
         let l = server.ledger.lock().unwrap();
         assert_eq!(l.grants, ["authorization_code"]);
