@@ -35,7 +35,7 @@ pub use hooks::{
     OnError, ToolNameForm, PERMISSION_MODES,
 };
 pub use logs::LogConfig;
-pub use oauth::{OAuthMode, UpstreamOAuth, VaultSettings};
+pub use oauth::{OAuthMode, TokenExchange, UpstreamOAuth, VaultSettings, ACCESS_TOKEN_TYPE};
 pub use schema::FileKind;
 pub use settings::{Settings, TelemetrySettings};
 
@@ -62,6 +62,39 @@ pub struct Config {
 
 /// Non-fatal findings of a load (shown by `sluice check` and logged at start).
 pub type Warnings = Vec<String>;
+
+/// `per_user` and `exchange` keep a grant or a token per principal: without authentication
+/// there is no principal to keep them under, and `exchange` needs the clients' own tokens from
+/// an identity provider.
+fn principals_needed(
+    home: &Path,
+    expose: &ExposeFile,
+    auth: &AuthConfig,
+    errors: &mut Vec<ConfigError>,
+) {
+    for (i, u) in expose.upstreams.iter().enumerate() {
+        let Some(mode) = u.oauth.as_ref().map(|o| o.mode) else {
+            continue;
+        };
+        let why = match mode {
+            OAuthMode::PerUser | OAuthMode::Exchange if !auth.enabled => format!(
+                "upstream {:?}: oauth.mode {:?} needs principals: add auth/auth.config.json (with \"enabled\": true)",
+                u.id,
+                mode.name()
+            ),
+            OAuthMode::Exchange if auth.oauth.is_none() => format!(
+                "upstream {:?}: oauth.mode \"exchange\" needs the clients' own tokens from an identity provider: add issuer and jwks_url (or jwks_file) to auth/auth.config.json",
+                u.id
+            ),
+            _ => continue,
+        };
+        errors.push(ConfigError::new(
+            &home.join("mcp").join("expose.json"),
+            format!("upstreams[{i}].oauth.mode"),
+            why,
+        ));
+    }
+}
 
 impl Config {
     /// Load the tree under `home`, collecting every error. `env` resolves `${env:NAME}`.
@@ -97,6 +130,7 @@ impl Config {
                 ));
             }
         }
+        principals_needed(&home, &expose, &auth, &mut errors);
         if errors.is_empty() {
             Ok((
                 Config {

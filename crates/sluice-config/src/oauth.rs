@@ -1,6 +1,7 @@
 //! Sluice's identity toward its upstreams, as configured: the `oauth` object of an upstream in
-//! `mcp/expose.json` (shared or client credentials sign-in), and in `sluice.json` the `vault`
-//! that keeps grants, the gateway's `public_url`, and `oauth_http_hosts`.
+//! `mcp/expose.json` (a shared sign-in, client credentials, a grant per user, or RFC 8693 token
+//! exchange), and in `sluice.json` the `vault` that keeps grants, the gateway's `public_url`,
+//! and `oauth_http_hosts`.
 
 use crate::fields::{expand_env, Fields};
 use std::path::{Path, PathBuf};
@@ -13,6 +14,45 @@ pub enum OAuthMode {
     /// The client credentials grant (the `io.modelcontextprotocol/oauth-client-credentials`
     /// extension): no person involved.
     ClientCredentials,
+    /// A grant per principal (each user of the gateway connects their own account, through a
+    /// link the gateway sends them); needs principals (`auth/auth.config.json`).
+    PerUser,
+    /// RFC 8693 token exchange: the client's own validated token is exchanged at
+    /// `token_endpoint` for a token toward this upstream, per principal; needs the clients'
+    /// tokens to come from an identity provider (`issuer` in `auth/auth.config.json`).
+    Exchange,
+}
+
+impl OAuthMode {
+    /// The name in the file (`shared`, `client_credentials`, `per_user`, `exchange`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OAuthMode::Shared => "shared",
+            OAuthMode::ClientCredentials => "client_credentials",
+            OAuthMode::PerUser => "per_user",
+            OAuthMode::Exchange => "exchange",
+        }
+    }
+}
+
+/// RFC 8693 `urn:ietf:params:oauth:token-type:access_token`, the default of both token types.
+pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+
+/// The token exchange of `"mode": "exchange"` (RFC 8693).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenExchange {
+    /// Where the client's token is exchanged.
+    pub token_endpoint: String,
+    /// `audience`: the logical name of the upstream at the authorization server.
+    pub audience: Option<String>,
+    /// `resource`: the upstream's URI (RFC 8707).
+    pub resource: Option<String>,
+    /// `requested_token_type` (default an access token).
+    pub requested_token_type: String,
+    /// `subject_token_type` of the client's token (default an access token).
+    pub subject_token_type: String,
+    /// Send an actor token: one the gateway gets for itself with the client credentials grant.
+    pub actor: bool,
 }
 
 /// The `oauth` object of an `http` / `sse` upstream.
@@ -39,6 +79,8 @@ pub struct UpstreamOAuth {
     /// Where this gateway's client ID metadata document is published, when not under
     /// `public_url` (an https URL).
     pub client_metadata_url: Option<String>,
+    /// `"mode": "exchange"`: the exchange's settings (None for every other mode).
+    pub exchange: Option<TokenExchange>,
 }
 
 impl std::fmt::Debug for UpstreamOAuth {
@@ -54,6 +96,7 @@ impl std::fmt::Debug for UpstreamOAuth {
             .field("scopes", &self.scopes)
             .field("token_endpoint_auth", &self.token_endpoint_auth)
             .field("private_key_file", &self.private_key_file)
+            .field("exchange", &self.exchange)
             .finish_non_exhaustive()
     }
 }
@@ -69,7 +112,16 @@ pub(crate) const OAUTH_KNOWN: &[&str] = &[
     "private_key_file",
     "signing_alg",
     "client_metadata_url",
+    "token_endpoint",
+    "audience",
+    "resource",
+    "requested_token_type",
+    "subject_token_type",
+    "actor",
 ];
+
+/// The keys only `"mode": "exchange"` reads: the last six of [`OAUTH_KNOWN`].
+const EXCHANGE_ONLY: &[&str] = OAUTH_KNOWN.split_at(OAUTH_KNOWN.len() - 6).1;
 
 const AUTH_METHODS: &[&str] = &[
     "client_secret_basic",
@@ -95,10 +147,14 @@ pub(crate) fn load_upstream(
     let mode = match f.string("mode").as_deref() {
         None | Some("shared") => OAuthMode::Shared,
         Some("client_credentials") => OAuthMode::ClientCredentials,
+        Some("per_user") => OAuthMode::PerUser,
+        Some("exchange") => OAuthMode::Exchange,
         Some(other) => {
             f.err(
                 "mode",
-                format!("unknown mode {other:?} (shared or client_credentials)"),
+                format!(
+                    "unknown mode {other:?} (shared, client_credentials, per_user or exchange)"
+                ),
             );
             OAuthMode::Shared
         }
@@ -153,6 +209,12 @@ pub(crate) fn load_upstream(
             f.err("client_metadata_url", "must be an https:// URL");
         }
     }
+    let exchange = load_exchange(
+        f,
+        mode,
+        client_id.is_some(),
+        client_secret.is_some() || private_key_file.is_some(),
+    );
     Some(UpstreamOAuth {
         mode,
         client_id,
@@ -163,6 +225,72 @@ pub(crate) fn load_upstream(
         private_key_file,
         signing_alg: f.string("signing_alg"),
         client_metadata_url,
+        exchange,
+    })
+}
+
+/// The exchange settings of `"mode": "exchange"`; with another mode, each of them is an error.
+fn load_exchange(
+    f: &mut Fields,
+    mode: OAuthMode,
+    has_client: bool,
+    has_credentials: bool,
+) -> Option<TokenExchange> {
+    if mode != OAuthMode::Exchange {
+        for key in EXCHANGE_ONLY {
+            if f.obj.get(*key).is_some_and(|v| !v.is_null()) {
+                f.err(key, "is read only with mode exchange");
+            }
+        }
+        return None;
+    }
+    let token_endpoint = f.required_string("token_endpoint");
+    let url = token_endpoint.starts_with("https://") || token_endpoint.starts_with("http://");
+    if !token_endpoint.is_empty() && !url {
+        f.err(
+            "token_endpoint",
+            "must be an https:// (or loopback http://) URL",
+        );
+    }
+    let audience = f.string("audience");
+    let resource = f.string("resource");
+    let requested_token_type = f
+        .string("requested_token_type")
+        .unwrap_or_else(|| ACCESS_TOKEN_TYPE.to_string());
+    let subject_token_type = f
+        .string("subject_token_type")
+        .unwrap_or_else(|| ACCESS_TOKEN_TYPE.to_string());
+    for (key, v) in [
+        ("requested_token_type", &requested_token_type),
+        ("subject_token_type", &subject_token_type),
+    ] {
+        if !v.starts_with("urn:") {
+            f.err(
+                key,
+                "must be a token type URI (urn:ietf:params:oauth:token-type:…)",
+            );
+        }
+    }
+    let actor = f.bool("actor", false);
+    if !has_client {
+        f.err(
+            "client_id",
+            "is required with mode exchange (the gateway authenticates at the token endpoint)",
+        );
+    }
+    if actor && !has_credentials {
+        f.err(
+            "actor",
+            "needs a client_secret or a private_key_file (the actor token is the gateway's own, by the client credentials grant)",
+        );
+    }
+    Some(TokenExchange {
+        token_endpoint,
+        audience,
+        resource,
+        requested_token_type,
+        subject_token_type,
+        actor,
     })
 }
 
@@ -212,4 +340,166 @@ pub(crate) fn load_vault(
         None => home.join("vault.db"),
     };
     keys.map(|keys| VaultSettings { keys, path })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OAuthMode, ACCESS_TOKEN_TYPE};
+    use crate::Config;
+    use serde_json::{json, Value};
+    use std::path::PathBuf;
+
+    const KEY: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=";
+
+    /// A tree with a vault, `upstream`'s `oauth` and (when given) `auth/auth.config.json`.
+    fn tree(label: &str, oauth: Value, auth: Option<Value>) -> PathBuf {
+        let home = std::env::temp_dir().join(format!(
+            "sluice-oauth-config-{label}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(home.join("mcp")).unwrap();
+        std::fs::write(
+            home.join("sluice.json"),
+            json!({"vault": {"key": "${env:K}"}}).to_string(),
+        )
+        .unwrap();
+        let expose = json!({"version": 1, "upstreams": [
+            {"id": "plain", "command": "x"},
+            {"id": "x", "transport": "http", "url": "https://mcp.example.com/mcp", "oauth": oauth}
+        ]});
+        std::fs::write(home.join("mcp/expose.json"), expose.to_string()).unwrap();
+        if let Some(a) = auth {
+            std::fs::create_dir_all(home.join("auth")).unwrap();
+            std::fs::write(home.join("auth/auth.config.json"), a.to_string()).unwrap();
+        }
+        home
+    }
+
+    fn load(home: &PathBuf) -> Result<Config, Vec<String>> {
+        let r = Config::load(home, &|_| Some(KEY.to_string()))
+            .map(|(c, _)| c)
+            .map_err(|e| e.0.iter().map(ToString::to_string).collect());
+        let _ = std::fs::remove_dir_all(home);
+        r
+    }
+
+    fn tokens() -> Value {
+        json!({"enabled": true, "tokens": [{"name": "alice", "sha256": "a".repeat(64)}]})
+    }
+
+    fn jwt() -> Value {
+        json!({"enabled": true, "issuer": "https://idp.example.com",
+               "jwks_url": "https://idp.example.com/jwks"})
+    }
+
+    #[test]
+    fn per_user_and_exchange_need_principals() {
+        let file = |home: &PathBuf| home.join("mcp/expose.json").display().to_string();
+        let home = tree("pu-none", json!({"mode": "per_user"}), None);
+        let f = file(&home);
+        assert_eq!(
+            load(&home).unwrap_err(),
+            [format!(
+                "{f}: upstreams[1].oauth.mode: upstream \"x\": oauth.mode \"per_user\" needs principals: add auth/auth.config.json (with \"enabled\": true)"
+            )]
+        );
+        let home = tree("pu-tokens", json!({"mode": "per_user"}), Some(tokens()));
+        let c = load(&home).unwrap();
+        assert_eq!(
+            c.expose.upstreams[1].oauth.as_ref().unwrap().mode,
+            OAuthMode::PerUser
+        );
+        let ex = json!({"mode": "exchange", "client_id": "gw", "client_secret": "s",
+                        "token_endpoint": "https://idp.example.com/token"});
+        let home = tree("ex-none", ex.clone(), None);
+        let f = file(&home);
+        assert_eq!(
+            load(&home).unwrap_err(),
+            [format!(
+                "{f}: upstreams[1].oauth.mode: upstream \"x\": oauth.mode \"exchange\" needs principals: add auth/auth.config.json (with \"enabled\": true)"
+            )]
+        );
+        // Static tokens are principals, but there is no identity provider's token to exchange.
+        let home = tree("ex-tokens", ex.clone(), Some(tokens()));
+        let f = file(&home);
+        assert_eq!(
+            load(&home).unwrap_err(),
+            [format!(
+                "{f}: upstreams[1].oauth.mode: upstream \"x\": oauth.mode \"exchange\" needs the clients' own tokens from an identity provider: add issuer and jwks_url (or jwks_file) to auth/auth.config.json"
+            )]
+        );
+        let home = tree("ex-jwt", ex, Some(jwt()));
+        let c = load(&home).unwrap();
+        let o = c.expose.upstreams[1].oauth.clone().unwrap();
+        assert_eq!(o.mode, OAuthMode::Exchange);
+        let e = o.exchange.unwrap();
+        assert_eq!(e.token_endpoint, "https://idp.example.com/token");
+        assert_eq!(e.requested_token_type, ACCESS_TOKEN_TYPE);
+        assert_eq!(e.subject_token_type, ACCESS_TOKEN_TYPE);
+        assert!(!e.actor);
+        assert_eq!(e.audience, None);
+    }
+
+    #[test]
+    fn exchange_fields_are_checked() {
+        let home = tree(
+            "ex-bad",
+            json!({"mode": "exchange", "actor": true, "audience": "crm",
+                   "requested_token_type": "jwt"}),
+            Some(jwt()),
+        );
+        let f = home.join("mcp/expose.json").display().to_string();
+        let errors = load(&home).unwrap_err();
+        for want in [
+            "upstreams[1].oauth.token_endpoint: is required",
+            "upstreams[1].oauth.requested_token_type: must be a token type URI (urn:ietf:params:oauth:token-type:…)",
+            "upstreams[1].oauth.client_id: is required with mode exchange (the gateway authenticates at the token endpoint)",
+            "upstreams[1].oauth.actor: needs a client_secret or a private_key_file (the actor token is the gateway's own, by the client credentials grant)",
+        ] {
+            assert!(
+                errors.contains(&format!("{f}: {want}")),
+                "{want} not in {errors:#?}"
+            );
+        }
+        // The exchange's fields with another mode are mistakes, not silently ignored.
+        let home = tree(
+            "pu-extra",
+            json!({"mode": "per_user", "audience": "crm"}),
+            Some(tokens()),
+        );
+        let f = home.join("mcp/expose.json").display().to_string();
+        assert_eq!(
+            load(&home).unwrap_err(),
+            [format!(
+                "{f}: upstreams[1].oauth.audience: is read only with mode exchange"
+            )]
+        );
+        let home = tree("mode", json!({"mode": "personal"}), Some(tokens()));
+        let f = home.join("mcp/expose.json").display().to_string();
+        assert_eq!(
+            load(&home).unwrap_err(),
+            [format!(
+                "{f}: upstreams[1].oauth.mode: unknown mode \"personal\" (shared, client_credentials, per_user or exchange)"
+            )]
+        );
+        let home = tree(
+            "ex-full",
+            json!({"mode": "exchange", "client_id": "gw", "client_secret": "s", "actor": true,
+                   "token_endpoint": "http://127.0.0.1:9/token", "audience": "crm",
+                   "resource": "https://mcp.example.com/mcp", "scopes": ["crm.read"],
+                   "subject_token_type": "urn:ietf:params:oauth:token-type:jwt"}),
+            Some(jwt()),
+        );
+        let e = load(&home).unwrap().expose.upstreams[1]
+            .oauth
+            .clone()
+            .unwrap()
+            .exchange
+            .unwrap();
+        assert!(e.actor);
+        assert_eq!(e.audience.as_deref(), Some("crm"));
+        assert_eq!(e.resource.as_deref(), Some("https://mcp.example.com/mcp"));
+        assert_eq!(e.subject_token_type, "urn:ietf:params:oauth:token-type:jwt");
+    }
 }

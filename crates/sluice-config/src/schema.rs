@@ -326,8 +326,8 @@ pub(crate) static UPSTREAM_OAUTH: Obj = Obj {
     doc: "How Sluice signs in to an http/sse upstream (OAuth 2.1); unknown keys are errors. Needs `vault` in sluice.json.",
     known: Some(crate::oauth::OAUTH_KNOWN),
     fields: &[
-        f("mode", Ty::Enum(&["shared", "client_credentials"]), "`shared`: one grant for the gateway, signed in once by an operator (`sluice upstream login ID`); `client_credentials`: the client credentials grant, no person.").def("\"shared\""),
-        f("client_id", Ty::NonEmpty, "A pre-registered client id (else a client ID metadata document when the server supports them, else dynamic registration). Required with client_credentials."),
+        f("mode", Ty::Enum(&["shared", "client_credentials", "per_user", "exchange"]), "`shared`: one grant for the gateway, signed in once by an operator (`sluice upstream login ID`); `client_credentials`: the client credentials grant, no person; `per_user`: a grant per principal, each user connects their own account through a link the gateway sends (needs auth/auth.config.json); `exchange`: the client's own token exchanged for one toward this upstream (RFC 8693; needs an issuer in auth/auth.config.json).").def("\"shared\""),
+        f("client_id", Ty::NonEmpty, "A pre-registered client id (else a client ID metadata document when the server supports them, else dynamic registration). Required with client_credentials and exchange."),
         f("client_secret", Ty::NonEmpty, "Its secret (`${env:NAME}` expanded)."),
         f("issuer", HTTP_URL, "The authorization server the pre-registered client belongs to; its credentials are never shown to another."),
         f("scopes", Ty::Strings, "Scopes to ask for (default: what the server's challenge or metadata names; `offline_access` added when offered).").def("[]"),
@@ -335,7 +335,14 @@ pub(crate) static UPSTREAM_OAUTH: Obj = Obj {
         f("private_key_file", Ty::NonEmpty, "private_key_jwt: the PEM private key, relative to the home folder."),
         f("signing_alg", Ty::NonEmpty, "private_key_jwt: RS256, ES256, EdDSA… (default from the key)."),
         f("client_metadata_url", Ty::Pattern("^https://"), "Where this gateway's client metadata document is published, when not at `public_url` + `/oauth/client-metadata.json`."),
+        f("token_endpoint", HTTP_URL, "exchange: the token endpoint where the client's token is exchanged (RFC 8693). Required with exchange."),
+        f("audience", Ty::Str, "exchange: `audience`, the upstream's name at the authorization server."),
+        f("resource", Ty::Str, "exchange: `resource`, the upstream's URI (RFC 8707)."),
+        f("requested_token_type", Ty::Pattern("^urn:"), "exchange: the token type asked for.").def("\"urn:ietf:params:oauth:token-type:access_token\""),
+        f("subject_token_type", Ty::Pattern("^urn:"), "exchange: the type of the client's token.").def("\"urn:ietf:params:oauth:token-type:access_token\""),
+        f("actor", Ty::Bool, "exchange: send an actor token, the gateway's own (client credentials grant; needs client_secret or private_key_file).").def("false"),
     ],
+    when: &[When { field: "mode", is: &["exchange"], negate: false, absent_is: false, require: &["token_endpoint", "client_id"] }],
     ..OBJ
 };
 

@@ -121,6 +121,22 @@ pub fn identity_for(
             },
         },
         OAuthMode::ClientCredentials => Mode::ClientCredentials,
+        // The shared identity of a per-user upstream lists its tools (an operator's login);
+        // each user's own grant is `PerUser`'s.
+        OAuthMode::PerUser => Mode::Person {
+            hint: match &ctx.home_hint {
+                Some(h) => format!(
+                    "run sluice upstream login {} --home {h} (the login that lists its tools; each user connects their own account)",
+                    spec.id
+                ),
+                None => format!(
+                    "run sluice upstream login {} (the login that lists its tools; each user connects their own account)",
+                    spec.id
+                ),
+            },
+        },
+        // No identity of its own: every token is a principal's, exchanged (`Exchanger`).
+        OAuthMode::Exchange => return Ok(None),
     };
     let mut client = ctx.client_settings(spec);
     if o.mode == OAuthMode::ClientCredentials

@@ -27,10 +27,7 @@ fn status_json(s: &Status) -> (&'static str, Option<String>) {
 /// when its access token expires, its scopes, and why a person must act. Never a token, secret
 /// or code: [`sluice_oauth::Status`] holds none.
 fn oauth_json(slot: &sluice_upstream::Slot, mode: OAuthMode, down: Option<&str>) -> Value {
-    let mode = match mode {
-        OAuthMode::Shared => "shared",
-        OAuthMode::ClientCredentials => "client_credentials",
-    };
+    let mode = mode.name();
     let status = match slot.identity() {
         Some(identity) => identity.status(),
         // The identity could not be made (no vault, an unreadable key file): the slot is down
@@ -192,7 +189,15 @@ pub(super) async fn upstreams_connect(State(admin): S, body: Bytes) -> Response 
                 ),
             )
         }
-        Some(OAuthMode::Shared) => {}
+        Some(OAuthMode::Exchange) => {
+            return err(
+                StatusCode::CONFLICT,
+                format!(
+                    "upstream {id:?} exchanges each user's own token (RFC 8693): no person signs in"
+                ),
+            )
+        }
+        Some(OAuthMode::Shared | OAuthMode::PerUser) => {}
     }
     let (Some(identity), Some(ctx)) = (slot.identity(), admin.st.rt.slot_env().oauth.as_ref())
     else {

@@ -387,6 +387,7 @@ mod tests {
             private_key_file: None,
             signing_alg: None,
             client_metadata_url: None,
+            exchange: None,
         });
         let p = plan(&running, new.clone());
         assert_eq!(
