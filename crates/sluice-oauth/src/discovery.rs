@@ -31,6 +31,8 @@ pub struct AuthServer {
     pub token_endpoint: String,
     /// `registration_endpoint` (RFC 7591), when offered.
     pub registration_endpoint: Option<String>,
+    /// `revocation_endpoint` (RFC 7009), when offered.
+    pub revocation_endpoint: Option<String>,
     /// `scopes_supported`.
     pub scopes_supported: Option<Vec<String>>,
     /// `token_endpoint_auth_methods_supported` (default `client_secret_basic`).
@@ -268,6 +270,7 @@ async fn auth_server(
             Some(&meta.authorization_endpoint),
             Some(&meta.token_endpoint),
             meta.registration_endpoint.as_ref(),
+            meta.revocation_endpoint.as_ref(),
         ];
         for e in endpoints.into_iter().flatten() {
             fetcher.check(e).map_err(|err| AuthError::Metadata {
@@ -285,6 +288,7 @@ async fn auth_server(
             authorization_endpoint: format!("{o}/authorize"),
             token_endpoint: format!("{o}/token"),
             registration_endpoint: Some(format!("{o}/register")),
+            revocation_endpoint: None,
             scopes_supported: None,
             token_auth_methods: vec!["client_secret_basic".into()],
             client_id_metadata_documents: false,
@@ -336,6 +340,10 @@ fn parse_auth_server(
         token_endpoint: endpoint("token_endpoint")?,
         registration_endpoint: doc
             .get("registration_endpoint")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        revocation_endpoint: doc
+            .get("revocation_endpoint")
             .and_then(Value::as_str)
             .map(str::to_string),
         scopes_supported: strings(doc, "scopes_supported"),
@@ -410,6 +418,14 @@ mod tests {
         });
         let m = parse_auth_server("u", Some("https://as.example.com"), &doc).unwrap();
         assert_eq!(m.token_auth_methods, vec!["client_secret_basic"]);
+        assert_eq!(m.revocation_endpoint, None);
+        let mut revocable = doc.clone();
+        revocable["revocation_endpoint"] = serde_json::json!("https://as.example.com/revoke");
+        let r = parse_auth_server("u", Some("https://as.example.com"), &revocable).unwrap();
+        assert_eq!(
+            r.revocation_endpoint.as_deref(),
+            Some("https://as.example.com/revoke")
+        );
         assert!(!m.iss_parameter);
         let mut scopes = vec!["a".to_string()];
         offline_access(&mut scopes, &m);

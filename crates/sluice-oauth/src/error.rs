@@ -44,6 +44,14 @@ pub enum AuthError {
         /// The OAuth error and description, or the transport failure.
         why: String,
     },
+    /// The revocation endpoint (RFC 7009) refused to revoke a grant.
+    #[error("the revocation endpoint {url} refused: {why}")]
+    Revocation {
+        /// The revocation endpoint.
+        url: String,
+        /// The OAuth error and description.
+        why: String,
+    },
     /// A person must sign in (again): no grant, a revoked grant, more scopes needed.
     #[error("needs login: {0}")]
     NeedsLogin(String),

@@ -207,6 +207,36 @@ impl Fetcher {
         Ok(out)
     }
 
+    /// POST a form (`application/x-www-form-urlencoded`: revocation, token exchange), with HTTP
+    /// Basic client authentication when `basic` is given (the client id and secret each
+    /// form-encoded first, as RFC 6749 section 2.3.1 says); the status and the JSON answer
+    /// (`null` when it is not JSON: RFC 7009 answers with an empty body).
+    pub async fn post_form(
+        &self,
+        url: &str,
+        form: &[(&str, String)],
+        basic: Option<(&str, &str)>,
+    ) -> Result<(StatusCode, Value), AuthError> {
+        let at = self.check(url)?;
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+            .finish();
+        let mut rb = self
+            .http
+            .post(at.clone())
+            .header(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/x-www-form-urlencoded"),
+            )
+            .header(ACCEPT, HeaderValue::from_static("application/json"));
+        if let Some((id, secret)) = basic {
+            let enc =
+                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            rb = rb.basic_auth(enc(id), Some(enc(secret)));
+        }
+        json_answer(&at, rb.body(body)).await
+    }
+
     /// POST a JSON body (client registration); the status and the JSON answer.
     pub async fn post_json(
         &self,
@@ -214,20 +244,25 @@ impl Fetcher {
         body: &Value,
     ) -> Result<(StatusCode, Value), AuthError> {
         let at = self.check(url)?;
-        let resp = self
+        let rb = self
             .http
             .post(at.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(ACCEPT, HeaderValue::from_static("application/json"))
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| fetch_err(at.as_str(), &e))?;
-        let status = resp.status();
-        let body = read_capped(at.as_str(), resp).await?;
-        let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        Ok((status, value))
+            .body(body.to_string());
+        json_answer(&at, rb).await
     }
+}
+
+/// Send `rb` (to `at`): the status and the answer as JSON (`null` when it is not JSON).
+async fn json_answer(
+    at: &Url,
+    rb: reqwest::RequestBuilder,
+) -> Result<(StatusCode, Value), AuthError> {
+    let resp = rb.send().await.map_err(|e| fetch_err(at.as_str(), &e))?;
+    let status = resp.status();
+    let body = read_capped(at.as_str(), resp).await?;
+    Ok((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
 }
 
 /// A transport error, named without the URL's query (which never holds a secret here, but a

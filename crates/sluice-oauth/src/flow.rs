@@ -46,6 +46,13 @@ pub struct Pending {
     pub client: ClientCredentials,
     /// The scopes asked for.
     pub scopes: Vec<String>,
+    /// The authorization server's RFC 7009 revocation endpoint, kept with the grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation_endpoint: Option<String>,
+    /// The URL elicitation this flow answers (a user connecting their own account): its
+    /// outcome is recorded under it for the call that waits ([`crate::connect`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation_id: Option<String>,
 }
 
 impl std::fmt::Debug for Pending {
@@ -109,6 +116,8 @@ pub fn start(
             resource: d.resource.resource.clone(),
             client,
             scopes: scopes.to_vec(),
+            revocation_endpoint: d.server.revocation_endpoint.clone(),
+            elicitation_id: None,
         },
     })
 }
@@ -212,13 +221,15 @@ pub async fn finish(
         },
     )
     .await?;
-    Ok(tokens.into_grant(
+    let mut grant = tokens.into_grant(
         pending.client.clone(),
         &pending.token_endpoint,
         pending.resource.clone(),
         &pending.scopes,
         None,
-    ))
+    );
+    grant.revocation_endpoint = pending.revocation_endpoint.clone();
+    Ok(grant)
 }
 
 /// Park a started flow in the vault until its callback (ten minutes).
@@ -332,6 +343,8 @@ mod tests {
                 auth_method: "none".into(),
             },
             scopes: vec![],
+            revocation_endpoint: None,
+            elicitation_id: None,
         }
     }
 

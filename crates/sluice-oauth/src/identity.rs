@@ -206,6 +206,24 @@ impl Identity {
         Ok(())
     }
 
+    /// End the grant: forget it (in memory and in the vault), then revoke it at its
+    /// authorization server (RFC 7009) when that has a revocation endpoint. `Ok(None)`: no grant
+    /// was held. A refused revocation is an error, and the grant is forgotten all the same.
+    pub async fn revoke(&self) -> Result<Option<crate::Revoked>, AuthError> {
+        let _g = self.gate.lock().await;
+        let grant = match flow::load(&self.vault, &self.cfg.grant_key).await? {
+            Some(g) => Some(g),
+            None => self.grant.lock().clone(),
+        };
+        self.forget().await?;
+        let Some(grant) = grant else {
+            return Ok(None);
+        };
+        crate::revoke::revoke(&self.fetcher, &grant, self.cfg.signing_key.as_ref())
+            .await
+            .map(Some)
+    }
+
     /// A request sent with `used` was answered 401 or 403 with `challenge`: fix what can be
     /// fixed (refresh, step-up, sign in again). Ok: send it again with [`Identity::bearer`].
     pub async fn refused(
@@ -578,6 +596,17 @@ impl Identity {
     /// or the CLI's own listener): the server probed for its challenge, discovery, the client's
     /// identity, and the flow parked in the vault. The URL is for the person to open.
     pub async fn start_sign_in(&self, redirect_uri: &str) -> Result<flow::Started, AuthError> {
+        self.start_sign_in_for(redirect_uri, None).await
+    }
+
+    /// [`Identity::start_sign_in`] for a user connecting their own account: the parked flow
+    /// remembers the URL elicitation it answers, whose outcome its callback records
+    /// ([`crate::connect`]).
+    pub async fn start_sign_in_for(
+        &self,
+        redirect_uri: &str,
+        elicitation_id: Option<&str>,
+    ) -> Result<flow::Started, AuthError> {
         let challenge = discovery::probe(&self.fetcher, &self.cfg.server_url)
             .await?
             .ok_or_else(|| {
@@ -591,7 +620,8 @@ impl Identity {
         let mut settings = self.cfg.client.clone();
         settings.redirect_uri = redirect_uri.to_string();
         let client = client::identify(&self.fetcher, &self.vault, &settings, &d.server).await?;
-        let started = flow::start(&d, client, redirect_uri, &self.cfg.grant_key, &scopes)?;
+        let mut started = flow::start(&d, client, redirect_uri, &self.cfg.grant_key, &scopes)?;
+        started.pending.elicitation_id = elicitation_id.map(str::to_string);
         flow::park(&self.vault, &started.pending).await?;
         Ok(started)
     }

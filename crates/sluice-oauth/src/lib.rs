@@ -13,6 +13,7 @@
 //! - [`Identity`]: one upstream's identity at run time: the token in memory, refresh before
 //!   expiry and on 401 (once across replicas), step-up on 403, "needs login" when a person must
 //!   act.
+//! - [`revoke`]: RFC 7009 revocation of a grant at its authorization server.
 //! - [`Fetcher`]: bounded HTTP (https except loopback, no cross-origin redirects, 1 MB, timeouts).
 //!
 //! Crates doing solved parts: `oauth2` (PKCE, state, the authorization URL, the token requests
@@ -26,6 +27,9 @@ mod error;
 pub mod fetch;
 pub mod flow;
 pub mod identity;
+pub mod revoke;
+#[cfg(test)]
+mod testing;
 pub mod token;
 
 pub use challenge::Challenge;
@@ -33,4 +37,5 @@ pub use client::{ClientCredentials, ClientSettings};
 pub use error::AuthError;
 pub use fetch::Fetcher;
 pub use identity::{Consent, Identity, IdentityConfig, Mode, Status};
+pub use revoke::Revoked;
 pub use token::{Grant, SigningKey};

@@ -35,6 +35,9 @@ pub struct Grant {
     pub client: ClientCredentials,
     /// When it was obtained or last refreshed (seconds since the epoch).
     pub obtained_at: u64,
+    /// The authorization server's RFC 7009 revocation endpoint, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation_endpoint: Option<String>,
 }
 
 impl std::fmt::Debug for Grant {
@@ -190,8 +193,51 @@ impl Tokens {
             resource,
             client,
             obtained_at: at,
+            revocation_endpoint: previous.and_then(|p| p.revocation_endpoint.clone()),
         }
     }
+}
+
+/// POST `form` to `endpoint` as `client` authenticates (its method: `client_secret_basic`,
+/// `client_secret_post`, `none`, `private_key_jwt`): for the requests the `oauth2` crate does
+/// not make (token exchange) or makes only over https (revocation; the bounded [`Fetcher`] also
+/// allows loopback). The status and the JSON answer.
+pub(crate) async fn post_as_client(
+    fetcher: &Fetcher,
+    endpoint: &str,
+    client: &ClientCredentials,
+    key: Option<&SigningKey>,
+    mut form: Vec<(&'static str, String)>,
+) -> Result<(reqwest::StatusCode, serde_json::Value), AuthError> {
+    let mut basic = None;
+    match client.auth_method.as_str() {
+        "client_secret_post" | "none" => {
+            form.push(("client_id", client.client_id.clone()));
+            if let (Some(s), "client_secret_post") =
+                (&client.client_secret, client.auth_method.as_str())
+            {
+                form.push(("client_secret", s.clone()));
+            }
+        }
+        "private_key_jwt" => {
+            let key =
+                key.ok_or_else(|| AuthError::Config("private_key_jwt needs a private key".into()))?;
+            form.push(("client_id", client.client_id.clone()));
+            form.push((
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".to_string(),
+            ));
+            form.push((
+                "client_assertion",
+                key.assertion(&client.client_id, &client.issuer)?,
+            ));
+        }
+        _ => match &client.client_secret {
+            Some(s) => basic = Some((client.client_id.as_str(), s.as_str())),
+            None => form.push(("client_id", client.client_id.clone())),
+        },
+    }
+    fetcher.post_form(endpoint, &form, basic).await
 }
 
 /// The `oauth2` crate's HTTP client: [`Fetcher::token_call`].

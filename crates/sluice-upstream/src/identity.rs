@@ -1,10 +1,16 @@
 //! An upstream's OAuth identity built from its configuration: the client settings, the
 //! redirect URI and client ID metadata document under the gateway's public URL, the signing key
-//! of `private_key_jwt`, and the "needs login" hint that names the command to run.
+//! of `private_key_jwt`, and the "needs login" hint that names the command to run; and for a
+//! `per_user` upstream, [`PerUser`]: one identity per principal, each with its own grant.
 
+use parking_lot::Mutex;
 use sluice_config::{OAuthMode, UpstreamSpec};
-use sluice_oauth::{ClientSettings, Fetcher, Identity, IdentityConfig, Mode, SigningKey};
+use sluice_oauth::{
+    flow, AuthError, ClientSettings, Fetcher, Identity, IdentityConfig, Mode, Revoked, SigningKey,
+    Status,
+};
 use sluice_vault::Vault;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -88,15 +94,19 @@ pub fn grant_key(upstream: &str) -> String {
     format!("upstream:{upstream}")
 }
 
-/// The identity of `spec` (None: it has no `oauth`). Err: its key file does not load.
-pub fn identity_for(
-    spec: &UpstreamSpec,
-    ctx: &OAuthContext,
-) -> Result<Option<Arc<Identity>>, IdentityError> {
+/// The grant key of `principal`'s own grant for a `per_user` upstream: the principal is part
+/// of the key, so one principal's grant is never read through another's identity. (Upstream ids
+/// hold no `:`, so the prefix `user:<upstream>:` names the upstream alone.)
+pub fn user_grant_key(upstream: &str, principal: &str) -> String {
+    format!("user:{upstream}:{principal}")
+}
+
+/// The `private_key_jwt` key of `spec`'s `oauth`, when it names one.
+fn signing_key(spec: &UpstreamSpec) -> Result<Option<SigningKey>, IdentityError> {
     let Some(o) = &spec.oauth else {
         return Ok(None);
     };
-    let signing_key = match &o.private_key_file {
+    let key = match &o.private_key_file {
         Some(path) => {
             let pem = std::fs::read(path).map_err(|e| IdentityError::ReadKey {
                 path: path.clone(),
@@ -113,6 +123,19 @@ pub fn identity_for(
         }
         None => None,
     };
+    Ok(key)
+}
+
+/// The identity of `spec` (None: it has no `oauth`, or it exchanges its users' tokens). Err:
+/// its key file does not load.
+pub fn identity_for(
+    spec: &UpstreamSpec,
+    ctx: &OAuthContext,
+) -> Result<Option<Arc<Identity>>, IdentityError> {
+    let Some(o) = &spec.oauth else {
+        return Ok(None);
+    };
+    let signing_key = signing_key(spec)?;
     let mode = match o.mode {
         OAuthMode::Shared => Mode::Person {
             hint: match &ctx.home_hint {
@@ -158,4 +181,297 @@ pub fn identity_for(
         ctx.vault.clone(),
         None,
     )))
+}
+
+/// How a user connects their own account, for the "needs login" of a per-user identity.
+pub fn connect_hint(upstream: &str) -> String {
+    format!(
+        "connect your own account to {upstream}: call one of its tools and open the link your client shows"
+    )
+}
+
+/// A `per_user` upstream's identities, one per principal, each with its own grant in the vault
+/// under [`user_grant_key`]. Made once per upstream (its configuration and the gateway's
+/// [`OAuthContext`]); an identity is made at a principal's first use and kept.
+pub struct PerUser {
+    upstream: String,
+    template: IdentityConfig,
+    ctx: OAuthContext,
+    identities: Mutex<HashMap<String, Arc<Identity>>>,
+}
+
+impl std::fmt::Debug for PerUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerUser")
+            .field("upstream", &self.upstream)
+            .field("held", &self.identities.lock().len())
+            .finish()
+    }
+}
+
+impl PerUser {
+    /// The per-user identities of `spec` (None: it is not a `per_user` upstream). Err: its key
+    /// file does not load.
+    pub fn new(spec: &UpstreamSpec, ctx: &OAuthContext) -> Result<Option<PerUser>, IdentityError> {
+        let Some(o) = spec.oauth.as_ref().filter(|o| o.mode == OAuthMode::PerUser) else {
+            return Ok(None);
+        };
+        Ok(Some(PerUser {
+            upstream: spec.id.clone(),
+            template: IdentityConfig {
+                server_url: spec.url.clone(),
+                grant_key: String::new(),
+                client: ctx.client_settings(spec),
+                scopes: o.scopes.clone(),
+                mode: Mode::Person {
+                    hint: connect_hint(&spec.id),
+                },
+                signing_key: signing_key(spec)?,
+            },
+            ctx: ctx.clone(),
+            identities: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The upstream's id.
+    pub fn upstream(&self) -> &str {
+        &self.upstream
+    }
+
+    /// The gateway's OAuth context (vault, fetcher, public URL).
+    pub fn context(&self) -> &OAuthContext {
+        &self.ctx
+    }
+
+    /// `principal`'s identity toward this upstream (made at the first use, then kept). Its
+    /// [`Identity::ready`] says "needs login" with [`connect_hint`] until the principal has
+    /// connected; [`Identity::start_sign_in_for`] starts that.
+    pub fn identity(&self, principal: &str) -> Arc<Identity> {
+        let mut held = self.identities.lock();
+        if let Some(i) = held.get(principal) {
+            return i.clone();
+        }
+        let mut cfg = self.template.clone();
+        cfg.grant_key = user_grant_key(&self.upstream, principal);
+        let identity = Identity::new(cfg, self.ctx.fetcher.clone(), self.ctx.vault.clone(), None);
+        held.insert(principal.to_string(), identity.clone());
+        identity
+    }
+
+    /// Whether `principal` holds a grant for this upstream (in memory or in the vault; a vault
+    /// that fails counts as not, and is logged).
+    pub async fn connected(&self, principal: &str) -> bool {
+        match self.identity(principal).ready().await {
+            Ok(()) => true,
+            Err(AuthError::NeedsLogin(_)) => false,
+            Err(e) => {
+                tracing::warn!(upstream = %self.upstream, "reading a user's grant failed: {e}");
+                false
+            }
+        }
+    }
+
+    /// Every principal with a grant for this upstream, with its status (expiry, scopes,
+    /// whether it refreshes), in the vault's order (sorted by principal).
+    pub async fn principals(&self) -> Result<Vec<(String, Status)>, AuthError> {
+        principals_of(&self.ctx.vault, &self.upstream).await
+    }
+
+    /// End `principal`'s connection: the grant is forgotten (memory and vault) and revoked at
+    /// the authorization server when it has a revocation endpoint (RFC 7009). `Ok(None)`: the
+    /// principal held no grant.
+    pub async fn revoke(&self, principal: &str) -> Result<Option<Revoked>, AuthError> {
+        let identity = self.identity(principal);
+        let outcome = identity.revoke().await;
+        self.identities.lock().remove(principal);
+        outcome
+    }
+}
+
+/// Every principal with a grant for `upstream` in `vault`, with its status: what
+/// [`PerUser::principals`] reads, for the CLI, which has no [`PerUser`].
+pub async fn principals_of(
+    vault: &Vault,
+    upstream: &str,
+) -> Result<Vec<(String, Status)>, AuthError> {
+    let prefix = user_grant_key(upstream, "");
+    let mut out = Vec::new();
+    for key in vault.keys(flow::GRANTS).await? {
+        let Some(principal) = key.strip_prefix(&prefix) else {
+            continue;
+        };
+        let Some(g) = flow::load(vault, &key).await? else {
+            continue;
+        };
+        out.push((
+            principal.to_string(),
+            Status::Connected {
+                expires_at: g.expires_at,
+                scopes: g.scopes.clone(),
+                refreshable: g.refresh_token.is_some(),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_config::{Transport, UpstreamOAuth};
+    use sluice_oauth::{ClientCredentials, Grant};
+    use sluice_vault::Keyring;
+
+    fn ctx() -> OAuthContext {
+        OAuthContext {
+            vault: Vault::memory(Keyring::new(vec![[7u8; 32]]).unwrap()),
+            fetcher: Fetcher::new(Vec::new()),
+            public_url: "http://127.0.0.1:8750".into(),
+            home_hint: None,
+        }
+    }
+
+    fn spec(id: &str, mode: OAuthMode) -> UpstreamSpec {
+        let mut s = UpstreamSpec::http(id, "http://127.0.0.1:9/mcp", Transport::Http);
+        s.oauth = Some(UpstreamOAuth {
+            mode,
+            client_id: None,
+            client_secret: None,
+            issuer: None,
+            scopes: vec!["crm.read".into()],
+            token_endpoint_auth: None,
+            private_key_file: None,
+            signing_alg: None,
+            client_metadata_url: None,
+            exchange: None,
+        });
+        s
+    }
+
+    fn grant(token: &str) -> Grant {
+        Grant {
+            access_token: token.into(),
+            refresh_token: Some(format!("{token}-refresh")),
+            expires_at: Some(4_000_000_000),
+            scopes: vec!["crm.read".into()],
+            token_endpoint: "http://127.0.0.1:9/token".into(),
+            resource: None,
+            client: ClientCredentials {
+                issuer: "http://127.0.0.1:9".into(),
+                client_id: "c".into(),
+                client_secret: None,
+                auth_method: "none".into(),
+            },
+            obtained_at: 0,
+            revocation_endpoint: None,
+        }
+    }
+
+    #[test]
+    fn only_per_user_upstreams_have_one() {
+        let c = ctx();
+        assert!(PerUser::new(&spec("crm", OAuthMode::Shared), &c)
+            .unwrap()
+            .is_none());
+        assert!(PerUser::new(&spec("crm", OAuthMode::PerUser), &c)
+            .unwrap()
+            .is_some());
+        assert_eq!(user_grant_key("crm", "jwt:alice"), "user:crm:jwt:alice");
+    }
+
+    #[tokio::test]
+    async fn each_principal_has_its_own_grant() {
+        let c = ctx();
+        let users = PerUser::new(&spec("crm", OAuthMode::PerUser), &c)
+            .unwrap()
+            .unwrap();
+        // A grant of the same name for another upstream, and the shared one: neither is a
+        // user's grant for crm.
+        flow::store(
+            &c.vault,
+            &user_grant_key("crm2", "alice"),
+            &grant("crm2-alice"),
+        )
+        .await
+        .unwrap();
+        flow::store(&c.vault, &grant_key("crm"), &grant("shared"))
+            .await
+            .unwrap();
+        assert!(!users.connected("alice").await);
+        let Err(AuthError::NeedsLogin(hint)) = users.identity("alice").ready().await else {
+            panic!("alice is not connected yet");
+        };
+        assert_eq!(hint, connect_hint("crm"));
+
+        flow::store(
+            &c.vault,
+            &user_grant_key("crm", "alice"),
+            &grant("alice-token"),
+        )
+        .await
+        .unwrap();
+        assert!(users.connected("alice").await);
+        let alice = users.identity("alice");
+        assert_eq!(
+            alice.bearer().unwrap().to_str().unwrap(),
+            "Bearer alice-token"
+        );
+        assert!(Arc::ptr_eq(&alice, &users.identity("alice")));
+        // Bob never reads Alice's grant, however he asks.
+        assert!(!users.connected("bob").await);
+        let bob = users.identity("bob");
+        assert!(bob.bearer().is_none());
+        assert!(!bob.reload().await.unwrap());
+        assert!(matches!(bob.ready().await, Err(AuthError::NeedsLogin(_))));
+        // A principal whose name extends another's is another principal.
+        assert!(!users.connected("alice:evil").await);
+        assert!(!users.connected("").await);
+
+        flow::store(&c.vault, &user_grant_key("crm", "bob"), &grant("bob-token"))
+            .await
+            .unwrap();
+        assert!(users.connected("bob").await);
+        assert_eq!(bob.bearer().unwrap().to_str().unwrap(), "Bearer bob-token");
+        assert_eq!(
+            alice.bearer().unwrap().to_str().unwrap(),
+            "Bearer alice-token"
+        );
+
+        let listed = users.principals().await.unwrap();
+        let names: Vec<&str> = listed.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["alice", "bob"]);
+        assert_eq!(
+            listed[0].1,
+            Status::Connected {
+                expires_at: Some(4_000_000_000),
+                scopes: vec!["crm.read".into()],
+                refreshable: true
+            }
+        );
+        // Debug of the registry and its statuses hold no token.
+        let shown = format!("{users:?} {listed:?} {alice:?}");
+        assert!(!shown.contains("alice-token"), "{shown}");
+
+        // Revoking Alice ends hers only (no revocation endpoint: forgotten).
+        assert_eq!(
+            users.revoke("alice").await.unwrap(),
+            Some(Revoked::NoEndpoint)
+        );
+        assert_eq!(users.revoke("alice").await.unwrap(), None);
+        assert!(!users.connected("alice").await);
+        assert!(users.identity("alice").bearer().is_none());
+        assert!(users.connected("bob").await);
+        let names: Vec<String> = users
+            .principals()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(names, ["bob"]);
+        assert!(flow::load(&c.vault, &grant_key("crm"))
+            .await
+            .unwrap()
+            .is_some());
+    }
 }
