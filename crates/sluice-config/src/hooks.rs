@@ -136,6 +136,19 @@ pub enum HttpProtocol {
     ClaudeCode,
 }
 
+/// What a hook that cannot decide means (Claude Code's `onFailure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnFailure {
+    /// As today: a non-blocking error (an unexpected exit code, a non-2xx answer) passes, and a
+    /// timeout or a hook that cannot start is the hook's `on_error` (the default).
+    #[default]
+    Continue,
+    /// Fail closed: a hook that cannot start, times out, crashes, exits with a code other than
+    /// 0 or 2 (a command), or answers non-2xx or unreadable JSON (http), or whose tool fails
+    /// (mcp_tool) refuses the message, with a reason naming the hook.
+    Block,
+}
+
 /// The permission modes Claude Code names (`permission_mode` of the payload).
 pub const PERMISSION_MODES: &[&str] = &[
     "default",
@@ -158,6 +171,18 @@ pub struct ClaudeSettings {
     pub plugin_root: Option<PathBuf>,
     /// What an `ask` becomes for a client without elicitation.
     pub ask_fallback: AskFallback,
+    /// Claude Code's `if`: one permission rule (`mcp__crm__*`, `Bash(git *)`); the hook runs
+    /// only for the tool calls it matches (tool events only).
+    pub if_rule: Option<String>,
+    /// Claude Code's `once`: the hook runs once per session.
+    pub once: bool,
+    /// Claude Code's `async`: the hook runs in the background and never decides.
+    pub run_async: bool,
+    /// Claude Code's `onFailure`.
+    pub on_failure: OnFailure,
+    /// Claude Code's `continueOnBlock` (PostToolUse): a block replaces the result the agent
+    /// gets with the reason, as a tool error, instead of appending the reason to it.
+    pub continue_on_block: bool,
 }
 
 impl Default for ClaudeSettings {
@@ -167,6 +192,11 @@ impl Default for ClaudeSettings {
             permission_mode: "default".into(),
             plugin_root: None,
             ask_fallback: AskFallback::Deny,
+            if_rule: None,
+            once: false,
+            run_async: false,
+            on_failure: OnFailure::Continue,
+            continue_on_block: false,
         }
     }
 }
@@ -207,6 +237,17 @@ pub enum HookKindSpec {
     Civic {
         /// The server's URL (Civic's `HOOKS` URL).
         url: String,
+    },
+    /// Claude Code's `mcp_tool` handler: a tool of one of Sluice's own upstreams is called, and
+    /// its result (the JSON text of its content) is the hook's answer.
+    McpTool {
+        /// The upstream's name.
+        server: String,
+        /// The upstream's own name of the tool.
+        tool: String,
+        /// The arguments; `${path}` in a string is a value of the hook input
+        /// (`${tool_input.file_path}`).
+        input: Value,
     },
     /// Rust, in process.
     Builtin {
@@ -365,7 +406,8 @@ pub(crate) fn load(
         let matcher = f.string("matcher").unwrap_or_default();
         if !matcher.is_empty()
             && matcher != "*"
-            && regex::Regex::new(&format!("^(?:{matcher})$")).is_err()
+            && !is_name_list(&matcher)
+            && regex::Regex::new(&matcher).is_err()
         {
             warnings.push(format!(
                 "{}: {}.matcher: {matcher:?} is not a valid regex; the hook never matches",
@@ -439,6 +481,23 @@ pub(crate) fn load(
                 }
                 Some(HookKindSpec::Civic { url })
             }
+            "mcp_tool" => {
+                let server = f.required_string("server");
+                let tool = f.required_string("tool");
+                let input = match obj.get("input") {
+                    None | Some(Value::Null) => Value::Object(Map::new()),
+                    Some(v @ Value::Object(_)) => v.clone(),
+                    Some(_) => {
+                        f.err("input", "must be an object (the tool's arguments)");
+                        Value::Object(Map::new())
+                    }
+                };
+                Some(HookKindSpec::McpTool {
+                    server,
+                    tool,
+                    input,
+                })
+            }
             "builtin" => {
                 let name = f.required_string("builtin");
                 let options = obj.get("options").unwrap_or(&Value::Null);
@@ -468,13 +527,17 @@ pub(crate) fn load(
                 f.err(
                     "type",
                     format!(
-                        "unknown hook type {other:?} (command, process, http, builtin or civic)"
+                        "unknown hook type {other:?} (command, process, http, mcp_tool, builtin or civic)"
                     ),
                 );
                 None
             }
         };
-        let default_timeout = if kind_name == "command" { 60.0 } else { 10.0 };
+        let default_timeout = if kind_name == "command" || kind_name == "mcp_tool" {
+            60.0
+        } else {
+            10.0
+        };
         let timeout = match obj.get("timeout") {
             None | Some(Value::Null) => default_timeout,
             Some(v) => match v.as_f64() {
@@ -523,6 +586,28 @@ pub(crate) fn load(
         };
         let description = f.string("description").unwrap_or_default();
         let claude = claude_settings(&mut f);
+        if claude.if_rule.is_some() {
+            let tool_event = matches!(
+                event,
+                Some(
+                    HookEventKind::PreToolUse
+                        | HookEventKind::PostToolUse
+                        | HookEventKind::PostToolUseFailure
+                )
+            );
+            if !tool_event {
+                warnings.push(format!(
+                    "{}: hook {id:?}: `if` applies to tool events only (PreToolUse, PostToolUse, PostToolUseFailure); as in Claude Code, a hook with `if` on another event never runs",
+                    file.display()
+                ));
+            }
+        }
+        if claude.continue_on_block && event != Some(HookEventKind::PostToolUse) {
+            warnings.push(format!(
+                "{}: hook {id:?}: `continue_on_block` applies to PostToolUse hooks only; ignored",
+                file.display()
+            ));
+        }
         if let Some(ev @ (HookEventKind::UserPromptSubmit | HookEventKind::PreCompact)) = event {
             warnings.push(format!(
                 "{}: hook {id:?}: {} happens inside the agent and never crosses the wire; Sluice accepts it and never fires it",
@@ -582,7 +667,28 @@ fn claude_settings(f: &mut Fields) -> ClaudeSettings {
             format!("unknown ask_fallback {other:?} (deny or allow)"),
         ),
     }
+    c.if_rule = f.string("if").filter(|r| !r.trim().is_empty());
+    c.once = f.bool("once", false);
+    c.run_async = f.bool("async", false);
+    match f.string("on_failure").as_deref() {
+        None | Some("continue") => {}
+        Some("block") => c.on_failure = OnFailure::Block,
+        Some(other) => f.err(
+            "on_failure",
+            format!("unknown on_failure {other:?} (continue or block)"),
+        ),
+    }
+    c.continue_on_block = f.bool("continue_on_block", false);
     c
+}
+
+/// Is a matcher a list of exact names (only letters, digits, `_`, `-`, spaces, `,` and `|`,
+/// as Claude Code reads it: `Bash`, `Edit|Write`, `mcp__crm__find, mcp__crm__get`)? Any other
+/// matcher is a regex.
+pub fn is_name_list(matcher: &str) -> bool {
+    matcher
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ' ' | ',' | '|' | '-'))
 }
 
 /// `validate` checks the arguments as they are when it runs: an `explain` after it still has the

@@ -31,8 +31,8 @@ pub use cluster::{key_bytes, ClusterSettings};
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
 pub use hooks::{
-    AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HooksFile, HttpProtocol,
-    OnError, ToolNameForm, PERMISSION_MODES,
+    is_name_list, AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HooksFile,
+    HttpProtocol, OnError, OnFailure, ToolNameForm, PERMISSION_MODES,
 };
 pub use logs::LogConfig;
 pub use oauth::{OAuthMode, TokenExchange, UpstreamOAuth, VaultSettings, ACCESS_TOKEN_TYPE};

@@ -451,8 +451,8 @@ pub(crate) static HOOK: Obj = Obj {
     fields: &[
         f("id", Ty::NonEmpty, "Unique key; `hooks.state.json` keys on it.").req(),
         f("event", Ty::Enum(EVENTS), "The lifecycle event (required except for builtins and civic hooks, which leave it out)."),
-        f("type", Ty::Enum(&["command", "process", "http", "builtin", "civic"]), "How it runs.").def("\"command\""),
-        f("matcher", Ty::Str, "Tool-name regex, full match; `\"\"` or `\"*\"`: always.").def("\"\""),
+        f("type", Ty::Enum(&["command", "process", "http", "mcp_tool", "builtin", "civic"]), "How it runs.").def("\"command\""),
+        f("matcher", Ty::Str, "The tool name (Elicitation: the upstream), as Claude Code reads it: only letters, digits, `_`, `-`, spaces, `,` and `|`: an exact name or a `|` / `,` list; anything else: a regex that matches anywhere in the name; `\"\"` or `\"*\"`: always.").def("\"\""),
         f("methods", Ty::Strings, "Method globs (`tools/*`, `*`). Default by event: `[\"tools/call\"]` for the tool events (and the mask, pii, size-cap and rate-limit builtins), `[\"initialize\"]` for SessionStart, else `[\"*\"]`."),
         f("command", Ty::NonEmpty, "command/process: the command line, run with `sh -c`; `${HOOKS_DIR}` is expanded. command with `args`: the program, run without a shell."),
         f("args", Ty::Strings, "command: the exec form's arguments (no shell; `${HOOKS_DIR}`, `${CLAUDE_PROJECT_DIR}` and `${CLAUDE_PLUGIN_ROOT}` are expanded)."),
@@ -465,6 +465,14 @@ pub(crate) static HOOK: Obj = Obj {
         f("permission_mode", Ty::Enum(crate::hooks::PERMISSION_MODES), "`permission_mode` of the payload.").def("\"default\""),
         f("plugin_root", Ty::Str, "The Claude Code plugin folder the hook came from (`CLAUDE_PLUGIN_ROOT`)."),
         f("ask_fallback", Ty::Enum(&["deny", "allow"]), "What an `ask` becomes for a client without elicitation.").def("\"deny\""),
+        f("server", Ty::NonEmpty, "mcp_tool: the upstream whose tool the hook calls."),
+        f("tool", Ty::NonEmpty, "mcp_tool: the upstream's own name of the tool."),
+        f("input", Ty::Object(&MCP_TOOL_INPUT), "mcp_tool: the tool's arguments; `${path}` in a string is that value of the hook input (`${tool_input.file_path}`, `${session_id}`).").def("{}"),
+        f("if", Ty::Str, "Claude Code's `if` (tool events): one permission rule (`mcp__crm__*`, `mcp__crm__find`, `Bash(git *)`); the hook runs only for the calls it matches."),
+        f("once", Ty::Bool, "Claude Code's `once`: run once per session.").def("false"),
+        f("async", Ty::Bool, "Claude Code's `async`: run in the background; never decides, never delays the message.").def("false"),
+        f("on_failure", Ty::Enum(&["continue", "block"]), "Claude Code's `onFailure`: `block` refuses the message when the hook cannot start, times out, crashes or exits with a code other than 0 or 2 (http: answers non-2xx or unreadable; mcp_tool: its tool fails).").def("\"continue\""),
+        f("continue_on_block", Ty::Bool, "Claude Code's `continueOnBlock` (PostToolUse): a block replaces the result with its reason as a tool error (`isError: true`) instead of appending the reason.").def("false"),
         f("builtin", Ty::Enum(BUILTINS), "builtin: which one."),
         f("options", Ty::Options, "builtin: its options (their schema depends on `builtin`)."),
         f("timeout", Ty::Number, "Seconds per event (at most 86400); absent or non-positive: 60 for command, 10 for the others."),
@@ -477,8 +485,14 @@ pub(crate) static HOOK: Obj = Obj {
         When { field: "type", is: &["command", "process"], negate: false, absent_is: true, require: &["command"] },
         When { field: "type", is: &["http", "civic"], negate: false, absent_is: false, require: &["url"] },
         When { field: "type", is: &["builtin"], negate: false, absent_is: false, require: &["builtin"] },
+        When { field: "type", is: &["mcp_tool"], negate: false, absent_is: false, require: &["server", "tool"] },
     ],
     builtins: true,
+    ..OBJ
+};
+
+pub(crate) static MCP_TOOL_INPUT: Obj = Obj {
+    doc: "An mcp_tool hook's arguments for its tool (any keys).",
     ..OBJ
 };
 

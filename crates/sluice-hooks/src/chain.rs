@@ -4,11 +4,18 @@
 //! tool-name matcher, and has a timeout and an `on_error`.
 //!
 //! A matcher matches the client-facing tool name or its Claude Code form
-//! `mcp__<upstream>__<tool>`, so matchers written for Claude Code work unchanged. A hook that
-//! answers `ask` does not stop the phase: a later refusal still wins (deny > ask > allow), and
-//! when the phase ends with asks the outcome is [`RequestOutcome::Ask`] (the server asks a
-//! person through the client). PostToolUse hooks see successful calls, PostToolUseFailure hooks
-//! failed ones (an error reply or `isError: true`).
+//! `mcp__<upstream>__<tool>`, so matchers written for Claude Code work unchanged; it is read as
+//! Claude Code reads it (exact names or a list, else a regex: see `chain/matcher.rs`), and so is
+//! a hook's `if` (one permission rule on the call). A hook that answers `ask` does not stop the
+//! phase: a later refusal still wins (deny > defer > ask > allow), and when the phase ends with
+//! asks the outcome is [`RequestOutcome::Ask`] (the server asks a person through the client); a
+//! `defer` no one can resume behind a gateway refuses the call. PostToolUse hooks see
+//! successful calls, PostToolUseFailure hooks failed ones (an error reply or `isError: true`).
+//!
+//! Claude Code's handler settings: `once` runs a hook once per session; `async` runs a command,
+//! http or mcp_tool hook in the background (it never decides, and the message does not wait for
+//! it; recorded as `async`); `on_failure: "block"` makes a hook that cannot decide refuse the
+//! message, naming the hook, whatever its `on_error`.
 //!
 //! Response controls (the `mask`, `pii` and `size-cap` builtins) are a stage of their own: they
 //! run first in [`Chain::response`], whatever their place in the manifest, so every other
@@ -21,18 +28,23 @@ use crate::command::CommandHook;
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{is_failure, ClaudeFields, HookEvent, Phase};
 use crate::http::HttpHook;
+use crate::mcp_tool::{McpToolHook, ToolRunner};
 use crate::process::ProcessHook;
 use crate::transcript::Transcripts;
-use regex::Regex;
-use serde_json::{Map, Value};
-use sluice_config::{AskFallback, ClaudeSettings, HookEventKind, OnError, ToolNameForm};
+use parking_lot::Mutex;
+use serde_json::{json, Map, Value};
+use sluice_config::{AskFallback, ClaudeSettings, HookEventKind, OnError, OnFailure, ToolNameForm};
+use sluice_core::{codes, RpcError};
 use sluice_core::{Message, Principal};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod build;
+mod matcher;
 mod session;
+use matcher::{IfRule, Matcher};
 pub use session::EndReason;
 
 /// How a hook runs.
@@ -47,12 +59,8 @@ pub enum Kind {
     Http(HttpHook),
     /// A server built on Civic's `@civic/hook-common`.
     Civic(CivicHook),
-}
-
-enum Matcher {
-    Always,
-    Regex(Regex),
-    Never,
+    /// A tool of one of the gateway's upstreams (Claude Code's `mcp_tool`).
+    McpTool(McpToolHook),
 }
 
 /// One hook in the chain.
@@ -67,6 +75,7 @@ pub struct Hook {
     response: bool,
     methods: Vec<String>,
     matcher: Matcher,
+    if_rule: Option<IfRule>,
     timeout: Duration,
     on_error: OnError,
     claude: ClaudeSettings,
@@ -196,18 +205,43 @@ impl Hook {
             // Claude Code matches elicitation hooks on the server's name.
             return match &self.matcher {
                 Matcher::Always => true,
-                Matcher::Never => false,
-                Matcher::Regex(r) => ctx.upstream.is_some_and(|u| r.is_match(u)),
+                m => ctx.upstream.is_some_and(|u| m.is_match(u)),
             };
         }
         match &self.matcher {
             Matcher::Always => true,
-            Matcher::Never => false,
-            Matcher::Regex(r) => {
-                ctx.tool_name.is_some_and(|t| r.is_match(t))
-                    || ctx.mcp_tool_name().is_some_and(|m| r.is_match(&m))
+            m => {
+                ctx.tool_name.is_some_and(|t| m.is_match(t))
+                    || ctx.mcp_tool_name().is_some_and(|n| m.is_match(&n))
             }
         }
+    }
+
+    /// Does its `if` let it run on this call (`input`: the call's arguments)? A hook without
+    /// one runs.
+    fn if_allows(&self, ctx: &Ctx, input: Option<&Value>, cwd: &std::path::Path) -> bool {
+        let Some(rule) = &self.if_rule else {
+            return true;
+        };
+        let mcp = ctx.mcp_tool_name();
+        let names: Vec<&str> = ctx.tool_name.into_iter().chain(mcp.as_deref()).collect();
+        rule.matches(&names, input, cwd)
+    }
+
+    /// The refusal its failure means: with `on_failure: "block"` one naming the hook for the
+    /// agent (as Claude Code blocks then); else its `on_error`'s.
+    fn failure_refusal(&self, why: &str) -> Option<Refusal> {
+        if self.claude.on_failure == OnFailure::Block {
+            return Some(Refusal::for_agent(format!(
+                "hook {} failed (on_failure: block): {why}",
+                self.id
+            )));
+        }
+        (self.on_error == OnError::Refuse).then(|| Refusal {
+            reason: format!("hook {} failed: {why}", self.id),
+            for_agent: false,
+            error: None,
+        })
     }
 
     /// Does its event take this reply of a call? PostToolUse takes successes,
@@ -255,6 +289,7 @@ impl Hook {
         ev: &mut HookEvent,
         ctx: &Ctx<'_>,
         trace: &mut Trace,
+        tools: Option<&Arc<dyn ToolRunner>>,
     ) -> Result<Decision, HookFailure> {
         // A builtin that does no I/O answers at once: no timeout to arm.
         if let Kind::Builtin(b) = &self.kind {
@@ -269,6 +304,7 @@ impl Hook {
                 Kind::Process(p) => p.decide(ev).await,
                 Kind::Http(h) => h.decide(ev).await,
                 Kind::Civic(c) => c.decide(ev).await,
+                Kind::McpTool(m) => m.decide(ev, tools).await,
             }
         };
         // The kinds enforce their own timeouts (and kill what they started); this is the net.
@@ -285,6 +321,10 @@ impl Hook {
 /// The enabled hooks, in order, and the response controls.
 #[derive(Default)]
 pub struct Chain {
+    /// Calls the upstreams' tools for `mcp_tool` hooks (given by the server).
+    tools: Option<Arc<dyn ToolRunner>>,
+    /// The `once` hooks that ran, by hook id and session.
+    once_ran: Mutex<HashSet<(Arc<str>, String)>>,
     hooks: Vec<Hook>,
     controls: Vec<Hook>,
     cwd: PathBuf,
@@ -296,6 +336,94 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// Call the upstreams' tools for `mcp_tool` hooks with `runner`.
+    pub fn with_tool_runner(mut self, runner: Arc<dyn ToolRunner>) -> Chain {
+        self.tools = Some(runner);
+        self
+    }
+
+    /// The runner `mcp_tool` hooks call tools with (a rebuilt chain keeps it).
+    pub fn tool_runner(&self) -> Option<Arc<dyn ToolRunner>> {
+        self.tools.clone()
+    }
+
+    /// Has a `once` hook yet to run in this session? Marks it as run.
+    fn first_run(&self, hook: &Hook, session_id: &str) -> bool {
+        self.once_ran
+            .lock()
+            .insert((hook.record_id.clone(), session_id.to_string()))
+    }
+
+    /// Forget which `once` hooks ran in a session that ended.
+    fn forget_session(&self, session_id: &str) {
+        self.once_ran.lock().retain(|(_, s)| s != session_id);
+    }
+
+    /// Does `hook` not run on this call: its `if` does not match the call's arguments `input`,
+    /// or it is a `once` hook that ran in this session already (else it is marked as run)?
+    fn passes_over(&self, hook: &Hook, ctx: &Ctx, input: Option<&Value>) -> bool {
+        !hook.if_allows(ctx, input, &self.cwd)
+            || (hook.claude.once && !self.first_run(hook, ctx.session_id))
+    }
+
+    /// Claude Code's `async`: run `hook` on `msg` in the background, recorded as `async`.
+    /// `false` when it is not an async hook (or cannot run detached): it runs in line.
+    fn ran_detached(
+        &self,
+        phase: Phase,
+        hook: &Hook,
+        ctx: &Ctx,
+        msg: &Message,
+        request: Option<&Message>,
+        trace: &mut Trace,
+    ) -> bool {
+        if !hook.claude.run_async {
+            return false;
+        }
+        let started = Instant::now();
+        let ev = self.event(phase, hook, ctx, msg.clone(), request.cloned(), trace);
+        if !self.detach(hook, ev) {
+            return false;
+        }
+        trace
+            .records
+            .push(hook.record(phase, started, "async", None));
+        true
+    }
+
+    /// Run `hook` on `ev` in the background (Claude Code's `async`): its decision is only
+    /// logged. `false` for a kind that cannot run detached (it then runs in line).
+    fn detach(&self, hook: &Hook, ev: HookEvent) -> bool {
+        type Run = futures_util::future::BoxFuture<'static, Result<Decision, HookFailure>>;
+        let run: Run = match &hook.kind {
+            Kind::Command(c) => {
+                let c = c.clone();
+                Box::pin(async move { c.decide(&ev).await })
+            }
+            Kind::Http(h) => {
+                let h = h.clone();
+                Box::pin(async move { h.decide(&ev).await })
+            }
+            Kind::McpTool(m) => {
+                let (m, tools) = (m.clone(), self.tools.clone());
+                Box::pin(async move { m.decide(&ev, tools.as_ref()).await })
+            }
+            _ => return false,
+        };
+        let (id, limit) = (
+            hook.record_id.clone(),
+            hook.timeout + Duration::from_secs(1),
+        );
+        tokio::spawn(async move {
+            match tokio::time::timeout(limit, run).await {
+                Ok(Ok(d)) => tracing::info!(hook = %id, "async hook decided (not applied): {d:?}"),
+                Ok(Err(e)) => tracing::warn!(hook = %id, "async hook failed: {e}"),
+                Err(_) => tracing::warn!(hook = %id, "async hook timed out"),
+            }
+        });
+        true
+    }
+
     /// Keep each session's transcript when the session ends (else it is removed after its Stop
     /// and SessionEnd hooks ran).
     pub fn keeping_transcripts(mut self, keep: bool) -> Chain {
@@ -481,6 +609,7 @@ impl Chain {
                     Phase::Response => trace.dispatched.map(|d| d.elapsed().as_millis() as u64),
                     Phase::Request => None,
                 },
+                continue_on_block: hook.claude.continue_on_block,
             }
         };
     }
@@ -515,6 +644,7 @@ impl Chain {
             self.transcript_use(ctx, &msg);
         }
         let mut asks = Vec::new();
+        let mut defers: Vec<(&str, String)> = Vec::new();
         // The event the last hook was shown, and that hook: the next one is shown it refitted.
         let mut spare: Option<(HookEvent, &Hook)> = None;
         for (i, hook) in self.hooks.iter().enumerate() {
@@ -527,6 +657,11 @@ impl Chain {
             {
                 continue;
             }
+            if self.passes_over(hook, ctx, msg.param("arguments"))
+                || self.ran_detached(Phase::Request, hook, ctx, &msg, ctx.answers, trace)
+            {
+                continue;
+            }
             let started = Instant::now();
             let mut ev = match spare.take() {
                 Some((mut ev, last)) => {
@@ -536,7 +671,7 @@ impl Chain {
                 }
                 None => self.event(Phase::Request, hook, ctx, msg, ctx.answers.cloned(), trace),
             };
-            let result = hook.decide(&mut ev, ctx, trace).await;
+            let result = hook.decide(&mut ev, ctx, trace, self.tools.as_ref()).await;
             msg = ev.message.take();
             spare = Some((ev, hook));
             let mut record = |decision: &'static str, reason: Option<String>| {
@@ -561,6 +696,10 @@ impl Chain {
                         fallback: hook.claude.ask_fallback,
                     });
                 }
+                Ok(Decision::Defer(reason)) => {
+                    record("defer", Some(reason.clone()));
+                    defers.push((hook.id.as_str(), reason));
+                }
                 Ok(Decision::Modify(mut m)) | Ok(Decision::Feedback(mut m, _)) => {
                     record("modify", None);
                     if let Some(id) = &original_id {
@@ -583,18 +722,26 @@ impl Chain {
                 Err(HookFailure(why)) => {
                     record("error", Some(why.clone()));
                     tracing::warn!(hook = %hook.id, method = ctx.method, "hook failed: {why}");
-                    if hook.on_error == OnError::Refuse {
-                        return (
-                            RequestOutcome::Refuse(Refusal {
-                                reason: format!("hook {} failed: {why}", hook.id),
-                                for_agent: false,
-                                error: None,
-                            }),
-                            i + 1,
-                        );
+                    if let Some(r) = hook.failure_refusal(&why) {
+                        return (RequestOutcome::Refuse(r), i + 1);
                     }
                 }
             }
+        }
+        if let Some((hook, reason)) = defers.first() {
+            // deny > defer > ask: no hook refused, so the first defer decides.
+            let reason = format!("hook {hook} deferred the call: {reason} (a deferred call waits for its caller to decide and resume it; behind the gateway no one can, so it is not run)");
+            tracing::info!(hook = %hook, method = ctx.method, session = ctx.session_id, "request deferred by hook, so refused");
+            let error = RpcError::new(codes::REQUEST_REJECTED, "Request rejected")
+                .with_data(json!({"reason": reason, "deferred": true}));
+            return (
+                RequestOutcome::Refuse(Refusal {
+                    reason,
+                    for_agent: true,
+                    error: Some(Box::new(error)),
+                }),
+                self.hooks.len(),
+            );
         }
         trace.dispatched = Some(Instant::now());
         if asks.is_empty() {
@@ -640,9 +787,14 @@ impl Chain {
             if !hook.selects(Phase::Response, ctx) || !hook.takes_reply(ctx, &msg) {
                 continue;
             }
+            if self.passes_over(hook, ctx, request.and_then(|r| r.param("arguments")))
+                || self.ran_detached(Phase::Response, hook, ctx, &msg, request, trace)
+            {
+                continue;
+            }
             let started = Instant::now();
             let mut ev = self.event(Phase::Response, hook, ctx, msg, request.cloned(), trace);
-            let result = hook.decide(&mut ev, ctx, trace).await;
+            let result = hook.decide(&mut ev, ctx, trace, self.tools.as_ref()).await;
             msg = ev.message;
             let mut record = |decision: &'static str, reason: Option<String>| {
                 trace
@@ -650,7 +802,7 @@ impl Chain {
                     .push(hook.record(Phase::Response, started, decision, reason));
             };
             match result {
-                Ok(Decision::Pass) => record("pass", None),
+                Ok(Decision::Pass) | Ok(Decision::Defer(_)) => record("pass", None),
                 Ok(Decision::Ask(reason, _)) => {
                     tracing::info!(hook = %hook.id, method = ctx.method, reason = %reason, "a response hook asked; there is nothing left to allow (the call ran), so it passes");
                     record("pass", None);
@@ -682,12 +834,8 @@ impl Chain {
                 Err(HookFailure(why)) => {
                     record("error", Some(why.clone()));
                     tracing::warn!(hook = %hook.id, method = ctx.method, "hook failed: {why}");
-                    if hook.on_error == OnError::Refuse {
-                        return Err(Refusal {
-                            reason: format!("hook {} failed: {why}", hook.id),
-                            for_agent: false,
-                            error: None,
-                        });
+                    if let Some(r) = hook.failure_refusal(&why) {
+                        return Err(r);
                     }
                 }
             }

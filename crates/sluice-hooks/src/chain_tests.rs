@@ -355,3 +355,439 @@ async fn each_hook_is_shown_its_own_event_along_the_chain() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Claude Code's handler settings and the mcp_tool kind, through the chain.
+mod claude_settings {
+    use super::*;
+    use crate::mcp_tool::{ToolCallError, ToolRunner};
+    use futures_util::future::BoxFuture;
+    use serde_json::json;
+    use sluice_config::OnFailure;
+    use std::path::PathBuf;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sluice-cc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn hook(id: &str, event: HookEventKind, command: &str, claude: ClaudeSettings) -> HookSpec {
+        HookSpec {
+            event,
+            methods: event.default_methods(),
+            kind: HookKindSpec::Command {
+                command: command.into(),
+                args: None,
+                script: None,
+            },
+            claude,
+            timeout: Duration::from_secs(5),
+            ..builtin(id, "explain", Value::Null, &[])
+        }
+    }
+
+    fn call_ctx<'a>(session: &'a str, upstream: &'a str, tool: &'a str, name: &'a str) -> Ctx<'a> {
+        Ctx {
+            session_id: session,
+            upstream: Some(upstream),
+            upstream_tool: Some(tool),
+            ..ctx("tools/call", Some(name))
+        }
+    }
+
+    fn call(args: Value) -> Message {
+        Message::from_value(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "x", "arguments": args}}))
+        .unwrap()
+    }
+
+    async fn run(chain: &Chain, cx: &Ctx<'_>, args: Value) -> (RequestOutcome, Trace) {
+        let mut trace = Trace::default();
+        let (out, _) = chain.request(cx, call(args), &mut trace).await;
+        (out, trace)
+    }
+
+    fn lines(p: &std::path::Path) -> usize {
+        std::fs::read_to_string(p)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn once_runs_a_hook_once_per_session() {
+        let d = dir("once");
+        let log = d.join("ran.log");
+        let once = ClaudeSettings {
+            once: true,
+            ..Default::default()
+        };
+        let cmd = format!("echo ran >> {}", log.display());
+        let (chain, w) = Chain::build(
+            &[hook("pre/once", HookEventKind::PreToolUse, &cmd, once)],
+            &d,
+        );
+        assert!(w.is_empty(), "{w:?}");
+        let a = call_ctx("a", "up", "echo", "up_echo");
+        for _ in 0..3 {
+            let (out, _) = run(&chain, &a, json!({})).await;
+            assert!(matches!(out, RequestOutcome::Forward(_)), "{out:?}");
+        }
+        assert_eq!(lines(&log), 1);
+        let b = call_ctx("b", "up", "echo", "up_echo");
+        run(&chain, &b, json!({})).await;
+        run(&chain, &b, json!({})).await;
+        assert_eq!(lines(&log), 2, "once more for another session");
+        // A session that ended is forgotten.
+        chain.drop_transcript("a");
+        run(&chain, &a, json!({})).await;
+        assert_eq!(lines(&log), 3);
+    }
+
+    #[tokio::test]
+    async fn async_hooks_run_in_the_background_and_never_decide() {
+        let d = dir("async");
+        let done = d.join("done");
+        let background = ClaudeSettings {
+            run_async: true,
+            ..Default::default()
+        };
+        // It would block (exit 2), and it takes a second.
+        let cmd = format!("sleep 1; cat > {}; echo no >&2; exit 2", done.display());
+        let (chain, w) = Chain::build(
+            &[hook(
+                "pre/async",
+                HookEventKind::PreToolUse,
+                &cmd,
+                background,
+            )],
+            &d,
+        );
+        assert!(w.is_empty(), "{w:?}");
+        let started = Instant::now();
+        let (out, trace) = run(
+            &chain,
+            &call_ctx("s", "up", "echo", "up_echo"),
+            json!({"a": 1}),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_millis(800),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(matches!(out, RequestOutcome::Forward(_)), "{out:?}");
+        assert_eq!(trace.records[0].decision, "async");
+        assert!(!done.exists());
+        for _ in 0..50 {
+            if done.exists() && lines(&done) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let shown: Value = serde_json::from_str(&std::fs::read_to_string(&done).unwrap()).unwrap();
+        assert_eq!(shown["tool_input"], json!({"a": 1}));
+        assert_eq!(shown["hook_event_name"], "PreToolUse");
+    }
+
+    #[tokio::test]
+    async fn defer_refuses_what_no_one_can_resume_and_deny_still_wins() {
+        let d = dir("defer");
+        let say = |decision: &str, reason: &str| {
+            format!("echo '{{\"hookSpecificOutput\": {{\"permissionDecision\": \"{decision}\", \"permissionDecisionReason\": \"{reason}\"}}}}'")
+        };
+        let pre =
+            |id: &str, cmd: String| hook(id, HookEventKind::PreToolUse, &cmd, Default::default());
+        let cx = call_ctx("s", "up", "echo", "up_echo");
+        // ask, then defer: defer wins (deny > defer > ask > allow).
+        let (chain, _) = Chain::build(
+            &[
+                pre("pre/ask", say("ask", "sure?")),
+                pre("pre/defer", say("defer", "CI decides")),
+            ],
+            &d,
+        );
+        let (out, trace) = run(&chain, &cx, json!({})).await;
+        let RequestOutcome::Refuse(r) = out else {
+            panic!("{out:?}")
+        };
+        let reason = "hook pre/defer deferred the call: CI decides (a deferred call waits for its caller to decide and resume it; behind the gateway no one can, so it is not run)";
+        assert_eq!(r.reason, reason);
+        assert!(r.for_agent);
+        assert_eq!(
+            r.to_error(Phase::Request, json!(1)).to_value(),
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32030, "message": "Request rejected", "data": {"reason": reason, "deferred": true}}})
+        );
+        let decisions: Vec<_> = trace.records.iter().map(|r| r.decision).collect();
+        assert_eq!(decisions, ["ask", "defer"]);
+        // defer, then deny: deny wins.
+        let (chain, _) = Chain::build(
+            &[
+                pre("pre/defer", say("defer", "later")),
+                pre("pre/deny", say("deny", "never")),
+            ],
+            &d,
+        );
+        let (out, _) = run(&chain, &cx, json!({})).await;
+        let RequestOutcome::Refuse(r) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!((r.reason.as_str(), r.error.is_none()), ("never", true));
+    }
+
+    #[tokio::test]
+    async fn on_failure_block_refuses_when_a_hook_cannot_decide() {
+        let d = dir("onfailure");
+        let block = ClaudeSettings {
+            on_failure: OnFailure::Block,
+            ..Default::default()
+        };
+        let pre =
+            |id: &str, cmd: &str, c: ClaudeSettings| hook(id, HookEventKind::PreToolUse, cmd, c);
+        let cx = call_ctx("s", "up", "echo", "up_echo");
+        // Exit 1: a non-blocking error by default, a refusal naming the hook with block.
+        let (chain, _) = Chain::build(
+            &[pre(
+                "pre/crash",
+                "echo boom >&2; exit 1",
+                Default::default(),
+            )],
+            &d,
+        );
+        assert!(matches!(
+            run(&chain, &cx, json!({})).await.0,
+            RequestOutcome::Forward(_)
+        ));
+        let (chain, _) = Chain::build(
+            &[pre("pre/crash", "echo boom >&2; exit 1", block.clone())],
+            &d,
+        );
+        let (out, trace) = run(&chain, &cx, json!({})).await;
+        let RequestOutcome::Refuse(r) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            r,
+            Refusal::for_agent(
+                "hook pre/crash failed (on_failure: block): exited with code 1: boom"
+            )
+        );
+        assert_eq!(trace.records[0].decision, "error");
+        // A timeout refuses even when on_error says pass.
+        let mut slow = pre("pre/slow", "sleep 5", block.clone());
+        slow.timeout = Duration::from_millis(300);
+        slow.on_error = OnError::Pass;
+        let (chain, _) = Chain::build(&[slow.clone()], &d);
+        let RequestOutcome::Refuse(r) = run(&chain, &cx, json!({})).await.0 else {
+            panic!()
+        };
+        assert_eq!(
+            r.reason,
+            "hook pre/slow failed (on_failure: block): timed out after 300ms"
+        );
+        slow.claude.on_failure = OnFailure::Continue;
+        let (chain, _) = Chain::build(&[slow], &d);
+        assert!(matches!(
+            run(&chain, &cx, json!({})).await.0,
+            RequestOutcome::Forward(_)
+        ));
+        // A program that cannot start.
+        let mut missing = pre("pre/missing", "/nonexistent/guard", block);
+        missing.kind = HookKindSpec::Command {
+            command: "/nonexistent/guard".into(),
+            args: Some(vec![]),
+            script: None,
+        };
+        let (chain, _) = Chain::build(&[missing], &d);
+        let RequestOutcome::Refuse(r) = run(&chain, &cx, json!({})).await.0 else {
+            panic!()
+        };
+        assert!(
+            r.reason.starts_with(
+                "hook pre/missing failed (on_failure: block): cannot start the hook command"
+            ),
+            "{}",
+            r.reason
+        );
+    }
+
+    #[tokio::test]
+    async fn if_rules_select_calls_by_tool_and_arguments() {
+        let d = dir("if");
+        let log = d.join("ran.log");
+        let cmd = format!("echo ran >> {}", log.display());
+        let with_if = |id: &str, rule: &str, form: ToolNameForm| {
+            hook(
+                id,
+                HookEventKind::PreToolUse,
+                &cmd,
+                ClaudeSettings {
+                    if_rule: Some(rule.into()),
+                    tool_name: form,
+                    ..Default::default()
+                },
+            )
+        };
+        let (chain, w) = Chain::build(
+            &[
+                with_if("pre/crm", "mcp__crm__*", ToolNameForm::Mcp),
+                with_if("pre/git", "Bash(git *)", ToolNameForm::Gateway),
+            ],
+            &d,
+        );
+        assert!(w.is_empty(), "{w:?}");
+        let crm = call_ctx("s", "crm", "find", "crm_find");
+        run(&chain, &crm, json!({})).await;
+        assert_eq!(lines(&log), 1, "mcp__crm__* runs for crm's tools");
+        run(&chain, &call_ctx("s", "fs", "read", "fs_read"), json!({})).await;
+        assert_eq!(lines(&log), 1, "and not for others");
+        let bash = call_ctx("s", "shell", "echo", "Bash");
+        run(&chain, &bash, json!({"command": "ls -la"})).await;
+        assert_eq!(lines(&log), 1);
+        run(&chain, &bash, json!({"command": "git push --force"})).await;
+        assert_eq!(lines(&log), 2);
+        // On a non-tool event, or a rule that is not one: never runs, with a warning.
+        let mut start = with_if("start/x", "Bash", ToolNameForm::Gateway);
+        start.event = HookEventKind::SessionStart;
+        let (chain, w) = Chain::build(
+            &[
+                start,
+                with_if("pre/bad", "Edit|Write", ToolNameForm::Gateway),
+                with_if("pre/srv", "mcp__crm", ToolNameForm::Mcp),
+            ],
+            &d,
+        );
+        assert_eq!(chain.hooks().len(), 1, "{w:?}");
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(w[2].contains("names a server, not a tool"), "{w:?}");
+    }
+
+    /// A runner that answers from a table and records what it was asked.
+    struct Runner(std::sync::Mutex<Vec<(String, String, Value)>>);
+
+    impl ToolRunner for Runner {
+        fn call<'a>(
+            &'a self,
+            server: &'a str,
+            tool: &'a str,
+            args: Value,
+        ) -> BoxFuture<'a, Result<Value, ToolCallError>> {
+            self.0
+                .lock()
+                .unwrap()
+                .push((server.into(), tool.into(), args.clone()));
+            Box::pin(async move {
+                match (server, tool) {
+                    ("policy", "check") if args["path"] == "/etc/passwd" => {
+                        Ok(json!({"content": [{"type": "text",
+                        "text": "{\"hookSpecificOutput\": {\"permissionDecision\": \"deny\", \"permissionDecisionReason\": \"not there\"}}"}]}))
+                    }
+                    ("policy", "check") => Ok(json!({"content": [{"type": "text", "text": "ok"}]})),
+                    ("policy", "broken") => Ok(
+                        json!({"content": [{"type": "text", "text": "database down"}], "isError": true}),
+                    ),
+                    ("policy", "redact") => Ok(
+                        json!({"content": [], "structuredContent": {"hookSpecificOutput":
+                        {"hookEventName": "PostToolUse", "updatedToolOutput": "[redacted]"}}}),
+                    ),
+                    _ => Err(ToolCallError::UnknownServer(server.into())),
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn mcp_tool_hooks_call_an_upstream_tool_and_read_its_answer() {
+        let d = dir("mcptool");
+        let tool = |id: &str, event: HookEventKind, t: &str, claude: ClaudeSettings| HookSpec {
+            kind: HookKindSpec::McpTool {
+                server: "policy".into(),
+                tool: t.into(),
+                input: json!({"path": "${tool_input.file_path}", "who": "session ${session_id}"}),
+            },
+            ..hook(id, event, "", claude)
+        };
+        let specs = [
+            tool(
+                "pre/check",
+                HookEventKind::PreToolUse,
+                "check",
+                Default::default(),
+            ),
+            tool(
+                "post/redact",
+                HookEventKind::PostToolUse,
+                "redact",
+                Default::default(),
+            ),
+        ];
+        let (chain, w) = Chain::build(&specs, &d);
+        assert!(w.is_empty(), "{w:?}");
+        // Without a runner it cannot run: a failure (on_error: refuse).
+        let cx = call_ctx("s-1", "fs", "read", "fs_read");
+        let RequestOutcome::Refuse(r) = run(&chain, &cx, json!({"file_path": "/a"})).await.0 else {
+            panic!()
+        };
+        assert_eq!(r.reason, "hook pre/check failed: mcp_tool policy/check: no upstream to call (mcp_tool hooks run inside `sluice serve`)");
+        let runner = Arc::new(Runner(Default::default()));
+        let chain = chain.with_tool_runner(runner.clone());
+        let RequestOutcome::Refuse(r) = run(&chain, &cx, json!({"file_path": "/etc/passwd"}))
+            .await
+            .0
+        else {
+            panic!()
+        };
+        assert_eq!(r, Refusal::for_agent("not there"));
+        assert_eq!(
+            runner.0.lock().unwrap()[0],
+            (
+                "policy".into(),
+                "check".into(),
+                json!({"path": "/etc/passwd", "who": "session s-1"})
+            )
+        );
+        let (out, _) = run(&chain, &cx, json!({"file_path": "/home/a"})).await;
+        assert!(
+            matches!(out, RequestOutcome::Forward(_)),
+            "advisory text passes: {out:?}"
+        );
+        // After the call: its structured answer replaces the result.
+        let reply = Message::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "secret"}]}})).unwrap();
+        let mut trace = Trace::default();
+        let out = chain
+            .response(&cx, reply, Some(&call(json!({}))), 2, &mut trace)
+            .await
+            .unwrap();
+        assert_eq!(
+            out.to_value()["result"],
+            json!({"content": [{"type": "text", "text": "[redacted]"}]})
+        );
+        // A tool error: a non-blocking error, or with on_failure block a refusal.
+        let block = ClaudeSettings {
+            on_failure: OnFailure::Block,
+            ..Default::default()
+        };
+        for (claude, refused) in [(ClaudeSettings::default(), false), (block, true)] {
+            let (chain, _) = Chain::build(
+                &[tool(
+                    "pre/broken",
+                    HookEventKind::PreToolUse,
+                    "broken",
+                    claude,
+                )],
+                &d,
+            );
+            let chain = chain.with_tool_runner(runner.clone());
+            match run(&chain, &cx, json!({})).await.0 {
+                RequestOutcome::Refuse(r) => {
+                    assert!(refused);
+                    assert_eq!(r.reason, "hook pre/broken failed (on_failure: block): mcp_tool policy/broken: the tool answered an error: database down");
+                }
+                out => assert!(
+                    !refused && matches!(out, RequestOutcome::Forward(_)),
+                    "{out:?}"
+                ),
+            }
+        }
+    }
+}

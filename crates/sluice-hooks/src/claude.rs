@@ -2,7 +2,8 @@
 //! Claude Code http hook's 2xx body) becomes a decision, read as [`crate::command`]'s module
 //! docs say — `permissionDecision`, `decision: "block"`, `continue: false`, the Zato-style
 //! shape, `updatedInput`, `additionalContext`; after a call (PostToolUse, PostToolUseFailure)
-//! feedback that keeps the result and `updatedMCPToolOutput`; the elicitation events' `action`.
+//! feedback that keeps the result (or, with `continue_on_block`, replaces it with the reason as a
+//! tool error) and `updatedToolOutput`; `defer`; the elicitation events' `action`.
 
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
@@ -61,6 +62,17 @@ pub(crate) fn read_json_protocol(
     match field("permissionDecision") {
         Some("deny") => {
             return Ok(refuse(field("permissionDecisionReason"), "denied by hook"));
+        }
+        Some("defer") if ev.phase == Phase::Request => {
+            let reason = field("permissionDecisionReason")
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .unwrap_or("the hook defers the decision");
+            // deny > defer: a refusal read on still wins.
+            return Ok(match read_after_permission(command, ev, &out)? {
+                Decision::Refuse(r) => Decision::Refuse(r),
+                _ => Decision::Defer(reason.to_string()),
+            });
         }
         Some("ask") if ev.phase == Phase::Request => {
             let reason = field("permissionDecisionReason")
@@ -167,8 +179,19 @@ pub(crate) fn after_the_call(ev: &HookEvent) -> bool {
         && matches!(ev.event_name, "PostToolUse" | "PostToolUseFailure")
 }
 
-/// Keep the reply, append `reason` for the agent (when the reply can carry it), record it.
-pub(crate) fn feedback(reply: &Message, reason: String) -> Decision {
+/// A block after the call: keep the reply and append `reason` for the agent (when the reply
+/// can carry it); with the hook's `continue_on_block` on PostToolUse, the reply becomes the
+/// reason as a tool error (`isError: true`), as Claude Code feeds a refusal back as the tool's
+/// result. Recorded as feedback with the reason.
+pub(crate) fn feedback(ev: &HookEvent, reply: &Message, reason: String) -> Decision {
+    if ev.claude.continue_on_block && ev.event_name == "PostToolUse" {
+        if let Some(m) = replace_output(
+            reply,
+            &json!({"content": [{"type": "text", "text": reason}], "isError": true}),
+        ) {
+            return Decision::Feedback(m, reason);
+        }
+    }
     let msg = with_context(reply, &reason).unwrap_or_else(|| reply.clone());
     Decision::Feedback(msg, reason)
 }
@@ -207,6 +230,9 @@ fn after_call_output(
     let mut notes = Vec::new();
     if out.get("decision").and_then(Value::as_str) == Some("block") {
         let r = text(out.get("reason")).unwrap_or_else(|| "blocked by hook".into());
+        if ev.claude.continue_on_block && ev.event_name == "PostToolUse" {
+            return feedback(ev, &msg, r);
+        }
         notes.push(r.clone());
         reason = Some(r);
     }
@@ -367,7 +393,7 @@ mod tests {
             ),
             Decision::Ask("the hook asks for confirmation".into(), None)
         );
-        // A refusal after an ask wins; defer reads on.
+        // A refusal after an ask wins; so it does after a defer (deny > defer).
         assert_eq!(
             read(
                 &ev,
@@ -378,6 +404,28 @@ mod tests {
         assert_eq!(
             read(
                 &ev,
+                json!({"hookSpecificOutput":{"permissionDecision":"defer"}})
+            ),
+            Decision::Defer("the hook defers the decision".into())
+        );
+        assert_eq!(
+            read(
+                &ev,
+                json!({"hookSpecificOutput":{"permissionDecision":"defer","permissionDecisionReason":"CI decides"}})
+            ),
+            Decision::Defer("CI decides".into())
+        );
+        assert_eq!(
+            read(
+                &ev,
+                json!({"hookSpecificOutput":{"permissionDecision":"defer"},"continue":false,"stopReason":"halt"})
+            ),
+            refused("halt")
+        );
+        // After the call there is nothing to defer.
+        assert_eq!(
+            read(
+                &call(Phase::Response),
                 json!({"hookSpecificOutput":{"permissionDecision":"defer"}})
             ),
             Decision::Pass
@@ -514,6 +562,34 @@ mod tests {
             )
         );
         assert_eq!(read(&resp, json!({"suppressOutput": true})), Decision::Pass);
+
+        // continue_on_block: the reason replaces the result, as a tool error.
+        let mut on = call(Phase::Response);
+        on.claude.continue_on_block = true;
+        let as_error = Message::from_value(json!({"jsonrpc":"2.0","id":"r1","result":{
+            "content":[{"type":"text","text":"writes outside src/ are refused"}],"isError":true}}))
+        .unwrap();
+        assert_eq!(
+            read(
+                &on,
+                json!({"decision":"block","reason":"writes outside src/ are refused","hookSpecificOutput":{"additionalContext":"x"}})
+            ),
+            Decision::Feedback(as_error.clone(), "writes outside src/ are refused".into())
+        );
+        // An exit 2 (command.rs) goes the same way.
+        assert_eq!(
+            feedback(&on, &on.message, "writes outside src/ are refused".into()),
+            Decision::Feedback(as_error, "writes outside src/ are refused".into())
+        );
+        // Not on PostToolUseFailure: appended as before.
+        on.event_name = "PostToolUseFailure";
+        assert_eq!(
+            read(&on, json!({"decision":"block","reason":"lint failed"})),
+            Decision::Feedback(
+                ok(vec![json!({"type":"text","text":"lint failed"})]),
+                "lint failed".into()
+            )
+        );
     }
 
     #[test]

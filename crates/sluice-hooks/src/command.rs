@@ -25,7 +25,9 @@
 //!   On PostToolUse and PostToolUseFailure the tool has already run, so exit 2 keeps the result
 //!   and appends the reason to it as a text item (Claude Code feeds stderr to the model beside
 //!   the result); the audit line records the hook's decision as `feedback` with the reason.
-//! - **any other non-zero exit** is a non-blocking error, as in Claude Code: logged, pass.
+//! - **any other non-zero exit** is a non-blocking error, as in Claude Code: logged, pass. With
+//!   `on_failure: "block"` (Claude Code's `onFailure`) it is a failure instead (`exited with code
+//!   1: <stderr>`), and the chain refuses the message naming the hook.
 //! - **exit 0** passes, unless stdout is a JSON object (the JSON protocol), read in this order:
 //!   1. `hookSpecificOutput.permissionDecision`: `"deny"` refuses with
 //!      `permissionDecisionReason`; `"ask"` asks a person (the chain collects it, a later
@@ -76,6 +78,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+/// The most of stderr a failure's reason carries.
+const MAX_REASON_CHARS: usize = 500;
 /// The most of stdout and of stderr kept from one run.
 const MAX_CAPTURE: usize = 1024 * 1024;
 /// How long, after the command exits, to wait for its stdout and stderr to close (a background
@@ -90,6 +94,7 @@ pub struct CommandHook {
     cwd: PathBuf,
     timeout: Duration,
     plugin_root: Option<PathBuf>,
+    fail_closed: bool,
 }
 
 /// What one run produced.
@@ -109,7 +114,14 @@ impl CommandHook {
             cwd,
             timeout,
             plugin_root: None,
+            fail_closed: false,
         }
+    }
+
+    /// `on_failure: "block"`: an exit code other than 0 and 2 is a failure, not a pass.
+    pub fn failing_closed(mut self, yes: bool) -> CommandHook {
+        self.fail_closed = yes;
+        self
     }
 
     /// Run `command` as a program with these arguments, without a shell (Claude Code's exec
@@ -165,7 +177,7 @@ impl CommandHook {
                     stderr.to_string()
                 };
                 if after_the_call(ev) {
-                    return Ok(feedback(&ev.message, reason));
+                    return Ok(feedback(ev, &ev.message, reason));
                 }
                 if let Some(d) = elicitation_answer(ev, "decline", None) {
                     return Ok(d);
@@ -185,6 +197,14 @@ impl CommandHook {
                     "killed by signal {sig} (exit code {code})"
                 )))
             }
+            Some(code) if self.fail_closed => Err(HookFailure(if stderr.is_empty() {
+                format!("exited with code {code}")
+            } else {
+                format!(
+                    "exited with code {code}: {}",
+                    truncate_chars(stderr, MAX_REASON_CHARS)
+                )
+            })),
             Some(code) => {
                 tracing::warn!(
                     command = %short(&self.command),

@@ -66,6 +66,11 @@ pub enum Decision {
     /// given, replaces the request first (the ask's `updatedInput`): the person is asked about
     /// it, and it is what runs when they allow it.
     Ask(String, Option<Message>),
+    /// Request phase: Claude Code's `permissionDecision: "defer"` (with the hook's reason): the
+    /// decision is left to the caller of a session no one attends. Behind the gateway no caller
+    /// can resume a deferred call, so the chain refuses it, unless a hook denies it (deny >
+    /// defer > ask > allow).
+    Defer(String),
     /// Response phase: the reply goes on as given (the hook's reason appended to a call's
     /// result for the agent), and the reason is recorded (Claude Code's PostToolUse block).
     Feedback(Message, String),

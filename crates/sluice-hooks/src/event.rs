@@ -62,7 +62,8 @@ pub struct HookEvent {
 }
 
 /// The fields of a Claude Code hook input that the gateway fills in from the session and the
-/// call: `transcript_path`, `permission_mode`, `tool_use_id`, `duration_ms`.
+/// call: `transcript_path`, `permission_mode`, `tool_use_id`, `duration_ms` (and how the
+/// hook's answer is read: `continue_on_block`).
 #[derive(Debug, Clone, Default)]
 pub struct ClaudeFields {
     /// The session's transcript (JSON lines; see [`crate::transcript`]).
@@ -73,6 +74,9 @@ pub struct ClaudeFields {
     pub tool_use_id: Option<String>,
     /// In the response phase of a call: milliseconds from its dispatch to its reply.
     pub duration_ms: Option<u64>,
+    /// The hook's `continue_on_block` (PostToolUse): a block replaces the result with its
+    /// reason, as a tool error.
+    pub continue_on_block: bool,
 }
 
 /// Is this `tools/call` reply a failure: an error reply, or a result with `isError: true`?
@@ -162,6 +166,10 @@ impl HookEvent {
             o.set("transcript_path", Field::Text(t.to_string_lossy()));
         }
         o.set("cwd", Field::Text(self.cwd.to_string_lossy()));
+        // What Claude Code sends and a gateway cannot know: the prompt (a gateway never sees
+        // one), the agent's scratchpad folder and its reasoning effort.
+        o.set("prompt_id", Field::Owned(Value::Null));
+        o.set("scratchpad_dir", Field::Owned(Value::Null));
         o.set(
             "permission_mode",
             Field::Text(
@@ -172,6 +180,7 @@ impl HookEvent {
                     .into(),
             ),
         );
+        o.set("effort", Field::Owned(Value::Null));
         o.set("hook_event_name", Field::Text(self.event_name.into()));
         if let Some(t) = &self.tool_name {
             o.set("tool_name", Field::Text(t.as_str().into()));
@@ -241,11 +250,14 @@ impl HookEvent {
             }
             "Stop" => {
                 o.set("stop_hook_active", Field::Owned(Value::Bool(false)));
+                // The model's turns never cross the wire.
+                o.set("last_assistant_message", Field::Owned(Value::Null));
             }
             // A session behind a gateway always starts fresh (Claude Code's `resume`, `clear`
-            // and `compact` are the agent's own).
+            // and `compact` are the agent's own); the client's model is not said on the wire.
             "SessionStart" => {
                 o.set("source", Field::Text("startup".into()));
+                o.set("model", Field::Owned(Value::Null));
             }
             _ => {}
         }
@@ -391,6 +403,7 @@ mod tests {
                 permission_mode: None,
                 tool_use_id: Some("toolu_1".into()),
                 duration_ms: (phase == Phase::Response).then_some(12),
+                continue_on_block: false,
             },
         }
     }
@@ -452,7 +465,31 @@ mod tests {
         let at = elicitation
             .as_object()
             .and_then(|o| o.keys().position(|k| k == "message"));
-        assert_eq!(at, Some(13), "the question in the raw message's place");
+        assert_eq!(at, Some(16), "the question in the raw message's place");
+        let pre: Value = serde_json::from_str(&events[0].payload()).unwrap();
+        let keys: Vec<&str> = pre
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys[..9],
+            [
+                "session_id",
+                "transcript_path",
+                "cwd",
+                "prompt_id",
+                "scratchpad_dir",
+                "permission_mode",
+                "effort",
+                "hook_event_name",
+                "tool_name"
+            ]
+        );
+        for k in ["prompt_id", "scratchpad_dir", "effort"] {
+            assert_eq!(pre[k], Value::Null, "{k}");
+        }
         assert!(events[0]
             .payload()
             .contains(r#""id":123456789012345678901234567890"#));

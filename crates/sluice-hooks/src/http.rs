@@ -6,7 +6,9 @@
 //! passes, a 2xx JSON object is read exactly like a command hook's stdout after exit 0 (see
 //! [`crate::command`]: `permissionDecision`, `decision: "block"`, `updatedInput`, …), and a
 //! non-2xx answer or a 2xx body that is not a JSON object is a non-blocking error (logged,
-//! pass), as Claude Code treats them. Timeouts and refused connections are failures (`on_error`).
+//! pass), as Claude Code treats them; with `on_failure: "block"` (Claude Code's `onFailure`) they
+//! are failures, and the chain refuses the message naming the hook. Timeouts and refused
+//! connections are failures (`on_error`, or a refusal with `on_failure: "block"`).
 //!
 //! The contract, for an event POSTed as `application/json` (the body is
 //! [`HookEvent::to_json`]):
@@ -78,6 +80,7 @@ pub struct HttpHook {
     timeout: Duration,
     client: Client,
     protocol: HttpProtocol,
+    fail_closed: bool,
 }
 
 impl std::fmt::Debug for HttpHook {
@@ -119,7 +122,15 @@ impl HttpHook {
             headers: map,
             timeout,
             protocol: HttpProtocol::Zato,
+            fail_closed: false,
         })
+    }
+
+    /// `on_failure: "block"`: a non-2xx answer or a body that is not a JSON object (Claude
+    /// Code's contract) is a failure, not a pass.
+    pub fn failing_closed(mut self, yes: bool) -> HttpHook {
+        self.fail_closed = yes;
+        self
     }
 
     /// Read answers with `protocol`.
@@ -145,6 +156,9 @@ impl HttpHook {
         )
         .await?;
         if self.protocol == HttpProtocol::ClaudeCode {
+            if self.fail_closed {
+                claude_code_failure(status, &buf)?;
+            }
             return read_claude_code_reply(self.url.as_str(), ev, status, &buf);
         }
         read_reply(ev, status, &buf)
@@ -184,6 +198,26 @@ pub(crate) async fn post(
     tokio::time::timeout(timeout, exchange)
         .await
         .map_err(|_| HookFailure(format!("timed out after {}", fmt_duration(timeout))))?
+}
+
+/// What Claude Code's contract calls a non-blocking error, as a failure (`on_failure:
+/// "block"`): a non-2xx answer, or a 2xx body that is neither empty nor a JSON object.
+fn claude_code_failure(status: reqwest::StatusCode, buf: &[u8]) -> Result<(), HookFailure> {
+    let text = String::from_utf8_lossy(buf);
+    let text = truncate_chars(text.trim(), MAX_REASON_CHARS);
+    if !status.is_success() {
+        return Err(HookFailure(if text.is_empty() {
+            format!("the hook service answered HTTP {status}")
+        } else {
+            format!("the hook service answered HTTP {status}: {text}")
+        }));
+    }
+    if !text.is_empty() && !matches!(serde_json::from_slice(buf), Ok(Value::Object(_))) {
+        return Err(HookFailure(format!(
+            "the hook service answered a body that is not a JSON object: {text}"
+        )));
+    }
+    Ok(())
 }
 
 /// Claude Code's http hook contract (see the module docs).
@@ -321,6 +355,34 @@ mod tests {
         assert_eq!(x("cost $5, ${} and $"), "cost $5, ${} and $");
         assert_eq!(x("plain"), "plain");
         assert_eq!(expand_env("$TOKEN", &[], env), "");
+    }
+
+    #[test]
+    fn on_failure_block_reads_claude_code_non_blocking_errors_as_failures() {
+        let ok = reqwest::StatusCode::OK;
+        assert_eq!(claude_code_failure(ok, b""), Ok(()));
+        assert_eq!(
+            claude_code_failure(ok, b" {\"decision\":\"block\"} "),
+            Ok(())
+        );
+        assert_eq!(
+            claude_code_failure(reqwest::StatusCode::BAD_GATEWAY, b"upstream down\n"),
+            Err(HookFailure(
+                "the hook service answered HTTP 502 Bad Gateway: upstream down".into()
+            ))
+        );
+        assert_eq!(
+            claude_code_failure(reqwest::StatusCode::NOT_FOUND, b""),
+            Err(HookFailure(
+                "the hook service answered HTTP 404 Not Found".into()
+            ))
+        );
+        assert_eq!(
+            claude_code_failure(ok, b"[1]"),
+            Err(HookFailure(
+                "the hook service answered a body that is not a JSON object: [1]".into()
+            ))
+        );
     }
 
     #[test]

@@ -84,9 +84,10 @@ pub(crate) fn build(mut config: Config) -> (Arc<State>, Inbound) {
         .map(|s| Arc::new(Slot::new(s.clone(), rt.slot_env().clone())))
         .collect();
     let listen = config.settings.listen.clone();
+    let tools = crate::hook_tools::HookTools::unbound();
     let snapshot = Snapshot {
         funnel_prefix: funnel_prefix_of(&config),
-        chain: Arc::new(build_chain(&config)),
+        chain: Arc::new(build_chain(&config, Some(tools.clone()))),
         audit: Arc::new(build_audit(&config)),
         auth: Authenticator::new(&config.auth, &listen),
         policy: Arc::new(Policy::new(&config.auth.rules)),
@@ -98,7 +99,9 @@ pub(crate) fn build(mut config: Config) -> (Arc<State>, Inbound) {
         slots: slot_rx,
         changes: changes_rx,
     };
-    (Arc::new(State::new(snapshot, rt)), inbound)
+    let st = Arc::new(State::new(snapshot, rt));
+    tools.bind(&st);
+    (st, inbound)
 }
 
 /// Start every enabled upstream and wait (at most the connect timeout) until each has made its
@@ -367,7 +370,7 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
         .map(|(slot, _)| now.slots[slot].clone())
         .collect();
     let chain = if plan.hooks {
-        Arc::new(build_chain(&plan.config))
+        Arc::new(build_chain(&plan.config, now.chain.tool_runner()))
     } else {
         now.chain.clone()
     };
@@ -568,9 +571,12 @@ fn funnel_prefix_of(config: &Config) -> Option<String> {
         .then(|| config.settings.funnel_prefix.clone())
 }
 
-fn build_chain(config: &Config) -> Chain {
+fn build_chain(config: &Config, tools: Option<Arc<dyn sluice_hooks::ToolRunner>>) -> Chain {
     let (chain, warnings) = Chain::build(&config.hooks.hooks, &config.home);
-    let chain = chain.keeping_transcripts(config.settings.keep_transcripts);
+    let mut chain = chain.keeping_transcripts(config.settings.keep_transcripts);
+    if let Some(tools) = tools {
+        chain = chain.with_tool_runner(tools);
+    }
     for w in warnings {
         tracing::warn!("{w}");
     }

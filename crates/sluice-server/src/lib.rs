@@ -17,6 +17,7 @@ mod control;
 mod drift;
 mod features;
 mod gateway_tools;
+mod hook_tools;
 mod http_parts;
 mod listeners;
 mod modern;

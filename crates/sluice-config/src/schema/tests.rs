@@ -115,6 +115,12 @@ fn cases() -> Vec<Case> {
         ),
         c(
             FileKind::Hooks,
+            json!({"hooks": [{"id": "h", "event": "PreToolUse", "type": "mcp_tool", "server": "s", "tool": "t"}]}),
+            "/hooks/0",
+            &HOOK,
+        ),
+        c(
+            FileKind::Hooks,
             json!({"hooks": [{"id": "h", "type": "builtin", "builtin": "pii", "options": {"kinds": ["EMAIL"]}}]}),
             "/hooks/0",
             &HOOK,

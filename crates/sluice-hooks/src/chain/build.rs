@@ -1,15 +1,16 @@
-//! Building the chain from the manifest: each enabled hook's kind, matcher, timeout and
-//! `on_error`, with a warning for each entry that cannot fire.
+//! Building the chain from the manifest: each enabled hook's kind, matcher, `if`, timeout and
+//! `on_error`, with a warning for each entry that cannot fire (and for each Claude Code setting
+//! that cannot apply).
 
-use super::{Chain, Hook, Kind, Matcher};
+use super::{Chain, Hook, IfRule, Kind, Matcher};
 use crate::builtin::Builtin;
 use crate::civic::CivicHook;
 use crate::command::CommandHook;
 use crate::http::HttpHook;
+use crate::mcp_tool::McpToolHook;
 use crate::process::ProcessHook;
 use crate::transcript::Transcripts;
-use regex::Regex;
-use sluice_config::{HookEventKind, HookKindSpec, HookSpec, HttpProtocol};
+use sluice_config::{HookEventKind, HookKindSpec, HookSpec, HttpProtocol, OnFailure};
 use std::path::Path;
 
 impl Chain {
@@ -32,11 +33,36 @@ impl Chain {
                 HookEventKind::Stop | HookEventKind::SessionEnd => (false, false),
                 HookEventKind::UserPromptSubmit | HookEventKind::PreCompact => continue,
             };
-            let matcher = match s.matcher.as_str() {
-                "" | "*" => Matcher::Always,
-                m => match Regex::new(&format!("^(?:{m})$")) {
-                    Ok(r) => Matcher::Regex(r),
-                    Err(_) => Matcher::Never,
+            let matcher = Matcher::parse(&s.matcher);
+            let fail_closed = s.claude.on_failure == OnFailure::Block;
+            let if_rule = match s.claude.if_rule.as_deref() {
+                None => None,
+                Some(_)
+                    if !matches!(
+                        s.event,
+                        HookEventKind::PreToolUse
+                            | HookEventKind::PostToolUse
+                            | HookEventKind::PostToolUseFailure
+                    ) =>
+                {
+                    warnings.push(format!(
+                        "hook {:?}: `if` applies to tool events only; as in Claude Code, a {} hook with `if` never runs; skipped",
+                        s.id,
+                        s.event.name()
+                    ));
+                    continue;
+                }
+                Some(r) => match IfRule::parse(r) {
+                    Ok(rule) => {
+                        if let Some(why) = rule.never_matches() {
+                            warnings.push(format!("hook {:?}: if {r:?}: {why}", s.id));
+                        }
+                        Some(rule)
+                    }
+                    Err(e) => {
+                        warnings.push(format!("hook {:?}: if: {e}; skipped", s.id));
+                        continue;
+                    }
                 },
             };
             let kind = match &s.kind {
@@ -51,7 +77,16 @@ impl Chain {
                 HookKindSpec::Command { command, args, .. } => Kind::Command(
                     CommandHook::new(command.clone(), cwd.to_path_buf(), s.timeout)
                         .with_args(args.clone())
-                        .with_plugin_root(s.claude.plugin_root.clone()),
+                        .with_plugin_root(s.claude.plugin_root.clone())
+                        .failing_closed(fail_closed),
+                ),
+                HookKindSpec::McpTool {
+                    server,
+                    tool,
+                    input,
+                } => Kind::McpTool(
+                    McpToolHook::new(server.clone(), tool.clone(), input.clone())
+                        .failing_closed(fail_closed),
                 ),
                 HookKindSpec::Process { command } => Kind::Process(ProcessHook::new(
                     s.id.clone(),
@@ -82,7 +117,7 @@ impl Chain {
                         })
                         .collect();
                     match HttpHook::new(url.clone(), headers, s.timeout) {
-                        Ok(h) => Kind::Http(h.with_protocol(*protocol)),
+                        Ok(h) => Kind::Http(h.with_protocol(*protocol).failing_closed(fail_closed)),
                         Err(e) => {
                             warnings.push(format!("hook {:?}: {e}; skipped", s.id));
                             continue;
@@ -103,6 +138,14 @@ impl Chain {
                 Kind::Civic(_) => (true, true),
                 _ => (request, response),
             };
+            if s.claude.run_async
+                && !matches!(&kind, Kind::Command(_) | Kind::Http(_) | Kind::McpTool(_))
+            {
+                warnings.push(format!(
+                    "hook {:?}: `async` applies to command, http and mcp_tool hooks; it runs in line",
+                    s.id
+                ));
+            }
             let stage = if matches!(&kind, Kind::Builtin(b) if b.control().is_some()) {
                 &mut controls
             } else {
@@ -116,6 +159,7 @@ impl Chain {
                 response,
                 methods: s.methods.clone(),
                 matcher,
+                if_rule,
                 timeout: s.timeout,
                 on_error: s.on_error,
                 claude: s.claude.clone(),
@@ -128,6 +172,8 @@ impl Chain {
             .then(|| Transcripts::new(cwd.join("transcripts")));
         (
             Chain {
+                tools: None,
+                once_ran: Default::default(),
                 hooks,
                 controls,
                 cwd: cwd.to_path_buf(),

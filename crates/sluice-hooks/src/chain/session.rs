@@ -5,7 +5,7 @@ use super::{Chain, Ctx, Trace};
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::Phase;
 use serde_json::json;
-use sluice_config::{HookEventKind, OnError};
+use sluice_config::HookEventKind;
 use sluice_core::Message;
 use std::time::Instant;
 
@@ -78,21 +78,19 @@ impl Chain {
             if !hook.selects(Phase::Request, ctx) {
                 continue;
             }
+            if self.ran_detached(Phase::Request, hook, ctx, &msg, None, trace) {
+                continue;
+            }
             let started = Instant::now();
             let mut ev = self.event(Phase::Request, hook, ctx, msg.clone(), None, trace);
-            let (decision, reason, refusal) = match hook.decide(&mut ev, ctx, trace).await {
+            let tools = self.tools.as_ref();
+            let (decision, reason, refusal) = match hook.decide(&mut ev, ctx, trace, tools).await {
                 Ok(Decision::Refuse(r)) => ("refuse", Some(r.reason.clone()), Some(r)),
                 Ok(_) => ("pass", None, None),
-                Err(HookFailure(why)) if hook.on_error == OnError::Refuse => (
-                    "error",
-                    Some(why.clone()),
-                    Some(Refusal {
-                        reason: format!("hook {} failed: {why}", hook.id),
-                        for_agent: false,
-                        error: None,
-                    }),
-                ),
-                Err(HookFailure(why)) => ("error", Some(why), None),
+                Err(HookFailure(why)) => {
+                    let refusal = hook.failure_refusal(&why);
+                    ("error", Some(why), refusal)
+                }
             };
             trace
                 .records
@@ -120,6 +118,7 @@ impl Chain {
     /// `keep_transcripts` setting keeps it). [`Chain::stop`] does it after the session's Stop
     /// and SessionEnd hooks.
     pub fn drop_transcript(&self, session_id: &str) {
+        self.forget_session(session_id);
         if let Some(t) = &self.transcripts {
             t.end(session_id, self.keep_transcripts);
         }
@@ -148,7 +147,13 @@ impl Chain {
             let mut trace = Trace::default();
             let mut ev = self.event(Phase::Request, hook, &ctx, msg, None, &trace);
             ev.event_name = hook.event.name();
-            match hook.decide(&mut ev, &ctx, &mut trace).await {
+            if hook.claude.run_async && self.detach(hook, ev.clone()) {
+                continue;
+            }
+            match hook
+                .decide(&mut ev, &ctx, &mut trace, self.tools.as_ref())
+                .await
+            {
                 Ok(d) => tracing::debug!(hook = %hook.id, session = session_id, "Stop hook: {d:?}"),
                 Err(e) => {
                     tracing::warn!(hook = %hook.id, session = session_id, "Stop hook failed: {e}")

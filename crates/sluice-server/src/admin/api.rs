@@ -223,6 +223,9 @@ fn hook_row(h: &sluice_config::HookSpec, active: bool, raw: Option<&Value>) -> V
         HookKindSpec::Process { command } => ("process", json!(command)),
         HookKindSpec::Http { url, .. } => ("http", json!(url)),
         HookKindSpec::Civic { url } => ("civic", json!(url)),
+        HookKindSpec::McpTool { server, tool, .. } => {
+            ("mcp_tool", json!(format!("{server}/{tool}")))
+        }
         HookKindSpec::Builtin { name, .. } => ("builtin", json!(name)),
     };
     json!({
