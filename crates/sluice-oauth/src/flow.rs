@@ -4,6 +4,7 @@
 //! the grant stored.
 
 use crate::client::ClientCredentials;
+use crate::connect;
 use crate::discovery::Discovered;
 use crate::error::AuthError;
 use crate::fetch::Fetcher;
@@ -282,7 +283,34 @@ pub async fn complete(
     vault
         .put_expiring(OUTCOMES, &pending.state, &bytes, FLOW_TTL)
         .await?;
+    if let Some(eid) = &pending.elicitation_id {
+        connect::record(vault, eid, &connect_outcome(&pending, &cb, &result)).await?;
+    }
     result.map(|g| (pending, g))
+}
+
+/// How a user's connect ended, for the call that waits on its elicitation.
+fn connect_outcome(
+    pending: &Pending,
+    cb: &Callback,
+    result: &Result<Grant, AuthError>,
+) -> connect::Outcome {
+    match result {
+        Ok(_) => {
+            // `user:<upstream>:<principal>`.
+            let mut parts = pending.grant_key.splitn(3, ':').skip(1);
+            connect::Outcome::Connected {
+                upstream: parts.next().unwrap_or_default().to_string(),
+                principal: parts.next().unwrap_or_default().to_string(),
+            }
+        }
+        Err(_) if cb.error.as_deref() == Some("access_denied") => connect::Outcome::Declined(
+            cb.error_description
+                .clone()
+                .unwrap_or_else(|| "consent was denied at the authorization server".into()),
+        ),
+        Err(e) => connect::Outcome::Failed(e.to_string()),
+    }
 }
 
 /// Wait (polling the vault, bounded by `timeout`) for the outcome of the flow `state`.
@@ -346,6 +374,56 @@ mod tests {
             revocation_endpoint: None,
             elicitation_id: None,
         }
+    }
+
+    /// A user's connect: the callback stores the grant under the user's key and records the
+    /// outcome under the elicitation; a denied consent records a decline and stores nothing.
+    #[tokio::test]
+    async fn a_users_callback_records_its_elicitations_outcome() {
+        use crate::testing::{answer, Recorder};
+        let vault = Vault::memory(sluice_vault::Keyring::new(vec![[5u8; 32]]).unwrap());
+        let fetcher = Fetcher::new(Vec::new());
+        let server = Recorder::start(vec![answer(
+            200,
+            r#"{"access_token": "user-at", "token_type": "Bearer", "expires_in": 3600}"#,
+        )])
+        .await;
+        let mut p = pending(false);
+        p.grant_key = "user:crm:jwt:alice".into();
+        p.token_endpoint = server.url("/token");
+        p.elicitation_id = Some("el-ok".into());
+        park(&vault, &p).await.unwrap();
+        let (done, grant) = complete(&vault, &fetcher, "code=c1&state=s1", |_| None)
+            .await
+            .unwrap();
+        assert_eq!(done.elicitation_id.as_deref(), Some("el-ok"));
+        assert_eq!(grant.access_token, "user-at");
+        assert!(load(&vault, "user:crm:jwt:alice").await.unwrap().is_some());
+        assert_eq!(
+            connect::outcome(&vault, "el-ok").await.unwrap(),
+            Some(connect::Outcome::Connected {
+                upstream: "crm".into(),
+                principal: "jwt:alice".into()
+            })
+        );
+
+        let mut p = pending(false);
+        p.state = "s2".into();
+        p.grant_key = "user:crm:bob".into();
+        p.elicitation_id = Some("el-no".into());
+        park(&vault, &p).await.unwrap();
+        let e = complete(&vault, &fetcher, "error=access_denied&state=s2", |_| None)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("access_denied"), "{e}");
+        assert!(load(&vault, "user:crm:bob").await.unwrap().is_none());
+        assert_eq!(
+            connect::outcome(&vault, "el-no").await.unwrap(),
+            Some(connect::Outcome::Declined(
+                "consent was denied at the authorization server".into()
+            ))
+        );
+        assert_eq!(server.requests().len(), 1);
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   dynamic registration (RFC 7591), kept per issuer in the vault.
 //! - [`flow`]: the authorization code flow with PKCE, `state`, `resource` (RFC 8707) and the
 //!   RFC 9207 `iss` check; flows parked in the vault, single use, for ten minutes.
+//! - [`connect`]: a user connecting their own account (per-user upstreams): the single-use link
+//!   of a URL elicitation, and the outcome its sign-in records for the call that waits.
 //! - [`token`]: the token endpoint (code, refresh, client credentials; `client_secret_basic`,
 //!   `client_secret_post`, `none`, `private_key_jwt`) and the [`Grant`] kept.
 //! - [`Identity`]: one upstream's identity at run time: the token in memory, refresh before
@@ -22,6 +24,7 @@
 
 pub mod challenge;
 pub mod client;
+pub mod connect;
 pub mod discovery;
 mod error;
 pub mod fetch;

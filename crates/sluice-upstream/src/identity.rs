@@ -101,6 +101,11 @@ pub fn user_grant_key(upstream: &str, principal: &str) -> String {
     format!("user:{upstream}:{principal}")
 }
 
+/// The upstream and principal of a [`user_grant_key`] (None: another kind of key).
+pub fn parse_user_grant_key(key: &str) -> Option<(&str, &str)> {
+    key.strip_prefix("user:")?.split_once(':')
+}
+
 /// The `private_key_jwt` key of `spec`'s `oauth`, when it names one.
 fn signing_key(spec: &UpstreamSpec) -> Result<Option<SigningKey>, IdentityError> {
     let Some(o) = &spec.oauth else {
@@ -236,6 +241,11 @@ impl PerUser {
     /// The upstream's id.
     pub fn upstream(&self) -> &str {
         &self.upstream
+    }
+
+    /// The `private_key_jwt` key its users' grants are refreshed with, when configured.
+    pub fn signing_key(&self) -> Option<&SigningKey> {
+        self.template.signing_key.as_ref()
     }
 
     /// The gateway's OAuth context (vault, fetcher, public URL).
@@ -377,6 +387,11 @@ mod tests {
             .unwrap()
             .is_some());
         assert_eq!(user_grant_key("crm", "jwt:alice"), "user:crm:jwt:alice");
+        assert_eq!(
+            parse_user_grant_key("user:crm:jwt:alice"),
+            Some(("crm", "jwt:alice"))
+        );
+        assert_eq!(parse_user_grant_key(&grant_key("crm")), None);
     }
 
     #[tokio::test]

@@ -57,6 +57,10 @@ pub(crate) fn router(face: Arc<HttpFace>) -> Router {
             sluice_upstream::identity::CLIENT_METADATA_PATH,
             axum::routing::get(client_metadata),
         )
+        .route(
+            "/oauth/connect/{id}",
+            axum::routing::get(oauth_connect).post(oauth_connect),
+        )
         .with_state(face)
 }
 
@@ -144,6 +148,14 @@ fn denied(auth: &Authenticator, denial: &Denial) -> Response {
 /// RFC 9728 protected-resource metadata (404 when authentication is off).
 async fn oauth_callback(AxState(face): AxState<Arc<HttpFace>>, uri: axum::http::Uri) -> Response {
     crate::upstream_oauth::callback(&face.st, uri.query()).await
+}
+
+async fn oauth_connect(
+    AxState(face): AxState<Arc<HttpFace>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    req: axum::extract::Request,
+) -> Response {
+    crate::upstream_oauth::connect_link(&face.st, &id, req).await
 }
 
 async fn client_metadata(AxState(face): AxState<Arc<HttpFace>>) -> Response {
