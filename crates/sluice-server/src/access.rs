@@ -25,25 +25,35 @@ pub(crate) fn visible(
     policy.allows(what, name, principal)
 }
 
-/// What a request targets, for the rules: `tools/call`, `prompts/get`, `resources/read`,
-/// `resources/subscribe`, and `completion/complete` on a prompt.
-fn target(msg: &Message) -> Option<(Item, String)> {
-    match msg.method()? {
-        "tools/call" => Some((Item::Tool, msg.param_str("name")?.to_string())),
-        "prompts/get" => Some((Item::Prompt, msg.param_str("name")?.to_string())),
+/// What a request names: the tool, prompt or resource the rules judge and hooks select on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Named {
+    /// Which kind of item.
+    pub item: Item,
+    /// Its client-facing name (a resource's URI).
+    pub name: String,
+}
+
+/// What a request names, decoded once per request: `tools/call`, `prompts/get`,
+/// `resources/read`, `resources/subscribe`, and `completion/complete` on a prompt or resource.
+pub(crate) fn named(msg: &Message) -> Option<Named> {
+    let (item, name) = match msg.method()? {
+        "tools/call" => (Item::Tool, msg.param_str("name")?.to_string()),
+        "prompts/get" => (Item::Prompt, msg.param_str("name")?.to_string()),
         "resources/read" | "resources/subscribe" => {
-            Some((Item::Resource, msg.param_str("uri")?.to_string()))
+            (Item::Resource, msg.param_str("uri")?.to_string())
         }
         "completion/complete" => {
             let r = msg.params()?.get("ref")?;
             match r.get("type").and_then(Value::as_str)? {
-                "ref/prompt" => Some((Item::Prompt, r.get("name")?.as_str()?.to_string())),
-                "ref/resource" => Some((Item::Resource, r.get("uri")?.as_str()?.to_string())),
-                _ => None,
+                "ref/prompt" => (Item::Prompt, r.get("name")?.as_str()?.to_string()),
+                "ref/resource" => (Item::Resource, r.get("uri")?.as_str()?.to_string()),
+                _ => return None,
             }
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    Some(Named { item, name })
 }
 
 /// Why a request was refused by the access rules.
@@ -54,16 +64,16 @@ pub(crate) struct Refused {
     pub reason: String,
 }
 
-/// `Err` when the session may not use what `msg` targets.
+/// `Err` when the session may not use what a request names ([`named`]).
 pub(crate) fn check(
     policy: &Policy,
     principal: Option<&Principal>,
-    msg: &Message,
+    named: Option<&Named>,
 ) -> Result<(), Box<Refused>> {
-    let Some((item, name)) = target(msg) else {
+    let Some(Named { item, name }) = named else {
         return Ok(());
     };
-    if policy.allows(item, &name, principal) {
+    if policy.allows(*item, name, principal) {
         return Ok(());
     }
     let who = principal

@@ -16,7 +16,7 @@ use sluice_auth::{Authenticator, Policy};
 use sluice_config::{Config, Settings};
 use sluice_core::worker::PerThread;
 use sluice_hooks::Chain;
-use sluice_telemetry::{Audit, Call, Caller, Exchange, Telemetry};
+use sluice_telemetry::{Audit, Caller, Ended, Exchange, Telemetry};
 use sluice_upstream::{Slot, SlotEnv, Timing};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -93,18 +93,14 @@ impl State {
         snap.audit.enabled() || self.rt.traffic.watched() || self.rt.counted.get().is_some()
     }
 
-    /// Record one exchange: to the audit log, the admin listener's counters and live traffic
-    /// subscribers.
-    pub(crate) fn record(&self, snap: &Snapshot, session: &Session, call: Call<'_>) {
-        self.record_task(snap, session, call, None)
-    }
-
-    /// [`State::record`] of an exchange that created or collected a task (its gateway id).
-    pub(crate) fn record_task(
+    /// Record one exchange (`task`: the gateway id of a task it created or collected): to the
+    /// audit log, the admin listener's counters and live traffic subscribers. Only a call's
+    /// finish calls it (`proxy/call.rs`).
+    pub(crate) fn record(
         &self,
         snap: &Snapshot,
         session: &Session,
-        call: Call<'_>,
+        call: Ended<'_>,
         task: Option<&str>,
     ) {
         let watchers = self.rt.traffic.watched();

@@ -120,7 +120,7 @@ fn write_loop(path: &Path, rx: &Receiver<String>, dropped: &AtomicU64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exchange::{Call, Caller};
+    use crate::exchange::{Caller, Ended};
     use sluice_hooks::Trace;
     use std::time::{Duration, Instant};
 
@@ -131,7 +131,7 @@ mod tests {
                 client: None,
                 principal: Some("alice"),
             },
-            Call {
+            Ended {
                 method: "tools/call",
                 tool: Some(tool),
                 upstream: Some("fx"),

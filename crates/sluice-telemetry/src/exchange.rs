@@ -73,7 +73,7 @@ pub struct Caller<'a> {
 
 /// What happened, as the request driver knows it when the exchange ends.
 #[derive(Debug)]
-pub struct Call<'a> {
+pub struct Ended<'a> {
     /// The method.
     pub method: &'a str,
     /// The client-facing tool name (tools/call).
@@ -92,7 +92,7 @@ pub struct Call<'a> {
 
 impl Exchange {
     /// The record of `call`, made by `caller`, ending now.
-    pub fn new(caller: Caller<'_>, call: Call<'_>) -> Exchange {
+    pub fn new(caller: Caller<'_>, call: Ended<'_>) -> Exchange {
         let hooks = call
             .trace
             .records
@@ -165,7 +165,7 @@ mod tests {
                 client: Some(&client),
                 principal: None,
             },
-            Call {
+            Ended {
                 method: "tools/call",
                 tool: Some("fx_add"),
                 upstream: None,

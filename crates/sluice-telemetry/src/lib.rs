@@ -26,7 +26,7 @@ pub mod spans;
 pub use audit::Audit;
 pub use config::ExportConfig;
 pub use context::SpanContext;
-pub use exchange::{Call, Caller, Exchange, HookLine};
+pub use exchange::{Caller, Ended, Exchange, HookLine};
 pub use exporter::Telemetry;
 pub use metrics::{Gauges, Metrics, UpstreamGauge};
 pub use semconv::{Net, Peer};

@@ -37,7 +37,7 @@ pub(super) fn ask_schema() -> Value {
 /// saying so. A client without the elicitation capability gets the hooks' `ask_fallback`
 /// (`deny` unless every asking hook says `allow`).
 pub(super) async fn ask(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     sink: &Sink,
     facts: &Facts,

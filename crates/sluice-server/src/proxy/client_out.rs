@@ -15,7 +15,7 @@ use std::time::Duration;
 /// Send a message toward a client through the response hooks: on the call's own stream when
 /// there is one (else the session's), false when a hook refused it.
 pub(crate) async fn deliver(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     sink: Option<&Sink>,
     msg: Message,
@@ -26,7 +26,7 @@ pub(crate) async fn deliver(
 
 /// [`deliver`], with the hook's refusal when one refused the message.
 pub(crate) async fn try_deliver(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     sink: Option<&Sink>,
     msg: Message,
@@ -66,7 +66,7 @@ pub(crate) fn client_capability_for(method: &str) -> Option<&'static str> {
 /// request, for a legacy client): the request goes to it like an upstream's would (on the
 /// call's stream, through the response hooks), and its reply comes back here.
 pub(crate) async fn ask_client(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     sink: &Sink,
     method: &str,

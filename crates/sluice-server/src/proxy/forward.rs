@@ -21,7 +21,7 @@ const MAX_INPUT_ROUNDS: usize = 16;
 /// the shared upstream session (HTTP 404: the upstream restarted; it ran nothing) goes once
 /// more, over the upstream session opened again.
 pub(crate) async fn call(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     slot: &Arc<Slot>,
     msg: Message,
@@ -50,7 +50,7 @@ fn goes_again(e: &UpstreamError) -> bool {
 /// One attempt of [`call`]: its outcome, and why the call failed when the upstream did not
 /// answer it (the request failed on its way, the connection closed, no reply in time).
 async fn call_once(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     slot: &Arc<Slot>,
     mut msg: Message,
@@ -205,7 +205,7 @@ fn unanswered(slot: &Slot, method: &str, client_id: Value, e: &UpstreamError) ->
 /// retry the request with the answers and the upstream's `requestState`. A modern client gets
 /// the `input_required` result itself (its retry comes back through here, stateless).
 pub(crate) async fn call_with_rounds(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     slot: &Arc<Slot>,
     mut msg: Message,
@@ -300,7 +300,7 @@ fn legacy_shaped(mut reply: Message, legacy_client: bool) -> Message {
 /// Ask a legacy client every input request of an `input_required` result, one by one; the
 /// answers keyed as the requests were.
 async fn ask_for_input(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     sink: &Sink,
     result: &Value,

@@ -3,14 +3,13 @@
 //! client that answer none of its requests (upstream requests and notifications, the gateway's
 //! own notifications).
 
-use crate::catalog::{Catalog, Route};
+use super::call::{Call, End};
+use crate::catalog::Catalog;
 use crate::session::Session;
 use crate::state::{Snapshot, State};
 use sluice_core::Message;
-use sluice_hooks::{Ctx, Refusal, Trace};
-use sluice_telemetry::Call;
+use sluice_hooks::{Ctx, Refusal};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The facts hooks select on, for a message from or to a session.
 pub(crate) struct Facts {
@@ -42,34 +41,32 @@ fn tool_use_id() -> String {
 }
 
 impl Facts {
-    /// Facts of a client request going to `upstream`; `catalog` is the one the client sees
-    /// ([`crate::views::catalog_for`]).
+    /// Facts of a client request: `method`, the client-facing `tool` (tools/call), the
+    /// `upstream` it goes to and the name the upstream knows it by, all as the request was
+    /// resolved once ([`super::call::Call`]); `catalog` is the one the client sees
+    /// ([`crate::views::catalog_for`]), kept when a hook wants the tool's definition.
     pub(crate) fn of_request(
         snap: &Snapshot,
         catalog: &Arc<Catalog>,
-        msg: &Message,
+        method: &str,
+        tool: Option<&str>,
         upstream: Option<&str>,
+        upstream_name: Option<&str>,
     ) -> Facts {
-        let method = msg.method().unwrap_or("").to_string();
-        let tool_name = (method == "tools/call")
-            .then(|| msg.param_str("name").map(str::to_string))
-            .flatten();
+        let tool_name = tool.filter(|_| method == "tools/call");
         let kept =
             (tool_name.is_some() && snap.chain.wants_tool_definitions()).then(|| catalog.clone());
-        let (upstream_tool, tool_use_id) = match &tool_name {
-            Some(t) if !snap.chain.is_empty() => (
-                match catalog.tool(t) {
-                    Some(Route::Upstream { name, .. }) => Some(name.clone()),
-                    _ => None,
-                },
+        let (upstream_tool, tool_use_id) = match tool_name {
+            Some(_) if !snap.chain.is_empty() => (
+                upstream_name.map(str::to_string),
                 // Only hooks shown payloads see it (and the transcript lines they read).
                 snap.chain.shows_payloads().then(tool_use_id),
             ),
             _ => (None, None),
         };
         Facts {
-            method,
-            tool_name,
+            method: method.to_string(),
+            tool_name: tool_name.map(str::to_string),
             upstream: upstream.map(str::to_string),
             catalog: kept,
             upstream_tool,
@@ -114,8 +111,8 @@ impl Facts {
 /// A message toward the client that answers none of its requests: the response hooks. `Err`
 /// = refused (logged and audited; an upstream request is answered with -32031 by the caller).
 pub(crate) async fn to_client(
-    st: &State,
-    session: &Session,
+    st: &Arc<State>,
+    session: &Arc<Session>,
     msg: Message,
     upstream: Option<&str>,
 ) -> Result<Message, Refusal> {
@@ -124,28 +121,14 @@ pub(crate) async fn to_client(
         return Ok(msg);
     }
     let facts = Facts::plain(msg.method().unwrap_or(""), upstream);
-    let cx = facts.ctx(session);
-    let mut trace = Trace::default();
-    let started = Instant::now();
-    let r = snap
-        .chain
-        .response(&cx, msg, None, usize::MAX, &mut trace)
-        .await;
-    if let Err(refusal) = &r {
-        tracing::info!(session = %session.id, method = %facts.method, reason = %refusal.reason, "message to the client refused by a hook");
-        st.record(
-            &snap,
-            session,
-            Call {
-                method: &facts.method,
-                tool: None,
-                upstream,
-                started,
-                outcome: "refused",
-                error: Some(refusal.reason.clone()),
-                trace: &trace,
-            },
-        );
+    let mut call = Call::plain(st, &snap, session, facts);
+    let r = call.response_hooks(msg, None, usize::MAX).await;
+    match &r {
+        Err(refusal) => {
+            tracing::info!(session = %session.id, method = %call.facts().map_or("", |f| f.method.as_str()), reason = %refusal.reason, "message to the client refused by a hook");
+            call.finish(End::Dropped(refusal.reason.clone()));
+        }
+        Ok(_) => call.finish(End::Passed),
     }
     r
 }

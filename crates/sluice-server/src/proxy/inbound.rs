@@ -131,7 +131,13 @@ fn announce(st: &Arc<State>, changed: &Changed) {
 }
 
 /// An upstream reply stream opened or paused: tell the client's side of that call.
-fn on_stream(st: &State, conn: &Connection, related: u64, paused: bool, retry: Option<Duration>) {
+fn on_stream(
+    st: &Arc<State>,
+    conn: &Connection,
+    related: u64,
+    paused: bool,
+    retry: Option<Duration>,
+) {
     if let Some(sink) = st.rt.calls().sink(conn.serial(), related) {
         let ms = retry.map(|r| r.as_millis() as u64);
         let _ = sink.send(if paused {
@@ -144,7 +150,7 @@ fn on_stream(st: &State, conn: &Connection, related: u64, paused: bool, retry: O
 
 /// Route a message an upstream started to the right client (or answer it here).
 async fn on_message(
-    st: &State,
+    st: &Arc<State>,
     slot: &Arc<Slot>,
     conn: &Connection,
     owner: Option<Arc<Session>>,

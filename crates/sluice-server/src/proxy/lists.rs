@@ -5,13 +5,14 @@
 //! would write, without cloning and serialising the page again, and without copying it: the
 //! reply is the head with the id, the shared page, and the closing brace ([`Cached`]).
 
+use super::call::{Call, End};
 use super::hooks::Facts;
 use crate::catalog::{ListKind, PageKey};
 use crate::session::Session;
 use crate::state::{Snapshot, State};
 use serde_json::Value;
 use sluice_core::{Kind, Message};
-use sluice_hooks::{Phase, Trace};
+use sluice_hooks::Phase;
 use std::sync::Arc;
 
 /// The list a request asks for, if it is a list request (what [`cached`] may answer).
@@ -71,14 +72,25 @@ pub(crate) async fn cached(
     let start = catalog.page_start(kind, msg.param_str("cursor"), size)?;
     let id = msg.id()?;
     let hooked = !snap.chain.is_empty();
-    let facts = hooked.then(|| Facts::plain(msg.method().unwrap_or(""), None));
-    let cx = facts.as_ref().map(|f| f.ctx(session));
-    let transformed = match &cx {
-        Some(cx) => {
-            if !snap.chain.is_pure_for(cx) {
+    // Watched (hooks to ask, or the server-side operation to measure, as the full driver
+    // does): one call, ended by its finish.
+    let mut call = (hooked || st.observed(snap)).then(|| {
+        Call::plain(
+            st,
+            snap,
+            session,
+            Facts::plain(msg.method().unwrap_or(""), None),
+        )
+        .measured(msg)
+    });
+    let transformed = match call.as_ref().filter(|_| hooked) {
+        Some(c) => {
+            let facts = c.facts().expect("a plain call has facts");
+            let cx = facts.ctx(session);
+            if !snap.chain.is_pure_for(&cx) {
                 return None;
             }
-            snap.chain.selects(Phase::Response, cx, usize::MAX)
+            snap.chain.selects(Phase::Response, &cx, usize::MAX)
         }
         None => false,
     };
@@ -92,24 +104,14 @@ pub(crate) async fn cached(
             0
         },
     };
-    // The server-side operation metric, as the full driver records it when observed.
-    let peer = super::peer(session);
-    let op = st
-        .observed(snap)
-        .then(|| sluice_telemetry::ServerOp::start(msg, &peer));
     let page = match catalog.cached_page(&key) {
         Some(page) => page,
         None => {
             let page = catalog.page(kind, msg.param_str("cursor"), size).ok()?;
-            let page = match (&cx, transformed) {
-                (Some(cx), true) => {
+            let page = match (call.as_mut(), transformed) {
+                (Some(c), true) => {
                     let reply = Message::response(id.clone(), page);
-                    let mut trace = Trace::default();
-                    let reply = snap
-                        .chain
-                        .response(cx, reply, Some(msg), usize::MAX, &mut trace)
-                        .await
-                        .ok()?;
+                    let reply = c.response_hooks(reply, Some(msg), usize::MAX).await.ok()?;
                     reply.result()?.clone()
                 }
                 _ => page,
@@ -121,8 +123,11 @@ pub(crate) async fn cached(
             page
         }
     };
-    if let Some(op) = op {
-        op.finish(&Message::response(id.clone(), Value::Null));
+    if let Some(c) = call {
+        c.finish(End::Reply {
+            reply: &Message::response(id.clone(), Value::Null),
+            refused: None,
+        });
     }
     Some(Cached {
         head: format!(

@@ -1,11 +1,18 @@
-//! THE driver of client messages. A request resolves its target once ([`route::resolve`]) and
-//! then runs its phases in order, all in this file:
+//! THE driver of client messages. Each exchange is one [`call::Call`], built once when the
+//! message arrives (the request's target resolved, what it names decoded, its facts, trace,
+//! span and operation started), which owns the phases and ends in one `finish`:
 //!
 //! ```text
-//! resolve ─▶ access ─▶ request hooks (head → tail) ─▶ dispatch ─▶ response hooks (tail → head) ─▶ record
-//!                                                      │ local answer · one upstream (forward.rs)
-//!                                                      │ gateway tool (features/) · fan-out
+//! Call ─▶ access ─▶ request hooks (head → tail) ─▶ dispatch ─▶ response hooks (tail → head) ─▶ finish
+//!                                                   │ local answer · one upstream (forward.rs)
+//!                                                   │ gateway tool (features/) · fan-out · task
 //! ```
+//!
+//! The strategies in this file differ only in what they dispatch: a client request, a
+//! 2026-07-28 request (its session start first), `initialize`, a client's notification or
+//! reply; [`hooks::to_client`] (a message toward the client), the task results
+//! ([`tasks`]) and the list pages answered from the cache ([`lists`]) end through the same
+//! `finish`.
 //!
 //! A request hook that changes what the message targets gets it resolved once more; the
 //! funnel's `run_tool` is a rewrite into the real `tools/call`, which runs every phase again,
@@ -13,6 +20,7 @@
 //! to their upstream. What upstreams start comes back through [`inbound`].
 
 mod ask;
+pub(crate) mod call;
 pub(crate) mod client_out;
 pub(crate) mod forward;
 pub(crate) mod hooks;
@@ -22,7 +30,6 @@ pub(crate) mod route;
 pub(crate) mod tasks;
 
 use crate::access;
-use crate::catalog::Catalog;
 use crate::channel::{Outcome, Sink};
 #[cfg(test)]
 use crate::control;
@@ -30,14 +37,13 @@ use crate::features::{funnel, management};
 use crate::gateway_tools::GatewayTool;
 use crate::session::Session;
 use crate::state::{Snapshot, State};
+use call::{Call, End};
 use hooks::Facts;
 use route::Target;
 use serde_json::{json, Value};
 use sluice_core::{Kind, Message, ParseError, RpcError};
-use sluice_hooks::{Phase, RequestOutcome, Trace};
-use sluice_telemetry::Call;
+use sluice_hooks::{Phase, RequestOutcome};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Parse a message a client sent, as the listeners do: kept as its text
 /// ([`Message::parse`]; the builtins read and change `params`' members, each parsed alone),
@@ -52,7 +58,7 @@ pub(crate) fn parse_client(snap: &Snapshot, bytes: &[u8]) -> Result<Message, Par
 }
 
 /// A client request of an initialised session (or a modern client's request): every phase, on
-/// the one snapshot the transport loaded for it.
+/// the one snapshot the transport loaded for it, carried by one [`Call`].
 pub(crate) async fn client_request(
     st: &Arc<State>,
     snap: &Snapshot,
@@ -60,172 +66,102 @@ pub(crate) async fn client_request(
     msg: Message,
     sink: &Sink,
 ) -> Outcome {
-    let principal = session.principal();
     // The session's own upstream sessions (if any) are open, and their lists are its view.
     if msg.method() != Some("ping") {
         crate::views::prepare(snap, session).await;
     }
     let catalog = crate::views::catalog_for(snap, session);
-    let target = route::resolve_in(snap, &catalog, principal.as_deref(), &msg);
+    let mut call = Call::request(st, snap, session, sink, &catalog, &msg);
     // Access: a target the caller may not use is answered like one that does not exist.
-    if !snap.policy.is_open() {
-        if let Err(refused) = access::check(&snap.policy, principal.as_deref(), &msg) {
-            let access::Refused { error, reason } = *refused;
-            let facts = Facts::of_request(snap, &catalog, &msg, target.upstream_id());
-            tracing::info!(session = %session.id, "{reason}");
-            let none = Trace::default();
-            let now = Instant::now();
-            record(
-                st,
-                snap,
-                session,
-                &facts,
-                now,
-                "refused",
-                Some(reason),
-                &none,
-            );
-            return Outcome::Reply(Message::error(
-                msg.id().cloned().unwrap_or(Value::Null),
-                &error,
-            ));
-        }
+    if let Err(refused) = call.access() {
+        let access::Refused { error, reason } = *refused;
+        tracing::info!(session = %session.id, "{reason}");
+        let reply = Message::error(msg.id().cloned().unwrap_or(Value::Null), &error);
+        call.finish(End::Reply {
+            reply: &reply,
+            refused: Some(reason),
+        });
+        return Outcome::Reply(reply);
     }
-    let tel = st.rt.telemetry().as_ref();
-    if snap.chain.is_empty() && !st.observed(snap) && tel.is_none() {
-        return dispatch(st, snap, session, target, msg, sink).await;
+    if !call.watched() {
+        // Nothing hooks or watches it: the dispatch alone (there is nothing to record).
+        let target = call.take_target();
+        return dispatch(&call, target, msg).await;
     }
     // Boxed: a request nothing hooks or watches is only as large as its dispatch.
-    Box::pin(hooked_request(
-        st, snap, session, msg, sink, &catalog, target,
-    ))
-    .await
+    Box::pin(hooked(call, msg)).await
 }
 
-/// [`client_request`] past access and routing, when there are hooks to run or someone to
-/// tell (an observer, telemetry): the request hooks, the dispatch, the response hooks, the
-/// record.
-async fn hooked_request(
-    st: &Arc<State>,
-    snap: &Snapshot,
-    session: &Arc<Session>,
-    msg: Message,
-    sink: &Sink,
-    catalog: &Arc<Catalog>,
-    mut target: Target<'_>,
-) -> Outcome {
-    let principal = session.principal();
-    let tel = st.rt.telemetry().as_ref();
-    let started = Instant::now();
-    let facts = Facts::of_request(snap, catalog, &msg, target.upstream_id());
-    let cx = facts.ctx(session);
+/// A watched request past access: the request hooks, the dispatch, the response hooks, the
+/// finish.
+async fn hooked(mut call: Call<'_>, msg: Message) -> Outcome {
     let id = msg.id().cloned().unwrap_or(Value::Null);
-    let peer = peer(session);
-    let op = sluice_telemetry::ServerOp::start(&msg, &peer);
-    let span = tel.map(|t| t.start_request(&msg, &peer, facts.upstream.as_deref()));
-    let mut trace = Trace::default();
     // Kept only for hooks that see replies (the response controls never read the request).
-    let request_copy = snap
-        .chain
-        .hooks_select(Phase::Response, &cx, usize::MAX)
-        .then(|| msg.clone());
+    let request_copy = call.responses_read_request().then(|| msg.clone());
     // What the request named, to route it again if a hook changed that. Only a hook shown
     // the message whole (command, process, http, Civic) can send it back naming another
     // tool; the builtins change `arguments` and `_meta` alone.
-    let before = snap.chain.shows_payloads().then(|| owned_key(&msg));
-    // Request hooks.
-    let (outcome, depth) = snap.chain.request(&cx, msg, &mut trace).await;
+    let before = call.snap.chain.shows_payloads().then(|| owned_key(&msg));
+    let (outcome, depth) = call.request_hooks(msg).await;
     // A hook asked: a person decides, through the client.
     let outcome = match outcome {
         RequestOutcome::Ask(m, asks) => {
-            match Box::pin(ask::ask(st, session, sink, &facts, &m, &asks)).await {
+            let facts = call.facts().expect("a hooked call is watched");
+            match Box::pin(ask::ask(
+                call.st,
+                call.session,
+                call.sink(),
+                facts,
+                &m,
+                &asks,
+            ))
+            .await
+            {
                 Ok(()) => RequestOutcome::Forward(m),
                 Err(r) => RequestOutcome::Refuse(r),
             }
         }
         o => o,
     };
-    let mut refused_in = None;
+    let mut refused = None;
     let reply = match outcome {
         RequestOutcome::Forward(m) => {
             if before.as_ref().is_some_and(|b| owned_key(&m) != *b) {
-                target = route::resolve_in(snap, catalog, principal.as_deref(), &m);
+                call.resolve_again(&m);
             }
-            // Dispatch, under the request's span when tracing (its upstream call is a child).
-            // Each future is made in the await that runs it: a local would be kept twice.
-            let outcome = match &span {
-                Some(s) => {
-                    s.scope(op.scope(dispatch(st, snap, session, target, m, sink)))
-                        .await
-                }
-                None => op.scope(dispatch(st, snap, session, target, m, sink)).await,
-            };
-            match outcome {
+            // Under the request's span and operation (its upstream call is a child). The
+            // future is made in the await that runs it: a local would be kept twice.
+            let target = call.take_target();
+            match call.scoped(dispatch(&call, target, m)).await {
                 Outcome::Reply(r) => r,
                 Outcome::Cancelled(id) => {
-                    if let Some(s) = span {
-                        s.finish("cancelled", None, &trace);
-                    }
-                    record(
-                        st,
-                        snap,
-                        session,
-                        &facts,
-                        started,
-                        "cancelled",
-                        None,
-                        &trace,
-                    );
+                    call.finish(End::Cancelled);
                     return Outcome::Cancelled(id);
                 }
             }
         }
         RequestOutcome::Answer(m) => m,
         RequestOutcome::Refuse(r) => {
-            refused_in = Some(r.reason.clone());
+            refused = Some(r.reason.clone());
             r.to_error(Phase::Request, id.clone())
         }
         RequestOutcome::Ask(..) => unreachable!("asks are decided above"),
     };
     // Response hooks (only those the request reached).
-    let reply = match snap
-        .chain
-        .response(&cx, reply, request_copy.as_ref(), depth, &mut trace)
+    let reply = match call
+        .response_hooks(reply, request_copy.as_ref(), depth)
         .await
     {
         Ok(r) => r,
         Err(r) => {
-            refused_in = Some(r.reason.clone());
+            refused = Some(r.reason.clone());
             r.to_error(Phase::Response, id)
         }
     };
-    // Record.
-    let outcome = match (&refused_in, reply.kind()) {
-        (Some(_), _) => "refused",
-        (None, Kind::Error) => "error",
-        _ => "ok",
-    };
-    if facts.method == "tools/call" || refused_in.is_some() {
-        let error = reply
-            .error_obj()
-            .and_then(|e| e.get("message"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let call = Call {
-            method: &facts.method,
-            tool: facts.tool_name.as_deref(),
-            upstream: facts.upstream.as_deref(),
-            started,
-            outcome,
-            error: refused_in.or(error),
-            trace: &trace,
-        };
-        st.record_task(snap, session, call, tasks::created_id(&reply));
-    }
-    if let Some(s) = span {
-        s.finish(outcome, Some(&reply), &trace);
-    }
-    op.finish(&reply);
+    call.finish(End::Reply {
+        reply: &reply,
+        refused,
+    });
     Outcome::Reply(reply)
 }
 
@@ -256,29 +192,20 @@ pub(crate) async fn modern_request(
             "clientInfo": *session.init.client_info,
         })),
     );
-    let facts = Facts::plain("initialize", None);
-    let mut trace = Trace::default();
-    let refused = snap
-        .chain
-        .session_start(&facts.ctx(session), init, &mut trace)
-        .await;
-    let outcome = match refused {
+    let mut start = Call::plain(st, snap, session, Facts::plain("initialize", None));
+    let outcome = match start.session_start(init).await {
         Some(r) => {
-            let id = msg.id().cloned().unwrap_or(Value::Null);
-            let started = Instant::now();
-            record(
-                st,
-                snap,
-                session,
-                &facts,
-                started,
-                "refused",
-                Some(r.reason.clone()),
-                &trace,
-            );
-            Outcome::Reply(r.to_error(Phase::Request, id))
+            let reply = r.to_error(Phase::Request, msg.id().cloned().unwrap_or(Value::Null));
+            start.finish(End::Reply {
+                reply: &reply,
+                refused: Some(r.reason),
+            });
+            Outcome::Reply(reply)
         }
-        None => client_request(st, snap, session, msg, sink).await,
+        None => {
+            start.finish(End::Passed);
+            client_request(st, snap, session, msg, sink).await
+        }
     };
     let chain = snap.chain.clone();
     let sid = session.id.clone();
@@ -308,32 +235,6 @@ fn owned_key(msg: &Message) -> (Option<String>, Option<Value>) {
     (method.map(str::to_string), named.cloned())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn record(
-    st: &State,
-    snap: &Snapshot,
-    session: &Session,
-    facts: &Facts,
-    started: Instant,
-    outcome: &str,
-    error: Option<String>,
-    trace: &Trace,
-) {
-    st.record(
-        snap,
-        session,
-        Call {
-            method: &facts.method,
-            tool: facts.tool_name.as_deref(),
-            upstream: facts.upstream.as_deref(),
-            started,
-            outcome,
-            error,
-            trace,
-        },
-    );
-}
-
 fn reply_of(id: Value, r: Result<Value, RpcError>) -> Outcome {
     Outcome::Reply(match r {
         Ok(result) => Message::response(id, result),
@@ -341,16 +242,12 @@ fn reply_of(id: Value, r: Result<Value, RpcError>) -> Outcome {
     })
 }
 
-/// The dispatch phase: do what the target says. Every branch but a plain upstream call is
+/// The dispatch phase: do what the call's target says — answer locally, call one upstream
+/// (directly, with input rounds, as a task, or handed to the replica that runs the session's
+/// own process), run a gateway tool, or fan out. Every branch but a plain upstream call is
 /// boxed: this future is part of every request's, so it is kept as small as that call needs.
-async fn dispatch(
-    st: &Arc<State>,
-    snap: &Snapshot,
-    session: &Arc<Session>,
-    target: Target<'_>,
-    mut msg: Message,
-    sink: &Sink,
-) -> Outcome {
+async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outcome {
+    let (st, snap, session, sink) = (call.st, call.snap, call.session, call.sink());
     let id = msg.id().cloned().unwrap_or(Value::Null);
     match target {
         Target::Local(r) => reply_of(id, r),
@@ -457,36 +354,31 @@ pub(crate) async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg:
         let reply_id = msg.id().cloned();
         let mut facts = Facts::plain(method, asked_by.as_deref());
         facts.answers = answers;
-        let cx = facts.ctx(session);
-        let mut trace = Trace::default();
-        let started = Instant::now();
-        match snap.chain.request(&cx, msg, &mut trace).await.0 {
-            RequestOutcome::Forward(m) => m,
+        let mut call = Call::plain(st, &snap, session, facts);
+        let method = method.to_string();
+        match call.request_hooks(msg).await.0 {
+            RequestOutcome::Forward(m) => {
+                call.finish(End::Passed);
+                m
+            }
             RequestOutcome::Ask(m, _) => {
-                tracing::info!(session = %session.id, method = %facts.method, "a hook asked about a notification or reply; there is no call to allow, so it goes on");
+                tracing::info!(session = %session.id, %method, "a hook asked about a notification or reply; there is no call to allow, so it goes on");
+                call.finish(End::Passed);
                 m
             }
             RequestOutcome::Answer(_) => {
-                tracing::warn!(session = %session.id, method = %facts.method, "a hook answered a notification or reply; nothing to answer, dropped");
+                tracing::warn!(session = %session.id, %method, "a hook answered a notification or reply; nothing to answer, dropped");
+                call.finish(End::Passed);
                 return;
             }
             RequestOutcome::Refuse(r) => {
-                tracing::info!(session = %session.id, method = %facts.method, reason = %r.reason, "message dropped by a hook");
+                tracing::info!(session = %session.id, %method, reason = %r.reason, "message dropped by a hook");
                 // A refused reply: the upstream that asked hears why (-32031, as a refused
                 // message toward it), instead of waiting for an answer that never comes.
                 if let (true, Some(id)) = (is_reply, reply_id) {
                     client_out::relay_client_reply(session, r.to_error(Phase::Response, id));
                 }
-                record(
-                    st,
-                    &snap,
-                    session,
-                    &facts,
-                    started,
-                    "refused",
-                    Some(r.reason),
-                    &trace,
-                );
+                call.finish(End::Dropped(r.reason));
                 return;
             }
         }
@@ -498,7 +390,7 @@ pub(crate) async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg:
 }
 
 /// A notification from a client.
-fn notification(st: &State, snap: &Snapshot, session: &Arc<Session>, msg: Message) {
+fn notification(st: &Arc<State>, snap: &Snapshot, session: &Arc<Session>, msg: Message) {
     match msg.method().unwrap_or("") {
         "notifications/initialized" => {}
         "notifications/cancelled" => {
@@ -539,59 +431,42 @@ pub(crate) async fn initialize(
         .live
         .catalog_seen
         .store(snap.catalog.version, std::sync::atomic::Ordering::Release);
-    let peer = peer(session);
-    let op = sluice_telemetry::ServerOp::start(&msg, &peer);
-    let Some(tel) = st.rt.telemetry().as_ref() else {
-        let r = initialize_hooks(st, &snap, session, msg, version, &mut Trace::default()).await;
-        op.finish(r.as_ref().unwrap_or_else(|e| e));
-        return r;
-    };
-    let span = tel.start_request(&msg, &peer, None);
-    let mut trace = Trace::default();
-    let r = initialize_hooks(st, &snap, session, msg, version, &mut trace).await;
-    match &r {
-        Ok(reply) => span.finish("ok", Some(reply), &trace),
-        Err(reply) => span.finish("refused", Some(reply), &trace),
-    }
-    op.finish(r.as_ref().unwrap_or_else(|e| e));
-    r
-}
-
-async fn initialize_hooks(
-    st: &State,
-    snap: &Snapshot,
-    session: &Arc<Session>,
-    msg: Message,
-    version: &str,
-    trace: &mut Trace,
-) -> Result<Message, Message> {
+    let mut call = Call::plain(st, &snap, session, Facts::plain("initialize", None)).measured(&msg);
     let id = msg.id().cloned().unwrap_or(Value::Null);
-    let result = || route::initialize_result(snap, version);
-    if snap.chain.is_empty() {
-        return Ok(Message::response(id, result()));
-    }
-    let facts = Facts::plain("initialize", None);
-    let cx = facts.ctx(session);
-    let started = Instant::now();
-    let request_copy = msg.clone();
-    let (outcome, depth) = snap.chain.request(&cx, msg, trace).await;
-    let (reply, refused) = match outcome {
-        RequestOutcome::Forward(_) | RequestOutcome::Ask(..) => {
-            (Message::response(id.clone(), result()), None)
-        }
-        RequestOutcome::Answer(m) => (m, None),
-        RequestOutcome::Refuse(r) => (r.to_error(Phase::Request, id.clone()), Some(r.reason)),
+    let result = || route::initialize_result(&snap, version);
+    let (reply, refused) = if snap.chain.is_empty() {
+        (Message::response(id, result()), None)
+    } else {
+        let request_copy = msg.clone();
+        let (outcome, depth) = call.request_hooks(msg).await;
+        let (reply, refused) = match outcome {
+            RequestOutcome::Forward(_) | RequestOutcome::Ask(..) => {
+                (Message::response(id.clone(), result()), None)
+            }
+            RequestOutcome::Answer(m) => (m, None),
+            RequestOutcome::Refuse(r) => (r.to_error(Phase::Request, id.clone()), Some(r.reason)),
+        };
+        let reply = call
+            .response_hooks(reply, Some(&request_copy), depth)
+            .await
+            .unwrap_or_else(|r| r.to_error(Phase::Response, id));
+        (reply, refused)
     };
-    let reply = snap
-        .chain
-        .response(&cx, reply, Some(&request_copy), depth, trace)
-        .await
-        .unwrap_or_else(|r| r.to_error(Phase::Response, id));
     if reply.kind() == Kind::Error {
-        let reason = refused.or_else(|| reply.error_obj().map(|e| e.to_string()));
-        record(st, snap, session, &facts, started, "refused", reason, trace);
+        // Whatever made it an error (a refusal, a hook's answer) refused the session.
+        let reason = refused
+            .or_else(|| reply.error_obj().map(|e| e.to_string()))
+            .unwrap_or_default();
+        call.finish(End::Reply {
+            reply: &reply,
+            refused: Some(reason),
+        });
         return Err(reply);
     }
+    call.finish(End::Reply {
+        reply: &reply,
+        refused: None,
+    });
     Ok(reply)
 }
 

@@ -52,16 +52,6 @@ pub(crate) struct Subscription {
     pub local: bool,
 }
 
-impl Target<'_> {
-    /// The id of the upstream it goes to, for hooks and the audit line.
-    pub(crate) fn upstream_id(&self) -> Option<&str> {
-        match self {
-            Target::Upstream(u) => Some(&u.slot.spec.id),
-            _ => None,
-        }
-    }
-}
-
 /// What a request names, for telling whether a hook changed its target.
 pub(crate) fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
     // Member by member: a request kept as text parses only the one it has.

@@ -148,3 +148,111 @@ async fn a_request_runs_on_the_snapshot_it_loaded_even_when_a_reload_swaps_it() 
     // The old snapshot stays whole for whoever holds it.
     assert!(before.catalog.tool("fx_echo").is_some());
 }
+
+/// A command hook on `event` that refuses every method (exit 2, the reason on stderr).
+fn refuse_all(event: &str) -> (&'static str, Value) {
+    (
+        "hooks/hooks.manifest.json",
+        json!({"version": 1, "hooks": [
+            {"id": "no", "event": event, "type": "command", "methods": ["*"],
+             "command": "echo not this >&2; exit 2", "enabled": true}
+        ]}),
+    )
+}
+
+/// Every exchange recorded so far (the channel drained).
+fn recorded(rx: &mut crate::state::Watcher) -> Vec<(String, Option<String>, String)> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push((e.method.clone(), e.tool.clone(), e.outcome.clone()));
+    }
+    out
+}
+
+#[tokio::test]
+async fn an_initialize_a_hook_refuses_is_recorded_once() {
+    let st = state(&[testing::expose(&["fx"]), refuse_all("Request")]);
+    let mut traffic = st.rt.traffic().subscribe();
+    let (session, _out) = testing::session();
+    let init = Message::request(json!(1), "initialize", Some(json!({})));
+    let refused = initialize(&st, &session, init, "2025-11-25").await;
+    assert_eq!(error(&refused.expect_err("refused")).0, -32030);
+    assert_eq!(
+        recorded(&mut traffic),
+        vec![("initialize".into(), None, "refused".into())]
+    );
+}
+
+#[tokio::test]
+async fn a_client_notification_a_hook_refuses_is_recorded_once() {
+    let st = state(&[testing::expose(&["fx"]), refuse_all("Request")]);
+    let mut traffic = st.rt.traffic().subscribe();
+    let (session, _out) = testing::session();
+    let note = Message::notification("notifications/roots/list_changed", None);
+    client_message(&st, &session, note).await;
+    assert_eq!(
+        recorded(&mut traffic),
+        vec![(
+            "notifications/roots/list_changed".into(),
+            None,
+            "refused".into()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_message_toward_the_client_a_hook_refuses_is_recorded_once() {
+    let st = state(&[testing::expose(&["fx"]), refuse_all("Response")]);
+    let mut traffic = st.rt.traffic().subscribe();
+    let (session, _out) = testing::session();
+    let log = Message::notification("notifications/message", Some(json!({"level": "info"})));
+    let r = hooks::to_client(&st, &session, log, Some("fx")).await;
+    assert!(r.is_err(), "refused");
+    assert_eq!(
+        recorded(&mut traffic),
+        vec![("notifications/message".into(), None, "refused".into())]
+    );
+}
+
+#[tokio::test]
+async fn the_funnel_run_records_the_real_call_and_the_meta_call_once_each() {
+    let st = state(&[
+        testing::expose(&["fx"]),
+        deny(&["fx_add"]),
+        ("sluice.json", json!({"funnel": true})),
+    ]);
+    let mut traffic = st.rt.traffic().subscribe();
+    call(
+        &st,
+        "sluice_run_tool",
+        json!({"name": "fx_add", "args": {}}),
+    )
+    .await;
+    assert_eq!(
+        recorded(&mut traffic),
+        vec![
+            ("tools/call".into(), Some("fx_add".into()), "refused".into()),
+            (
+                "tools/call".into(),
+                Some("sluice_run_tool".into()),
+                "error".into()
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_list_records_nothing_and_a_call_the_access_rules_refuse_records_once() {
+    let rules = json!({"enabled": false, "rules": [{"effect": "deny", "tools": ["fx_add"]}]});
+    let st = state(&[testing::expose(&["fx"]), ("auth/auth.config.json", rules)]);
+    let mut traffic = st.rt.traffic().subscribe();
+    let (session, _out) = testing::session();
+    let (sink, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let list = Message::request(json!(1), "tools/list", Some(json!({})));
+    client_request(&st, &st.snapshot(), &session, list, &sink).await;
+    call(&st, "fx_add", json!({})).await;
+    assert_eq!(
+        recorded(&mut traffic),
+        vec![("tools/call".into(), Some("fx_add".into()), "refused".into())]
+    );
+}

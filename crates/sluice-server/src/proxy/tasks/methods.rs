@@ -38,7 +38,7 @@ fn reply_of(id: Value, r: Result<Value, RpcError>) -> Outcome {
 
 /// One request to the task's upstream: its result, or its error.
 async fn upstream(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     route: &TaskRoute,
     id: Value,
@@ -222,7 +222,7 @@ fn strip_related(result: &mut Value) {
 
 /// A legacy client's `tasks/result`: the final result (blocking), guarded.
 async fn collect(
-    st: &State,
+    st: &Arc<State>,
     snap: &Snapshot,
     session: &Arc<Session>,
     route: &TaskRoute,
@@ -267,7 +267,7 @@ async fn collect(
 
 /// Poll a 2025-11-25 upstream's task until it has ended or waits for input.
 async fn wait_legacy(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     route: &TaskRoute,
     id: Value,
@@ -303,7 +303,7 @@ async fn wait_legacy(
 /// Follow a 2026-07-28 upstream's task to its end for a legacy client: poll `tasks/get`, ask
 /// the client what the task asks for, and give back its result or error.
 async fn poll(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     route: &TaskRoute,
     id: Value,
@@ -407,7 +407,7 @@ fn outlasted(route: &TaskRoute) -> RpcError {
 /// `tasks/cancel` in the client's era: a legacy client gets the task back, a modern one the
 /// empty ack (also for a task that had ended, as the extension says).
 async fn cancel(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     route: &TaskRoute,
     id: Value,

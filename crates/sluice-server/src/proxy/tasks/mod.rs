@@ -25,6 +25,7 @@ mod input;
 pub(crate) mod methods;
 
 use crate::channel::{Outcome, Sink};
+use crate::proxy::call::{Call, End};
 use crate::proxy::forward;
 use crate::proxy::hooks::Facts;
 use crate::session::Session;
@@ -33,11 +34,8 @@ use crate::task_table::TaskRoute;
 use serde_json::{json, Map, Value};
 use sluice_core::version::meta;
 use sluice_core::{codes, Message, RpcError};
-use sluice_hooks::Trace;
-use sluice_telemetry::Call;
 use sluice_upstream::Slot;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The 2026-07-28 extension's id.
 pub(crate) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -168,7 +166,7 @@ fn tool_support(slot: &Slot, tool: &str) -> Option<String> {
 
 /// A task-augmented `tools/call` (`msg` renamed for the upstream; `tool` is the client's name).
 pub(crate) async fn call_tool(
-    st: &State,
+    st: &Arc<State>,
     session: &Arc<Session>,
     slot: &Arc<Slot>,
     tool: String,
@@ -240,7 +238,7 @@ pub(super) fn with_extension(session: &Session) -> Value {
 
 /// A reply that created a task upstream: record it and show it in the client's era.
 fn adopt(
-    st: &State,
+    st: &Arc<State>,
     session: &Session,
     slot: &Arc<Slot>,
     tool: &str,
@@ -356,71 +354,60 @@ fn without_server_info(t: &mut Map<String, Value>) {
 /// created it (response controls first, then PostToolUse and the other response hooks), and
 /// the audit line with the task id and the outcome.
 pub(super) async fn guard(
-    st: &State,
+    st: &Arc<State>,
     snap: &Snapshot,
-    session: &Session,
+    session: &Arc<Session>,
     route: &TaskRoute,
     method: &str,
     result: Value,
 ) -> Result<Value, RpcError> {
-    let started = Instant::now();
-    let call = Message::request(
+    let request = Message::request(
         json!(0),
         "tools/call",
         Some(json!({"name": route.tool, "arguments": route.arguments})),
     );
     let catalog = crate::views::catalog_for(snap, session);
-    let facts = Facts::of_request(snap, &catalog, &call, Some(&route.slot.spec.id));
-    let mut trace = Trace::default();
-    let reply = if snap.chain.is_empty() {
-        Ok(Message::response(json!(0), result))
-    } else {
-        let cx = facts.ctx(session);
-        snap.chain
-            .response(
-                &cx,
-                Message::response(json!(0), result),
-                Some(&call),
-                usize::MAX,
-                &mut trace,
-            )
-            .await
+    let upstream_name = match catalog.tool(&route.tool) {
+        Some(crate::catalog::Route::Upstream { name, .. }) => Some(name.as_str()),
+        _ => None,
     };
-    let (outcome, error, r) = match reply {
-        Ok(m) => match (m.result().cloned(), m.error_obj()) {
-            (Some(v), _) => {
-                let failed = v.get("isError") == Some(&json!(true));
-                (if failed { "error" } else { "ok" }, None, Ok(v))
-            }
-            (None, e) => {
-                let e = error_of(e, codes::INTERNAL_ERROR);
-                ("error", Some(e.message.clone()), Err(e))
-            }
-        },
+    let facts = Facts::of_request(
+        snap,
+        &catalog,
+        "tools/call",
+        Some(&route.tool),
+        Some(&route.slot.spec.id),
+        upstream_name,
+    );
+    let mut call = Call::plain(st, snap, session, facts);
+    call.set_task(Some(route.id.clone()));
+    let reply = Message::response(json!(0), result);
+    let reply = match snap.chain.is_empty() {
+        true => Ok(reply),
+        false => call.response_hooks(reply, Some(&request), usize::MAX).await,
+    };
+    let (reply, refused) = match reply {
+        Ok(m) => (m, None),
         // The refusal the client gets is the one a direct result gets (-32031, the reason in
         // `data`).
         Err(refusal) => {
             let reason = refusal.reason.clone();
-            let e = refusal.to_error(sluice_hooks::Phase::Response, json!(0));
-            let e = error_of(e.error_obj(), codes::RESPONSE_REJECTED);
-            ("refused", Some(reason), Err(e))
+            (
+                refusal.to_error(sluice_hooks::Phase::Response, json!(0)),
+                Some(reason),
+            )
         }
     };
-    st.record_task(
-        snap,
-        session,
-        Call {
-            method,
-            tool: Some(&route.tool),
-            upstream: Some(&route.slot.spec.id),
-            started,
-            outcome,
-            error,
-            trace: &trace,
-        },
-        Some(&route.id),
-    );
-    r
+    call.finish(End::ToolResult {
+        reply: &reply,
+        refused: refused.clone(),
+        method,
+    });
+    match (reply.result().cloned(), reply.error_obj()) {
+        (Some(v), _) => Ok(v),
+        (None, e) if refused.is_some() => Err(error_of(e, codes::RESPONSE_REJECTED)),
+        (None, e) => Err(error_of(e, codes::INTERNAL_ERROR)),
+    }
 }
 
 /// A JSON-RPC error object as an [`RpcError`] (`code` when it has none).
@@ -442,7 +429,7 @@ pub(super) fn error_of(e: Option<&Value>, code: i64) -> RpcError {
 /// `notifications/tasks/status` from an upstream: to the client that created the task, under
 /// the gateway's id. `None` when no client's task is meant (dropped).
 pub(crate) fn status_for_client(
-    st: &State,
+    st: &Arc<State>,
     slot: &Slot,
     msg: &Message,
 ) -> Option<(Arc<Session>, Message)> {
@@ -459,7 +446,7 @@ pub(crate) fn status_for_client(
 
 /// A message an upstream sends about one of its tasks (`_meta` related-task): the gateway's
 /// task id in place of the upstream's.
-pub(crate) fn map_related(st: &State, slot: &Slot, msg: &mut Message) {
+pub(crate) fn map_related(st: &Arc<State>, slot: &Slot, msg: &mut Message) {
     let upstream_id = msg
         .params()
         .and_then(|p| p.get("_meta"))
