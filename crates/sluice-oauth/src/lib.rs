@@ -16,6 +16,8 @@
 //!   expiry and on 401 (once across replicas), step-up on 403, "needs login" when a person must
 //!   act.
 //! - [`revoke`]: RFC 7009 revocation of a grant at its authorization server.
+//! - [`exchange`]: RFC 8693 token exchange, a client's own token for one toward an upstream,
+//!   cached per principal ([`Exchanger`]).
 //! - [`Fetcher`]: bounded HTTP (https except loopback, no cross-origin redirects, 1 MB, timeouts).
 //!
 //! Crates doing solved parts: `oauth2` (PKCE, state, the authorization URL, the token requests
@@ -27,6 +29,7 @@ pub mod client;
 pub mod connect;
 pub mod discovery;
 mod error;
+pub mod exchange;
 pub mod fetch;
 pub mod flow;
 pub mod identity;
@@ -38,6 +41,7 @@ pub mod token;
 pub use challenge::Challenge;
 pub use client::{ClientCredentials, ClientSettings};
 pub use error::AuthError;
+pub use exchange::{ExchangeConfig, Exchanger};
 pub use fetch::Fetcher;
 pub use identity::{Consent, Identity, IdentityConfig, Mode, Status};
 pub use revoke::Revoked;

@@ -1,13 +1,14 @@
 //! An upstream's OAuth identity built from its configuration: the client settings, the
 //! redirect URI and client ID metadata document under the gateway's public URL, the signing key
 //! of `private_key_jwt`, and the "needs login" hint that names the command to run; and for a
-//! `per_user` upstream, [`PerUser`]: one identity per principal, each with its own grant.
+//! `per_user` upstream, [`PerUser`]: one identity per principal, each with its own grant; for an
+//! `exchange` upstream, its [`Exchanger`] ([`exchanger_for`]).
 
 use parking_lot::Mutex;
 use sluice_config::{OAuthMode, UpstreamSpec};
 use sluice_oauth::{
-    flow, AuthError, ClientSettings, Fetcher, Identity, IdentityConfig, Mode, Revoked, SigningKey,
-    Status,
+    flow, AuthError, ClientSettings, ExchangeConfig, Exchanger, Fetcher, Identity, IdentityConfig,
+    Mode, Revoked, SigningKey, Status,
 };
 use sluice_vault::Vault;
 use std::collections::HashMap;
@@ -186,6 +187,60 @@ pub fn identity_for(
         ctx.vault.clone(),
         None,
     )))
+}
+
+/// The token exchange of an `exchange` upstream (None: another mode). The gateway's client at
+/// the token endpoint is the configured one: `private_key_jwt` when a key is given (or
+/// `token_endpoint_auth` says so), else `client_secret_basic` with a secret, else `none`. Err:
+/// its key file does not load.
+pub fn exchanger_for(
+    spec: &UpstreamSpec,
+    ctx: &OAuthContext,
+) -> Result<Option<Arc<Exchanger>>, IdentityError> {
+    let Some((o, x)) = spec
+        .oauth
+        .as_ref()
+        .and_then(|o| Some((o, o.exchange.as_ref()?)))
+    else {
+        return Ok(None);
+    };
+    let signing_key = signing_key(spec)?;
+    let auth_method = o.token_endpoint_auth.clone().unwrap_or_else(|| {
+        if signing_key.is_some() {
+            "private_key_jwt".into()
+        } else if o.client_secret.is_some() {
+            "client_secret_basic".into()
+        } else {
+            "none".into()
+        }
+    });
+    // A `private_key_jwt` assertion's audience: the issuer when configured, else the token
+    // endpoint's origin.
+    let issuer = o.issuer.clone().unwrap_or_else(|| {
+        let e = &x.token_endpoint;
+        let host_at = e.find("://").map_or(0, |i| i + 3);
+        let end = e[host_at..].find('/').map_or(e.len(), |i| host_at + i);
+        e[..end].to_string()
+    });
+    Ok(Some(Arc::new(Exchanger::new(
+        ExchangeConfig {
+            token_endpoint: x.token_endpoint.clone(),
+            audience: x.audience.clone(),
+            resource: x.resource.clone(),
+            scopes: o.scopes.clone(),
+            requested_token_type: x.requested_token_type.clone(),
+            subject_token_type: x.subject_token_type.clone(),
+            actor: x.actor,
+            client: sluice_oauth::ClientCredentials {
+                issuer,
+                client_id: o.client_id.clone().unwrap_or_default(),
+                client_secret: o.client_secret.clone(),
+                auth_method,
+            },
+            signing_key,
+        },
+        ctx.fetcher.clone(),
+    ))))
 }
 
 /// How a user connects their own account, for the "needs login" of a per-user identity.
@@ -375,6 +430,34 @@ mod tests {
             obtained_at: 0,
             revocation_endpoint: None,
         }
+    }
+
+    #[test]
+    fn an_exchange_upstream_has_an_exchanger_and_no_identity() {
+        let c = ctx();
+        let mut s = spec("crm", OAuthMode::Exchange);
+        let o = s.oauth.as_mut().unwrap();
+        o.client_id = Some("sluice".into());
+        o.client_secret = Some("gateway-secret".into());
+        o.exchange = Some(sluice_config::TokenExchange {
+            token_endpoint: "https://idp.example.com/oauth/token".into(),
+            audience: Some("crm".into()),
+            resource: None,
+            requested_token_type: sluice_config::ACCESS_TOKEN_TYPE.into(),
+            subject_token_type: sluice_config::ACCESS_TOKEN_TYPE.into(),
+            actor: true,
+        });
+        assert!(identity_for(&s, &c).unwrap().is_none());
+        let x = exchanger_for(&s, &c).unwrap().unwrap();
+        let cfg = x.config();
+        assert_eq!(cfg.client.auth_method, "client_secret_basic");
+        assert_eq!(cfg.client.issuer, "https://idp.example.com");
+        assert_eq!(cfg.scopes, ["crm.read"]);
+        assert!(cfg.actor);
+        assert!(!format!("{x:?}").contains("gateway-secret"));
+        assert!(exchanger_for(&spec("crm", OAuthMode::PerUser), &c)
+            .unwrap()
+            .is_none());
     }
 
     #[test]

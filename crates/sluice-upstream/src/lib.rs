@@ -33,7 +33,7 @@ pub use self::core::{failure_reply, Answer, Event, ExtraHeaders, Held, Incoming,
 pub use connection::{Connection, OpenOptions};
 pub use error::{ConnectError, ProtocolError, Source, UpstreamError};
 pub use http::header_value;
-pub use identity::{IdentityError, OAuthContext, PerUser};
+pub use identity::{exchanger_for, IdentityError, OAuthContext, PerUser};
 pub use lists::{fetch_lists, ListError, UpstreamLists};
 pub use shared::{end_shared, Claimed, SharedError, SharedSessions, UpstreamSession};
 pub use slot::{

@@ -1,10 +1,12 @@
 //! Sluice signing in to OAuth-protected MCP servers: the conformance suite's client
 //! authorization scenarios (both ways Sluice is a client), a shared identity end to end against
-//! an OAuth server in the test (refresh, restart, revocation, and no secret in any output).
+//! an OAuth server in the test (refresh, restart, revocation, and no secret in any output);
+//! RFC 8693 token exchange and RFC 7009 revocation against a real authorization server.
 
 mod admin;
 mod cluster;
 mod conformance;
+mod exchange;
 mod sdk_server;
 mod server;
 mod shared;
