@@ -83,6 +83,17 @@ pub(crate) fn sluice(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `sluice import claude-hooks` of the home's `.claude/settings.json`.
+pub(crate) fn import_settings(home: &Home) -> (bool, String, String) {
+    sluice(&[
+        "import",
+        "claude-hooks",
+        "--home",
+        &home.arg(),
+        &home.path().join(".claude/settings.json").to_string_lossy(),
+    ])
+}
+
 pub(crate) fn manifest(home: &Home) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(home.path().join("hooks/hooks.manifest.json")).unwrap(),
@@ -605,13 +616,7 @@ async fn claude_code_http_hooks_decide_with_2xx_json_and_do_not_block_otherwise(
         &json!({"hooks": {"PreToolUse": [{"matcher": "mcp__fx__echo", "hooks": [{"type": "http", "url": format!("http://{addr}/hook"), "timeout": 5,
             "headers": {"Authorization": "Bearer $HOOK_TOKEN", "X-Team": "${HOOK_TEAM}"}, "allowedEnvVars": ["HOOK_TOKEN"]}]}]}}).to_string(),
     );
-    let (ok, stdout, stderr) = sluice(&[
-        "import",
-        "claude-hooks",
-        "--home",
-        &home.arg(),
-        &home.path().join(".claude/settings.json").to_string_lossy(),
-    ]);
+    let (ok, stdout, stderr) = import_settings(&home);
     assert!(ok, "{stderr}");
     assert_eq!(stdout.trim(), "imported 1 hook(s): pre-tool-use/hook");
     assert_eq!(manifest(&home)["hooks"][0]["protocol"], "claude-code");

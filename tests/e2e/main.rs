@@ -6,6 +6,7 @@ mod aggregation;
 mod apply;
 mod auth;
 mod civic_hooks;
+mod claude_hook_fields;
 mod claude_hooks;
 mod cli;
 mod client;

@@ -4,13 +4,18 @@
 //!
 //! Each `{"matcher", "hooks": [handler…]}` group of an event Sluice fires becomes one entry per
 //! handler: `command` handlers keep their command (and `args`, the exec form), `http` handlers
-//! become `http` hooks with `"protocol": "claude-code"`. Ids follow the manifest's convention,
+//! become `http` hooks with `"protocol": "claude-code"` (with `headers` and `allowedEnvVars`),
+//! `mcp_tool` handlers `mcp_tool` hooks (`server` names one of Sluice's upstreams); every
+//! handler keeps `if`, `once`, `async` (`asyncRewake` too, without the rewake), `onFailure` and
+//! `continueOnBlock` (as `if`, `once`, `async`, `on_failure`, `continue_on_block`); `statusMessage`
+//! (a spinner in Claude Code's terminal) has nothing to show behind a gateway and is left out.
+//! Ids follow the manifest's convention,
 //! `<kebab-event>/<script-basename>` (a number is added when taken). Imported hooks are
 //! enabled, carry `"tool_name": "mcp"` unless asked otherwise (Claude Code's names for MCP tools,
 //! which their matchers and scripts expect), and, from a plugin, `plugin_root` (so
 //! `${CLAUDE_PLUGIN_ROOT}` means the plugin's folder). Every event Sluice never fires, and every
-//! handler type it cannot run (`prompt`, `agent`, `mcp_tool`), is left out with a warning that
-//! says why.
+//! handler type it cannot run (`prompt`, `agent`: they need Claude Code's model), is left out
+//! with a warning that says why.
 
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
@@ -181,8 +186,10 @@ pub fn translate(
                         if let Some(a) = &args {
                             e.insert("args".into(), json!(a));
                         }
-                        if h.get("async") == Some(&Value::Bool(true)) {
-                            out.warnings.push(format!("{at}: `async` is not supported: the hook runs in line, and its decision counts"));
+                        if h.get("shell").and_then(Value::as_str) == Some("powershell") {
+                            out.warnings.push(format!(
+                                "{at}: `shell: powershell`: Sluice runs the command with sh"
+                            ));
                         }
                         script_basename(command, args.as_deref())
                     }
@@ -212,13 +219,56 @@ pub fn translate(
                             .unwrap_or("http")
                             .to_string()
                     }
+                    "mcp_tool" => {
+                        let (Some(server), Some(tool)) = (
+                            h.get("server").and_then(Value::as_str),
+                            h.get("tool").and_then(Value::as_str),
+                        ) else {
+                            out.warnings.push(format!(
+                                "{at}: left out: an mcp_tool hook without `server` and `tool`"
+                            ));
+                            continue;
+                        };
+                        e.insert("type".into(), json!("mcp_tool"));
+                        e.insert("server".into(), json!(server));
+                        e.insert("tool".into(), json!(tool));
+                        if let Some(input) = h.get("input").filter(|i| i.is_object()) {
+                            e.insert("input".into(), input.clone());
+                        }
+                        tool.to_string()
+                    }
                     other => {
                         out.warnings.push(format!(
-                            "{at}: left out: Sluice cannot run `{other}` hooks (prompt and agent hooks need Claude Code's model, mcp_tool hooks its MCP connections)"
+                            "{at}: left out: Sluice cannot run `{other}` hooks (prompt and agent hooks need Claude Code's model)"
                         ));
                         continue;
                     }
                 };
+                if let Some(rule) = h.get("if").and_then(Value::as_str) {
+                    e.insert("if".into(), json!(rule));
+                }
+                if h.get("once") == Some(&Value::Bool(true)) {
+                    e.insert("once".into(), json!(true));
+                }
+                let rewake = h.get("asyncRewake") == Some(&Value::Bool(true));
+                if h.get("async") == Some(&Value::Bool(true)) || rewake {
+                    e.insert("async".into(), json!(true));
+                }
+                if rewake {
+                    out.warnings.push(format!("{at}: `asyncRewake`: runs in the background as `async`; there is no model to wake behind a gateway"));
+                }
+                match h.get("onFailure").and_then(Value::as_str) {
+                    Some(f @ ("block" | "continue")) => {
+                        e.insert("on_failure".into(), json!(f));
+                    }
+                    Some(other) => out.warnings.push(format!(
+                        "{at}: `onFailure: {other:?}` is not block or continue; left as continue"
+                    )),
+                    None => {}
+                }
+                if h.get("continueOnBlock") == Some(&Value::Bool(true)) {
+                    e.insert("continue_on_block".into(), json!(true));
+                }
                 let stem = format!("{}/{base}", kebab(event));
                 let mut id = stem.clone();
                 let mut n = 2;
@@ -273,6 +323,12 @@ mod tests {
                 {"type": "http", "url": "http://127.0.0.1:9/hooks/pre"},
                 {"type": "prompt", "prompt": "is this safe?"}
             ]}],
+            "PostToolUse": [{"matcher": "mcp__fs__.*", "hooks": [
+                {"type": "mcp_tool", "server": "policy", "tool": "scan_file", "input": {"path": "${tool_input.file_path}"},
+                 "if": "mcp__fs__write", "once": true, "onFailure": "block", "continueOnBlock": true, "statusMessage": "scanning"},
+                {"type": "command", "command": "log.sh", "asyncRewake": true},
+                {"type": "mcp_tool", "server": "policy"}
+            ]}],
             "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "x"}]}],
             "PreCompact": [{"hooks": [{"type": "command", "command": "y"}]}]
         }});
@@ -288,9 +344,20 @@ mod tests {
             [
                 "pre-tool-use/azet_guard-2",
                 "pre-tool-use/check",
-                "pre-tool-use/pre"
+                "pre-tool-use/pre",
+                "post-tool-use/scan_file",
+                "post-tool-use/log"
             ]
         );
+        assert_eq!(
+            t.entries[3],
+            json!({"id": "post-tool-use/scan_file", "event": "PostToolUse", "matcher": "mcp__fs__.*",
+                "type": "mcp_tool", "server": "policy", "tool": "scan_file", "input": {"path": "${tool_input.file_path}"},
+                "if": "mcp__fs__write", "once": true, "on_failure": "block", "continue_on_block": true,
+                "tool_name": "mcp", "plugin_root": "/p", "enabled": true,
+                "description": "Imported from the Claude Code plugin /p"})
+        );
+        assert_eq!(t.entries[4]["async"], json!(true));
         assert_eq!(
             t.entries[1]["args"],
             json!(["${CLAUDE_PLUGIN_ROOT}/hooks/check.js"])
@@ -299,9 +366,15 @@ mod tests {
         assert_eq!(t.entries[2]["protocol"], "claude-code");
         assert_eq!(t.entries[0]["plugin_root"], "/p");
         assert_eq!(t.entries[0]["tool_name"], "mcp");
-        assert_eq!(t.warnings.len(), 3, "{:?}", t.warnings);
+        assert_eq!(t.warnings.len(), 5, "{:?}", t.warnings);
         assert!(t.warnings[0]
             .starts_with("PreToolUse[0].hooks[3]: left out: Sluice cannot run `prompt` hooks"));
+        assert!(t
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("PostToolUse[0].hooks[1]: `asyncRewake`")));
+        assert!(t.warnings.iter().any(|w| w
+            == "PostToolUse[0].hooks[2]: left out: an mcp_tool hook without `server` and `tool`"));
         assert!(t.warnings.iter().any(|w| w == "UserPromptSubmit: left out: Sluice never fires it (prompts stay inside the agent; a gateway never sees them)"));
         assert!(translate(&json!({}), &taken, None, "mcp").is_err());
         assert_eq!(
