@@ -31,8 +31,9 @@
 //! - **exit 0** passes, unless stdout is a JSON object (the JSON protocol), read in this order:
 //!   1. `hookSpecificOutput.permissionDecision`: `"deny"` refuses with
 //!      `permissionDecisionReason`; `"ask"` asks a person (the chain collects it, a later
-//!      refusal still wins, and the server asks the client with an elicitation); `"allow"` and
-//!      `"defer"` go on reading.
+//!      refusal still wins, and the server asks the client with an elicitation); `"defer"` is
+//!      collected like an ask (a later refusal wins; else the chain refuses the call, which no
+//!      one can resume behind a gateway); `"allow"` goes on reading.
 //!   2. `decision: "block"` refuses with `reason`.
 //!   3. `continue: false` refuses with `stopReason` (`stopped by hook` when absent): behind a
 //!      gateway stopping the agent means not making the call.
