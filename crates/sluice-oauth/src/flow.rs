@@ -7,6 +7,7 @@ use crate::client::ClientCredentials;
 use crate::connect;
 use crate::discovery::Discovered;
 use crate::error::AuthError;
+use crate::events::{self, ConnectionEventKind};
 use crate::fetch::Fetcher;
 use crate::token::{self, Grant, SigningKey, TokenRequest};
 use oauth2::basic::BasicClient;
@@ -284,7 +285,14 @@ pub async fn complete(
         .put_expiring(OUTCOMES, &pending.state, &bytes, FLOW_TTL)
         .await?;
     if let Some(eid) = &pending.elicitation_id {
-        connect::record(vault, eid, &connect_outcome(&pending, &cb, &result)).await?;
+        let outcome = connect_outcome(&pending, &cb, &result);
+        let (kind, detail) = match &outcome {
+            connect::Outcome::Connected { .. } => (ConnectionEventKind::Connected, None),
+            connect::Outcome::Declined(why) => (ConnectionEventKind::Declined, Some(why.clone())),
+            connect::Outcome::Failed(why) => (ConnectionEventKind::Failed, Some(why.clone())),
+        };
+        events::emit(&pending.grant_key, kind, detail);
+        connect::record(vault, eid, &outcome).await?;
     }
     result.map(|g| (pending, g))
 }

@@ -219,9 +219,14 @@ impl Identity {
         let Some(grant) = grant else {
             return Ok(None);
         };
-        crate::revoke::revoke(&self.fetcher, &grant, self.cfg.signing_key.as_ref())
-            .await
-            .map(Some)
+        let done =
+            crate::revoke::revoke(&self.fetcher, &grant, self.cfg.signing_key.as_ref()).await;
+        crate::events::emit(
+            &self.cfg.grant_key,
+            crate::events::ConnectionEventKind::Revoked,
+            done.as_ref().err().map(ToString::to_string),
+        );
+        done.map(Some)
     }
 
     /// A request sent with `used` was answered 401 or 403 with `challenge`: fix what can be
@@ -376,6 +381,11 @@ impl Identity {
                         }
                         Err(e) => {
                             tracing::warn!(grant = %self.cfg.grant_key, "refresh failed: {e}");
+                            crate::events::emit(
+                                &self.cfg.grant_key,
+                                crate::events::ConnectionEventKind::RefreshFailed,
+                                Some(e.to_string()),
+                            );
                             if early {
                                 return Err(e);
                             }

@@ -18,6 +18,7 @@
 //! - [`revoke`]: RFC 7009 revocation of a grant at its authorization server.
 //! - [`exchange`]: RFC 8693 token exchange, a client's own token for one toward an upstream,
 //!   cached per principal ([`Exchanger`]).
+//! - [`events`]: connects, revokes and refresh failures of users' grants, for the audit log.
 //! - [`Fetcher`]: bounded HTTP (https except loopback, no cross-origin redirects, 1 MB, timeouts).
 //!
 //! Crates doing solved parts: `oauth2` (PKCE, state, the authorization URL, the token requests
@@ -29,6 +30,7 @@ pub mod client;
 pub mod connect;
 pub mod discovery;
 mod error;
+pub mod events;
 pub mod exchange;
 pub mod fetch;
 pub mod flow;

@@ -10,6 +10,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod callback;
 mod client;
 mod client_auth;
+mod connections;
 mod demo;
 mod log;
 mod log_fields;
@@ -73,6 +74,9 @@ enum Command {
     /// The vault of grants toward OAuth upstreams.
     #[command(subcommand)]
     Vault(VaultCmd),
+    /// Users' own connections to per-user OAuth upstreams: list them, or revoke them.
+    #[command(subcommand)]
+    Connections(connections::ConnectionsCmd),
     /// Run the built-in demo upstream (a small stdio MCP server). Used by the default tree.
     #[command(hide = true)]
     DemoUpstream,
@@ -204,6 +208,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Vault(VaultCmd::Rotate { home }) => login::rotate(&home),
+        Command::Connections(c) => connections::run(c),
         Command::Serve(args) => {
             // Held to the end: dropping it writes what is still queued.
             let _log = init_logging("info");
