@@ -1,10 +1,9 @@
 //! Claude Code's newer hook fields through the real binary, imported unchanged from a
 //! `settings.json` with `sluice import claude-hooks`: the exec form `args` with an `if` rule
-//! (`Bash(git push *)`), `onFailure: "block"`, an `mcp_tool` hook that calls a tool of one of
-//! Sluice's own upstreams (with `${tool_input.x}`) and takes its answer (deny, allow, defer),
-//! `once`, `async`, PostToolUse `continueOnBlock` and `updatedToolOutput` on a tool that is not
-//! named `mcp__…`, and the input fields a gateway cannot know (`null`).
-
+//! (`Bash(git push *)`), `onFailure: "block"` (command and http), an `mcp_tool` hook that calls
+//! a tool of one of Sluice's own upstreams (with `${tool_input.x}`) and takes its answer (deny,
+//! allow, defer), `once`, `async`, PostToolUse `continueOnBlock` and `updatedToolOutput` on a
+//! tool that is not named `mcp__…`, and the input fields a gateway cannot know (`null`).
 use crate::claude_hooks::{fixture, import_settings, manifest, read_json, serve};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
@@ -33,6 +32,14 @@ async fn current_claude_code_hook_fields_run_behind_the_gateway_after_an_import(
         "expose": [{"upstream": "shell", "tool": "echo", "as": "Bash"}]
     }));
     home.write("hooks/record_once.py", RECORD_ONCE_PY);
+    // An http hook service that is down: 503 passes in Claude Code, unless onFailure is block.
+    let app = axum::Router::new().route(
+        "/busy",
+        axum::routing::post(|| async { (axum::http::StatusCode::SERVICE_UNAVAILABLE, "busy") }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let busy = format!("http://{}/busy", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let decision = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
         "permissionDecision": "${tool_input.decision}",
         "permissionDecisionReason": "policy says ${tool_input.decision} for ${tool_name}"}});
@@ -46,6 +53,9 @@ async fn current_claude_code_hook_fields_run_behind_the_gateway_after_an_import(
             {"matcher": "mcp__fx__slow", "hooks": [
                 // A broken guard: exit 1 passes in Claude Code, unless onFailure is block.
                 {"type": "command", "command": "echo guard crashed >&2; exit 1", "onFailure": "block"}
+            ]},
+            {"matcher": "mcp__fx__whoami", "hooks": [
+                {"type": "http", "url": busy, "timeout": 5, "onFailure": "block"}
             ]},
             {"matcher": "mcp__fx__echo", "hooks": [
                 {"type": "mcp_tool", "server": "policy", "tool": "echo", "input": decision},
@@ -70,7 +80,7 @@ async fn current_claude_code_hook_fields_run_behind_the_gateway_after_an_import(
     assert!(ok, "{stderr}");
     assert_eq!(
         stdout.trim(),
-        "imported 7 hook(s): pre-tool-use/sh, pre-tool-use/echo, pre-tool-use/echo-2, pre-tool-use/record_once, pre-tool-use/sleep, post-tool-use/echo, post-tool-use/echo-2"
+        "imported 8 hook(s): pre-tool-use/sh, pre-tool-use/echo, pre-tool-use/busy, pre-tool-use/echo-2, pre-tool-use/record_once, pre-tool-use/sleep, post-tool-use/echo, post-tool-use/echo-2"
     );
     assert!(!stderr.contains("left out"), "{stderr}");
     let hooks = manifest(&home)["hooks"].clone();
@@ -81,15 +91,19 @@ async fn current_claude_code_hook_fields_run_behind_the_gateway_after_an_import(
     );
     assert_eq!(hooks[1]["on_failure"], "block");
     assert_eq!(
-        (&hooks[2]["type"], &hooks[2]["server"], &hooks[2]["tool"]),
+        (&hooks[2]["protocol"], &hooks[2]["on_failure"]),
+        (&json!("claude-code"), &json!("block"))
+    );
+    assert_eq!(
+        (&hooks[3]["type"], &hooks[3]["server"], &hooks[3]["tool"]),
         (&json!("mcp_tool"), &json!("policy"), &json!("echo"))
     );
-    assert_eq!(hooks[2]["input"], decision);
+    assert_eq!(hooks[3]["input"], decision);
     assert_eq!(
-        (&hooks[3]["once"], &hooks[4]["async"]),
+        (&hooks[4]["once"], &hooks[5]["async"]),
         (&json!(true), &json!(true))
     );
-    assert_eq!(hooks[5]["continue_on_block"], json!(true));
+    assert_eq!(hooks[6]["continue_on_block"], json!(true));
     // The imported hooks see the gateway's names for Bash (the tool exposed as Bash).
     let mut m = manifest(&home);
     for h in m["hooks"].as_array_mut().unwrap() {
@@ -123,6 +137,13 @@ async fn current_claude_code_hook_fields_run_behind_the_gateway_after_an_import(
     assert_eq!(
         r["error"],
         json!({"code": -32030, "message": "Request rejected", "data": {"reason": "hook pre-tool-use/echo failed (on_failure: block): exited with code 1: guard crashed"}})
+    );
+
+    let r = c.call_tool("fx_whoami", json!({})).await;
+    assert_eq!(
+        r["error"]["data"]["reason"],
+        "hook pre-tool-use/busy failed (on_failure: block): the hook service answered HTTP 503 Service Unavailable: busy",
+        "{r}"
     );
 
     // mcp_tool: the policy upstream's answer decides; `${tool_input.decision}` and
