@@ -4,6 +4,7 @@
 //! a tool of one of Sluice's own upstreams (with `${tool_input.x}`) and takes its answer (deny,
 //! allow, defer), `once`, `async`, PostToolUse `continueOnBlock` and `updatedToolOutput` on a
 //! tool that is not named `mcp__…`, and the input fields a gateway cannot know (`null`).
+
 use crate::claude_hooks::{fixture, import_settings, manifest, read_json, serve};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;

@@ -327,7 +327,10 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
     };
     let mut spec = spec.clone();
     spec.enabled = true;
-    let (chain, warnings) = Chain::build(std::slice::from_ref(&spec), &config.home);
+    let (mut chain, warnings) = Chain::build(std::slice::from_ref(&spec), &config.home);
+    if let Some(tools) = admin.st.snapshot().chain.tool_runner() {
+        chain = chain.with_tool_runner(tools);
+    }
     let phase = b.get("phase").and_then(Value::as_str).unwrap_or("request");
     let method = b
         .get("method")
