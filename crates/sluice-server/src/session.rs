@@ -410,6 +410,12 @@ impl Session {
         self.principal.read().clone()
     }
 
+    /// Who the client authenticated as, as `kind:id` (the key of its per-user grants and
+    /// per-principal connections), when it did.
+    pub fn principal_key(&self) -> Option<&str> {
+        self.principal_key.get().map(String::as_str)
+    }
+
     /// Record who the client authenticated as (at `initialize`, and again with each request's
     /// fresher token).
     pub fn set_principal(&self, p: Option<Arc<Principal>>) {

@@ -10,7 +10,7 @@
 //! replies among them) wait until the gateway drops it, so a call's progress and requests reach
 //! the client before its reply.
 
-use crate::identity::IdentityError;
+use crate::identity::{IdentityError, PerUser};
 use crate::lists::{fetch_lists, ListError, UpstreamLists};
 use crate::{Connection, Incoming, OpenOptions, StderrTail, UpstreamError};
 use foldhash::HashMap;
@@ -205,6 +205,9 @@ pub struct Slot {
     retry: Notify,
     /// Its OAuth identity (an upstream with `oauth`), or why it could not be made.
     identity: Result<Option<Arc<sluice_oauth::Identity>>, Arc<IdentityError>>,
+    /// A `per_user` upstream's identities, one per principal: each principal's calls go
+    /// through a connection of its own that carries its own grant.
+    per_user: Option<Arc<PerUser>>,
     /// The lists of per-session connections that show something else than the control
     /// connection (`session_lists.rs`), by session id, with a generation number.
     /// Sharded by session id, as `sessions` is.
@@ -246,8 +249,13 @@ impl Slot {
             (Some(_), Some(ctx)) => crate::identity::identity_for(&spec, ctx).map_err(Arc::new),
             (Some(_), None) => Err(Arc::new(IdentityError::NoVault)),
         };
+        let per_user = match &env.oauth {
+            Some(ctx) => PerUser::new(&spec, ctx).ok().flatten().map(Arc::new),
+            None => None,
+        };
         Slot {
             identity,
+            per_user,
             retry: Notify::new(),
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             stopped: AtomicBool::new(false),
@@ -284,6 +292,11 @@ impl Slot {
     /// Its OAuth identity, when it signs in.
     pub fn identity(&self) -> Option<&Arc<sluice_oauth::Identity>> {
         self.identity.as_ref().ok().and_then(Option::as_ref)
+    }
+
+    /// A `per_user` upstream's identities (None: it signs in once for everyone, or not at all).
+    pub fn per_user(&self) -> Option<&Arc<PerUser>> {
+        self.per_user.as_ref()
     }
 
     /// Is the upstream up (connected and listed)?
@@ -446,6 +459,11 @@ impl Slot {
         let isolated_stdio =
             self.spec.transport == Transport::Stdio && self.spec.isolation == Isolation::Session;
         let per_principal = session.is_modern() && isolated_stdio;
+        // A per-user upstream: one connection per principal, carrying its own grant, in
+        // either era (the driver made sure the principal has connected).
+        if let Some(users) = &self.per_user {
+            return self.user_connection(session, users).await;
+        }
         if !self.per_session() || (session.is_modern() && !per_principal) || modern_http {
             let st = self.state.lock();
             return match (&st.status, &st.control) {
@@ -491,9 +509,58 @@ impl Slot {
         }
         // Opening is boxed: the future of every call holds this one, and opening's is large.
         let shared = (!per_principal).then_some(dead.as_deref());
-        Box::pin(cell.get_or_try_init(|| self.open_for(session, key, shared)))
+        Box::pin(cell.get_or_try_init(|| self.open_for(session, key, shared, None)))
             .await
             .cloned()
+    }
+
+    /// The connection of a per-user upstream's principal (`user:<principal>`), opened on first
+    /// use with that principal's identity; one closed is opened again.
+    async fn user_connection(
+        self: &Arc<Slot>,
+        session: SessionRef<'_>,
+        users: &PerUser,
+    ) -> Result<Connection, RpcError> {
+        if self.status() == Status::Disabled || self.is_stopped() {
+            return Err(self.unavailable());
+        }
+        let Some(principal) = session.principal else {
+            return Err(RpcError::new(
+                codes::UPSTREAM_UNAVAILABLE,
+                format!(
+                    "Upstream '{}' acts as each user, and this caller is not authenticated",
+                    self.spec.id
+                ),
+            ));
+        };
+        let key = format!("user:{principal}");
+        let cell = {
+            let mut sessions = self.sessions.of(&key).lock();
+            match sessions.get(key.as_str()) {
+                Some(cell) if !cell.get().is_some_and(Connection::is_closed) => cell.clone(),
+                _ => {
+                    let cell = Arc::new(OnceCell::new());
+                    sessions.insert(Arc::from(key.as_str()), cell.clone());
+                    cell
+                }
+            }
+        };
+        if let Some(open) = cell.get() {
+            return Ok(open.clone());
+        }
+        let identity = users.identity(principal);
+        Box::pin(cell.get_or_try_init(|| self.open_for(session, &key, None, Some(identity))))
+            .await
+            .cloned()
+    }
+
+    /// Close a per-user upstream's connection of `principal` (its grant was revoked).
+    pub async fn close_user(&self, principal: &str) {
+        let key = format!("user:{principal}");
+        let cell = self.sessions.of(&key).lock().remove(key.as_str());
+        if let Some(c) = cell.and_then(|c| c.get().cloned()) {
+            c.shutdown().await;
+        }
     }
 
     /// Open the connection of `key` (a session id, or `principal:…`). `shared`: a client
@@ -504,6 +571,7 @@ impl Slot {
         session: SessionRef<'_>,
         key: &str,
         shared: Option<Option<&str>>,
+        identity: Option<Arc<sluice_oauth::Identity>>,
     ) -> Result<Connection, RpcError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let opts = OpenOptions {
@@ -513,7 +581,7 @@ impl Slot {
             connect_timeout: Duration::from_millis(self.env.timing.borrow().connect_timeout_ms),
             label: format!("{}#{}", self.spec.id, short(key)),
             stderr: self.stderr.clone(),
-            identity: self.identity().cloned(),
+            identity: identity.or_else(|| self.identity().cloned()),
         };
         let conn = match shared {
             Some(dead) if self.shares_sessions() => {
@@ -739,6 +807,28 @@ impl Slot {
         }
     }
 
+    /// The identity a per-user upstream's lists are read with: the shared login when one is
+    /// held (`sluice upstream login`), else the grant of a user who connected, so every
+    /// principal can find its tools before connecting their own account.
+    async fn lister(&self, users: &PerUser) -> Option<Arc<sluice_oauth::Identity>> {
+        let shared = self.identity().cloned();
+        if let Some(s) = &shared {
+            if s.ready().await.is_ok() {
+                return shared;
+            }
+        }
+        match users.principals().await {
+            Ok(held) => match held.first() {
+                Some((principal, _)) => Some(users.identity(principal)),
+                None => shared,
+            },
+            Err(e) => {
+                tracing::warn!(upstream = %self.spec.id, "reading the connected users failed: {e}");
+                shared
+            }
+        }
+    }
+
     /// Open the control connection and read its lists.
     async fn open_control(
         self: &Arc<Slot>,
@@ -749,6 +839,10 @@ impl Slot {
         } else {
             json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}})
         };
+        let identity = match &self.per_user {
+            Some(users) => self.lister(users).await,
+            None => self.identity().cloned(),
+        };
         let opts = OpenOptions {
             client_info: client_info(),
             capabilities: caps,
@@ -756,7 +850,7 @@ impl Slot {
             connect_timeout: Duration::from_millis(self.env.timing.borrow().connect_timeout_ms),
             label: self.spec.id.clone(),
             stderr: self.stderr.clone(),
-            identity: self.identity().cloned(),
+            identity,
         };
         if let Err(why) = &self.identity {
             return Err(StartError::Identity(why.clone()));

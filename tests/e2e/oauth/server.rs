@@ -2,7 +2,9 @@
 //! metadata, dynamic registration, an authorization endpoint that approves at once, a token
 //! endpoint checking PKCE S256 and the client secret, refresh with rotation, revocation of
 //! every grant on demand) and a protected MCP resource (RFC 9728 metadata, a 401 challenge, a
-//! stateless Streamable HTTP endpoint with one tool, `whoami`). It records every secret it
+//! stateless Streamable HTTP endpoint with one tool, `whoami`, which says the grant's number and
+//! the person it was issued to: the browser's `x-test-user` header at the authorization
+//! endpoint, as the AS's own sign-in would say). It records every secret it
 //! hands out or receives, so a test can search the gateway's outputs for them.
 
 use axum::extract::{Form, Query, State};
@@ -41,6 +43,9 @@ pub(super) struct Ledger {
     pub used: Vec<String>,
     /// Registrations (client_id → secret).
     clients: HashMap<String, String>,
+    /// The person each code, refresh token and access token was issued to (the browser's
+    /// `x-test-user` at the authorization endpoint, as a signed-in session would say).
+    users: HashMap<String, String>,
 }
 
 impl Ledger {
@@ -188,10 +193,20 @@ async fn register(State(st): State<St>, Json(body): Json<Value>) -> Response {
         .into_response()
 }
 
-async fn authorize(State(st): State<St>, Query(q): Query<HashMap<String, String>>) -> Response {
+async fn authorize(
+    State(st): State<St>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     let code = random("code");
+    let user = headers
+        .get("x-test-user")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("operator")
+        .to_string();
     let mut l = st.ledger.lock().unwrap();
     l.codes.push(code.clone());
+    l.users.insert(code.clone(), user);
     l.challenges.insert(
         code.clone(),
         q.get("code_challenge").cloned().unwrap_or_default(),
@@ -255,6 +270,16 @@ async fn token(
     let grant = f.get("grant_type").cloned().unwrap_or_default();
     l.grants.push(grant.clone());
     l.resources.push(f.get("resource").cloned());
+    let by = f
+        .get("code")
+        .or_else(|| f.get("refresh_token"))
+        .cloned()
+        .unwrap_or_default();
+    let user = l
+        .users
+        .get(&by)
+        .cloned()
+        .unwrap_or_else(|| "operator".into());
     match grant.as_str() {
         "authorization_code" => {
             let code = f.get("code").cloned().unwrap_or_default();
@@ -279,6 +304,8 @@ async fn token(
     l.refresh.push(refresh.clone());
     l.live_access.insert(access.clone());
     l.live_refresh.insert(refresh.clone());
+    l.users.insert(access.clone(), user.clone());
+    l.users.insert(refresh.clone(), user);
     Json(json!({
         "access_token": access,
         "token_type": "Bearer",
@@ -331,8 +358,17 @@ async fn mcp(State(st): State<St>, headers: HeaderMap, body: String) -> Response
             "inputSchema": {"type": "object"},
         }]}),
         "tools/call" => {
-            let n = st.ledger.lock().unwrap().access.len();
-            json!({"content": [{"type": "text", "text": format!("grant #{n}")}]})
+            let l = st.ledger.lock().unwrap();
+            let n = l.access.len();
+            let sub = l
+                .users
+                .get(token.as_deref().unwrap_or(""))
+                .cloned()
+                .unwrap_or_default();
+            json!({"content": [
+                {"type": "text", "text": format!("grant #{n}")},
+                {"type": "text", "text": format!("sub={sub}")},
+            ]})
         }
         _ if id.is_none() => return StatusCode::ACCEPTED.into_response(),
         _ => {

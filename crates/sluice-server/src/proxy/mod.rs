@@ -22,6 +22,7 @@
 mod ask;
 pub(crate) mod call;
 pub(crate) mod client_out;
+mod consent;
 pub(crate) mod forward;
 pub(crate) mod hooks;
 pub(crate) mod inbound;
@@ -252,6 +253,19 @@ async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outc
     match target {
         Target::Local(r) => reply_of(id, r),
         Target::Upstream(u) => {
+            // A per-user upstream: the caller's own account must be connected first.
+            if let Some(users) = u.slot.per_user() {
+                let what = match msg
+                    .param_str("name")
+                    .filter(|_| msg.method() == Some("tools/call"))
+                {
+                    Some(tool) => format!("The tool {tool}"),
+                    None => "This request".to_string(),
+                };
+                if let Err(e) = Box::pin(consent::ensure(call, users, &what)).await {
+                    return reply_of(id, Err(e));
+                }
+            }
             // A task-augmented call (or one a modern client may get a task for).
             let task_tool = (msg.method() == Some("tools/call")
                 && tasks::involved(session, u.slot, &msg))
