@@ -73,6 +73,7 @@ impl Server {
     pub async fn start(&self) {
         if let Some(inbound) = self.inbound.lock().take() {
             tokio::spawn(proxy::inbound::run(self.state.clone(), inbound));
+            tokio::spawn(upstream_oauth::audit_connections(self.state.clone()));
             tokio::spawn(replicas::run(self.state.clone(), self.rounds.clone()));
         }
         control::start(&self.state).await;

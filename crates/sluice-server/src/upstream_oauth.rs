@@ -72,6 +72,13 @@ pub(crate) async fn callback(st: &Arc<State>, query: Option<&str>) -> Response {
             let (upstream, principal) =
                 parse_user_grant_key(&pending.grant_key).unwrap_or_default();
             tracing::info!(%upstream, %principal, "a user connected their account");
+            // A per-user upstream with no shared login lists its tools with a connected user's
+            // grant: the first one to connect brings it up.
+            if let Some(slot) = snapshot.slots.iter().find(|s| s.spec.id == upstream) {
+                if !slot.is_up() {
+                    slot.retry_now();
+                }
+            }
             page(
                 StatusCode::OK,
                 "Connected",
@@ -109,6 +116,51 @@ pub(crate) async fn callback(st: &Arc<State>, query: Option<&str>) -> Response {
             tracing::warn!("a sign-in callback was refused: {e}");
             page(StatusCode::BAD_REQUEST, "Sign-in failed", &e.to_string())
         }
+    }
+}
+
+/// Write every user connection event (connect, declined, failed, revoke, refresh failure) as an
+/// audit line: its method is the event (`oauth.connect`, …), with the principal, the upstream,
+/// the outcome and the reason; never a token. Runs until the gateway shuts down.
+pub(crate) async fn audit_connections(st: Arc<State>) {
+    use sluice_oauth::events::{self, ConnectionEventKind as Kind};
+    let mut rx = events::subscribe();
+    let shutdown = st.rt.shutdown().clone();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            e = rx.recv() => e,
+        };
+        let event = match event {
+            Ok(e) => e,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!("{n} user connection events were not audited (too many at once)");
+                continue;
+            }
+            Err(_) => return,
+        };
+        let outcome = match event.kind {
+            Kind::Connected | Kind::Revoked => "ok",
+            Kind::Declined => "refused",
+            Kind::Failed | Kind::RefreshFailed => "error",
+        };
+        let line = sluice_telemetry::Exchange::new(
+            sluice_telemetry::Caller {
+                session: "",
+                client: None,
+                principal: Some(&event.principal),
+            },
+            sluice_telemetry::Ended {
+                method: event.kind.name(),
+                tool: None,
+                upstream: Some(&event.upstream),
+                started: std::time::Instant::now(),
+                outcome,
+                error: event.detail.clone(),
+                trace: &sluice_hooks::Trace::default(),
+            },
+        );
+        st.snapshot().audit.write(&line);
     }
 }
 

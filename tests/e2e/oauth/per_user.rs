@@ -7,7 +7,8 @@
 //! asked again; bob, with a 2026-07-28 client, gets the same question as an `input_required`
 //! round and his retry is answered with his own grant (`sub=bob`); carol's client, which
 //! declared no URL elicitation, gets -32042 carrying the link; dave declines and his call is
-//! answered with the reason. No token the server issued reaches the gateway's log.
+//! answered with the reason. Each connect is an audit line (principal, upstream), and no token
+//! the server issued reaches the gateway's log or the audit log.
 
 use super::server::OAuthServer;
 use super::support::login;
@@ -85,6 +86,7 @@ async fn each_user_connects_their_own_account_and_is_served_with_it() {
             ("dave", "dave-token"),
         ],
     );
+    home.write("logs/log.config.json", r#"{"enabled": true}"#);
     let log = home.path().join("serve.log");
     let env = [("SLUICE_E2E_VAULT_KEY", VAULT_KEY)];
     let _gw = super::support::serve(&home, port, &[], &env, Some(&log));
@@ -160,10 +162,33 @@ async fn each_user_connects_their_own_account_and_is_served_with_it() {
         "{dave}"
     );
 
+    // Each connect is an audit line naming whom and what, never a token.
+    let lines = home.audit_lines(usize::MAX).await;
+    let connects: Vec<(String, String, String)> = lines
+        .iter()
+        .filter(|l| l["method"] == "oauth.connect")
+        .map(|l| {
+            (
+                l["principal"].as_str().unwrap_or("").to_string(),
+                l["upstream"].as_str().unwrap_or("").to_string(),
+                l["outcome"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        connects,
+        vec![
+            ("token:alice".into(), "remote".into(), "ok".into()),
+            ("token:bob".into(), "remote".into(), "ok".into()),
+        ]
+    );
+
     // alice's and bob's calls used their own grants; nothing issued reached the log.
     let text = std::fs::read_to_string(&log).unwrap();
     for secret in server.ledger.lock().unwrap().secrets() {
         assert!(!text.contains(&secret), "a secret reached the log");
+        let audit = std::fs::read_to_string(home.path().join("logs/audit.jsonl")).unwrap();
+        assert!(!audit.contains(&secret), "a secret reached the audit log");
     }
     assert!(
         !text.contains(link.rsplit('/').next().unwrap()),
