@@ -208,6 +208,9 @@ pub struct Slot {
     /// A `per_user` upstream's identities, one per principal: each principal's calls go
     /// through a connection of its own that carries its own grant.
     per_user: Option<Arc<PerUser>>,
+    /// An `exchange` upstream's token exchange: each call carries a token minted for its
+    /// caller from the caller's own (RFC 8693).
+    exchanger: Option<Arc<sluice_oauth::Exchanger>>,
     /// The lists of per-session connections that show something else than the control
     /// connection (`session_lists.rs`), by session id, with a generation number.
     /// Sharded by session id, as `sessions` is.
@@ -253,9 +256,14 @@ impl Slot {
             Some(ctx) => PerUser::new(&spec, ctx).ok().flatten().map(Arc::new),
             None => None,
         };
+        let exchanger = match &env.oauth {
+            Some(ctx) => crate::identity::exchanger_for(&spec, ctx).ok().flatten(),
+            None => None,
+        };
         Slot {
             identity,
             per_user,
+            exchanger,
             retry: Notify::new(),
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             stopped: AtomicBool::new(false),
@@ -297,6 +305,11 @@ impl Slot {
     /// A `per_user` upstream's identities (None: it signs in once for everyone, or not at all).
     pub fn per_user(&self) -> Option<&Arc<PerUser>> {
         self.per_user.as_ref()
+    }
+
+    /// An `exchange` upstream's token exchange (None: another mode).
+    pub fn exchanger(&self) -> Option<&Arc<sluice_oauth::Exchanger>> {
+        self.exchanger.as_ref()
     }
 
     /// Is the upstream up (connected and listed)?

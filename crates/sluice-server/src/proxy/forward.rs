@@ -40,6 +40,32 @@ pub(crate) async fn call(
     }
 }
 
+/// The `Authorization` value of an exchange upstream's call: the caller's own bearer token
+/// exchanged (RFC 8693) for one toward the upstream, cached per principal.
+async fn exchanged(
+    x: &sluice_oauth::Exchanger,
+    session: &Session,
+    upstream: &str,
+) -> Result<String, RpcError> {
+    let unavailable = |why: String| {
+        RpcError::new(
+            codes::UPSTREAM_UNAVAILABLE,
+            format!("Upstream '{upstream}' acts as each user through token exchange, and {why}"),
+        )
+    };
+    let (Some(principal), Some(auth)) = (session.principal_key(), session.authorization()) else {
+        return Err(unavailable(
+            "this caller presented no token to exchange".into(),
+        ));
+    };
+    let subject = auth.strip_prefix("Bearer ").unwrap_or(&auth);
+    let header = x
+        .token_for(principal, subject)
+        .await
+        .map_err(|e| unavailable(format!("the exchange failed: {e}")))?;
+    Ok(header.to_str().unwrap_or_default().to_string())
+}
+
 /// Does a request that failed with `e` go once more over the shared upstream session opened
 /// again? Only when the upstream ended that session ([`UpstreamError::SessionEnded`]: it
 /// answered HTTP 404 to a request carrying the session's id, and ran nothing).
@@ -76,6 +102,13 @@ async fn call_once(
     }
     if conn.is_modern() {
         modern_upstream_request(slot, session, &mut msg, &mut headers);
+    }
+    // An exchange upstream: a token minted for this caller from its own (never the raw one).
+    if let Some(x) = slot.exchanger() {
+        match exchanged(x, session, &slot.spec.id).await {
+            Ok(bearer) => headers.push("authorization", bearer),
+            Err(e) => return (Outcome::Reply(Message::error(client_id, &e)), None),
+        }
     }
     // The client's token goes upstream only when the upstream asks for it.
     if slot.spec.forward_authorization {
