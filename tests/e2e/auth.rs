@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-const ISSUER: &str = "https://issuer.sluice.test";
+pub(crate) const ISSUER: &str = "https://issuer.sluice.test";
 
 fn key(name: &str) -> Vec<u8> {
     std::fs::read(workspace_root().join("tests/keys").join(name)).unwrap()
@@ -28,7 +28,7 @@ fn now() -> u64 {
 }
 
 /// Serve `tests/keys/jwks.json` on loopback; returns its URL and a count of fetches.
-async fn jwks_server() -> (String, Arc<AtomicUsize>) {
+pub(crate) async fn jwks_server() -> (String, Arc<AtomicUsize>) {
     let jwks: Value =
         serde_json::from_slice(&key("jwks.json")).expect("tests/keys/jwks.json is JSON");
     let hits = Arc::new(AtomicUsize::new(0));
@@ -48,7 +48,7 @@ async fn jwks_server() -> (String, Arc<AtomicUsize>) {
 }
 
 /// A signed token. `alg` RS256 uses rs256.pem (kid rs-1), ES256 es256.pem (kid es-1).
-fn mint(alg: Algorithm, claims: Value) -> String {
+pub(crate) fn mint(alg: Algorithm, claims: Value) -> String {
     let (kid, key) = match alg {
         Algorithm::RS256 => (
             "rs-1",
@@ -62,7 +62,7 @@ fn mint(alg: Algorithm, claims: Value) -> String {
     jsonwebtoken::encode(&header, &claims, &key).unwrap()
 }
 
-fn claims(aud: &str, sub: &str, scope: &str) -> Value {
+pub(crate) fn claims(aud: &str, sub: &str, scope: &str) -> Value {
     json!({"iss": ISSUER, "aud": aud, "sub": sub, "scope": scope, "iat": now(), "exp": now() + 600})
 }
 

@@ -4,13 +4,14 @@ open the link (an HTTP client that keeps cookies and follows redirects, signed i
 authorization server as USER through the `x-test-user` header the tests' server reads), confirm
 the page Sluice shows (its form posted back with its CSRF token), and accept.
 
-    connect_client.py MODE URL TOKEN TOOL USER ANSWER
+    connect_client.py MODE URL TOKEN TOOL USER ANSWER [ARGS]
 
 MODE is `auto` (2026-07-28: the question arrives as an `input_required` round) or `legacy`
 (`elicitation/create` on the call's stream); `nocap` is `legacy` with no elicitation callback
 (the client declares no elicitation capability). ANSWER is `browse` (open the link, confirm,
-accept) or `decline`. The tool is called twice. Prints one JSON object: the questions asked
-(mode, message, URL, elicitation id, the callback page's status) and each call's text or error.
+accept) or `decline`. The tool is called twice, with ARGS (a JSON object; default `{}`). Prints
+one JSON object: the questions asked (mode, message, URL, elicitation id, the callback page's
+status and text) and each call's text or error.
 """
 
 import asyncio
@@ -56,9 +57,9 @@ def make_callback(user, answer):
     return on_elicit
 
 
-async def call(client, tool):
+async def call(client, tool, args):
     try:
-        r = await client.call_tool(tool, {})
+        r = await client.call_tool(tool, args)
         return {"text": [c.text for c in r.content if getattr(c, "type", None) == "text"]}
     except Exception as e:  # the SDK raises the JSON-RPC error
         err = getattr(e, "error", None)
@@ -71,17 +72,18 @@ async def call(client, tool):
         }
 
 
-async def main(mode, url, token, tool, user, answer):
+async def main(mode, url, token, tool, user, answer, args="{}"):
+    args = json.loads(args)
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     kwargs = {}
     if mode != "nocap":
         kwargs["elicitation_callback"] = make_callback(user, answer)
     sdk_mode = "legacy" if mode == "nocap" else mode
     async with Client(streamable_http_client(url, http_client=http), mode=sdk_mode, **kwargs) as client:
-        first = await call(client, tool)
-        second = await call(client, tool)
+        first = await call(client, tool, args)
+        second = await call(client, tool, args)
     print(json.dumps({"asked": asked, "first": first, "second": second}))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:7]))
+    asyncio.run(main(*sys.argv[1:8]))

@@ -11,51 +11,17 @@
 //! the server issued reaches the gateway's log or the audit log.
 
 use super::server::OAuthServer;
-use super::support::login;
+use super::support::{connect_client, login, settings};
 use serde_json::{json, Value};
+use sluice_e2e::free_port;
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
-use sluice_e2e::{free_port, workspace_root};
-use std::process::Command;
 
 const VAULT_KEY: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=";
 
-fn python() -> std::path::PathBuf {
-    std::env::var_os("SLUICE_PYTHON")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("tests/python/.venv/bin/python"))
-}
-
-/// `connect_client.py`: the tool called twice as `user` with `token`.
+/// `connect_client.py`: `remote_whoami` called twice as `user` with `token`.
 async fn run(mode: &str, url: &str, token: &str, user: &str, answer: &str) -> Value {
-    let (mode, url, token, user, answer) = (
-        mode.to_string(),
-        url.to_string(),
-        token.to_string(),
-        user.to_string(),
-        answer.to_string(),
-    );
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python())
-            .arg(workspace_root().join("tests/python/connect_client.py"))
-            .args([&mode, &url, &token, "remote_whoami", &user, &answer])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "connect_client.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {} / {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    connect_client(mode, url, token, "remote_whoami", &json!({}), user, answer).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,16 +29,7 @@ async fn each_user_connects_their_own_account_and_is_served_with_it() {
     let server = OAuthServer::start(3600).await;
     let port = free_port();
     let home = Home::new("oauth-per-user");
-    home.write(
-        "sluice.json",
-        &json!({
-            "listen": format!("127.0.0.1:{port}"),
-            "vault": {"key": "${env:SLUICE_E2E_VAULT_KEY}"},
-            "restart_initial_ms": 100,
-            "restart_max_ms": 300,
-        })
-        .to_string(),
-    );
+    settings(&home, port);
     home.expose(&json!({"version": 1, "upstreams": [
         {"id": "remote", "transport": "http", "url": server.mcp_url(), "era": "handshake",
          "expose_all": true, "oauth": {"mode": "per_user"}}

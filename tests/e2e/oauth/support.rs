@@ -1,14 +1,30 @@
 //! What the OAuth tests share: a gateway on a tree, an operator's `sluice upstream login` with
-//! its URL followed as a browser would, and waiting until the gateway lists an upstream's tool.
+//! its URL followed as a browser would, waiting until the gateway lists an upstream's tool, and
+//! a user's Python SDK client that connects its own account (`connect_client.py`).
 
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
-use sluice_e2e::{bin, wait_for_port, Proc};
+use sluice_e2e::{bin, wait_for_port, workspace_root, Proc};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// `sluice.json` of an OAuth test's tree: listening on `port`, the vault's key from
+/// `SLUICE_E2E_VAULT_KEY`, quick restarts.
+pub(super) fn settings(home: &Home, port: u16) {
+    home.write(
+        "sluice.json",
+        &json!({
+            "listen": format!("127.0.0.1:{port}"),
+            "vault": {"key": "${env:SLUICE_E2E_VAULT_KEY}"},
+            "restart_initial_ms": 100,
+            "restart_max_ms": 300,
+        })
+        .to_string(),
+    );
+}
 
 /// `sluice serve --home` (plus `args`) with `env`, listening on `port`; its log (stderr)
 /// appended to `log` when given.
@@ -106,4 +122,49 @@ pub(super) fn text_of(r: &Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("not a tool result: {r}"))
         .to_string()
+}
+
+/// The Python of tests/python/.venv (or `SLUICE_PYTHON`).
+pub(super) fn python() -> std::path::PathBuf {
+    std::env::var_os("SLUICE_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("tests/python/.venv/bin/python"))
+}
+
+/// `connect_client.py`: `tool` called twice with `args` as `user` with `token` (`mode`: `auto`,
+/// `legacy` or `nocap`; `answer`: `browse` or `decline`); what it printed.
+pub(super) async fn connect_client(
+    mode: &str,
+    url: &str,
+    token: &str,
+    tool: &str,
+    args: &Value,
+    user: &str,
+    answer: &str,
+) -> Value {
+    let argv: Vec<String> = [mode, url, token, tool, user, answer, &args.to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python())
+            .arg(workspace_root().join("tests/python/connect_client.py"))
+            .args(&argv)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "connect_client.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {} / {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
