@@ -141,6 +141,9 @@ pub struct Ctx<'a> {
     /// For a client's reply to an upstream's request: that request, as the upstream sent it
     /// (a Civic hook's `processTargetResult` is shown it as `originalRequest`).
     pub answers: Option<&'a Message>,
+    /// The `sub` of the upstream identity whose token serves the call (an OAuth upstream's
+    /// grant, when its access token names one), never the token.
+    pub upstream_sub: Option<&'a str>,
 }
 
 impl Ctx<'_> {
@@ -558,6 +561,7 @@ impl Chain {
             era: ctx.era,
             cwd: self.cwd.clone(),
             principal: ctx.principal.clone(),
+            upstream_sub: ctx.upstream_sub.map(str::to_string),
             claude: ClaudeFields::default(),
         };
         self.refit(&mut ev, hook, ctx, trace);

@@ -45,6 +45,7 @@ fn ctx<'a>(method: &'a str, tool: Option<&'a str>) -> Ctx<'a> {
         tool: None,
         principal: None,
         upstream_tool: None,
+        upstream_sub: None,
         tool_use_id: None,
         answers: None,
     }
@@ -320,6 +321,7 @@ async fn each_hook_is_shown_its_own_event_along_the_chain() {
     let cx = Ctx {
         upstream: Some("up"),
         upstream_tool: Some("echo"),
+        upstream_sub: None,
         tool_use_id: Some("toolu_1"),
         ..ctx("tools/call", Some("up_echo"))
     };
@@ -392,6 +394,7 @@ mod claude_settings {
             session_id: session,
             upstream: Some(upstream),
             upstream_tool: Some(tool),
+            upstream_sub: None,
             ..ctx("tools/call", Some(name))
         }
     }

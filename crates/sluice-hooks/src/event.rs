@@ -57,6 +57,9 @@ pub struct HookEvent {
     pub cwd: PathBuf,
     /// Who is calling, when the listener authenticates (`None`: unauthenticated loopback).
     pub principal: Option<Arc<Principal>>,
+    /// The `sub` of the upstream identity whose token serves the call, when known (never the
+    /// token): payload field `upstream_sub`, present only then.
+    pub upstream_sub: Option<String>,
     /// The fields Claude Code sends beside the common ones.
     pub claude: ClaudeFields,
 }
@@ -125,7 +128,8 @@ impl HookEvent {
     /// sends — `session_id`, `transcript_path`, `cwd`, `permission_mode`, `hook_event_name`,
     /// `tool_name`, `tool_input`, `tool_use_id`, and in the response phase of a call
     /// `tool_response` and `duration_ms` (PostToolUseFailure: `error`, `is_interrupt`) — plus
-    /// Sluice's own `phase`, `method`, `upstream`, `era`, `principal`, the raw JSON-RPC
+    /// Sluice's own `phase`, `method`, `upstream`, `era`, `principal`, `upstream_sub` (when
+    /// known), the raw JSON-RPC
     /// `message`, and the Zato-style `request` / `response` keys.
     pub fn to_json(&self) -> Value {
         let o: Map<String, Value> = self
@@ -223,6 +227,9 @@ impl HookEvent {
                     .unwrap_or(Value::Null),
             ),
         );
+        if let Some(sub) = &self.upstream_sub {
+            o.set("upstream_sub", Field::Text(sub.as_str().into()));
+        }
         o.set("message", Field::Message);
         match self.phase {
             Phase::Request => {
@@ -398,6 +405,7 @@ mod tests {
             era: "legacy",
             cwd: PathBuf::from("/srv/sluice"),
             principal: Some(Arc::new(Principal::stdio())),
+            upstream_sub: None,
             claude: ClaudeFields {
                 transcript_path: Some(PathBuf::from("/srv/sluice/transcripts/s-1.jsonl")),
                 permission_mode: None,
@@ -493,5 +501,25 @@ mod tests {
         assert!(events[0]
             .payload()
             .contains(r#""id":123456789012345678901234567890"#));
+    }
+
+    /// The upstream identity that serves a call is named by its `sub`, after `principal`, and
+    /// only when known.
+    #[test]
+    fn the_upstream_identity_is_named_when_known() {
+        let call = Message::from_value(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "crm_find", "arguments": {}}}))
+        .unwrap();
+        let mut ev = event(Phase::Request, "PreToolUse", call, None);
+        let unknown: Value = serde_json::from_str(&ev.payload()).unwrap();
+        assert!(unknown.get("upstream_sub").is_none(), "{unknown}");
+        ev.upstream_sub = Some("alice@example.com".into());
+        let payload = ev.payload();
+        assert_eq!(payload, exact::to_string(&ev.to_json()));
+        let known: Value = serde_json::from_str(&payload).unwrap();
+        assert_eq!(known["upstream_sub"], "alice@example.com");
+        let keys: Vec<&String> = known.as_object().unwrap().keys().collect();
+        let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+        assert_eq!(at("upstream_sub"), at("principal") + 1);
     }
 }

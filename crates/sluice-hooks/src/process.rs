@@ -602,6 +602,7 @@ mod tests {
             era: "modern",
             cwd: PathBuf::from("/"),
             principal: None,
+            upstream_sub: None,
             claude: Default::default(),
         }
     }

@@ -120,6 +120,7 @@ mod tests {
             era: "legacy",
             cwd: PathBuf::from("/"),
             principal: None,
+            upstream_sub: None,
             claude: Default::default(),
         }
     }

@@ -97,6 +97,8 @@ pub struct Identity {
     header: ArcSwapOption<HeaderValue>,
     /// Its expiry (seconds since the epoch; 0 = none said).
     expires_at: AtomicU64,
+    /// The `sub` its access token names ([`token::jwt_subject`]).
+    subject: ArcSwapOption<String>,
     grant: Mutex<Option<Grant>>,
     status: Mutex<Status>,
     /// One refresh or sign-in at a time in this process.
@@ -120,6 +122,7 @@ impl Identity {
             consent,
             header: ArcSwapOption::empty(),
             expires_at: AtomicU64::new(0),
+            subject: ArcSwapOption::empty(),
             grant: Mutex::new(None),
             status: Mutex::new(Status::Unknown),
             gate: tokio::sync::Mutex::new(()),
@@ -159,6 +162,12 @@ impl Identity {
             });
         }
         h
+    }
+
+    /// The `sub` of the account its token acts as, when the access token names one (a JWT
+    /// access token; an opaque one names none). Never the token.
+    pub fn subject(&self) -> Option<Arc<String>> {
+        self.subject.load_full()
     }
 
     /// Before connecting: the grant from memory or the vault; for client credentials, a token
@@ -201,6 +210,7 @@ impl Identity {
     pub async fn forget(&self) -> Result<(), AuthError> {
         self.vault.delete(flow::GRANTS, &self.cfg.grant_key).await?;
         self.header.store(None);
+        self.subject.store(None);
         *self.grant.lock() = None;
         *self.status.lock() = Status::Unknown;
         Ok(())
@@ -278,6 +288,8 @@ impl Identity {
         }
         self.expires_at
             .store(g.expires_at.unwrap_or(0), Ordering::Relaxed);
+        self.subject
+            .store(token::jwt_subject(&g.access_token).map(Arc::new));
         *self.status.lock() = Status::Connected {
             expires_at: g.expires_at,
             scopes: g.scopes.clone(),
@@ -348,6 +360,7 @@ impl Identity {
         if stored.is_none() && self.grant.lock().is_some() {
             // Removed from the vault (`sluice upstream logout`): not refreshed back into it.
             self.header.store(None);
+            self.subject.store(None);
             *self.grant.lock() = None;
             if matches!(self.cfg.mode, Mode::Person { .. }) && self.consent.is_none() {
                 return Err(self.needs_login("the grant was removed from the vault"));
@@ -431,6 +444,7 @@ impl Identity {
     async fn drop_grant(&self) -> Result<(), AuthError> {
         self.vault.delete(flow::GRANTS, &self.cfg.grant_key).await?;
         self.header.store(None);
+        self.subject.store(None);
         *self.grant.lock() = None;
         Ok(())
     }

@@ -75,6 +75,27 @@ impl Grant {
     }
 }
 
+/// The `sub` an access token names, when it is a JWT (RFC 9068, as most identity providers
+/// issue them): read, not verified — the token came from the token endpoint, and the subject
+/// only says whose account it is. None for an opaque token or one without a `sub`.
+pub fn jwt_subject(access_token: &str) -> Option<String> {
+    use base64::Engine;
+    let mut parts = access_token.split('.');
+    let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+    claims
+        .get("sub")?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
 /// A key that signs `private_key_jwt` client assertions (RFC 7523).
 #[derive(Clone)]
 pub struct SigningKey {
@@ -389,5 +410,36 @@ pub async fn request(
             "{token_endpoint}: the answer is not a token response"
         ))),
         Err(RequestTokenError::Other(o)) => Err(fail(format!("{token_endpoint}: {o}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jwt_subject;
+    use base64::Engine;
+
+    fn b64(v: &str) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v)
+    }
+
+    #[test]
+    fn a_jwt_access_token_names_its_subject_and_an_opaque_one_none() {
+        let header = b64(r#"{"alg":"RS256","typ":"at+jwt"}"#);
+        let jwt = |claims: &str| format!("{header}.{}.c2lnbmF0dXJl", b64(claims));
+        assert_eq!(
+            jwt_subject(&jwt(r#"{"sub":"alice@example.com","aud":"crm"}"#)).as_deref(),
+            Some("alice@example.com")
+        );
+        assert_eq!(jwt_subject(&jwt(r#"{"aud":"crm"}"#)), None);
+        assert_eq!(jwt_subject(&jwt(r#"{"sub":""}"#)), None);
+        assert_eq!(jwt_subject(&jwt(r#"{"sub":7}"#)), None);
+        assert_eq!(
+            jwt_subject("gho_16C7e42F292c6912E7710c838347Ae178B4a"),
+            None
+        );
+        assert_eq!(jwt_subject("a.b"), None);
+        assert_eq!(jwt_subject("a.!!!.c"), None);
+        let four = format!("{}.x", jwt(r#"{"sub":"alice"}"#));
+        assert_eq!(jwt_subject(&four), None);
     }
 }

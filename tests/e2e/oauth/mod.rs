@@ -7,6 +7,7 @@ mod admin;
 mod cluster;
 mod conformance;
 mod exchange;
+mod isolation;
 mod per_user;
 mod sdk_server;
 mod server;

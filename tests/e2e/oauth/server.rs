@@ -4,7 +4,8 @@
 //! every grant on demand) and a protected MCP resource (RFC 9728 metadata, a 401 challenge, a
 //! stateless Streamable HTTP endpoint with one tool, `whoami`, which says the grant's number and
 //! the person it was issued to: the browser's `x-test-user` header at the authorization
-//! endpoint, as the AS's own sign-in would say). It records every secret it
+//! endpoint, as the AS's own sign-in would say; its access tokens are JWT-shaped (RFC 9068)
+//! and name that person as `sub`). It records every secret it
 //! hands out or receives, so a test can search the gateway's outputs for them.
 
 use axum::extract::{Form, Query, State};
@@ -221,6 +222,20 @@ async fn authorize(
     .into_response()
 }
 
+/// An access token shaped as an RFC 9068 JWT naming the person it was issued to (`sub`), as
+/// identity providers issue them; unique, and never checked by its signature here (the
+/// server knows its tokens).
+fn jwt_access_token(user: &str) -> String {
+    use base64::Engine;
+    let b64 = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!(
+        "{}.{}.{}",
+        b64(json!({"alg": "HS256", "typ": "at+jwt"})),
+        b64(json!({"sub": user, "jti": random("atoken")})),
+        uuid_like()
+    )
+}
+
 fn url_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
@@ -298,7 +313,7 @@ async fn token(
         }
         _ => return bad("unsupported_grant_type"),
     }
-    let access = random("atoken");
+    let access = jwt_access_token(&user);
     let refresh = random("rtoken");
     l.access.push((access.clone(), vec!["mcp:tools".into()]));
     l.refresh.push(refresh.clone());

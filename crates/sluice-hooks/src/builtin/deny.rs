@@ -157,6 +157,7 @@ pub(crate) mod tests {
             era: "legacy",
             cwd: std::path::PathBuf::new(),
             principal: None,
+            upstream_sub: None,
             claude: Default::default(),
         }
     }

@@ -137,6 +137,7 @@ impl Chain {
                 tool: None,
                 principal: None,
                 upstream_tool: None,
+                upstream_sub: None,
                 tool_use_id: None,
                 answers: None,
             };

@@ -80,6 +80,7 @@ pub fn call(tool: &str, arguments: Value) -> HookEvent {
         era: "legacy",
         cwd: PathBuf::from("/srv/sluice"),
         principal: None,
+        upstream_sub: None,
         claude: Default::default(),
     }
 }

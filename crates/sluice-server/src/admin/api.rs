@@ -372,6 +372,7 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
         tool: tool.as_deref().and_then(|n| catalog.tool_definition(n)),
         principal: None,
         upstream_tool: None,
+        upstream_sub: None,
         tool_use_id: None,
         answers: None,
     };

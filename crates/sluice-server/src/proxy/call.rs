@@ -169,8 +169,14 @@ impl<'c> Call<'c> {
     /// the upstream's own tool name from the resolved target.
     fn request_facts(&self, msg: &Message) -> Facts {
         let (upstream, upstream_name) = match &self.target {
-            Some(Target::Upstream(u)) => (Some(u.slot.spec.id.as_str()), u.name),
+            Some(Target::Upstream(u)) => (Some(u.slot.spec.id.as_str()), u.name.as_deref()),
             _ => (None, None),
+        };
+        let identity = match &self.target {
+            Some(Target::Upstream(u)) if self.snap.chain.shows_payloads() => {
+                super::hooks::serving_identity(u.slot, self.session)
+            }
+            _ => None,
         };
         let tool = match &self.named {
             Some(Named {
@@ -187,6 +193,7 @@ impl<'c> Call<'c> {
             tool,
             upstream,
             upstream_name,
+            identity,
         )
     }
 
@@ -247,6 +254,7 @@ impl<'c> Call<'c> {
         let Some(w) = self.watch.as_mut() else {
             return (RequestOutcome::Forward(msg), 0);
         };
+        w.facts.see_identity().await;
         let cx = w.facts.ctx(self.session);
         self.snap.chain.request(&cx, msg, &mut w.trace).await
     }
@@ -280,6 +288,7 @@ impl<'c> Call<'c> {
         let Some(w) = self.watch.as_mut() else {
             return Ok(reply);
         };
+        w.facts.see_identity().await;
         let cx = w.facts.ctx(self.session);
         self.snap
             .chain

@@ -1,5 +1,5 @@
 //! The facts hooks select on (method, tool name, upstream, the upstream's own tool name, the
-//! call's `tool_use_id`, the tool's definition), and the response phase for messages toward a
+//! call's `tool_use_id`, the tool's definition, the `sub` of the upstream identity serving it), and the response phase for messages toward a
 //! client that answer none of its requests (upstream requests and notifications, the gateway's
 //! own notifications).
 
@@ -28,6 +28,24 @@ pub(crate) struct Facts {
     pub tool_use_id: Option<String>,
     /// For a client's reply to an upstream's request: that request (as the upstream sent it).
     pub answers: Option<Message>,
+    /// The OAuth identity that serves the call (a per-user upstream's: the caller's own), kept
+    /// when hooks are shown payloads, to tell them its `sub` ([`Facts::see_identity`]).
+    pub identity: Option<Arc<sluice_oauth::Identity>>,
+    /// That identity's `sub`, as last seen.
+    pub upstream_sub: Option<Arc<String>>,
+}
+
+/// The OAuth identity whose token serves `session`'s calls to `slot`: the caller's own for a
+/// per-user upstream (none for a caller without a principal), else the upstream's one.
+pub(crate) fn serving_identity(
+    slot: &sluice_upstream::Slot,
+    session: &Session,
+) -> Option<Arc<sluice_oauth::Identity>> {
+    match (slot.per_user(), session.principal_key()) {
+        (Some(users), Some(p)) => Some(users.identity(p)),
+        (Some(_), None) => None,
+        (None, _) => slot.identity().cloned(),
+    }
 }
 
 /// A fresh `toolu_<32 hex>`, as Claude Code names a tool use.
@@ -52,6 +70,7 @@ impl Facts {
         tool: Option<&str>,
         upstream: Option<&str>,
         upstream_name: Option<&str>,
+        identity: Option<Arc<sluice_oauth::Identity>>,
     ) -> Facts {
         let tool_name = tool.filter(|_| method == "tools/call");
         let kept =
@@ -72,6 +91,8 @@ impl Facts {
             upstream_tool,
             tool_use_id,
             answers: None,
+            upstream_sub: None,
+            identity: identity.filter(|_| snap.chain.shows_payloads()),
         }
     }
 
@@ -85,7 +106,24 @@ impl Facts {
             upstream_tool: None,
             tool_use_id: None,
             answers: None,
+            identity: None,
+            upstream_sub: None,
         }
+    }
+
+    /// Read the `sub` of the identity serving the call again, before each phase (a principal
+    /// that connected during the call has one for the response phase); a grant this process
+    /// has not read yet is loaded from the vault first, as the dispatch would.
+    pub(crate) async fn see_identity(&mut self) {
+        let Some(i) = &self.identity else {
+            return;
+        };
+        if i.subject().is_none() {
+            // Held already: at once. None in the vault: the principal is asked to connect in
+            // the dispatch (which reads it again).
+            let _ = i.ready().await;
+        }
+        self.upstream_sub = i.subject();
     }
 
     /// The hook context for `session`.
@@ -104,6 +142,7 @@ impl Facts {
             upstream_tool: self.upstream_tool.as_deref(),
             tool_use_id: self.tool_use_id.as_deref(),
             answers: self.answers.as_ref(),
+            upstream_sub: self.upstream_sub.as_deref().map(String::as_str),
         }
     }
 }

@@ -378,6 +378,7 @@ pub(super) async fn guard(
         Some(&route.tool),
         Some(&route.slot.spec.id),
         upstream_name,
+        super::hooks::serving_identity(&route.slot, session),
     );
     let mut call = Call::plain(st, snap, session, facts);
     call.set_task(Some(route.id.clone()));
