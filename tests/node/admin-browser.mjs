@@ -9,12 +9,11 @@
 // hook decisions; disabling a tool on the Tools page changes the connected client's tools/list;
 // a drifted curated tool is flagged and Accept clears it; "Try it" on a hook shows its decision; and a screenshot of each page is written to SHOTS.
 // Exits 0 when every check passed, 1 (with the reason on stderr) otherwise.
-import { chromium } from 'playwright-core';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { openChromium } from './chromium.mjs';
 
 const { ADMIN_URL, TOKEN, MCP_URL, SHOTS } = process.env;
 if (!ADMIN_URL || !TOKEN || !MCP_URL || !SHOTS) {
@@ -32,22 +31,11 @@ const api = async (path) => {
 
 const deadline = setTimeout(() => { console.error('the browser test ran out of time (120 s)'); process.exit(1); }, 120_000);
 
-const profile = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-let context;
+let browser;
 let client;
 try {
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    viewport: { width: 1360, height: 860 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
-  const page = context.pages()[0] || await context.newPage();
-  const problems = [];
-  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-  page.on('console', (m) => { if (m.type() === 'error') problems.push('console error: ' + m.text()); });
-  page.on('response', (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`); });
+  browser = await openChromium({ width: 1360, height: 860 });
+  const { page, problems } = browser;
   const shot = (name) => page.screenshot({ path: join(SHOTS, name + '.png'), fullPage: true });
   const nav = async (name) => { await page.click(`#nav button[data-page="${name}"]`); };
 
@@ -157,6 +145,5 @@ try {
 } finally {
   clearTimeout(deadline);
   if (client) await client.close().catch(() => {});
-  if (context) await context.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
+  if (browser) await browser.close();
 }

@@ -221,6 +221,13 @@ pub(crate) fn catalog_over(
     if funnel {
         own.extend(gateway_tools::funnel_tools(&settings.funnel_prefix));
     }
+    // A user's own connections, when some upstream connects each user as themselves.
+    let per_user = |u: &UpstreamSpec| {
+        u.enabled && u.oauth.as_ref().map(|o| o.mode) == Some(sluice_config::OAuthMode::PerUser)
+    };
+    if config.expose.upstreams.iter().any(per_user) {
+        own.push(gateway_tools::connections_tool(&settings.funnel_prefix));
+    }
     let (mut catalog, warnings) =
         Catalog::build(version, pairs, &config.expose.expose, own, funnel);
     catalog.slots = slots.clone();

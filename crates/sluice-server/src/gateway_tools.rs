@@ -1,5 +1,5 @@
-//! The tools the gateway answers itself: the funnel's three meta-tools and the management
-//! tools. Their definitions (what clients list) and the closed set of what each one does
+//! The tools the gateway answers itself: the funnel's three meta-tools, the management
+//! tools and a user's own connections to per-user upstreams. Their definitions (what clients list) and the closed set of what each one does
 //! ([`GatewayTool`]), which the catalog routes to; the behaviour lives in `features/`.
 
 use serde_json::{json, Value};
@@ -15,6 +15,9 @@ pub enum GatewayTool {
     RunTool,
     /// A management operation (`<prefix>_<op>`).
     Manage(ManageOp),
+    /// `<prefix>_connections`: the caller's own connections to per-user upstreams (list,
+    /// connect, disconnect).
+    Connections,
 }
 
 /// The management operations, over the same edits as the CLI and the admin API.
@@ -67,6 +70,21 @@ pub(crate) fn management_tools(prefix: &str) -> Vec<(Value, GatewayTool)> {
         .zip(ops)
         .map(|(t, op)| (t, GatewayTool::Manage(op)))
         .collect()
+}
+
+/// The connections tool, with what it does: listed when some upstream connects each user as
+/// themselves (`"oauth": {"mode": "per_user"}`).
+pub(crate) fn connections_tool(prefix: &str) -> (Value, GatewayTool) {
+    let tool = json!({
+        "name": format!("{prefix}_connections"),
+        "title": "Your connections",
+        "description": "Your own connections to the upstreams that act as each user: list them (connected or not, until when), connect one (you get a link to sign in with your own account) or disconnect one (your grant is forgotten and revoked). Only ever yours.",
+        "inputSchema": {"type": "object", "properties": {
+            "action": {"type": "string", "enum": ["list", "connect", "disconnect"], "description": "list (the default), connect or disconnect."},
+            "upstream": {"type": "string", "description": "The upstream to connect or disconnect (its id, as list shows it)."}
+        }}
+    });
+    (tool, GatewayTool::Connections)
 }
 
 /// The three meta-tool definitions.

@@ -6,6 +6,7 @@
 mod admin;
 mod cluster;
 mod conformance;
+mod connections;
 mod exchange;
 mod isolation;
 mod per_user;

@@ -15,10 +15,12 @@
 //! a staged copy, written atomically) and is then applied through the one apply path (`control::apply_tree`).
 //! An OAuth upstream's sign-in starts here (`POST /api/upstreams/connect` answers the
 //! authorization URL the page opens) and finishes on the MCP listener's `/oauth/callback`
-//! (`upstream_oauth.rs`), the redirect URI the authorization server knows.
+//! (`upstream_oauth.rs`), the redirect URI the authorization server knows. Users' own
+//! connections to per-user upstreams are listed and ended in `connections.rs`.
 
 pub(crate) mod api;
 pub(crate) mod assets;
+mod connections;
 pub(crate) mod metrics;
 mod reply;
 pub(crate) mod traffic;
@@ -119,6 +121,7 @@ pub(crate) fn router(admin: Arc<Admin>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .merge(api::routes())
+        .merge(connections::routes())
         .merge(traffic::routes())
         .layer(axum::middleware::from_fn_with_state(
             admin.clone(),

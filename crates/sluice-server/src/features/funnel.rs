@@ -116,9 +116,9 @@ pub(crate) fn answer(
             }
             Answer::Run(Message::request(id, "tools/call", Some(params)))
         }
-        GatewayTool::Manage(_) => Answer::Reply(Err(RpcError::internal(
-            "a management tool is not a funnel meta-tool",
-        ))),
+        GatewayTool::Manage(_) | GatewayTool::Connections => Answer::Reply(Err(
+            RpcError::internal("a management or connections tool is not a funnel meta-tool"),
+        )),
     }
 }
 

@@ -34,7 +34,7 @@ use crate::access;
 use crate::channel::{Outcome, Sink};
 #[cfg(test)]
 use crate::control;
-use crate::features::{funnel, management};
+use crate::features::{connections, funnel, management};
 use crate::gateway_tools::GatewayTool;
 use crate::session::Session;
 use crate::state::{Snapshot, State};
@@ -313,6 +313,20 @@ async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outc
                 .cloned()
                 .unwrap_or(json!({}));
             reply_of(id, Box::pin(management::call(st, op, &args)).await)
+        }
+        Target::Gateway(GatewayTool::Connections) => {
+            let principal = session.principal_key();
+            let r = match Box::pin(connections::answer(snap, principal, &msg)).await {
+                connections::Answer::Reply(r) => r,
+                // Asked as a call to one of its tools would be; then the caller's own state.
+                connections::Answer::Connect(users) => {
+                    match Box::pin(consent::ensure(call, &users, "This gateway")).await {
+                        Ok(()) => connections::connected(&users, principal.unwrap_or("")).await,
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            reply_of(id, r)
         }
         Target::Gateway(tool) => {
             let principal = session.principal();

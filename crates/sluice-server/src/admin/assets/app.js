@@ -85,7 +85,7 @@ $('#login-form').addEventListener('submit', async (ev) => {
 });
 
 // --- navigation ----------------------------------------------------------------------------
-const pages = { overview: loadOverview, tools: loadTools, hooks: loadHooks, upstreams: loadUpstreams, traffic: () => {}, logs: loadLogs };
+const pages = { overview: loadOverview, tools: loadTools, hooks: loadHooks, upstreams: loadUpstreams, connections: loadConnections, traffic: () => {}, logs: loadLogs };
 let current = 'overview';
 function show(page) {
   current = page;
@@ -294,7 +294,8 @@ function signInCell(u) {
   } else {
     kids.push(badge(o.state, 'off'));
   }
-  kids.push(h('div', { class: 'muted' }, o.mode === 'shared' ? 'shared sign-in' : 'client credentials'));
+  const modes = { shared: 'shared sign-in', per_user: 'each user as themselves', client_credentials: 'client credentials', exchange: 'token exchange' };
+  kids.push(h('div', { class: 'muted' }, modes[o.mode] || o.mode));
   if (signingIn && signingIn.id === u.id) {
     kids.push(h('div', { class: 'muted' }, 'waiting for the sign-in · ',
       h('a', { href: signingIn.url, target: '_blank', rel: 'noopener noreferrer', class: 'signin-link' }, 'open the sign-in page')));
@@ -352,6 +353,34 @@ $('#upstream-add').addEventListener('submit', (ev) => {
   } else entry.url = target;
   act('#upstreams-error', entry, '/api/upstreams/add', async () => { f.reset(); await loadUpstreams(); });
 });
+
+// --- connections ---------------------------------------------------------------------------
+// Users' own connections to per-user upstreams: who, until when, which scopes (never a token).
+function expiry(at) {
+  if (typeof at !== 'number') return 'no expiry';
+  const left = at * 1000 - Date.now();
+  return left > 0 ? `in ${Math.ceil(left / 60000)}m` : 'expired';
+}
+async function loadConnections() {
+  const d = await api('/api/connections');
+  const rows = [];
+  for (const u of d.upstreams) {
+    if (u.error) rows.push(h('tr', { dataset: { upstream: u.upstream } }, h('td', {}, h('strong', {}, u.upstream)), h('td', { colspan: 4, class: 'error' }, u.error)));
+    else if (!u.principals.length) rows.push(h('tr', { dataset: { upstream: u.upstream } }, h('td', {}, h('strong', {}, u.upstream)), h('td', { colspan: 4, class: 'muted' }, 'no one is connected')));
+    for (const p of u.principals) {
+      rows.push(h('tr', { class: 'connection', dataset: { upstream: u.upstream, principal: p.principal } },
+        h('td', {}, h('strong', {}, u.upstream)), h('td', { class: 'mono' }, p.principal),
+        h('td', {}, expiry(p.expires_at), h('div', { class: 'muted' }, p.refreshable ? 'refreshable' : 'no refresh token')),
+        h('td', {}, (p.scopes || []).join(' ')),
+        h('td', { class: 'actions' }, h('button', { class: 'revoke', onclick: () => {
+          if (!confirm(`End ${p.principal}'s connection to ${u.upstream}?`)) return;
+          act('#connections-error', { upstream: u.upstream, principal: p.principal }, '/api/connections/revoke', loadConnections);
+        } }, 'Revoke'))));
+    }
+  }
+  if (!d.upstreams.length) rows.push(h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No upstream acts as each user.')));
+  $('#connections-rows').replaceChildren(...rows);
+}
 
 // --- live traffic --------------------------------------------------------------------------
 let paused = false;
