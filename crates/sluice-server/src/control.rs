@@ -479,9 +479,7 @@ pub(crate) async fn end_session(st: &State, id: &str, why: sluice_hooks::EndReas
     let Some(session) = st.rt.sessions().remove(id) else {
         return false;
     };
-    if let (Some(c), Some(sh)) = (&st.rt.cluster(), &session.shared) {
-        c.forget(&sh.handle);
-    }
+    st.rt.scale().forget(&session);
     if !session.mark_closed() {
         return true;
     }

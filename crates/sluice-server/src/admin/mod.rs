@@ -165,10 +165,9 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
         };
         not_ready.push(json!({"upstream": slot.spec.id, "status": status, "reason": reason}));
     }
-    if let Some(c) = &admin.st.rt.cluster() {
-        if let Some(reason) = c.store.down() {
-            not_ready.push(json!({"cluster": "redis", "redis": c.store.shown(), "status": "down", "reason": reason}));
-        }
+    if let Some((redis, reason)) = admin.st.rt.scale().store_down() {
+        not_ready
+            .push(json!({"cluster": "redis", "redis": redis, "status": "down", "reason": reason}));
     }
     let ready = not_ready.is_empty() && !crate::control::is_shutting_down(&admin.st);
     let body = json!({

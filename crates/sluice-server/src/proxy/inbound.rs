@@ -65,8 +65,8 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
             drop(done);
         }
         SlotEvent::Lists { said, slot } => {
-            if let (Some(c), Some(_)) = (&st.rt.cluster(), said) {
-                c.lists_changed(&slot.spec.id, None);
+            if said.is_some() {
+                st.rt.scale().lists_changed(&slot.spec.id, None);
             }
             control::rebuild_catalog(st, said);
         }
@@ -77,10 +77,8 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
         } => {
             // Only that session's lists changed (its view is rebuilt on its next request).
             if let Some(s) = st.rt.sessions().get(&session) {
-                if let (Some(c), true) = (&st.rt.cluster(), s.shared.is_some()) {
-                    // The other replicas serving it re-read its own upstream sessions.
-                    c.lists_changed(&slot.spec.id, Some(&session));
-                }
+                // The other replicas serving it re-read its own upstream sessions.
+                st.rt.scale().lists_changed(&slot.spec.id, Some(&s));
                 let st = st.clone();
                 tokio::spawn(async move {
                     if let Ok(msg) =

@@ -277,12 +277,13 @@ async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outc
                 return Box::pin(tasks::call_tool(st, session, u.slot, tool, msg, sink)).await;
             }
             // In a cluster, a session's own process may run on another replica.
-            if let (Some(c), true) = (&st.rt.cluster(), u.slot.isolated_stdio()) {
-                let (up, wait) = (&u.slot.spec.id, u.slot.timeout());
-                if let Some(reply) = Box::pin(c.hand_isolated(session, up, &msg, sink, wait)).await
-                {
-                    return Outcome::Reply(reply);
-                }
+            if let Some(reply) = st
+                .rt
+                .scale()
+                .hand_isolated(session, u.slot, &msg, sink)
+                .await
+            {
+                return Outcome::Reply(reply);
             }
             let outcome = match &u.subscription {
                 // A 2026-07-28 upstream has no resources/subscribe: Sluice watches the URI on a

@@ -13,7 +13,9 @@ use crate::state::State;
 use crate::stream::StreamBuf;
 
 mod handover;
-pub(crate) use handover::{forward_cancel, forward_reply, hand_retry, replay_elsewhere};
+mod scale;
+use handover::{forward_cancel, forward_reply, hand_retry, replay_elsewhere};
+pub(crate) use scale::Scale;
 use serde_json::{json, Value};
 use sluice_cluster::{Bus, BusMsg, StoreError};
 use sluice_core::{Message, Principal};

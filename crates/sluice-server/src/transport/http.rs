@@ -12,7 +12,6 @@ use crate::http_parts::{
 };
 use crate::modern::rounds::Rounds;
 use crate::proxy;
-use crate::replicas;
 use crate::session::{HttpStreams, Init, Outbound, Session};
 use crate::state::{Held, SessionCap, Snapshot, State};
 use crate::stream::StreamBuf;
@@ -251,11 +250,9 @@ async fn post(
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(c) = &st.rt.cluster() {
-        if Box::pin(replicas::forward_reply(c, &session, &msg)).await {
-            return StatusCode::ACCEPTED.into_response();
-        }
-        Box::pin(replicas::forward_cancel(st, c, &session, &msg)).await;
+    // A reply or cancellation another replica of a cluster must see.
+    if st.rt.scale().hand_message(st, &session, &msg).await {
+        return StatusCode::ACCEPTED.into_response();
     }
     match msg.kind() {
         Kind::Notification | Kind::Response | Kind::Error => {
@@ -290,25 +287,19 @@ async fn initialize(
     let version = version::negotiate(requested);
     let init = Init::of_initialize(&params, version);
     let ttl = std::time::Duration::from_secs(settings.session_idle_secs);
-    let (id, shared) = match &st.rt.cluster() {
-        None => (uuid::Uuid::new_v4().simple().to_string(), None),
-        Some(c) => {
-            let (id, handle) = c.seal(&init, principal.as_deref());
-            (
-                id,
-                Some(replicas::shared(c, handle, ttl, settings.replay_events)),
-            )
-        }
-    };
+    let new = st
+        .rt
+        .scale()
+        .new_session(&init, principal.as_deref(), ttl, settings.replay_events);
+    let id = new.id.clone();
     let buf = StreamBuf::new(
         0,
         settings.replay_events as usize,
         settings.replay_bytes as usize,
     );
-    let base = st.rt.cluster().as_ref().map_or(0, |c| c.stream_base());
-    let streams = HttpStreams::new(buf).numbered_from(base);
+    let streams = HttpStreams::new(buf).numbered_from(new.stream_base);
     let mut session = Session::new(id.clone(), init, Outbound::Http(streams));
-    if let Some(shared) = shared {
+    if let Some(shared) = new.shared {
         session = session.with_shared(shared);
     }
     let session = Arc::new(session);
@@ -324,18 +315,13 @@ async fn initialize(
         // Refused by a hook: no session.
         Err(reply) => return json_reply(reply),
     };
-    if let (Some(c), Some(sh)) = (&st.rt.cluster(), &session.shared) {
-        // Every replica learns of it through the store before the client has its id.
-        if let Err(e) = sh.store.create(&sh.handle, ttl).await {
-            let chain = snap.chain.clone();
-            let sid = id.clone();
-            tokio::spawn(
-                async move { chain.stop(&sid, sluice_hooks::EndReason::NotAdmitted).await },
-            );
-            tracing::error!("initialize refused: {e}");
-            return store_unavailable(&e.0);
-        }
-        c.remember(&sh.handle, &id);
+    // In a cluster every replica learns of it through the store before the client has its id.
+    if let Err(e) = st.rt.scale().admit(&session, ttl).await {
+        let chain = snap.chain.clone();
+        let sid = id.clone();
+        tokio::spawn(async move { chain.stop(&sid, sluice_hooks::EndReason::NotAdmitted).await });
+        tracing::error!("initialize refused: {e}");
+        return store_unavailable(&e);
     }
     let sealed = session.shared.is_some();
     if let Err(cap) = st.rt.sessions().try_add(session, max, per) {

@@ -6,7 +6,6 @@
 use super::http_session::{find_session, store_unavailable};
 use super::rules::{self, accepts_all};
 use crate::http_parts::{header_str, json_error, sse_headers, KEEPALIVE};
-use crate::replicas;
 use crate::session::Session;
 use crate::state::State;
 use crate::stream::StreamBuf;
@@ -40,10 +39,8 @@ pub(super) async fn get(
         return StatusCode::METHOD_NOT_ALLOWED.into_response();
     };
     // In a cluster the GET stream's events are in the store, whichever replica added them.
-    if let Some(c) = &st.rt.cluster() {
-        if let Err(e) = replicas::feed(c, &session).await {
-            return store_unavailable(&e.0);
-        }
+    if let Err(e) = st.rt.scale().feed(&session).await {
+        return store_unavailable(&e.0);
     }
     // Resumption: replay the stream the event id names, after that event.
     if let Some(last) = header_str(&headers, sluice_core::headers::LAST_EVENT_ID) {
@@ -56,12 +53,9 @@ pub(super) async fn get(
         };
         let local = http.stream(stream);
         // In a cluster a POST stream lives on the replica that ran the request: it replays it.
-        if let (None, Some(c)) = (&local, &st.rt.cluster()) {
-            let owner = crate::cluster::Cluster::stream_owner(stream);
-            if let Some(owner) = owner.filter(|o| **o != *c.replica) {
-                if let Some(r) = replicas::replay_elsewhere(c, &session, &owner, last).await {
-                    return r;
-                }
+        if local.is_none() {
+            if let Some(r) = st.rt.scale().replay_elsewhere(&session, stream, last).await {
+                return r;
             }
         }
         let Some(buf) = local else {

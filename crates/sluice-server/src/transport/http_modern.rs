@@ -72,19 +72,13 @@ pub(crate) async fn post(
     };
     let authorization = header_str(headers, axum::http::header::AUTHORIZATION);
     // A retry whose call waits on another replica of the cluster: that replica continues it.
-    if let Some(c) = st.rt.cluster().clone() {
-        if let Some(owner) = rounds.elsewhere(&msg, principal.as_ref().map(|p| p.id.as_str())) {
-            let rx = crate::replicas::hand_retry(
-                &st,
-                &c,
-                &owner,
-                &msg,
-                principal.as_deref(),
-                authorization,
-            )
-            .await;
-            return respond(rx).await;
-        }
+    let handed = st
+        .rt
+        .scale()
+        .hand_retry(&st, &rounds, &msg, principal.as_deref(), authorization)
+        .await;
+    if let Some(rx) = handed {
+        return respond(rx).await;
     }
     let session = modern::ephemeral_session(&st, authorization, &msg, &requested, principal);
     let (out, out_rx) = mpsc::unbounded_channel::<Message>();

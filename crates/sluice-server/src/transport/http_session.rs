@@ -3,7 +3,7 @@
 //! cluster store does not answer. Used by POST, GET and DELETE (`http.rs`, `http_get.rs`).
 
 use crate::http_parts::{header_str, json_error, SESSION};
-use crate::replicas::{self, Miss};
+use crate::replicas::Miss;
 use crate::session::Session;
 use crate::state::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -27,16 +27,7 @@ pub(super) async fn find_session(
             None,
         ));
     };
-    let found = match &st.rt.cluster() {
-        None => st
-            .rt
-            .sessions()
-            .get(id)
-            .filter(|s| replicas::owned_by(s, principal.as_deref()))
-            .ok_or(Miss::NotFound),
-        // Boxed: a session of a cluster may be fetched from the store.
-        Some(c) => Box::pin(replicas::find(st, c, id, principal.as_ref())).await,
-    };
+    let found = st.rt.scale().find(st, id, principal.as_ref()).await;
     match found {
         Ok(s) => {
             s.touch();
