@@ -6,8 +6,9 @@
 //! server says whose grant served each call (`sub=`). The hooks see who called (`principal`)
 //! and which upstream identity served the call (`upstream_sub`), and never a token.
 //!
-//! Tasks are not covered here: the in-process server (`server.rs`) runs no tasks, so a
-//! task-augmented call to it is an ordinary call.
+//! Tasks too: with the in-process server running `whoami` as a 2025-11-25 task, a user's task
+//! is created and collected with their own grant, and another user can neither read nor
+//! collect it.
 //!
 //! The helpers (a browser that confirms a connect link, a raw client's consent round) are
 //! shared with the cluster test (`cluster.rs`).
@@ -15,9 +16,9 @@
 use super::server::OAuthServer;
 use super::support::login;
 use serde_json::{json, Value};
-use sluice_e2e::free_port;
 use sluice_e2e::mcp::{Client, SseReader};
 use sluice_e2e::tree::Home;
+use sluice_e2e::{free_port, Proc};
 use std::time::{Duration, Instant};
 
 const VAULT_KEY: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=";
@@ -153,17 +154,24 @@ pub(super) async fn resumed_until_reply(resp: reqwest::Response, id: u64) -> Vec
     panic!("the stream ended before the reply: {seen:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_users_grant_never_serves_another() {
-    let server = OAuthServer::start(3600).await;
-    let port = free_port();
-    let home = Home::new("oauth-isolation");
+const ENV: [(&str, &str); 1] = [("SLUICE_E2E_VAULT_KEY", VAULT_KEY)];
+
+/// A tree whose upstream `remote` (the in-process server) acts as each user, the gateway on
+/// `port`, with the funnel when `funnel`, and these people's bearer tokens (`<name>-token`).
+fn per_user_tree(
+    label: &str,
+    server: &OAuthServer,
+    port: u16,
+    funnel: bool,
+    people: &[&str],
+) -> Home {
+    let home = Home::new(label);
     home.write(
         "sluice.json",
         &json!({
             "listen": format!("127.0.0.1:{port}"),
             "vault": {"key": "${env:SLUICE_E2E_VAULT_KEY}"},
-            "funnel": true,
+            "funnel": funnel,
             "restart_initial_ms": 100,
             "restart_max_ms": 300,
         })
@@ -173,6 +181,32 @@ async fn one_users_grant_never_serves_another() {
         {"id": "remote", "transport": "http", "url": server.mcp_url(), "era": "handshake",
          "expose_all": true, "oauth": {"mode": "per_user"}}
     ]}));
+    let tokens: Vec<(&str, String)> = people.iter().map(|p| (*p, format!("{p}-token"))).collect();
+    let tokens: Vec<(&str, &str)> = tokens.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    crate::auth::bearer_tokens(&home, &tokens);
+    home
+}
+
+/// The gateway on `home`, signed in by the operator (whose login lists the tools for everyone
+/// and never serves a user's call), with alice and bob each connected: the gateway, its MCP
+/// URL and their sessions.
+async fn alice_and_bob_connected(home: &Home, port: u16) -> (Proc, String, Client, Client) {
+    let gw = super::support::serve(home, port, &["--no-admin"], &ENV, None);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    login(home, "remote", &ENV).await;
+    let alice = session_listing(&url, "alice-token", json!({}), "remote_whoami").await;
+    let bob = session_listing(&url, "bob-token", json!({}), "remote_whoami").await;
+    connect_by_link(&alice, "remote_whoami", "alice").await;
+    connect_by_link(&bob, "remote_whoami", "bob").await;
+    (gw, url, alice, bob)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_grant_never_serves_another() {
+    let server = OAuthServer::start(3600).await;
+    let port = free_port();
+    let people = ["alice", "bob", "carol", "erin"];
+    let home = per_user_tree("oauth-isolation", &server, port, true, &people);
     home.write(
         "hooks/hooks.manifest.json",
         &json!({"version": 1, "hooks": [
@@ -183,25 +217,7 @@ async fn one_users_grant_never_serves_another() {
         ]})
         .to_string(),
     );
-    crate::auth::bearer_tokens(
-        &home,
-        &[
-            ("alice", "alice-token"),
-            ("bob", "bob-token"),
-            ("carol", "carol-token"),
-            ("erin", "erin-token"),
-        ],
-    );
-    let env = [("SLUICE_E2E_VAULT_KEY", VAULT_KEY)];
-    let _gw = super::support::serve(&home, port, &[], &env, None);
-    let url = format!("http://127.0.0.1:{port}/mcp");
-
-    // The operator's login lists the tools for everyone; it never serves a user's call.
-    login(&home, "remote", &env).await;
-    let alice = session_listing(&url, "alice-token", json!({}), "remote_whoami").await;
-    let bob = session_listing(&url, "bob-token", json!({}), "remote_whoami").await;
-    connect_by_link(&alice, "remote_whoami", "alice").await;
-    connect_by_link(&bob, "remote_whoami", "bob").await;
+    let (_gw, url, alice, bob) = alice_and_bob_connected(&home, port).await;
 
     // Calls of both at once, each served with its own grant.
     let calls: Vec<_> = (0..6)
@@ -324,4 +340,65 @@ async fn one_users_grant_never_serves_another() {
         );
     }
     assert!(!payloads.contains("Bearer"), "a bearer reached a hook");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_task_is_created_and_collected_with_their_own_grant() {
+    let server = OAuthServer::start(3600).await;
+    server.behaviour.lock().unwrap().tasks = true;
+    let port = free_port();
+    let home = per_user_tree(
+        "oauth-isolation-tasks",
+        &server,
+        port,
+        false,
+        &["alice", "bob"],
+    );
+    let (_gw, _url, alice, bob) = alice_and_bob_connected(&home, port).await;
+
+    let task = json!({"name": "remote_whoami", "arguments": {}, "task": {"ttl": 60000}});
+    let (a, b) = tokio::join!(
+        alice.request("tools/call", task.clone()),
+        bob.request("tools/call", task.clone())
+    );
+    let id_of = |r: &Value| {
+        r["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not a task: {r}"))
+            .to_string()
+    };
+    let (a, b) = (id_of(&a), id_of(&b));
+    assert!(
+        a.starts_with("sluice-task-") && b.starts_with("sluice-task-"),
+        "{a} {b}"
+    );
+
+    // Each collects their own, created and fetched with their own grant.
+    for (c, id, who) in [(&alice, &a, "alice"), (&bob, &b, "bob")] {
+        let got = c.request("tasks/get", json!({"taskId": id})).await;
+        assert_eq!(got["result"]["status"], "completed", "{got}");
+        let r = c.request("tasks/result", json!({"taskId": id})).await;
+        assert_eq!(sub_of(&r), who, "{r}");
+        assert_eq!(texts(&r)[2], format!("fetched_by={who}"), "{r}");
+    }
+    // bob cannot read or collect alice's task: as a task that does not exist.
+    for method in ["tasks/get", "tasks/result"] {
+        let r = bob.request(method, json!({"taskId": a})).await;
+        let unknown = bob
+            .request(method, json!({"taskId": "sluice-task-none"}))
+            .await;
+        assert_eq!(
+            r["error"]["code"], unknown["error"]["code"],
+            "{method}: {r}"
+        );
+        assert_eq!(r["error"]["code"], -32602, "{method}: {r}");
+    }
+    let listed = bob.request("tasks/list", json!({})).await;
+    let ids: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| t["taskId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [b.as_str()], "bob lists his own task only");
 }

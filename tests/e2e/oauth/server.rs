@@ -44,6 +44,8 @@ pub(super) struct Ledger {
     pub used: Vec<String>,
     /// Registrations (client_id → secret).
     clients: HashMap<String, String>,
+    /// Tasks by id: the `whoami` result they hold.
+    tasks: HashMap<String, Value>,
     /// The person each code, refresh token and access token was issued to (the browser's
     /// `x-test-user` at the authorization endpoint, as a signed-in session would say).
     users: HashMap<String, String>,
@@ -67,6 +69,11 @@ pub(super) struct Behaviour {
     pub expires_in: u64,
     /// Answer the MCP endpoint's requests (false: every request is refused with 401).
     pub serving: bool,
+    /// Run `whoami` as a 2025-11-25 task when asked (`tasks` declared, `taskSupport:
+    /// optional`): the task completes at once; `tasks/result` says whose grant created it
+    /// (`sub=`) and whose fetched it (`fetched_by=`). Off unless a test turns it on before
+    /// the gateway connects.
+    pub tasks: bool,
 }
 
 /// A running server.
@@ -113,6 +120,7 @@ impl OAuthServer {
             behaviour: Arc::new(Mutex::new(Behaviour {
                 expires_in,
                 serving: true,
+                tasks: false,
             })),
         };
         let app = Router::new()
@@ -337,7 +345,10 @@ async fn mcp(State(st): State<St>, headers: HeaderMap, body: String) -> Response
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_string);
-    let serving = st.behaviour.lock().unwrap().serving;
+    let (serving, tasks) = {
+        let b = st.behaviour.lock().unwrap();
+        (b.serving, b.tasks)
+    };
     let valid = {
         let mut l = st.ledger.lock().unwrap();
         let ok = serving && token.as_ref().is_some_and(|t| l.live_access.contains(t));
@@ -361,29 +372,78 @@ async fn mcp(State(st): State<St>, headers: HeaderMap, body: String) -> Response
     let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let id = msg.get("id").cloned();
     let method = msg["method"].as_str().unwrap_or("");
+    let sub = || {
+        st.ledger
+            .lock()
+            .unwrap()
+            .users
+            .get(token.as_deref().unwrap_or(""))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let task_of = |task_id: &str| {
+        json!({"taskId": task_id, "status": "completed", "createdAt": "2026-01-01T00:00:00Z",
+               "ttl": 60000, "pollInterval": 100})
+    };
     let result = match method {
-        "initialize" => json!({
-            "protocolVersion": msg["params"]["protocolVersion"],
-            "capabilities": {"tools": {}},
-            "serverInfo": {"name": "oauth-test-server", "version": "1"},
-        }),
-        "tools/list" => json!({"tools": [{
-            "name": "whoami",
-            "description": "Says which token the call came with (by its number).",
-            "inputSchema": {"type": "object"},
-        }]}),
+        "initialize" => {
+            let mut caps = json!({"tools": {}});
+            if tasks {
+                caps["tasks"] =
+                    json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
+            }
+            json!({
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": caps,
+                "serverInfo": {"name": "oauth-test-server", "version": "1"},
+            })
+        }
+        "tools/list" => {
+            let mut tool = json!({
+                "name": "whoami",
+                "description": "Says which token the call came with (by its number).",
+                "inputSchema": {"type": "object"},
+            });
+            if tasks {
+                tool["execution"] = json!({"taskSupport": "optional"});
+            }
+            json!({"tools": [tool]})
+        }
         "tools/call" => {
-            let l = st.ledger.lock().unwrap();
+            let sub = sub();
+            let mut l = st.ledger.lock().unwrap();
             let n = l.access.len();
-            let sub = l
-                .users
-                .get(token.as_deref().unwrap_or(""))
-                .cloned()
-                .unwrap_or_default();
-            json!({"content": [
+            let result = json!({"content": [
                 {"type": "text", "text": format!("grant #{n}")},
                 {"type": "text", "text": format!("sub={sub}")},
-            ]})
+            ]});
+            match msg["params"].get("task") {
+                Some(_) if tasks => {
+                    let task_id = random("task");
+                    l.tasks.insert(task_id.clone(), result);
+                    json!({"task": task_of(&task_id)})
+                }
+                _ => result,
+            }
+        }
+        "tasks/get" | "tasks/result" if tasks => {
+            let task_id = msg["params"]["taskId"].as_str().unwrap_or("").to_string();
+            let fetched_by = sub();
+            let Some(mut held) = st.ledger.lock().unwrap().tasks.get(&task_id).cloned() else {
+                return Json(json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32602, "message": "Unknown task"}}))
+                .into_response();
+            };
+            match method {
+                "tasks/get" => task_of(&task_id),
+                _ => {
+                    held["content"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!({"type": "text", "text": format!("fetched_by={fetched_by}")}));
+                    held
+                }
+            }
         }
         _ if id.is_none() => return StatusCode::ACCEPTED.into_response(),
         _ => {
