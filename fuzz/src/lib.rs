@@ -199,6 +199,7 @@ fn event(phase: Phase, name: &'static str, message: Value, request: Option<Value
         era: "legacy",
         cwd: PathBuf::from("/"),
         principal: None,
+        upstream_sub: None,
         claude: Default::default(),
     }
 }
