@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 /// What travels toward a client on a request's own channel.
 #[derive(Debug)]
-pub enum Out {
+pub(crate) enum Out {
     /// A message (related messages, then the reply).
     Msg(Message),
     /// The upstream opened an SSE reply stream (mirror it; prime with this retry, ms).

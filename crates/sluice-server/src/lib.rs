@@ -12,7 +12,7 @@ pub mod admin;
 mod calls;
 mod catalog;
 mod channel;
-pub mod cluster;
+mod cluster;
 mod control;
 mod drift;
 mod features;
@@ -23,16 +23,20 @@ mod listeners;
 mod modern;
 mod proxy;
 mod replicas;
-pub mod session;
+mod session;
 mod shared_upstreams;
 mod state;
 mod stream;
 mod task_table;
 #[cfg(test)]
 mod testing;
-pub mod transport;
-pub mod upstream_oauth;
+mod transport;
+mod upstream_oauth;
 mod views;
+
+pub use cluster::sealed_id_cost;
+pub use transport::workers::default_count as default_threads;
+pub use upstream_oauth::vault_of;
 
 use parking_lot::Mutex;
 use sluice_auth::Authenticator;
@@ -44,7 +48,7 @@ use std::time::Duration;
 /// A running gateway: its state, the modern era's rounds, and the drivers that serve them.
 pub struct Server {
     /// What is in force and what is happening.
-    pub state: Arc<State>,
+    state: Arc<State>,
     rounds: Arc<modern::rounds::Rounds>,
     inbound: Mutex<Option<control::Inbound>>,
     /// The MCP listener's serving threads, stopped at [`Server::shutdown`].
@@ -77,6 +81,11 @@ impl Server {
             tokio::spawn(replicas::run(self.state.clone(), self.rounds.clone()));
         }
         control::start(&self.state).await;
+    }
+
+    /// The admin listener's state over this gateway (serve it with [`admin::serve`]).
+    pub fn start_admin(&self, opts: admin::AdminOptions) -> Arc<admin::Admin> {
+        admin::Admin::start(self.state.clone(), opts)
     }
 
     /// Cancelled when the gateway shuts down.

@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 /// What the client said at `initialize`: fixed for the session's life. The two values are
 /// shared with every other live session whose client said the same (see [`Init::new`]).
 #[derive(Debug, Clone)]
-pub struct Init {
+pub(crate) struct Init {
     /// The negotiated protocol version.
     pub protocol_version: String,
     /// `capabilities` from the client's `initialize`.
@@ -45,7 +45,7 @@ impl Init {
     /// What a client said: `capabilities` and `clientInfo` are kept once for all the live
     /// sessions that said the same. A deployment's clients are a few programs, and each value
     /// as a tree is a few hundred bytes: most of what an idle session would otherwise hold.
-    pub fn new(
+    pub(crate) fn new(
         protocol_version: impl Into<String>,
         capabilities: Value,
         client_info: Value,
@@ -58,7 +58,7 @@ impl Init {
     }
 
     /// What an `initialize` request's params say, at the negotiated `version`.
-    pub fn of_initialize(params: &Value, version: &str) -> Init {
+    pub(crate) fn of_initialize(params: &Value, version: &str) -> Init {
         Init::new(
             version,
             params
@@ -142,7 +142,7 @@ fn since_epoch_ms() -> u64 {
 
 /// What changes while a session lives.
 #[derive(Debug)]
-pub struct Live {
+pub(crate) struct Live {
     /// The level a legacy client asked for with `logging/setLevel` (sent as `_meta` `logLevel`
     /// to 2026-07-28 upstreams, which have no setLevel).
     pub log_level: Mutex<Option<String>>,
@@ -158,7 +158,7 @@ pub struct Live {
 }
 
 /// An upstream request forwarded to the client, waiting for the client's reply.
-pub struct PendingServerRequest {
+pub(crate) struct PendingServerRequest {
     /// The connection that asked.
     pub conn: Connection,
     /// The id the upstream gave it.
@@ -170,7 +170,7 @@ pub struct PendingServerRequest {
 /// The session's own view of the catalog (`views.rs`) and what it was built from: the
 /// gateway's catalog version and the generations of the session's own upstream lists.
 #[derive(Default)]
-pub struct CatalogView {
+pub(crate) struct CatalogView {
     /// The gateway catalog's version it was built on.
     pub base: u64,
     /// (slot index, generation) of each upstream list of the session's own.
@@ -181,7 +181,7 @@ pub struct CatalogView {
 
 /// This process's routing tables for one session.
 #[derive(Default)]
-pub struct Routes {
+pub(crate) struct Routes {
     /// The session's own view of the catalog, when its upstream sessions list something else.
     pub view: Mutex<CatalogView>,
     /// Upstream requests sent to the client, by the id the client saw.
@@ -193,7 +193,7 @@ pub struct Routes {
 }
 
 /// The SSE streams of a Streamable HTTP session.
-pub struct HttpStreams {
+pub(crate) struct HttpStreams {
     /// The GET stream's buffer (stream 0): messages that belong to no request.
     pub get: Arc<StreamBuf>,
     /// The POST streams by number, for `Last-Event-ID` (the GET stream, 0, is `get`: an idle
@@ -211,7 +211,7 @@ pub struct HttpStreams {
 
 impl HttpStreams {
     /// The streams of a session whose GET stream buffers `get`.
-    pub fn new(get: Arc<StreamBuf>) -> HttpStreams {
+    pub(crate) fn new(get: Arc<StreamBuf>) -> HttpStreams {
         HttpStreams {
             streams: Mutex::new(HashMap::new()),
             get,
@@ -222,24 +222,24 @@ impl HttpStreams {
     }
 
     /// These streams, numbered from `base` on (a cluster replica's streams carry its id).
-    pub fn numbered_from(self, base: u64) -> HttpStreams {
+    pub(crate) fn numbered_from(self, base: u64) -> HttpStreams {
         self.next_stream.store(base + 1, Ordering::Relaxed);
         self
     }
 
     /// Which GET stream is attached (0 = none, else its generation).
-    pub fn get_owner(&self) -> &tokio::sync::watch::Sender<u64> {
+    pub(crate) fn get_owner(&self) -> &tokio::sync::watch::Sender<u64> {
         self.get_owner
             .get_or_init(|| tokio::sync::watch::channel(0).0)
     }
 
     /// Whether a GET stream is attached (without making the owner channel of an idle session).
-    pub fn get_attached(&self) -> bool {
+    pub(crate) fn get_attached(&self) -> bool {
         self.get_owner.get().is_some_and(|o| *o.borrow() != 0)
     }
 
     /// The stream numbered `n` (0 = the GET stream), for `Last-Event-ID`.
-    pub fn stream(&self, n: u64) -> Option<Arc<StreamBuf>> {
+    pub(crate) fn stream(&self, n: u64) -> Option<Arc<StreamBuf>> {
         if n == 0 {
             return Some(self.get.clone());
         }
@@ -247,7 +247,7 @@ impl HttpStreams {
     }
 
     /// A new POST stream (registered for resumption; the oldest finished ones are dropped).
-    pub fn new_stream(&self, cap: usize, max_bytes: usize) -> Arc<StreamBuf> {
+    pub(crate) fn new_stream(&self, cap: usize, max_bytes: usize) -> Arc<StreamBuf> {
         let n = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let buf = StreamBuf::new(n, cap, max_bytes);
         let mut streams = self.streams.lock();
@@ -268,7 +268,7 @@ impl HttpStreams {
 }
 
 /// Where messages to the client that belong to no request go.
-pub enum Outbound {
+pub(crate) enum Outbound {
     /// Streamable HTTP: the session's SSE streams.
     Http(HttpStreams),
     /// stdio: the stdout writer.
@@ -277,22 +277,20 @@ pub enum Outbound {
 
 /// A session served by every replica of a cluster: its handle in the store, and the writer of
 /// its GET stream's events.
-pub struct Shared {
+pub(crate) struct Shared {
     /// The session's handle (the name of its state in the store).
     pub handle: String,
     /// The store.
     pub store: Arc<Store>,
     /// This replica's id (the prefix of the request ids it sends the client).
     pub replica: Arc<str>,
-    /// How long the session lives in the store without traffic.
-    pub ttl: std::time::Duration,
     events: mpsc::UnboundedSender<(String, Option<&'static str>)>,
 }
 
 impl Shared {
     /// The shared part of a session; its events are written to the store in order, keeping at
     /// most `cap`.
-    pub fn new(
+    pub(crate) fn new(
         handle: String,
         store: Arc<Store>,
         replica: Arc<str>,
@@ -312,14 +310,13 @@ impl Shared {
             handle,
             store,
             replica,
-            ttl,
             events,
         }
     }
 }
 
 /// One client session.
-pub struct Session {
+pub(crate) struct Session {
     /// The session id (the `Mcp-Session-Id` on HTTP).
     pub id: String,
     /// What the client said at `initialize`.
@@ -344,7 +341,7 @@ pub struct Session {
 
 impl Session {
     /// A new session.
-    pub fn new(id: String, init: Init, outbound: Outbound) -> Session {
+    pub(crate) fn new(id: String, init: Init, outbound: Outbound) -> Session {
         Session {
             id,
             init,
@@ -365,14 +362,14 @@ impl Session {
     }
 
     /// This session, served by every replica of a cluster.
-    pub fn with_shared(mut self, shared: Shared) -> Session {
+    pub(crate) fn with_shared(mut self, shared: Shared) -> Session {
         self.shared = Some(shared);
         self
     }
 
     /// Send a message that belongs to no request (GET stream, or stdout). In a cluster it goes
     /// to the GET stream's events in the store, wherever the GET stream is held.
-    pub fn send_unrelated(&self, msg: Message) {
+    pub(crate) fn send_unrelated(&self, msg: Message) {
         if let (Some(shared), Outbound::Http(_)) = (&self.shared, &self.outbound) {
             // A list change is announced by every replica that serves the session: once.
             let once = msg.method().and_then(|m| {
@@ -396,7 +393,7 @@ impl Session {
     }
 
     /// The HTTP streams, for a Streamable HTTP session.
-    pub fn http(&self) -> Option<&HttpStreams> {
+    pub(crate) fn http(&self) -> Option<&HttpStreams> {
         match &self.outbound {
             Outbound::Http(h) => Some(h),
             Outbound::Stdio(_) => None,
@@ -404,7 +401,7 @@ impl Session {
     }
 
     /// Who the client authenticated as.
-    pub fn principal(&self) -> Option<Arc<Principal>> {
+    pub(crate) fn principal(&self) -> Option<Arc<Principal>> {
         // Never set (the gateway has no auth): no lock taken.
         self.principal_key.get()?;
         self.principal.read().clone()
@@ -412,13 +409,13 @@ impl Session {
 
     /// Who the client authenticated as, as `kind:id` (the key of its per-user grants and
     /// per-principal connections), when it did.
-    pub fn principal_key(&self) -> Option<&str> {
+    pub(crate) fn principal_key(&self) -> Option<&str> {
         self.principal_key.get().map(String::as_str)
     }
 
     /// Record who the client authenticated as (at `initialize`, and again with each request's
     /// fresher token).
-    pub fn set_principal(&self, p: Option<Arc<Principal>>) {
+    pub(crate) fn set_principal(&self, p: Option<Arc<Principal>>) {
         if let Some(p) = &p {
             self.principal_key
                 .get_or_init(|| format!("{}:{}", p.kind, p.id));
@@ -427,12 +424,12 @@ impl Session {
     }
 
     /// The client's latest `Authorization` header (sent only to upstreams that ask for it).
-    pub fn authorization(&self) -> Option<Arc<str>> {
+    pub(crate) fn authorization(&self) -> Option<Arc<str>> {
         self.authorization.read().clone()
     }
 
     /// Keep the client's `Authorization` header (each request may bring a fresher token).
-    pub fn set_authorization(&self, value: Option<&str>) {
+    pub(crate) fn set_authorization(&self, value: Option<&str>) {
         let Some(v) = value else { return };
         if self.authorization.read().as_deref() != Some(v) {
             *self.authorization.write() = Some(Arc::from(v));
@@ -440,7 +437,7 @@ impl Session {
     }
 
     /// Who this session is, for an upstream connection opened for it.
-    pub fn upstream_ref(&self) -> sluice_upstream::SessionRef<'_> {
+    pub(crate) fn upstream_ref(&self) -> sluice_upstream::SessionRef<'_> {
         sluice_upstream::SessionRef {
             id: &self.id,
             capabilities: &self.init.capabilities,
@@ -451,12 +448,12 @@ impl Session {
 
     /// Does this session serve a modern-era (2026-07-28) client? Such a session lives for one
     /// request (HTTP) and has no handshake behind it.
-    pub fn is_modern(&self) -> bool {
+    pub(crate) fn is_modern(&self) -> bool {
         sluice_core::version::is_modern(&self.init.protocol_version)
     }
 
     /// `"modern"` or `"legacy"`: the era hooks see.
-    pub fn era(&self) -> &'static str {
+    pub(crate) fn era(&self) -> &'static str {
         if self.is_modern() {
             "modern"
         } else {
@@ -465,7 +462,7 @@ impl Session {
     }
 
     /// Does the client support `cap` (a key of its capabilities)?
-    pub fn has_capability(&self, cap: &str) -> bool {
+    pub(crate) fn has_capability(&self, cap: &str) -> bool {
         self.init
             .capabilities
             .get(cap)
@@ -474,7 +471,7 @@ impl Session {
 
     /// A fresh id for a request the gateway sends to this client (in a cluster it names this
     /// replica, where the client's reply must go).
-    pub fn mint_request_id(&self) -> String {
+    pub(crate) fn mint_request_id(&self) -> String {
         let n = self.routes.next_request.fetch_add(1, Ordering::Relaxed) + 1;
         match &self.shared {
             Some(s) => format!("sluice-{}-{n}", s.replica),
@@ -483,7 +480,7 @@ impl Session {
     }
 
     /// Keep the level the client asked for (in a cluster, in the store too, before answering).
-    pub async fn set_log_level(&self, level: String) {
+    pub(crate) async fn set_log_level(&self, level: String) {
         if let Some(s) = &self.shared {
             if let Err(e) = s.store.set(&s.handle, "level", &level).await {
                 tracing::warn!(session = %self.id, "the log level is kept on this replica only: {e}");
@@ -493,7 +490,7 @@ impl Session {
     }
 
     /// Keep a resource subscription (on) or drop it (in a cluster, in the store too).
-    pub async fn set_subscribed(&self, uri: &str, on: bool) {
+    pub(crate) async fn set_subscribed(&self, uri: &str, on: bool) {
         if let Some(s) = &self.shared {
             let field = format!("sub:{uri}");
             let r = if on {
@@ -515,7 +512,7 @@ impl Session {
 
     /// Take the live state the store holds (another replica may have changed it). Returns the
     /// log level when it is new here (this replica's upstreams have not been told it).
-    pub fn apply_shared(&self, fields: &HashMap<String, String>) -> Option<String> {
+    pub(crate) fn apply_shared(&self, fields: &HashMap<String, String>) -> Option<String> {
         let mut new_level = None;
         if let Some(level) = fields.get("level") {
             let mut l = self.live.log_level.lock();
@@ -538,7 +535,7 @@ impl Session {
     }
 
     /// Record activity (for the idle timeout).
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         let now = since_epoch_ms();
         let seen = &self.live.last_seen;
         if now >= seen.load(Ordering::Relaxed) + TOUCH_EVERY_MS {
@@ -547,18 +544,18 @@ impl Session {
     }
 
     /// Seconds since the last activity.
-    pub fn idle_secs(&self) -> u64 {
+    pub(crate) fn idle_secs(&self) -> u64 {
         let seen = self.live.last_seen.load(Ordering::Relaxed);
         since_epoch_ms().saturating_sub(seen) / 1000
     }
 
     /// Mark closed; returns false if it already was.
-    pub fn mark_closed(&self) -> bool {
+    pub(crate) fn mark_closed(&self) -> bool {
         !self.live.closed.swap(true, Ordering::SeqCst)
     }
 
     /// Has the session ended?
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.live.closed.load(Ordering::SeqCst)
     }
 }

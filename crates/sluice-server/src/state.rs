@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// The whole state: what is in force, and what is happening.
-pub struct State {
+pub(crate) struct State {
     snapshot: ArcSwap<Snapshot>,
     /// Each serving thread's handle on the snapshot in force (see [`State::held`]); emptied
     /// when another is put in force, so none keeps an old one alive.

@@ -128,7 +128,7 @@ struct BufInner {
 /// One SSE stream's events, kept for replay: at most `cap` events and `max_bytes` bytes of data
 /// (the oldest beyond either go; the newest always stays, so a reader attached now gets it).
 /// A `Last-Event-ID` older than what is kept replays what is kept, as a reader that fell behind.
-pub struct StreamBuf {
+pub(crate) struct StreamBuf {
     id: u64,
     cap: usize,
     max_bytes: usize,
@@ -138,7 +138,7 @@ pub struct StreamBuf {
 
 impl StreamBuf {
     /// A new, empty stream numbered `id`, keeping at most `cap` events and `max_bytes` bytes.
-    pub fn new(id: u64, cap: usize, max_bytes: usize) -> Arc<StreamBuf> {
+    pub(crate) fn new(id: u64, cap: usize, max_bytes: usize) -> Arc<StreamBuf> {
         Arc::new(StreamBuf {
             id,
             cap: cap.max(1),
@@ -155,13 +155,8 @@ impl StreamBuf {
         })
     }
 
-    /// The stream number (the part of event ids before the dash).
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     /// Append a message.
-    pub fn push(&self, msg: &Message) {
+    pub(crate) fn push(&self, msg: &Message) {
         let data: Arc<str> = msg.to_json().into();
         {
             let mut g = self.inner.lock();
@@ -183,7 +178,7 @@ impl StreamBuf {
 
     /// Append an event numbered elsewhere (a cluster's store numbers a GET stream's events):
     /// kept when it is newer than the last one here, else ignored.
-    pub fn push_at(&self, seq: u64, data: Arc<str>) {
+    pub(crate) fn push_at(&self, seq: u64, data: Arc<str>) {
         {
             let mut g = self.inner.lock();
             if g.done || seq < g.next_seq {
@@ -202,13 +197,13 @@ impl StreamBuf {
     }
 
     /// The reconnection hint (`retry:`) to send, ms.
-    pub fn set_retry(&self, ms: u64) {
+    pub(crate) fn set_retry(&self, ms: u64) {
         self.inner.lock().retry = Some(ms);
     }
 
     /// End every reader attached now (each sends the retry hint and closes); the stream goes on
     /// for readers that resume.
-    pub fn pause(&self, retry_ms: Option<u64>) {
+    pub(crate) fn pause(&self, retry_ms: Option<u64>) {
         {
             let mut g = self.inner.lock();
             g.epoch += 1;
@@ -220,23 +215,23 @@ impl StreamBuf {
     }
 
     /// No more events will follow (the response was sent).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.inner.lock().done = true;
         self.notify.notify_waiters();
     }
 
     /// Has the stream ended?
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.inner.lock().done
     }
 
     /// The sequence number of the last event pushed (0 when none).
-    pub fn last_seq(&self) -> u64 {
+    pub(crate) fn last_seq(&self) -> u64 {
         self.inner.lock().next_seq - 1
     }
 
     /// Parse an event id `<stream>-<seq>`.
-    pub fn parse_event_id(s: &str) -> Option<(u64, u64)> {
+    pub(crate) fn parse_event_id(s: &str) -> Option<(u64, u64)> {
         let (a, b) = s.trim().split_once('-')?;
         Some((a.parse().ok()?, b.parse().ok()?))
     }
@@ -296,7 +291,7 @@ impl StreamBuf {
     /// An SSE body: optionally a priming event (with the retry hint), then every event after
     /// `after`, waiting for new ones until the stream ends or pauses. Keep-alive comments are sent
     /// every `keepalive`; `progress`, when given, follows the last event delivered.
-    pub fn reader(
+    pub(crate) fn reader(
         self: &Arc<StreamBuf>,
         after: u64,
         prime: bool,

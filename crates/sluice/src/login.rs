@@ -38,7 +38,7 @@ fn context(home: &Path, id: &str) -> Result<(Config, OAuthContext), String> {
             "upstream {id:?} signs in with client credentials by itself: no login needed"
         ));
     }
-    let vault = sluice_server::upstream_oauth::vault_of(&config)?
+    let vault = sluice_server::vault_of(&config)?
         .ok_or("no vault in sluice.json (`sluice vault keygen` prints a key)")?;
     let ctx = OAuthContext {
         vault,
@@ -191,7 +191,7 @@ pub(crate) fn rotate(home: &Path) -> ExitCode {
         Ok((c, _)) => c,
         Err(e) => return fail(e),
     };
-    let vault = match sluice_server::upstream_oauth::vault_of(&config) {
+    let vault = match sluice_server::vault_of(&config) {
         Ok(Some(v)) => v,
         Ok(None) => return fail("no vault in sluice.json"),
         Err(e) => return fail(e),

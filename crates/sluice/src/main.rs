@@ -432,7 +432,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             token,
             editable: watch_tree,
         };
-        let state = sluice_server::admin::Admin::start(server.state.clone(), opts);
+        let state = server.start_admin(opts);
         let stopping = server.stopping();
         tokio::spawn(async move {
             let stop = async move { stopping.cancelled().await };
@@ -467,9 +467,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let bound = listener.local_addr().unwrap_or(addr);
     server.set_bound_address(&bound.to_string());
     // The serving threads first: the upstreams' supervisors run on them.
-    let threads = args
-        .threads
-        .unwrap_or_else(sluice_server::transport::workers::default_count);
+    let threads = args.threads.unwrap_or_else(sluice_server::default_threads);
     server
         .start_threads(threads, args.pin)
         .context("cannot start the serving threads")?;

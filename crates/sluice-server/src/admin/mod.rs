@@ -26,7 +26,7 @@ mod reply;
 pub(crate) mod traffic;
 mod upstreams;
 
-use crate::state::State as Gw;
+use crate::state::State as GatewayState;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -53,7 +53,7 @@ pub struct AdminOptions {
 /// The admin listener's shared state.
 pub struct Admin {
     /// The gateway watched and steered.
-    pub(crate) st: Arc<Gw>,
+    pub(crate) st: Arc<GatewayState>,
     /// Counters fed by the traffic events.
     pub(crate) metrics: Arc<Metrics>,
     /// The options.
@@ -64,7 +64,7 @@ impl Admin {
     /// Count the gateway's exchanges from now on (each in the thread that served it); the
     /// MCP duration histograms are recorded from now on too (`/metrics` shows them). A second
     /// admin listener of the same gateway shares the first one's counters.
-    pub fn start(st: Arc<Gw>, opts: AdminOptions) -> Arc<Admin> {
+    pub(crate) fn start(st: Arc<GatewayState>, opts: AdminOptions) -> Arc<Admin> {
         sluice_telemetry::mcp_metrics::global().set_recording(true);
         let metrics = st.rt.counted().get_or_init(Arc::default).clone();
         Arc::new(Admin { st, metrics, opts })

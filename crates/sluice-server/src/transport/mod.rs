@@ -11,4 +11,4 @@ pub(crate) mod listener;
 mod rules;
 pub(crate) mod stdio;
 pub(crate) mod stdio_modern;
-pub mod workers;
+pub(crate) mod workers;
