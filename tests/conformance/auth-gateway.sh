@@ -5,6 +5,11 @@
 # need none), and the MCP Python SDK client lists and calls `remote_test-tool` through the
 # gateway. When the upstream asks for a new login (more scopes, another authorization server),
 # the operator logs in again: at most three logins.
+#
+# With SLUICE_PER_USER=1 (auth-gateway-per-user.sh) the upstream is per-user ("mode":
+# "per_user") and no operator signs in: the SDK client is a principal (a static token) whose
+# call is answered with a URL elicitation, and it follows the link as a browser would
+# (gateway_driver.py); 2026-07-28 scenarios drive it as a 2026-07-28 client.
 set -u
 url=${!#}
 sluice=${SLUICE_BIN:?SLUICE_BIN names the sluice binary}
@@ -17,17 +22,19 @@ trap cleanup EXIT
 
 port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 case ${MCP_CONFORMANCE_PROTOCOL_VERSION:-2025-11-25} in
-  2026-07-28) era=stateless ;;
-  *) era=handshake ;;
+  2026-07-28) era=stateless client_mode=auto ;;
+  *) era=handshake client_mode=legacy ;;
 esac
+mode=shared
+[[ ${SLUICE_PER_USER:-} == 1 ]] && mode=per_user
 ctx() { "$py" -c 'import json, os, sys; print(json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT", "{}")).get(sys.argv[1], ""))' "$1"; }
-oauth='{"mode": "shared", "client_metadata_url": "https://conformance-test.local/client-metadata.json"}'
+oauth='{"mode": "'$mode'", "client_metadata_url": "https://conformance-test.local/client-metadata.json"}'
 login=yes
 case ${MCP_CONFORMANCE_SCENARIO:-} in
   auth/pre-registration)
-    oauth=$("$py" -c 'import json, sys; o = {"mode": "shared", "client_id": sys.argv[1], "client_secret": sys.argv[2]}
+    oauth=$("$py" -c 'import json, sys; o = {"mode": sys.argv[4], "client_id": sys.argv[1], "client_secret": sys.argv[2]}
 if sys.argv[3]: o["issuer"] = sys.argv[3]
-print(json.dumps(o))' "$(ctx client_id)" "$(ctx client_secret)" "$(ctx issuer)") ;;
+print(json.dumps(o))' "$(ctx client_id)" "$(ctx client_secret)" "$(ctx issuer)" "$mode") ;;
   auth/client-credentials-basic)
     login=
     oauth=$("$py" -c 'import json, sys; print(json.dumps({"mode": "client_credentials", "client_id": sys.argv[1], "client_secret": sys.argv[2]}))' "$(ctx client_id)" "$(ctx client_secret)") ;;
@@ -46,6 +53,14 @@ cat > "$home/mcp/expose.json" <<JSON
 {"version": 1, "upstreams": [{"id": "remote", "transport": "http", "url": "$url", "era": "$era",
   "expose_all": true, "oauth": $oauth}]}
 JSON
+
+token=conformance-user-token
+if [[ $mode == per_user ]]; then
+  mkdir -p "$home/auth"
+  cat > "$home/auth/auth.config.json" <<JSON
+{"enabled": true, "tokens": [{"name": "conformance-user", "sha256": "$("$sluice" auth hash "$token")"}]}
+JSON
+fi
 
 "$sluice" serve --home "$home" --no-admin 2> "$home/serve.log" &
 gw=$!
@@ -69,13 +84,18 @@ do_login() {
 }
 
 rc=1
-for _ in 1 2 3; do
-  if [[ -n $login ]]; then
-    do_login || { rc=$?; break; }
-  fi
-  "$py" "$here/gateway_driver.py" "http://127.0.0.1:$port/mcp" 8
+if [[ $mode == per_user ]]; then
+  "$py" "$here/gateway_driver.py" "http://127.0.0.1:$port/mcp" 8 "$token" "$client_mode"
   rc=$?
-  [[ $rc == 3 && -n $login ]] || break
-done
+else
+  for _ in 1 2 3; do
+    if [[ -n $login ]]; then
+      do_login || { rc=$?; break; }
+    fi
+    "$py" "$here/gateway_driver.py" "http://127.0.0.1:$port/mcp" 8
+    rc=$?
+    [[ $rc == 3 && -n $login ]] || break
+  done
+fi
 [[ $rc == 0 ]] || { echo "--- sluice serve's log" >&2; tail -n 30 "$home/serve.log" >&2; }
 exit "$rc"

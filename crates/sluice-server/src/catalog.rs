@@ -86,7 +86,7 @@ pub struct Catalog {
     template_routes: Vec<(Vec<String>, usize)>,
     /// Upstreams that are down, for naming them when a call targets one of their tools:
     /// curated names, `<id>_` prefixes, and transparent upstreams (any name).
-    down_names: HashMap<String, usize>,
+    down_names: HashMap<String, (usize, String)>,
     down_prefixes: Vec<(String, usize)>,
     down_transparent: Option<usize>,
     funnel_routes: HashMap<String, Route>,
@@ -255,7 +255,7 @@ impl Catalog {
                     continue;
                 }
                 for e in expose.iter().filter(|e| e.upstream == spec.id && e.enabled) {
-                    c.down_names.insert(e.name.clone(), slot);
+                    c.down_names.insert(e.name.clone(), (slot, e.tool.clone()));
                 }
                 if spec.transparent {
                     c.down_transparent.get_or_insert(slot);
@@ -369,14 +369,20 @@ impl Catalog {
 
     /// The upstream that would own `name` were it up (to name it in the error).
     pub fn down_owner(&self, name: &str) -> Option<usize> {
-        if let Some(s) = self.down_names.get(name) {
-            return Some(*s);
+        self.down_tool(name).map(|(slot, _)| slot)
+    }
+
+    /// A tool `name` no live upstream lists: the down upstream that would serve it, and the name
+    /// that upstream would know it by (an exposed tool's own name, the name without the
+    /// upstream's prefix, or the name itself for a transparent upstream).
+    pub fn down_tool<'a>(&'a self, name: &'a str) -> Option<(usize, &'a str)> {
+        if let Some((s, tool)) = self.down_names.get(name) {
+            return Some((*s, tool.as_str()));
         }
         self.down_prefixes
             .iter()
-            .find(|(p, _)| name.starts_with(p.as_str()))
-            .map(|(_, s)| *s)
-            .or(self.down_transparent)
+            .find_map(|(p, s)| Some((*s, name.strip_prefix(p.as_str())?)))
+            .or(self.down_transparent.map(|s| (s, name)))
     }
 
     /// Where a client-facing prompt name goes.

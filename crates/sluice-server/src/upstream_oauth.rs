@@ -72,9 +72,16 @@ pub(crate) async fn callback(st: &Arc<State>, query: Option<&str>) -> Response {
             let (upstream, principal) =
                 parse_user_grant_key(&pending.grant_key).unwrap_or_default();
             tracing::info!(%upstream, %principal, "a user connected their account");
-            // A per-user upstream with no shared login lists its tools with a connected user's
-            // grant: the first one to connect brings it up.
             if let Some(slot) = snapshot.slots.iter().find(|s| s.spec.id == upstream) {
+                // The user's identity takes the new grant now (one that asked for more scopes
+                // is met, and its old token is not used again).
+                if let Some(users) = slot.per_user() {
+                    if let Err(e) = users.identity(principal).signed_in().await {
+                        tracing::warn!(%upstream, %principal, "reading a user's new grant failed: {e}");
+                    }
+                }
+                // A per-user upstream with no shared login lists its tools with a connected
+                // user's grant: the first one to connect brings it up.
                 if !slot.is_up() {
                     slot.retry_now();
                 }

@@ -324,10 +324,12 @@ impl PerUser {
     }
 
     /// Whether `principal` holds a grant for this upstream (in memory or in the vault; a vault
-    /// that fails counts as not, and is logged).
+    /// that fails counts as not, and is logged) that needs no new sign-in (the upstream asked
+    /// for more scopes, or its refresh was refused: the principal must connect again).
     pub async fn connected(&self, principal: &str) -> bool {
-        match self.identity(principal).ready().await {
-            Ok(()) => true,
+        let identity = self.identity(principal);
+        match identity.ready().await {
+            Ok(()) => !matches!(identity.status(), Status::NeedsLogin(_)),
             Err(AuthError::NeedsLogin(_)) => false,
             Err(e) => {
                 tracing::warn!(upstream = %self.upstream, "reading a user's grant failed: {e}");

@@ -9,6 +9,7 @@ use crate::state::Snapshot;
 use serde_json::{json, Value};
 use sluice_core::{codes, member, Message, Principal, RpcError};
 use sluice_upstream::Slot;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// What a client request is for.
@@ -32,8 +33,9 @@ pub(crate) struct Upstream<'c> {
     /// The upstream's slot (borrowed from the catalog: a call writes no count of the slot's,
     /// which every thread's calls would write).
     pub slot: &'c Arc<Slot>,
-    /// The name the upstream knows the tool or prompt by (the request is renamed on dispatch).
-    pub name: Option<&'c str>,
+    /// The name the upstream knows the tool or prompt by (the request is renamed on dispatch;
+    /// owned only for a down per-user upstream's tool, named from the request).
+    pub name: Option<Cow<'c, str>>,
     /// Does a 2026-07-28 upstream's `input_required` answer run rounds (all but completions)?
     pub rounds: bool,
     /// `resources/subscribe` / `unsubscribe`: the subscription to record when it succeeds.
@@ -110,12 +112,23 @@ pub(crate) fn resolve_in<'c>(
                 Some(Route::Gateway(tool)) => Target::Gateway(*tool),
                 Some(Route::Upstream { slot, name }) => Target::Upstream(Upstream {
                     slot: &catalog.slots[*slot],
-                    name: Some(name),
+                    name: Some(Cow::Borrowed(name)),
                     rounds: true,
                     subscription: None,
                 }),
-                None => match (catalog.down_owner(name), passthrough(catalog)) {
-                    (Some(slot), _) => local(catalog.slots[slot].unavailable()),
+                None => match (catalog.down_tool(name), passthrough(catalog)) {
+                    // A per-user upstream with nothing to list its tools with yet (no shared
+                    // login, no user connected): the call asks its caller to connect, and
+                    // goes through the caller's own connection.
+                    (Some((slot, tool)), _) if catalog.slots[slot].per_user().is_some() => {
+                        Target::Upstream(Upstream {
+                            slot: &catalog.slots[slot],
+                            name: Some(Cow::Owned(tool.to_string())),
+                            rounds: true,
+                            subscription: None,
+                        })
+                    }
+                    (Some((slot, _)), _) => local(catalog.slots[slot].unavailable()),
                     // `--passthrough`: a name the gateway has not listed is the upstream's to
                     // answer (it may register tools per session, or answer with isError).
                     (None, Some(slot)) => Target::Upstream(Upstream {
@@ -137,7 +150,7 @@ pub(crate) fn resolve_in<'c>(
             match (catalog.prompt(name), passthrough(catalog)) {
                 (Some(r), _) => Target::Upstream(Upstream {
                     slot: &catalog.slots[r.slot],
-                    name: Some(&r.name),
+                    name: Some(Cow::Borrowed(&r.name)),
                     rounds: true,
                     subscription: None,
                 }),
@@ -180,7 +193,7 @@ pub(crate) fn resolve_in<'c>(
                     match (catalog.prompt(name), passthrough(catalog)) {
                         (Some(r), _) => Target::Upstream(Upstream {
                             slot: &catalog.slots[r.slot],
-                            name: Some(&r.name),
+                            name: Some(Cow::Borrowed(&r.name)),
                             rounds: false,
                             subscription: None,
                         }),
@@ -388,7 +401,7 @@ mod tests {
         match resolve(&snap, None, &req("tools/call", json!({"name": "fx_add"}))) {
             Target::Upstream(u) => {
                 assert_eq!(u.slot.spec.id, "fx");
-                assert_eq!(u.name, Some("add"));
+                assert_eq!(u.name.as_deref(), Some("add"));
                 assert!(u.rounds);
                 assert!(u.subscription.is_none());
             }
@@ -455,7 +468,10 @@ mod tests {
             None,
             &req("prompts/get", json!({"name": "docs_greet"})),
         ));
-        assert_eq!((u.slot.spec.id.as_str(), u.name), ("docs", Some("greet")));
+        assert_eq!(
+            (u.slot.spec.id.as_str(), u.name.as_deref()),
+            ("docs", Some("greet"))
+        );
         let u = upstream(resolve(
             &snap,
             None,
@@ -478,7 +494,7 @@ mod tests {
             json!({"ref": {"type": "ref/prompt", "name": "docs_greet"}}),
         );
         let u = upstream(resolve(&snap, None, &c));
-        assert_eq!(u.name, Some("greet"));
+        assert_eq!(u.name.as_deref(), Some("greet"));
         assert!(!u.rounds);
         let mut renamed = c.clone();
         rename(&mut renamed, "greet");
