@@ -26,8 +26,13 @@ pub(crate) async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
     if !has_own_sessions(snap, session) {
         return;
     }
+    // A per-user upstream's connection is the principal's, opened at its first call (after
+    // its consent), not the session's.
     let opens = snap.slots.iter().filter(|slot| {
-        slot.per_session() && slot.is_up() && !slot.has_session_connection(&session.id)
+        slot.per_session()
+            && slot.per_user().is_none()
+            && slot.is_up()
+            && !slot.has_session_connection(&session.id)
     });
     let opens = opens.map(|slot| async move {
         if let Err(e) = slot.connection_for(session.upstream_ref()).await {
