@@ -68,6 +68,7 @@ pub const BUILTINS: &[&str] = &[
     "pii",
     "size-cap",
     "rate-limit",
+    "tool-scan",
 ];
 
 /// The options of one builtin.
@@ -91,6 +92,8 @@ pub enum BuiltinOptions {
     SizeCap(SizeCapOptions),
     /// `rate-limit`.
     RateLimit(RateLimitOptions),
+    /// `tool-scan`.
+    ToolScan(ToolScanOptions),
 }
 
 impl BuiltinOptions {
@@ -106,6 +109,7 @@ impl BuiltinOptions {
             "pii" => parse(options).map(BuiltinOptions::Pii),
             "size-cap" => parse(options).map(BuiltinOptions::SizeCap),
             "rate-limit" => parse(options).map(BuiltinOptions::RateLimit),
+            "tool-scan" => parse(options).map(BuiltinOptions::ToolScan),
             _ => return None,
         })
     }
@@ -122,6 +126,7 @@ impl BuiltinOptions {
             BuiltinOptions::Pii(_) => "pii",
             BuiltinOptions::SizeCap(_) => "size-cap",
             BuiltinOptions::RateLimit(_) => "rate-limit",
+            BuiltinOptions::ToolScan(_) => "tool-scan",
         }
     }
 
@@ -139,6 +144,7 @@ impl BuiltinOptions {
             "pii" => generator.subschema_for::<PiiOptions>(),
             "size-cap" => generator.subschema_for::<SizeCapOptions>(),
             "rate-limit" => generator.subschema_for::<RateLimitOptions>(),
+            "tool-scan" => generator.subschema_for::<ToolScanOptions>(),
             _ => return None,
         })
     }
@@ -436,6 +442,110 @@ pub struct RateLimitOptions {
     pub key_prefix: Option<String>,
 }
 
+/// What `tool-scan` does with an item (a list entry, or a result) in which it found something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum ScanAction {
+    /// Remove the invisible characters, keep the item (`invisible` only).
+    Strip,
+    /// Keep the item, note the finding in its `_meta` and in the audit line.
+    Flag,
+    /// Drop the item from the list (a result is refused).
+    Hide,
+    /// Refuse the result with -32031 (a list item is dropped).
+    Refuse,
+}
+
+impl ScanAction {
+    /// Its name in the options.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanAction::Strip => "strip",
+            ScanAction::Flag => "flag",
+            ScanAction::Hide => "hide",
+            ScanAction::Refuse => "refuse",
+        }
+    }
+}
+
+impl JsonSchema for ScanAction {
+    fn schema_name() -> Cow<'static, str> {
+        "ScanAction".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "strip (invisible characters only), flag, hide (lists) or refuse (results).",
+            "type": "string",
+            "enum": ["strip", "flag", "hide", "refuse"]
+        })
+    }
+}
+
+impl TryFrom<String> for ScanAction {
+    type Error = String;
+    fn try_from(s: String) -> Result<ScanAction, String> {
+        match s.as_str() {
+            "strip" => Ok(ScanAction::Strip),
+            "flag" => Ok(ScanAction::Flag),
+            "hide" => Ok(ScanAction::Hide),
+            "refuse" => Ok(ScanAction::Refuse),
+            _ => Err(format!(
+                "unknown action {s:?} (strip, flag, hide or refuse)"
+            )),
+        }
+    }
+}
+
+/// The action of each kind of `tool-scan` finding (absent: invisible `strip`, the rest `flag`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, expecting = "an object")]
+pub struct ScanActions {
+    /// Invisible and format characters (tag characters, zero-width, bidi controls).
+    pub invisible: Option<ScanAction>,
+    /// Instructions aimed at the model (`<IMPORTANT>`, "ignore previous instructions", …).
+    pub instruction: Option<ScanAction>,
+    /// A mention of another upstream's tool.
+    pub shadowing: Option<ScanAction>,
+    /// Exfiltration hints (URLs, "send the contents of", credential paths, AWS keys).
+    pub exfiltration: Option<ScanAction>,
+}
+
+/// The result methods `tool-scan` can scan.
+pub const SCAN_RESULTS: &[&str] = &["tools/call", "prompts/get", "resources/read"];
+
+/// `tool-scan`: finds tool poisoning in lists (and results, when asked).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, expecting = "an object")]
+pub struct ToolScanOptions {
+    /// Scan the four lists (default `true`).
+    pub lists: Option<bool>,
+    /// The results scanned too: `tools/call`, `prompts/get`, `resources/read` (default none).
+    #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub results: Vec<String>,
+    /// The action per kind of finding.
+    #[serde(default, deserialize_with = "object")]
+    pub actions: Option<ScanActions>,
+    /// More instruction patterns: regexes searched case-insensitively.
+    #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub patterns: Vec<String>,
+    /// More exfiltration patterns: regexes searched case-insensitively.
+    #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub exfiltration_patterns: Vec<String>,
+    /// Hosts whose URLs are not findings (`example.com` also allows its subdomains).
+    #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub allow_hosts: Vec<String>,
+    /// Items left alone: names (tools, prompts) or URIs (resources, templates), regexes (full
+    /// match), and tools whose results are left alone.
+    #[serde(default, deserialize_with = "strings")]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub allow: Vec<String>,
+}
+
 // --- parsing ---------------------------------------------------------------------------------
 
 /// The checks serde cannot make, run on the parsed value.
@@ -692,6 +802,48 @@ impl Checked for RateLimitOptions {
         }
         if self.key_prefix.as_deref() == Some("") {
             c.err("options.key_prefix", "must not be empty");
+        }
+    }
+}
+
+impl Checked for ToolScanOptions {
+    fn check(&self, _: &Map<String, Value>, c: &mut Check) {
+        for (i, m) in self.results.iter().enumerate() {
+            if !SCAN_RESULTS.contains(&m.as_str()) {
+                c.err(
+                    &format!("options.results[{i}]"),
+                    format!(
+                        "{m:?} is not a result tool-scan reads (known: {})",
+                        SCAN_RESULTS.join(", ")
+                    ),
+                );
+            }
+        }
+        if let Some(a) = &self.actions {
+            for (kind, action) in [
+                ("instruction", a.instruction),
+                ("shadowing", a.shadowing),
+                ("exfiltration", a.exfiltration),
+            ] {
+                if action == Some(ScanAction::Strip) {
+                    c.err(
+                        &format!("options.actions.{kind}"),
+                        "strip removes invisible characters only (flag, hide or refuse)",
+                    );
+                }
+            }
+        }
+        for (field, list) in [
+            ("options.patterns", &self.patterns),
+            ("options.exfiltration_patterns", &self.exfiltration_patterns),
+        ] {
+            for (i, p) in list.iter().enumerate() {
+                c.regex(&format!("{field}[{i}]"), p, false);
+            }
+        }
+        c.regexes("options.allow", &self.allow);
+        if self.lists == Some(false) && self.results.is_empty() {
+            c.err("options", "tool-scan with `lists: false` needs `results`");
         }
     }
 }
@@ -1040,6 +1192,29 @@ mod tests {
             Some(Ok(o)) => o,
             other => panic!("{name} {options}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn tool_scan_options_are_checked() {
+        assert_eq!(
+            problems(
+                "tool-scan",
+                json!({"results": ["tools/list"], "actions": {"shadowing": "strip"}, "patterns": ["(["]})
+            ),
+            [
+                "options.results[0]: \"tools/list\" is not a result tool-scan reads (known: tools/call, prompts/get, resources/read)",
+                "options.actions.shadowing: strip removes invisible characters only (flag, hide or refuse)",
+                "options.patterns[0]: \"([\" is not a valid regex: unclosed character class",
+            ]
+        );
+        assert_eq!(
+            problems("tool-scan", json!({"actions": {"invisible": "drop"}})),
+            ["options.actions.invisible: unknown action \"drop\" (strip, flag, hide or refuse)"]
+        );
+        let BuiltinOptions::ToolScan(o) = parsed("tool-scan", Value::Null) else {
+            unreachable!("tool-scan options")
+        };
+        assert_eq!(o, ToolScanOptions::default());
     }
 
     #[test]

@@ -114,6 +114,14 @@ pub struct Trace {
     pub dispatched: Option<Instant>,
 }
 
+impl Trace {
+    /// Did `tool-scan` find something (then even a list exchange is worth an audit line)?
+    pub fn has_findings(&self) -> bool {
+        self.controls
+            .contains_key(crate::builtin::tool_scan::TRACE_KEY)
+    }
+}
+
 /// Where an event comes from: the facts hooks select on and are shown.
 #[derive(Debug, Clone)]
 pub struct Ctx<'a> {
@@ -144,6 +152,9 @@ pub struct Ctx<'a> {
     /// The `sub` of the upstream identity whose token serves the call (an OAuth upstream's
     /// grant, when its access token names one), never the token.
     pub upstream_sub: Option<&'a str>,
+    /// The catalog's names, when the chain asks for them ([`Chain::wants_catalog_names`]:
+    /// `tool-scan` reads whose each listed item is and the other upstreams' tool names).
+    pub catalog: Option<&'a dyn crate::builtin::tool_scan::CatalogNames>,
 }
 
 impl Ctx<'_> {
@@ -297,12 +308,12 @@ impl Hook {
         // A builtin that does no I/O answers at once: no timeout to arm.
         if let Kind::Builtin(b) = &self.kind {
             if b.is_immediate() {
-                return b.decide(ev, ctx.tool, &mut trace.explain_reason).await;
+                return b.decide(ev, ctx, trace).await;
             }
         }
         let run = async {
             match &self.kind {
-                Kind::Builtin(b) => b.decide(ev, ctx.tool, &mut trace.explain_reason).await,
+                Kind::Builtin(b) => b.decide(ev, ctx, trace).await,
                 Kind::Command(c) => c.decide(ev).await,
                 Kind::Process(p) => p.decide(ev).await,
                 Kind::Http(h) => h.decide(ev).await,
@@ -468,10 +479,17 @@ impl Chain {
             .any(|h| matches!(&h.kind, Kind::Builtin(b) if b.wants_tool_definition()))
     }
 
+    /// Does a hook read the catalog's names in [`Ctx::catalog`] (a `tool-scan` builtin)?
+    pub fn wants_catalog_names(&self) -> bool {
+        self.hooks
+            .iter()
+            .any(|h| matches!(&h.kind, Kind::Builtin(b) if b.wants_catalog_names()))
+    }
+
     /// Is what the chain does to the request in `ctx` and its reply a function of the reply
     /// alone: no hook sees the request, no response control the reply, and every hook that
     /// sees the reply is a builtin that only reshapes list items from its options (`explain`,
-    /// `describe` on tools/list)? Then a list page can be transformed once and reused.
+    /// `describe` on tools/list, `tool-scan` on the four lists)? Then a list page can be transformed once and reused.
     pub fn is_pure_for(&self, ctx: &Ctx) -> bool {
         !self.selects(Phase::Request, ctx, usize::MAX)
             && !self

@@ -46,6 +46,7 @@ fn ctx<'a>(method: &'a str, tool: Option<&'a str>) -> Ctx<'a> {
         principal: None,
         upstream_tool: None,
         upstream_sub: None,
+        catalog: None,
         tool_use_id: None,
         answers: None,
     }
@@ -322,6 +323,7 @@ async fn each_hook_is_shown_its_own_event_along_the_chain() {
         upstream: Some("up"),
         upstream_tool: Some("echo"),
         upstream_sub: None,
+        catalog: None,
         tool_use_id: Some("toolu_1"),
         ..ctx("tools/call", Some("up_echo"))
     };
@@ -395,6 +397,7 @@ mod claude_settings {
             upstream: Some(upstream),
             upstream_tool: Some(tool),
             upstream_sub: None,
+            catalog: None,
             ..ctx("tools/call", Some(name))
         }
     }

@@ -95,6 +95,8 @@ pub struct Catalog {
     pub slots: Arc<[Arc<Slot>]>,
     /// Pages of this catalog's lists, serialised once (see [`Catalog::cached_page`]).
     pages: PageCache,
+    /// The upstreams' tool names, for `tool-scan` (built the first time it asks).
+    scan_names: std::sync::OnceLock<sluice_hooks::builtin::tool_scan::ToolNames>,
 }
 
 /// Which serialised page: the list, where it starts, its size, and the list transform applied
@@ -509,6 +511,34 @@ impl Catalog {
             ListKind::Resources => &self.resources,
             ListKind::Templates => &self.templates,
         }
+    }
+}
+
+/// What `tool-scan` reads: whose each listed item is, and every upstream tool's names.
+impl sluice_hooks::builtin::tool_scan::CatalogNames for Catalog {
+    fn owner(&self, list: &str, key: &str) -> Option<&str> {
+        let slot = match list {
+            "tools" => self.tool(key)?.slot()?,
+            "prompts" => self.prompt(key)?.slot,
+            _ => self.resource(key)?,
+        };
+        Some(self.slots.get(slot)?.spec.id.as_str())
+    }
+
+    fn tool_names(&self) -> &sluice_hooks::builtin::tool_scan::ToolNames {
+        self.scan_names.get_or_init(|| {
+            let routes = self.tool_routes.iter().chain(&self.funnel_routes);
+            sluice_hooks::builtin::tool_scan::ToolNames::new(routes.filter_map(|(name, route)| {
+                match route {
+                    Route::Upstream { slot, name: own } => Some((
+                        self.slots.get(*slot)?.spec.id.as_str(),
+                        name.as_str(),
+                        own.as_str(),
+                    )),
+                    Route::Gateway(_) => None,
+                }
+            }))
+        })
     }
 }
 

@@ -421,6 +421,10 @@ fn builtin_options_are_judged_alike() {
             "rate-limit",
             json!({"global": {"rate": 1, "per": "second", "burst": 2}, "per_tool": {"t": {"rate": 2, "per": "hour"}}}),
         ),
+        (
+            "tool-scan",
+            json!({"lists": true, "results": ["tools/call"], "actions": {"invisible": "strip", "instruction": "hide", "shadowing": "flag", "exfiltration": "refuse"}, "patterns": ["x"], "exfiltration_patterns": ["y"], "allow_hosts": ["example.com"], "allow": ["t"]}),
+        ),
     ];
     for (name, options) in good {
         let doc = hook(name, options);
@@ -444,6 +448,8 @@ fn builtin_options_are_judged_alike() {
             json!({"arguments": [{"pattern": "x", "where": "y"}]}),
         ),
         ("pii", json!("all")),
+        ("tool-scan", json!({"actions": {"invisible": "drop"}})),
+        ("tool-scan", json!({"results": "tools/call"})),
     ];
     for (name, options) in bad {
         let doc = hook(name, options);

@@ -4,7 +4,7 @@
 //! [`deny`] (tool-name and argument patterns), [`rewrite`] (set, default or remove
 //! arguments), [`validate`] (arguments against the tool's inputSchema), [`describe`] (override
 //! what `tools/list` says), [`rate_limit`] (token buckets global, per principal and per tool, in
-//! memory or in Redis). Response controls ([`Control`]: [`mask`], [`pii`], [`size_cap`])
+//! memory or in Redis), [`tool_scan`] (tool poisoning in lists and results). Response controls ([`Control`]: [`mask`], [`pii`], [`size_cap`])
 //! run before every other response hook, so those see what the agent will see.
 
 pub mod deny;
@@ -16,6 +16,7 @@ pub mod pii;
 pub mod rate_limit;
 pub mod rewrite;
 pub mod size_cap;
+pub mod tool_scan;
 pub mod validate;
 
 pub use deny::Deny;
@@ -26,8 +27,10 @@ pub use pii::Pii;
 pub use rate_limit::RateLimit;
 pub use rewrite::Rewrite;
 pub use size_cap::SizeCap;
+pub use tool_scan::ToolScan;
 pub use validate::Validate;
 
+use crate::chain::{Ctx, Trace};
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
 use regex::Regex;
@@ -55,6 +58,8 @@ pub enum Builtin {
     RateLimit(RateLimit),
     /// A response control: run in the chain's controls stage, never as an onion hook.
     Control(Control),
+    /// [`tool_scan`].
+    ToolScan(ToolScan),
 }
 
 /// The phases a builtin runs in, whatever the hook's event.
@@ -95,6 +100,7 @@ impl Builtin {
             BuiltinOptions::SizeCap(o) => {
                 Builtin::Control(Control::SizeCap(SizeCap::from_options(o)?))
             }
+            BuiltinOptions::ToolScan(o) => Builtin::ToolScan(ToolScan::from_options(o)?),
         })
     }
 
@@ -107,6 +113,7 @@ impl Builtin {
             | Builtin::Validate(_)
             | Builtin::RateLimit(_) => (true, false),
             Builtin::Describe(_) | Builtin::Control(_) => (false, true),
+            Builtin::ToolScan(s) => (s.request_phase(), true),
         };
         Phases { request, response }
     }
@@ -124,6 +131,13 @@ impl Builtin {
                 Selection::Method(phase == Phase::Request && method == "tools/call")
             }
             Builtin::RateLimit(_) | Builtin::Control(_) => Selection::Hook,
+            // The four lists (no tool name) and the results it reads; the matcher narrows the
+            // tools of tools/call.
+            Builtin::ToolScan(s) => match s.selects(phase, method) {
+                None => Selection::Fixed(false),
+                Some(false) => Selection::Fixed(true),
+                Some(true) => Selection::Method(true),
+            },
         }
     }
 
@@ -136,9 +150,13 @@ impl Builtin {
     }
 
     /// Does it change a list reply from its options alone (nothing of the session, the caller
-    /// or the time), so the result can be reused for the same list?
+    /// or the time), so the result can be reused for the same list? (`tool-scan` reads the
+    /// catalog's tool names too, and the cached page is the catalog's own.)
     pub fn is_pure_list_transform(&self) -> bool {
-        matches!(self, Builtin::Explain(_) | Builtin::Describe(_))
+        matches!(
+            self,
+            Builtin::Explain(_) | Builtin::Describe(_) | Builtin::ToolScan(_)
+        )
     }
 
     /// Does it decide without I/O (everything but `rate-limit`, which may ask Redis)?
@@ -146,25 +164,37 @@ impl Builtin {
         !matches!(self, Builtin::RateLimit(_))
     }
 
-    /// Does it need the tool's definition (`validate` checks arguments against it)?
+    /// Does it need the tool's definition (`validate` checks arguments against it; a
+    /// `tool-scan` that hides refuses calls to the tools it would hide)?
     pub fn wants_tool_definition(&self) -> bool {
-        matches!(self, Builtin::Validate(_))
+        match self {
+            Builtin::Validate(_) => true,
+            Builtin::ToolScan(s) => s.hides(),
+            _ => false,
+        }
     }
 
-    /// Decide on an event. `tool` is the tool's definition when known; `explain_reason` receives
-    /// the reason the explain builtin records. A builtin that changes the message changes the
-    /// event's own and moves it into `Modify` (the event's is left empty): no copy per hook.
+    /// Does it read the catalog's names ([`Ctx::catalog`]: `tool-scan`)?
+    pub fn wants_catalog_names(&self) -> bool {
+        matches!(self, Builtin::ToolScan(_))
+    }
+
+    /// Decide on an event. `ctx.tool` is the tool's definition when known; `trace` receives
+    /// the reason the explain builtin records and what tool-scan found. A builtin that changes
+    /// the message changes the event's own and moves it into `Modify` (the event's is left
+    /// empty): no copy per hook.
     pub async fn decide(
         &self,
         ev: &mut HookEvent,
-        tool: Option<&Value>,
-        explain_reason: &mut Option<String>,
+        ctx: &Ctx<'_>,
+        trace: &mut Trace,
     ) -> Result<Decision, HookFailure> {
         match self {
-            Builtin::Explain(e) => Ok(e.decide(ev, explain_reason)),
+            Builtin::Explain(e) => Ok(e.decide(ev, &mut trace.explain_reason)),
             Builtin::Deny(d) => Ok(d.decide(ev)),
             Builtin::Rewrite(r) => Ok(r.decide(ev)),
-            Builtin::Validate(v) => Ok(v.decide(ev, tool)),
+            Builtin::Validate(v) => Ok(v.decide(ev, ctx.tool)),
+            Builtin::ToolScan(s) => Ok(s.decide(ev, ctx, trace)),
             Builtin::Describe(d) => Ok(d.decide(ev)),
             Builtin::RateLimit(r) => r.decide(ev).await,
             // Run in the controls stage, never as an onion hook.

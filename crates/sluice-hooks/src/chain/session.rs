@@ -138,6 +138,7 @@ impl Chain {
                 principal: None,
                 upstream_tool: None,
                 upstream_sub: None,
+                catalog: None,
                 tool_use_id: None,
                 answers: None,
             };

@@ -375,6 +375,7 @@ async fn hooks_try(State(admin): S, body: Bytes) -> Response {
         upstream_sub: None,
         tool_use_id: None,
         answers: None,
+        catalog: Some(&*catalog),
     };
     let mut trace = Trace::default();
     let run = async {

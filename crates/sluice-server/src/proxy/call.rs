@@ -355,6 +355,7 @@ impl<'c> Call<'c> {
             || facts.method == "tools/call"
             || outcome == "refused"
             || outcome == "cancelled"
+            || trace.has_findings()
         {
             let task = task.as_deref().or_else(|| {
                 reply

@@ -20,7 +20,7 @@ pub(crate) struct Facts {
     /// The upstream it goes to or comes from.
     pub upstream: Option<String>,
     /// The catalog the client sees (its own view, `views.rs`), kept when a hook wants the
-    /// tool's definition (`validate`).
+    /// tool's definition (`validate`) or the catalog's names (`tool-scan`).
     pub catalog: Option<Arc<Catalog>>,
     /// The name the upstream knows the tool by (tools/call to an upstream).
     pub upstream_tool: Option<String>,
@@ -73,8 +73,9 @@ impl Facts {
         identity: Option<Arc<sluice_oauth::Identity>>,
     ) -> Facts {
         let tool_name = tool.filter(|_| method == "tools/call");
-        let kept =
-            (tool_name.is_some() && snap.chain.wants_tool_definitions()).then(|| catalog.clone());
+        let kept = ((tool_name.is_some() && snap.chain.wants_tool_definitions())
+            || snap.chain.wants_catalog_names())
+        .then(|| catalog.clone());
         let (upstream_tool, tool_use_id) = match tool_name {
             Some(_) if !snap.chain.is_empty() => (
                 upstream_name.map(str::to_string),
@@ -143,6 +144,10 @@ impl Facts {
             tool_use_id: self.tool_use_id.as_deref(),
             answers: self.answers.as_ref(),
             upstream_sub: self.upstream_sub.as_deref().map(String::as_str),
+            catalog: self
+                .catalog
+                .as_deref()
+                .map(|c| c as &dyn sluice_hooks::builtin::tool_scan::CatalogNames),
         }
     }
 }
