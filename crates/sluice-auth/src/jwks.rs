@@ -44,7 +44,7 @@ impl KeySet {
 
     /// The keys that may have signed a token with this `kid` (every key when the token names
     /// none). Refetches once when the set is stale or does not know `kid`.
-    pub async fn candidates(&self, kid: Option<&str>) -> Result<Vec<Jwk>, String> {
+    pub(crate) async fn candidates(&self, kid: Option<&str>) -> Result<Vec<Jwk>, String> {
         let set = self.current(false).await?;
         let found = select(&set, kid);
         if !found.is_empty() || kid.is_none() {

@@ -6,9 +6,18 @@
 use serde_json::{json, Map, Value};
 use std::path::{Component, Path};
 
-/// The plugin at `root`'s hooks as one hooks block. An error names the file that is wrong, or
-/// says that the plugin has no hooks at all.
-pub fn hooks_of(root: &Path) -> Result<Value, String> {
+/// Why a plugin's hooks could not be gathered: the file that is wrong and how, or that the
+/// plugin has no hooks at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PluginError(String);
+
+/// The plugin at `root`'s hooks as one hooks block.
+pub fn hooks_of(root: &Path) -> Result<Value, PluginError> {
+    gather(root).map_err(PluginError)
+}
+
+fn gather(root: &Path) -> Result<Value, String> {
     let mut events: Map<String, Value> = Map::new();
     let mut found = false;
     let standard = root.join("hooks/hooks.json");
@@ -173,13 +182,13 @@ mod tests {
     #[test]
     fn a_plugin_without_hooks_or_with_a_path_outside_is_an_error() {
         let dir = plugin(&[(".claude-plugin/plugin.json", json!({"name": "p"}))]);
-        let e = hooks_of(dir.path()).unwrap_err();
+        let e = hooks_of(dir.path()).unwrap_err().to_string();
         assert!(e.ends_with("has no hooks: neither hooks/hooks.json nor a `hooks` field in .claude-plugin/plugin.json"), "{e}");
         let dir = plugin(&[(
             ".claude-plugin/plugin.json",
             json!({"name": "p", "hooks": "../elsewhere.json"}),
         )]);
-        let e = hooks_of(dir.path()).unwrap_err();
+        let e = hooks_of(dir.path()).unwrap_err().to_string();
         assert!(
             e.ends_with("(hooks[0]): \"../elsewhere.json\" is not a path inside the plugin"),
             "{e}"
@@ -190,6 +199,7 @@ mod tests {
         )]);
         assert!(hooks_of(dir.path())
             .unwrap_err()
+            .to_string()
             .ends_with("(hooks[0]): must be a path or an object of hooks"));
     }
 }

@@ -128,13 +128,8 @@ pub(crate) fn load_keys(
     ok.then_some(keys)
 }
 
-/// A cluster key: 32 bytes in standard or URL-safe base64 (padding optional). The error never
-/// shows the key.
-pub fn key_bytes(text: &str) -> Result<[u8; 32], String> {
-    key_bytes_for(text, "sluice cluster keygen")
-}
-
-/// [`key_bytes`], the errors naming `keygen` as the command that prints a key.
+/// A key: 32 bytes in standard or URL-safe base64 (padding optional), the errors naming `keygen`
+/// as the command that prints one. The error never shows the key.
 pub(crate) fn key_bytes_for(text: &str, keygen: &str) -> Result<[u8; 32], String> {
     use base64::Engine as _;
     let t = text.trim();
@@ -194,7 +189,7 @@ mod tests {
             read(json!({"key": "${env:SLUICE_CLUSTER_KEY}", "redis": "redis://127.0.0.1:6379/0"}));
         assert!(errors.is_empty(), "{errors:?}");
         let c = c.unwrap();
-        assert_eq!(c.keys, [key_bytes(KEY).unwrap()]);
+        assert_eq!(c.keys, [key_bytes_for(KEY, "sluice cluster keygen").unwrap()]);
         assert_eq!(c.redis, "redis://127.0.0.1:6379/0");
         let other = "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA";
         let (c, errors) = read(json!({"key": [other, KEY], "redis": "redis://h"}));

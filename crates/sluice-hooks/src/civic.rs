@@ -74,7 +74,7 @@ const DEDICATED: &[(&str, &str)] = &[
 
 impl CivicHook {
     /// A hook calling the server at `url` (http or https), waiting at most `timeout`.
-    pub fn new(url: String, timeout: Duration) -> Result<CivicHook, String> {
+    pub(crate) fn new(url: String, timeout: Duration) -> Result<CivicHook, String> {
         let parsed = reqwest::Url::parse(&url).map_err(|e| format!("bad hook URL {url:?}: {e}"))?;
         if parsed.scheme() != "http" && parsed.scheme() != "https" {
             return Err(format!(

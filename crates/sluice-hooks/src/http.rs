@@ -93,10 +93,23 @@ impl std::fmt::Debug for HttpHook {
     }
 }
 
+/// Why an http hook cannot be made: a malformed URL or header (the message names it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadHttpHook(String);
+
 impl HttpHook {
     /// A hook that POSTs to `url` (http or https) with the extra `headers`, waiting at most
     /// `timeout` for the whole answer. Fails on a malformed URL or header.
     pub fn new(
+        url: String,
+        headers: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> Result<HttpHook, BadHttpHook> {
+        HttpHook::build(url, headers, timeout).map_err(BadHttpHook)
+    }
+
+    fn build(
         url: String,
         headers: Vec<(String, String)>,
         timeout: Duration,

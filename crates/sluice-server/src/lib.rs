@@ -36,7 +36,7 @@ mod views;
 
 pub use cluster::sealed_id_cost;
 pub use transport::workers::default_count as default_threads;
-pub use upstream_oauth::vault_of;
+pub use upstream_oauth::{vault_of, VaultOpenError};
 
 use parking_lot::Mutex;
 use sluice_auth::Authenticator;

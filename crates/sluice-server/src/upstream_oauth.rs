@@ -13,18 +13,28 @@ use sluice_upstream::{OAuthContext, PerUser};
 use sluice_vault::{Keyring, Vault};
 use std::sync::Arc;
 
+/// Why the vault a configuration names cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum VaultOpenError {
+    /// Its keys are not usable.
+    #[error("vault: {0}")]
+    Keys(#[from] sluice_vault::KeyError),
+    /// The file or Redis could not be opened.
+    #[error("vault: {0}")]
+    Open(#[from] sluice_vault::VaultError),
+}
+
 /// The vault a configuration names: Redis with `cluster` (every replica shares the grants),
-/// else the file. Err: it cannot be opened (the reason, for the log).
-pub fn vault_of(config: &Config) -> Result<Option<Vault>, String> {
+/// else the file.
+pub fn vault_of(config: &Config) -> Result<Option<Vault>, VaultOpenError> {
     let Some(v) = &config.settings.vault else {
         return Ok(None);
     };
-    let keys = Keyring::new(v.keys.clone()).map_err(|e| format!("vault: {e}"))?;
+    let keys = Keyring::new(v.keys.clone())?;
     let vault = match &config.settings.cluster {
         Some(c) => Vault::redis(&c.redis, keys),
         None => Vault::open_file(&v.path, keys),
-    }
-    .map_err(|e| format!("vault: {e}"))?;
+    }?;
     Ok(Some(vault))
 }
 

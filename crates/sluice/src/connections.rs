@@ -42,7 +42,8 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 fn open(home: &Path, upstream: Option<&str>) -> Result<(Vec<PerUser>, OAuthContext), String> {
     let env = |k: &str| std::env::var(k).ok();
     let (config, _) = Config::load(home, &env).map_err(|e| e.to_string())?;
-    let vault = sluice_server::vault_of(&config)?
+    let vault = sluice_server::vault_of(&config)
+        .map_err(|e| e.to_string())?
         .ok_or("no vault in sluice.json: there are no connections")?;
     let ctx = OAuthContext {
         vault,

@@ -38,7 +38,8 @@ fn context(home: &Path, id: &str) -> Result<(Config, OAuthContext), String> {
             "upstream {id:?} signs in with client credentials by itself: no login needed"
         ));
     }
-    let vault = sluice_server::vault_of(&config)?
+    let vault = sluice_server::vault_of(&config)
+        .map_err(|e| e.to_string())?
         .ok_or("no vault in sluice.json (`sluice vault keygen` prints a key)")?;
     let ctx = OAuthContext {
         vault,
