@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The client command of the conformance suite's authorization scenarios, with `sluice client` as
 # the client under test. The suite appends the scenario's MCP URL and sets
-# MCP_CONFORMANCE_SCENARIO, MCP_CONFORMANCE_PROTOCOL_VERSION and (pre-registered or client
-# credentials) MCP_CONFORMANCE_CONTEXT.
+# MCP_CONFORMANCE_SCENARIO, MCP_CONFORMANCE_PROTOCOL_VERSION and (pre-registered, client
+# credentials or enterprise-managed authorization) MCP_CONFORMANCE_CONTEXT.
 #
 # It lists the tools, then calls `test-tool` in a second run that reuses the grant the first
 # one kept (a step-up or an authorization-server change happens there). The sign-in URL is
@@ -33,6 +33,11 @@ case ${MCP_CONFORMANCE_SCENARIO:-} in
     ctx private_key_pem > "$state/key.pem"
     args+=(--client-credentials --client-id "$(ctx client_id)" --private-key "$state/key.pem"
            --signing-alg "$(ctx signing_algorithm)") ;;
+  auth/enterprise-managed-authorization)
+    ctx idp_id_token > "$state/id-token"
+    args+=(--identity-assertion-file "$state/id-token" --idp-token-endpoint "$(ctx idp_token_endpoint)"
+           --idp-client-id "$(ctx idp_client_id)" --client-id "$(ctx client_id)"
+           --client-secret "$(ctx client_secret)") ;;
 esac
 
 "$sluice" client "${args[@]}" "$url" tools || exit $?

@@ -3,7 +3,8 @@
 # client under test: `sluice serve` gets the scenario's MCP URL as an OAuth upstream ("remote",
 # every tool listed), an operator signs it in with `sluice upstream login` (client credentials
 # need none), and the MCP Python SDK client lists and calls `remote_test-tool` through the
-# gateway. When the upstream asks for a new login (more scopes, another authorization server),
+# gateway (client credentials and enterprise-managed authorization, whose identity assertion is
+# a file of the tree, need no login). When the upstream asks for a new login (more scopes, another authorization server),
 # the operator logs in again: at most three logins.
 #
 # With SLUICE_PER_USER=1 (auth-gateway-per-user.sh) the upstream is per-user ("mode":
@@ -42,6 +43,11 @@ print(json.dumps(o))' "$(ctx client_id)" "$(ctx client_secret)" "$(ctx issuer)" 
     login=
     ctx private_key_pem > "$home/key.pem"
     oauth=$("$py" -c 'import json, sys; print(json.dumps({"mode": "client_credentials", "client_id": sys.argv[1], "private_key_file": "key.pem", "signing_alg": sys.argv[2], "token_endpoint_auth": "private_key_jwt"}))' "$(ctx client_id)" "$(ctx signing_algorithm)") ;;
+  auth/enterprise-managed-authorization)
+    # The gateway's identity assertion (the IdP's ID token) in a file of the tree.
+    login=
+    ctx idp_id_token > "$home/id-token"
+    oauth=$("$py" -c 'import json, sys; print(json.dumps({"mode": "enterprise", "client_id": sys.argv[1], "client_secret": sys.argv[2], "idp_token_endpoint": sys.argv[3], "idp_client_id": sys.argv[4], "identity_assertion_file": "id-token"}))' "$(ctx client_id)" "$(ctx client_secret)" "$(ctx idp_token_endpoint)" "$(ctx idp_client_id)") ;;
 esac
 
 mkdir -p "$home/mcp"

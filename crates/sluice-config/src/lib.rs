@@ -35,7 +35,9 @@ pub use hooks::{
     HttpProtocol, OnError, OnFailure, ToolNameForm, PERMISSION_MODES,
 };
 pub use logs::LogConfig;
-pub use oauth::{OAuthMode, TokenExchange, UpstreamOAuth, VaultSettings, ACCESS_TOKEN_TYPE};
+pub use oauth::{
+    EnterpriseAuth, OAuthMode, TokenExchange, UpstreamOAuth, VaultSettings, ACCESS_TOKEN_TYPE,
+};
 pub use schema::FileKind;
 pub use settings::{Settings, TelemetrySettings};
 

@@ -21,16 +21,22 @@ pub enum OAuthMode {
     /// `token_endpoint` for a token toward this upstream, per principal; needs the clients'
     /// tokens to come from an identity provider (`issuer` in `auth/auth.config.json`).
     Exchange,
+    /// Enterprise-managed authorization (the MCP extension, ID-JAG): the gateway's identity
+    /// assertion from the enterprise IdP exchanged there for an ID-JAG (RFC 8693), presented
+    /// at the upstream's authorization server with the JWT bearer grant (RFC 7523); no person.
+    Enterprise,
 }
 
 impl OAuthMode {
-    /// The name in the file (`shared`, `client_credentials`, `per_user`, `exchange`).
+    /// The name in the file (`shared`, `client_credentials`, `per_user`, `exchange`,
+    /// `enterprise`).
     pub fn name(self) -> &'static str {
         match self {
             OAuthMode::Shared => "shared",
             OAuthMode::ClientCredentials => "client_credentials",
             OAuthMode::PerUser => "per_user",
             OAuthMode::Exchange => "exchange",
+            OAuthMode::Enterprise => "enterprise",
         }
     }
 }
@@ -53,6 +59,34 @@ pub struct TokenExchange {
     pub subject_token_type: String,
     /// Send an actor token: one the gateway gets for itself with the client credentials grant.
     pub actor: bool,
+}
+
+/// The identity provider's side of `"mode": "enterprise"`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EnterpriseAuth {
+    /// The IdP's token endpoint, where the assertion is exchanged for an ID-JAG.
+    pub idp_token_endpoint: String,
+    /// The gateway's client id at the IdP.
+    pub idp_client_id: Option<String>,
+    /// Its secret (`${env:NAME}` expanded; without it the client id goes in the form).
+    pub idp_client_secret: Option<String>,
+    /// The identity assertion (an ID token of the IdP), read at each grant: whatever renews
+    /// it rewrites the file.
+    pub identity_assertion_file: PathBuf,
+}
+
+impl std::fmt::Debug for EnterpriseAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnterpriseAuth")
+            .field("idp_token_endpoint", &self.idp_token_endpoint)
+            .field("idp_client_id", &self.idp_client_id)
+            .field(
+                "idp_client_secret",
+                &self.idp_client_secret.as_ref().map(|_| "[hidden]"),
+            )
+            .field("identity_assertion_file", &self.identity_assertion_file)
+            .finish()
+    }
 }
 
 /// The `oauth` object of an `http` / `sse` upstream.
@@ -81,6 +115,8 @@ pub struct UpstreamOAuth {
     pub client_metadata_url: Option<String>,
     /// `"mode": "exchange"`: the exchange's settings (None for every other mode).
     pub exchange: Option<TokenExchange>,
+    /// `"mode": "enterprise"`: the identity provider's side (None for every other mode).
+    pub enterprise: Option<EnterpriseAuth>,
 }
 
 impl std::fmt::Debug for UpstreamOAuth {
@@ -97,6 +133,7 @@ impl std::fmt::Debug for UpstreamOAuth {
             .field("token_endpoint_auth", &self.token_endpoint_auth)
             .field("private_key_file", &self.private_key_file)
             .field("exchange", &self.exchange)
+            .field("enterprise", &self.enterprise)
             .finish_non_exhaustive()
     }
 }
@@ -118,10 +155,21 @@ pub(crate) const OAUTH_KNOWN: &[&str] = &[
     "requested_token_type",
     "subject_token_type",
     "actor",
+    "idp_token_endpoint",
+    "idp_client_id",
+    "idp_client_secret",
+    "identity_assertion_file",
 ];
 
-/// The keys only `"mode": "exchange"` reads: the last six of [`OAUTH_KNOWN`].
-const EXCHANGE_ONLY: &[&str] = OAUTH_KNOWN.split_at(OAUTH_KNOWN.len() - 6).1;
+/// The keys only `"mode": "enterprise"` reads: the last four of [`OAUTH_KNOWN`].
+const ENTERPRISE_ONLY: &[&str] = OAUTH_KNOWN.split_at(OAUTH_KNOWN.len() - 4).1;
+
+/// The keys only `"mode": "exchange"` reads: the six before [`ENTERPRISE_ONLY`].
+const EXCHANGE_ONLY: &[&str] = OAUTH_KNOWN
+    .split_at(OAUTH_KNOWN.len() - 4)
+    .0
+    .split_at(OAUTH_KNOWN.len() - 10)
+    .1;
 
 const AUTH_METHODS: &[&str] = &[
     "client_secret_basic",
@@ -149,11 +197,12 @@ pub(crate) fn load_upstream(
         Some("client_credentials") => OAuthMode::ClientCredentials,
         Some("per_user") => OAuthMode::PerUser,
         Some("exchange") => OAuthMode::Exchange,
+        Some("enterprise") => OAuthMode::Enterprise,
         Some(other) => {
             f.err(
                 "mode",
                 format!(
-                    "unknown mode {other:?} (shared, client_credentials, per_user or exchange)"
+                    "unknown mode {other:?} (shared, client_credentials, per_user, exchange or enterprise)"
                 ),
             );
             OAuthMode::Shared
@@ -215,6 +264,7 @@ pub(crate) fn load_upstream(
         client_id.is_some(),
         client_secret.is_some() || private_key_file.is_some(),
     );
+    let enterprise = load_enterprise(f, mode, home, env, client_id.is_some());
     Some(UpstreamOAuth {
         mode,
         client_id,
@@ -226,6 +276,69 @@ pub(crate) fn load_upstream(
         signing_alg: f.string("signing_alg"),
         client_metadata_url,
         exchange,
+        enterprise,
+    })
+}
+
+/// The identity provider's side of `"mode": "enterprise"`; with another mode, each of its
+/// settings is an error.
+fn load_enterprise(
+    f: &mut Fields,
+    mode: OAuthMode,
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    has_client: bool,
+) -> Option<EnterpriseAuth> {
+    if mode != OAuthMode::Enterprise {
+        for key in ENTERPRISE_ONLY {
+            if f.obj.get(*key).is_some_and(|v| !v.is_null()) {
+                f.err(key, "is read only with mode enterprise");
+            }
+        }
+        return None;
+    }
+    let idp_token_endpoint = f.required_string("idp_token_endpoint");
+    let url =
+        idp_token_endpoint.starts_with("https://") || idp_token_endpoint.starts_with("http://");
+    if !idp_token_endpoint.is_empty() && !url {
+        f.err(
+            "idp_token_endpoint",
+            "must be an https:// (or loopback http://) URL",
+        );
+    }
+    let idp_client_secret = match f.string("idp_client_secret") {
+        Some(s) => match expand_env(&s, env) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                f.err("idp_client_secret", e);
+                None
+            }
+        },
+        None => None,
+    };
+    let idp_client_id = f.string("idp_client_id");
+    if idp_client_secret.is_some() && idp_client_id.is_none() {
+        f.err("idp_client_id", "is required with an idp_client_secret");
+    }
+    let file = f.required_string("identity_assertion_file");
+    let identity_assertion_file = home.join(&file);
+    if !file.is_empty() && !identity_assertion_file.is_file() {
+        f.err(
+            "identity_assertion_file",
+            format!("{} is not a file", identity_assertion_file.display()),
+        );
+    }
+    if !has_client {
+        f.err(
+            "client_id",
+            "is required with mode enterprise (the client the authorization server knows, named in the ID-JAG)",
+        );
+    }
+    Some(EnterpriseAuth {
+        idp_token_endpoint,
+        idp_client_id,
+        idp_client_secret,
+        identity_assertion_file,
     })
 }
 
@@ -480,7 +593,7 @@ mod tests {
         assert_eq!(
             load(&home).unwrap_err(),
             [format!(
-                "{f}: upstreams[1].oauth.mode: unknown mode \"personal\" (shared, client_credentials, per_user or exchange)"
+                "{f}: upstreams[1].oauth.mode: unknown mode \"personal\" (shared, client_credentials, per_user, exchange or enterprise)"
             )]
         );
         let home = tree(
@@ -501,5 +614,57 @@ mod tests {
         assert_eq!(e.audience.as_deref(), Some("crm"));
         assert_eq!(e.resource.as_deref(), Some("https://mcp.example.com/mcp"));
         assert_eq!(e.subject_token_type, "urn:ietf:params:oauth:token-type:jwt");
+    }
+
+    #[test]
+    fn enterprise_fields_are_checked() {
+        let home = tree(
+            "ent-bad",
+            json!({"mode": "enterprise", "idp_client_secret": "s"}),
+            None,
+        );
+        let f = home.join("mcp/expose.json").display().to_string();
+        let errors = load(&home).unwrap_err();
+        for want in [
+            "upstreams[1].oauth.idp_token_endpoint: is required",
+            "upstreams[1].oauth.identity_assertion_file: is required",
+            "upstreams[1].oauth.idp_client_id: is required with an idp_client_secret",
+            "upstreams[1].oauth.client_id: is required with mode enterprise (the client the authorization server knows, named in the ID-JAG)",
+        ] {
+            assert!(
+                errors.contains(&format!("{f}: {want}")),
+                "{want} not in {errors:#?}"
+            );
+        }
+        let home = tree(
+            "ent-extra",
+            json!({"mode": "shared", "idp_token_endpoint": "https://idp.example.com/token"}),
+            None,
+        );
+        let f = home.join("mcp/expose.json").display().to_string();
+        assert_eq!(
+            load(&home).unwrap_err(),
+            [format!(
+                "{f}: upstreams[1].oauth.idp_token_endpoint: is read only with mode enterprise"
+            )]
+        );
+        // No principals needed: the identity is the gateway's own assertion.
+        let home = tree(
+            "ent-ok",
+            json!({"mode": "enterprise", "client_id": "c", "client_secret": "s",
+                   "idp_token_endpoint": "https://idp.example.com/token", "idp_client_id": "i",
+                   "identity_assertion_file": "id-token"}),
+            None,
+        );
+        std::fs::write(home.join("id-token"), "eyJ.x.y").unwrap();
+        let o = load(&home).unwrap().expose.upstreams[1]
+            .oauth
+            .clone()
+            .unwrap();
+        assert_eq!(o.mode, OAuthMode::Enterprise);
+        let e = o.enterprise.unwrap();
+        assert_eq!(e.idp_client_id.as_deref(), Some("i"));
+        assert!(e.identity_assertion_file.ends_with("id-token"));
+        assert!(o.exchange.is_none());
     }
 }

@@ -326,7 +326,7 @@ pub(crate) static UPSTREAM_OAUTH: Obj = Obj {
     doc: "How Sluice signs in to an http/sse upstream (OAuth 2.1); unknown keys are errors. Needs `vault` in sluice.json.",
     known: Some(crate::oauth::OAUTH_KNOWN),
     fields: &[
-        f("mode", Ty::Enum(&["shared", "client_credentials", "per_user", "exchange"]), "`shared`: one grant for the gateway, signed in once by an operator (`sluice upstream login ID`); `client_credentials`: the client credentials grant, no person; `per_user`: a grant per principal, each user connects their own account through a link the gateway sends (needs auth/auth.config.json); `exchange`: the client's own token exchanged for one toward this upstream (RFC 8693; needs an issuer in auth/auth.config.json).").def("\"shared\""),
+        f("mode", Ty::Enum(&["shared", "client_credentials", "per_user", "exchange", "enterprise"]), "`shared`: one grant for the gateway, signed in once by an operator (`sluice upstream login ID`); `client_credentials`: the client credentials grant, no person; `per_user`: a grant per principal, each user connects their own account through a link the gateway sends (needs auth/auth.config.json); `exchange`: the client's own token exchanged for one toward this upstream (RFC 8693; needs an issuer in auth/auth.config.json); `enterprise`: enterprise-managed authorization (ID-JAG): the identity assertion exchanged at the IdP, then the JWT bearer grant at the upstream's authorization server, no person.").def("\"shared\""),
         f("client_id", Ty::NonEmpty, "A pre-registered client id (else a client ID metadata document when the server supports them, else dynamic registration). Required with client_credentials and exchange."),
         f("client_secret", Ty::NonEmpty, "Its secret (`${env:NAME}` expanded)."),
         f("issuer", HTTP_URL, "The authorization server the pre-registered client belongs to; its credentials are never shown to another."),
@@ -341,8 +341,15 @@ pub(crate) static UPSTREAM_OAUTH: Obj = Obj {
         f("requested_token_type", Ty::Pattern("^urn:"), "exchange: the token type asked for.").def("\"urn:ietf:params:oauth:token-type:access_token\""),
         f("subject_token_type", Ty::Pattern("^urn:"), "exchange: the type of the client's token.").def("\"urn:ietf:params:oauth:token-type:access_token\""),
         f("actor", Ty::Bool, "exchange: send an actor token, the gateway's own (client credentials grant; needs client_secret or private_key_file).").def("false"),
+        f("idp_token_endpoint", HTTP_URL, "enterprise: the identity provider's token endpoint, where the identity assertion is exchanged for an ID-JAG (RFC 8693). Required with enterprise."),
+        f("idp_client_id", Ty::NonEmpty, "enterprise: the gateway's client id at the identity provider."),
+        f("idp_client_secret", Ty::NonEmpty, "enterprise: its secret (`${env:NAME}` expanded)."),
+        f("identity_assertion_file", Ty::NonEmpty, "enterprise: the identity assertion (an ID token of the IdP), relative to the home folder; read at each grant. Required with enterprise."),
     ],
-    when: &[When { field: "mode", is: &["exchange"], negate: false, absent_is: false, require: &["token_endpoint", "client_id"] }],
+    when: &[
+        When { field: "mode", is: &["exchange"], negate: false, absent_is: false, require: &["token_endpoint", "client_id"] },
+        When { field: "mode", is: &["enterprise"], negate: false, absent_is: false, require: &["idp_token_endpoint", "identity_assertion_file", "client_id"] },
+    ],
     ..OBJ
 };
 

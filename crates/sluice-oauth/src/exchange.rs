@@ -4,6 +4,10 @@
 //! client credentials grant as the actor token). Tokens are cached per principal, and per
 //! digest of the subject token (a new client token is exchanged again), until a minute before
 //! they expire. The subject token is never logged, shown by `Debug` or put in an error.
+//!
+//! The gateway's own token toward the upstream ([`Exchanger::own_token`]: the client
+//! credentials grant, aimed at the upstream with `resource`) is what it reads the upstream's
+//! lists with, acting for nobody.
 
 use crate::client::ClientCredentials;
 use crate::error::AuthError;
@@ -75,6 +79,8 @@ pub struct Exchanger {
     held: Mutex<HashMap<String, Held>>,
     /// The gateway's actor token and when it stops being used.
     actor: Mutex<Option<(String, u64)>>,
+    /// The gateway's own token toward the upstream, and when it stops being used.
+    own: Mutex<Option<(Arc<HeaderValue>, u64)>>,
 }
 
 impl std::fmt::Debug for Exchanger {
@@ -102,6 +108,7 @@ impl Exchanger {
             fetcher,
             held: Mutex::new(HashMap::new()),
             actor: Mutex::new(None),
+            own: Mutex::new(None),
         }
     }
 
@@ -156,6 +163,56 @@ impl Exchanger {
     /// exchanges again.
     pub fn forget(&self, principal: &str) {
         self.held.lock().remove(principal);
+    }
+
+    /// Can the gateway get a token of its own at the token endpoint (a client with a secret or
+    /// a key: the client credentials grant)?
+    pub fn has_own_credentials(&self) -> bool {
+        let c = &self.cfg.client;
+        !c.client_id.is_empty()
+            && match c.auth_method.as_str() {
+                "private_key_jwt" => self.cfg.signing_key.is_some(),
+                "none" => false,
+                _ => c.client_secret.is_some(),
+            }
+    }
+
+    /// The gateway's own token toward the upstream, acting for nobody: the client credentials
+    /// grant with `resource` (the configured one, else the `audience`) and the scopes; what the
+    /// upstream's lists are read with. Cached until a minute before it expires.
+    pub async fn own_token(&self) -> Result<Arc<HeaderValue>, AuthError> {
+        let now = token::now();
+        if let Some((h, until)) = self.own.lock().as_ref() {
+            if now < *until {
+                return Ok(h.clone());
+            }
+        }
+        let c = &self.cfg;
+        let resource = c.resource.as_deref().or(c.audience.as_deref());
+        let t = token::request(
+            &self.fetcher,
+            &c.token_endpoint,
+            &c.client,
+            c.signing_key.as_ref(),
+            resource,
+            TokenRequest::ClientCredentials(&c.scopes),
+        )
+        .await?;
+        let mut value =
+            HeaderValue::from_str(&format!("Bearer {}", t.access_token)).map_err(|_| {
+                AuthError::Token {
+                    grant: "client_credentials",
+                    why: format!(
+                        "{}: the issued token cannot be sent in a header",
+                        c.token_endpoint
+                    ),
+                }
+            })?;
+        value.set_sensitive(true);
+        let header = Arc::new(value);
+        let until = use_until(now, t.expires_in.map(|d| d.as_secs()));
+        *self.own.lock() = Some((header.clone(), until));
+        Ok(header)
     }
 
     /// The gateway's own token, for `actor_token` (client credentials; cached likewise).
@@ -376,6 +433,33 @@ mod tests {
                 Some(ACCESS_TOKEN_TYPE)
             );
         }
+    }
+
+    #[tokio::test]
+    async fn the_gateways_own_token_is_aimed_at_the_upstream_and_cached() {
+        let server = Recorder::start(vec![answer(
+            200,
+            r#"{"access_token": "gateway-own", "token_type": "Bearer", "expires_in": 3600}"#,
+        )])
+        .await;
+        let x = Exchanger::new(cfg(server.url("/token"), false), Fetcher::new(Vec::new()));
+        assert!(x.has_own_credentials());
+        let t = x.own_token().await.unwrap();
+        assert_eq!(t.to_str().unwrap(), "Bearer gateway-own");
+        assert!(t.is_sensitive());
+        assert!(Arc::ptr_eq(&t, &x.own_token().await.unwrap()), "cached");
+        let seen = server.requests();
+        assert_eq!(seen.len(), 1);
+        let form = seen[0].form();
+        let get = |k: &str| form.get(k).map(String::as_str);
+        assert_eq!(get("grant_type"), Some("client_credentials"));
+        assert_eq!(get("resource"), Some("https://crm.example.com/mcp"));
+        assert_eq!(get("scope"), Some("crm.read crm.write"));
+        // A public client has no token of its own.
+        let mut public = cfg(server.url("/token"), false);
+        public.client.client_secret = None;
+        public.client.auth_method = "none".into();
+        assert!(!Exchanger::new(public, Fetcher::new(Vec::new())).has_own_credentials());
     }
 
     #[tokio::test]

@@ -48,6 +48,9 @@ pub enum Mode {
     },
     /// The client credentials grant, by the client itself (no person).
     ClientCredentials,
+    /// Enterprise-managed authorization (no person): an identity assertion exchanged at the
+    /// IdP for an ID-JAG, presented at the authorization server with the JWT bearer grant.
+    Enterprise(Arc<crate::enterprise::EnterpriseConfig>),
 }
 
 /// What an identity is.
@@ -413,6 +416,8 @@ impl Identity {
                         }
                     }
                 }
+                // A new grant from the assertion, as at first.
+                (Mode::Enterprise(_), None) => return self.obtain(challenge, &[]).await,
                 (Mode::ClientCredentials, None) => {
                     return self
                         .client_credentials(
@@ -452,7 +457,7 @@ impl Identity {
     fn needs_login(&self, why: &str) -> AuthError {
         let hint = match &self.cfg.mode {
             Mode::Person { hint } => hint.clone(),
-            Mode::ClientCredentials => String::new(),
+            Mode::ClientCredentials | Mode::Enterprise(_) => String::new(),
         };
         let text = if hint.is_empty() {
             why.to_string()
@@ -529,8 +534,47 @@ impl Identity {
                     None => self.obtain(challenge, &scopes).await,
                 }
             }
-            (Mode::Person { .. }, Some(_)) => self.obtain(challenge, &scopes).await,
+            (Mode::Person { .. }, Some(_)) | (Mode::Enterprise(_), _) => {
+                self.obtain(challenge, &scopes).await
+            }
         }
+    }
+
+    /// Enterprise-managed authorization: the assertion exchanged at the IdP for an ID-JAG
+    /// toward the authorization server of `d`, then presented there (JWT bearer grant).
+    async fn enterprise(
+        &self,
+        e: &crate::enterprise::EnterpriseConfig,
+        d: &discovery::Discovered,
+        client: client::ClientCredentials,
+        scopes: &[String],
+    ) -> Result<(), AuthError> {
+        let resource = d.resource.resource.clone();
+        let failed = |e: &AuthError| *self.status.lock() = Status::Failed(e.to_string());
+        let jag = crate::enterprise::id_jag(
+            &self.fetcher,
+            e,
+            &d.server.issuer,
+            resource.as_deref().unwrap_or(&self.cfg.server_url),
+            scopes,
+        )
+        .await
+        .inspect_err(failed)?;
+        let t = crate::enterprise::access_token(
+            &self.fetcher,
+            &d.server.token_endpoint,
+            &client,
+            self.cfg.signing_key.as_ref(),
+            &jag,
+            resource.as_deref(),
+            scopes,
+        )
+        .await
+        .inspect_err(failed)?;
+        let g = t.into_grant(client, &d.server.token_endpoint, resource, scopes, None);
+        flow::store(&self.vault, &self.cfg.grant_key, &g).await?;
+        self.install(g);
+        Ok(())
     }
 
     async fn client_credentials(
@@ -578,6 +622,7 @@ impl Identity {
             .await
             .inspect_err(|e| *self.status.lock() = Status::Failed(e.to_string()))?;
         match (&self.cfg.mode, &self.consent) {
+            (Mode::Enterprise(e), _) => self.enterprise(e, &d, client, &scopes).await,
             (Mode::ClientCredentials, _) => {
                 let mut client = client;
                 if self.cfg.signing_key.is_some() && self.cfg.client.auth_method.is_none() {

@@ -18,6 +18,9 @@
 //! - [`revoke`]: RFC 7009 revocation of a grant at its authorization server.
 //! - [`exchange`]: RFC 8693 token exchange, a client's own token for one toward an upstream,
 //!   cached per principal ([`Exchanger`]).
+//! - [`enterprise`]: enterprise-managed authorization (ID-JAG): an identity assertion
+//!   exchanged at the IdP (RFC 8693), then the JWT bearer grant (RFC 7523) at the MCP server's
+//!   authorization server ([`Mode::Enterprise`]).
 //! - [`events`]: connects, revokes and refresh failures of users' grants, for the audit log.
 //! - [`Fetcher`]: bounded HTTP (https except loopback, no cross-origin redirects, 1 MB, timeouts).
 //!
@@ -29,6 +32,7 @@ pub mod challenge;
 pub mod client;
 pub mod connect;
 pub mod discovery;
+pub mod enterprise;
 mod error;
 pub mod events;
 pub mod exchange;
@@ -42,6 +46,7 @@ pub mod token;
 
 pub use challenge::Challenge;
 pub use client::{ClientCredentials, ClientSettings};
+pub use enterprise::{Assertion, EnterpriseConfig};
 pub use error::AuthError;
 pub use exchange::{ExchangeConfig, Exchanger};
 pub use fetch::Fetcher;

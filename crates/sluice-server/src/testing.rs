@@ -103,6 +103,7 @@ pub(crate) fn connection() -> sluice_upstream::Connection {
         label: "unit".into(),
         stderr: Default::default(),
         identity: None,
+        bearer: None,
     };
     let (events, _) = tokio::sync::mpsc::unbounded_channel();
     let session = sluice_upstream::UpstreamSession {

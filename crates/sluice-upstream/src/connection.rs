@@ -35,6 +35,9 @@ pub struct OpenOptions {
     pub stderr: StderrTail,
     /// http/sse: the OAuth identity its requests carry (None: only the configured headers).
     pub identity: Option<Arc<sluice_oauth::Identity>>,
+    /// http, without an identity: the `Authorization` its requests carry when they set none
+    /// (an `exchange` upstream's token; [`Connection::set_bearer`] replaces it).
+    pub bearer: Option<Arc<reqwest::header::HeaderValue>>,
 }
 
 pub(crate) enum Wire {
@@ -114,7 +117,9 @@ impl Connection {
             let identity = opts.identity.clone();
             let started = match spec.transport {
                 Transport::Stdio => Wire::Stdio(stdio::StdioWire::start(spec, &inner)?),
-                Transport::Http => Wire::Http(http::HttpWire::new(spec, identity)?),
+                Transport::Http => {
+                    Wire::Http(http::HttpWire::new(spec, identity, opts.bearer.clone())?)
+                }
                 Transport::Sse => Wire::Sse(sse::SseWire::connect(spec, &inner, identity).await?),
                 Transport::Local => Wire::Local(local::LocalWire::start(spec, &inner)),
             };
@@ -223,7 +228,7 @@ impl Connection {
         if spec.transport != Transport::Http {
             return Err(ConnectError::NotShareable.into());
         }
-        let w = http::HttpWire::new(spec, opts.identity.clone())?;
+        let w = http::HttpWire::new(spec, opts.identity.clone(), opts.bearer.clone())?;
         w.adopt(&shared.id, &shared.protocol_version)?;
         let inner = Arc::new(Inner::new(opts.label, events, opts.stderr));
         inner.ordered.store(true, Ordering::Release);
@@ -253,6 +258,15 @@ impl Connection {
             w.forget_session();
         }
         self.shutdown_because(why).await;
+    }
+
+    /// Carry `bearer` as the `Authorization` of every request that sets none (HTTP without an
+    /// identity: an `exchange` upstream's connection of one caller, whose token was exchanged
+    /// again).
+    pub fn set_bearer(&self, bearer: &Arc<reqwest::header::HeaderValue>) {
+        if let Some(Wire::Http(w)) = self.wire.get() {
+            w.set_bearer(bearer);
+        }
     }
 
     /// The upstream's `initialize` result (serverInfo, capabilities, instructions, …); for a
@@ -642,6 +656,7 @@ mod tests {
             label: "forgetful".into(),
             stderr: StderrTail::default(),
             identity: None,
+            bearer: None,
         }
     }
 
@@ -692,7 +707,7 @@ mod tests {
     async fn a_404_before_a_session_is_a_status() {
         let url = forgetful_upstream().await;
         let spec = UpstreamSpec::http("forgetful", &url, Transport::Http);
-        let w = http::HttpWire::new(&spec, None).expect("wire");
+        let w = http::HttpWire::new(&spec, None, None).expect("wire");
         let (tx, _rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner::new("forgetful".into(), tx, StderrTail::default()));
         let (reply_tx, reply_rx) = oneshot::channel();

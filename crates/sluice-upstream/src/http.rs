@@ -106,6 +106,10 @@ pub(crate) struct Core {
     state: Mutex<State>,
     /// The OAuth identity whose bearer token every request carries.
     identity: Option<Arc<Identity>>,
+    /// Without an identity: the `Authorization` every request that sets none carries (an
+    /// `exchange` upstream's token for this connection's caller, or the gateway's own for its
+    /// control connection), replaced as it is exchanged again.
+    bearer: Mutex<Option<Arc<HeaderValue>>>,
 }
 
 pub(crate) struct HttpWire {
@@ -116,6 +120,7 @@ impl HttpWire {
     pub(crate) fn new(
         spec: &UpstreamSpec,
         identity: Option<Arc<Identity>>,
+        bearer: Option<Arc<HeaderValue>>,
     ) -> Result<HttpWire, UpstreamError> {
         let url = reqwest::Url::parse(&spec.url).map_err(|e| ConnectError::BadUrl {
             url: spec.url.clone(),
@@ -133,8 +138,18 @@ impl HttpWire {
                     posts: std::collections::HashMap::new(),
                 }),
                 identity,
+                bearer: Mutex::new(bearer),
             }),
         })
+    }
+
+    /// Carry `bearer` from now on (see `Core::bearer`); the same value again costs a pointer
+    /// comparison.
+    pub(crate) fn set_bearer(&self, bearer: &Arc<HeaderValue>) {
+        let mut held = self.core.bearer.lock();
+        if !held.as_ref().is_some_and(|h| Arc::ptr_eq(h, bearer)) {
+            *held = Some(bearer.clone());
+        }
     }
 
     pub(crate) fn set_protocol_version(&self, v: &str) {
@@ -197,7 +212,11 @@ impl Core {
     fn under_session(&self, mut own: HeaderMap) -> HeaderMap {
         // A POST of an identity's upstream carries the token it read already (`authorized`).
         if !own.contains_key(AUTHORIZATION) {
-            if let Some(bearer) = self.identity.as_ref().and_then(|i| i.bearer()) {
+            let bearer = match &self.identity {
+                Some(i) => i.bearer(),
+                None => self.bearer.lock().clone(),
+            };
+            if let Some(bearer) = bearer {
                 own.insert(AUTHORIZATION, (*bearer).clone());
             }
         }

@@ -166,6 +166,23 @@ pub fn identity_for(
         },
         // No identity of its own: every token is a principal's, exchanged (`Exchanger`).
         OAuthMode::Exchange => return Ok(None),
+        OAuthMode::Enterprise => match &o.enterprise {
+            Some(e) => Mode::Enterprise(Arc::new(sluice_oauth::EnterpriseConfig {
+                idp_token_endpoint: e.idp_token_endpoint.clone(),
+                idp_client: sluice_oauth::ClientCredentials {
+                    issuer: e.idp_token_endpoint.clone(),
+                    client_id: e.idp_client_id.clone().unwrap_or_default(),
+                    client_secret: e.idp_client_secret.clone(),
+                    auth_method: if e.idp_client_secret.is_some() {
+                        "client_secret_basic".into()
+                    } else {
+                        "none".into()
+                    },
+                },
+                assertion: sluice_oauth::Assertion::File(e.identity_assertion_file.clone()),
+            })),
+            None => return Ok(None),
+        },
     };
     let mut client = ctx.client_settings(spec);
     if o.mode == OAuthMode::ClientCredentials
@@ -411,6 +428,7 @@ mod tests {
             signing_alg: None,
             client_metadata_url: None,
             exchange: None,
+            enterprise: None,
         });
         s
     }

@@ -85,7 +85,7 @@ pub async fn end_shared(
     spec: &UpstreamSpec,
     session: &UpstreamSession,
 ) -> Result<(), UpstreamError> {
-    let w = crate::http::HttpWire::new(spec, None)?;
+    let w = crate::http::HttpWire::new(spec, None, None)?;
     w.adopt(&session.id, &session.protocol_version)?;
     w.shutdown().await;
     Ok(())

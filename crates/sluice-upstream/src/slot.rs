@@ -462,6 +462,19 @@ impl Slot {
         self: &Arc<Slot>,
         session: SessionRef<'_>,
     ) -> Result<Connection, RpcError> {
+        self.connection_as(session, None).await
+    }
+
+    /// [`Slot::connection_for`], for a caller whose requests carry `bearer` (an `exchange`
+    /// upstream: the token exchanged for that caller). The session's own connection is opened
+    /// with it (its `initialize` carries it) and keeps the latest for what it sends unasked
+    /// (notifications, replies, its GET stream); the control connection, shared by every
+    /// caller, never takes it (each request carries its own).
+    pub async fn connection_as(
+        self: &Arc<Slot>,
+        session: SessionRef<'_>,
+        bearer: Option<&Arc<reqwest::header::HeaderValue>>,
+    ) -> Result<Connection, RpcError> {
         // A modern client's request is stateless, and a 2026-07-28 upstream has no sessions:
         // either way the upstream's control connection serves (no upstream session per client).
         // (A stdio upstream isolated per session keeps a process per legacy client even when it
@@ -518,13 +531,19 @@ impl Slot {
             }
         };
         if let Some(open) = cell.get() {
+            if let Some(b) = bearer {
+                open.set_bearer(b);
+            }
             return Ok(open.clone());
         }
         // Opening is boxed: the future of every call holds this one, and opening's is large.
         let shared = (!per_principal).then_some(dead.as_deref());
-        Box::pin(cell.get_or_try_init(|| self.open_for(session, key, shared, None)))
-            .await
-            .cloned()
+        let open = cell.get_or_try_init(|| self.open_for(session, key, shared, None, bearer));
+        let conn = Box::pin(open).await.cloned()?;
+        if let Some(b) = bearer {
+            conn.set_bearer(b);
+        }
+        Ok(conn)
     }
 
     /// The connection of a per-user upstream's principal (`user:<principal>`), opened on first
@@ -562,7 +581,7 @@ impl Slot {
             return Ok(open.clone());
         }
         let identity = users.identity(principal);
-        Box::pin(cell.get_or_try_init(|| self.open_for(session, &key, None, Some(identity))))
+        Box::pin(cell.get_or_try_init(|| self.open_for(session, &key, None, Some(identity), None)))
             .await
             .cloned()
     }
@@ -585,6 +604,7 @@ impl Slot {
         key: &str,
         shared: Option<Option<&str>>,
         identity: Option<Arc<sluice_oauth::Identity>>,
+        bearer: Option<&Arc<reqwest::header::HeaderValue>>,
     ) -> Result<Connection, RpcError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let opts = OpenOptions {
@@ -595,6 +615,7 @@ impl Slot {
             label: format!("{}#{}", self.spec.id, short(key)),
             stderr: self.stderr.clone(),
             identity: identity.or_else(|| self.identity().cloned()),
+            bearer: bearer.cloned(),
         };
         let conn = match shared {
             Some(dead) if self.shares_sessions() => {
@@ -680,6 +701,15 @@ impl Slot {
                 }
             }
         };
+        // An exchange upstream's lists are read with the gateway's own token: a fresh one.
+        if let Some(x) = self.exchanger.as_ref().filter(|x| x.has_own_credentials()) {
+            match x.own_token().await {
+                Ok(t) => conn.set_bearer(&t),
+                Err(e) => {
+                    tracing::warn!(upstream = %self.spec.id, "the gateway's own token, to list with, could not be had: {e}")
+                }
+            }
+        }
         let caps = conn
             .init_result()
             .get("capabilities")
@@ -856,6 +886,14 @@ impl Slot {
             Some(users) => self.lister(users).await,
             None => self.identity().cloned(),
         };
+        // An exchange upstream has no identity: its lists are read with the gateway's own
+        // token when it has client credentials at the token endpoint, else with none.
+        let bearer = match &self.exchanger {
+            Some(x) if x.has_own_credentials() => {
+                Some(x.own_token().await.map_err(StartError::OwnToken)?)
+            }
+            _ => None,
+        };
         let opts = OpenOptions {
             client_info: client_info(),
             capabilities: caps,
@@ -864,13 +902,17 @@ impl Slot {
             label: self.spec.id.clone(),
             stderr: self.stderr.clone(),
             identity,
+            bearer: bearer.clone(),
         };
         if let Err(why) = &self.identity {
             return Err(StartError::Identity(why.clone()));
         }
-        let conn = Connection::open(&self.spec, opts, tx)
-            .await
-            .map_err(StartError::Connect)?;
+        let conn = Connection::open(&self.spec, opts, tx).await.map_err(|e| {
+            match (&self.exchanger, &bearer, e.http_status()) {
+                (Some(_), None, Some(401)) => StartError::NoOwnToken(e),
+                _ => StartError::Connect(e),
+            }
+        })?;
         // The pump resolves replies, so it runs before the first call.
         let pump_task = tokio::spawn(self.pump(conn.clone(), None, rx));
         let caps = conn
@@ -902,6 +944,12 @@ enum StartError {
     /// Its lists could not be read.
     #[error("listing failed: {0}")]
     Listing(#[source] ListError),
+    /// An exchange upstream's lists: the gateway's own token could not be had.
+    #[error("the gateway's own token, to list its tools with, could not be had: {0}")]
+    OwnToken(#[source] sluice_oauth::AuthError),
+    /// An exchange upstream asks for a token to list its tools, and the gateway has none.
+    #[error("{0}: it acts as each user through token exchange and asks for a token before it lists its tools; Sluice lists them with a token of its own only when its oauth has client_id with client_secret or private_key_file (the client credentials grant at token_endpoint)")]
+    NoOwnToken(#[source] UpstreamError),
 }
 
 fn short(id: &str) -> &str {

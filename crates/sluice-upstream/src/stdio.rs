@@ -206,6 +206,7 @@ cat >/dev/null
             label: "t".into(),
             stderr: stderr.clone(),
             identity: None,
+            bearer: None,
         };
         let conn = Connection::open(&spec, opts, tx).await.expect("opens");
         let reply = conn

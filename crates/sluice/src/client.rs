@@ -446,6 +446,7 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
         label: "client".into(),
         stderr: stderr.clone(),
         identity,
+        bearer: None,
     };
     let conn = match Connection::open(&spec, opts, tx).await {
         Ok(c) => c,

@@ -56,6 +56,18 @@ pub(crate) struct OAuthArgs {
     /// The port of the loopback callback listener (default: any free port).
     #[arg(long, value_name = "PORT", default_value_t = 0)]
     pub callback_port: u16,
+    /// Enterprise-managed authorization (ID-JAG, no person): the identity assertion (an ID
+    /// token of the enterprise's identity provider) in this file, exchanged at
+    /// --idp-token-endpoint for an ID-JAG, presented at the server's authorization server as
+    /// --client-id with --client-secret (or --private-key).
+    #[arg(long, value_name = "FILE", requires = "idp_token_endpoint")]
+    pub identity_assertion_file: Option<PathBuf>,
+    /// The identity provider's token endpoint (with --identity-assertion-file).
+    #[arg(long, value_name = "URL")]
+    pub idp_token_endpoint: Option<String>,
+    /// This client's id at the identity provider (with --identity-assertion-file).
+    #[arg(long, value_name = "ID")]
+    pub idp_client_id: Option<String>,
 }
 
 /// How long a person has to sign in.
@@ -180,8 +192,29 @@ pub(crate) fn identity(args: &OAuthArgs, url: &str) -> Result<Option<Arc<Identit
             "--client-credentials needs --client-id and --client-secret or --private-key".into(),
         );
     }
+    let enterprise = match (&args.identity_assertion_file, &args.idp_token_endpoint) {
+        (Some(file), Some(endpoint)) => {
+            if args.client_id.is_none() {
+                return Err("--identity-assertion-file needs --client-id (the client the authorization server knows)".into());
+            }
+            let assertion =
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            Some(Arc::new(sluice_oauth::EnterpriseConfig {
+                idp_token_endpoint: endpoint.clone(),
+                idp_client: sluice_oauth::ClientCredentials {
+                    issuer: endpoint.clone(),
+                    client_id: args.idp_client_id.clone().unwrap_or_default(),
+                    client_secret: None,
+                    auth_method: "none".into(),
+                },
+                assertion: sluice_oauth::Assertion::Value(assertion.trim().to_string()),
+            }))
+        }
+        _ => None,
+    };
     let auth_method = signing_key.as_ref().map(|_| "private_key_jwt".to_string());
-    let consent: Option<Arc<dyn Consent>> = if args.client_credentials {
+    let no_person = args.client_credentials || enterprise.is_some();
+    let consent: Option<Arc<dyn Consent>> = if no_person {
         None
     } else {
         Some(Arc::new(Loopback {
@@ -191,7 +224,9 @@ pub(crate) fn identity(args: &OAuthArgs, url: &str) -> Result<Option<Arc<Identit
             no_browser: args.no_browser,
         }))
     };
-    let mode = if args.client_credentials {
+    let mode = if let Some(e) = enterprise {
+        Mode::Enterprise(e)
+    } else if args.client_credentials {
         Mode::ClientCredentials
     } else {
         Mode::Person {
@@ -200,7 +235,13 @@ pub(crate) fn identity(args: &OAuthArgs, url: &str) -> Result<Option<Arc<Identit
     };
     let grant_key = format!(
         "client:{url}{}",
-        if args.client_credentials { "#cc" } else { "" }
+        if args.identity_assertion_file.is_some() {
+            "#enterprise"
+        } else if args.client_credentials {
+            "#cc"
+        } else {
+            ""
+        }
     );
     Ok(Some(Identity::new(
         IdentityConfig {

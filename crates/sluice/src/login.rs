@@ -38,6 +38,11 @@ fn context(home: &Path, id: &str) -> Result<(Config, OAuthContext), String> {
             "upstream {id:?} signs in with client credentials by itself: no login needed"
         ));
     }
+    if o.mode == OAuthMode::Enterprise {
+        return Err(format!(
+            "upstream {id:?} signs in with its identity assertion by itself (enterprise-managed authorization): no login needed"
+        ));
+    }
     let vault = sluice_server::vault_of(&config)
         .map_err(|e| e.to_string())?
         .ok_or("no vault in sluice.json (`sluice vault keygen` prints a key)")?;

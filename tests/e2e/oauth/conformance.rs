@@ -5,8 +5,9 @@
 //!
 //! The scenarios are the suite's own lists: every `auth/*` scenario of 0.1.16 tagged 2025-11-25
 //! (its `--suite auth`), every `auth/*` scenario of 0.2.0-alpha.12 tagged 2026-07-28 (run at
-//! that revision, as `--requirements 2026-07-28` runs them), and the client credentials
-//! extension's two. Each runs in its own `conformance client --scenario` process, whose verdict
+//! that revision, as `--requirements 2026-07-28` runs them), the client credentials
+//! extension's two, and enterprise-managed authorization's (ID-JAG: `--identity-assertion-file`
+//! for `sluice client`, `"mode": "enterprise"` for the gateway). Each runs in its own `conformance client --scenario` process, whose verdict
 //! is strict: any failed or warning check, a timeout, or an unexpected non-zero exit fails it.
 //! A failed scenario is run once more before it counts (the suite's servers share two cores
 //! with the other tests).
@@ -162,6 +163,7 @@ fn check_counts(stable: &[String], next: &[String], ext: &[String]) {
     for s in [
         "auth/client-credentials-basic",
         "auth/client-credentials-jwt",
+        "auth/enterprise-managed-authorization",
     ] {
         assert!(ext.iter().any(|e| e == s), "{s} missing from {ext:?}");
     }
@@ -173,7 +175,10 @@ fn lists() -> (Vec<String>, Vec<String>, Vec<String>) {
     let ext: Vec<String> = Suite::Next
         .scenarios("extension")
         .into_iter()
-        .filter(|s| s.starts_with("auth/client-credentials-"))
+        .filter(|s| {
+            s.starts_with("auth/client-credentials-")
+                || s == "auth/enterprise-managed-authorization"
+        })
         .collect();
     check_counts(&stable, &next, &ext);
     (stable, next, ext)
@@ -202,9 +207,10 @@ fn the_gateway_passes_every_client_authorization_scenario() {
 /// client, an `input_required` round), and it follows the link as a browser would: Sluice's
 /// confirmation page, then the scenario's authorization server, which approves at once, then
 /// Sluice's callback. Every `auth/*` scenario of both lists runs; the client credentials
-/// extension's two (`auth/client-credentials-basic`, `auth/client-credentials-jwt`) do not
+/// extension's two (`auth/client-credentials-basic`, `auth/client-credentials-jwt`) and
+/// `auth/enterprise-managed-authorization` do not
 /// apply: they sign in as the gateway itself, with no person to connect an account (that is
-/// `"mode": "client_credentials"`, run above).
+/// `"mode": "client_credentials"` and `"enterprise"`, run above).
 ///
 /// Not yet passing, so left out (a gateway bug, not a scenario that cannot apply):
 /// `auth/authorization-server-migration` (2026-07-28). After the server moves to another

@@ -22,7 +22,7 @@ const EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const AUDIENCE: &str = "https://crm.example.com/mcp";
 
 /// authgent-server on a free loopback port, its database in a temporary folder.
-fn authgent() -> (Proc, String, tempdir::Dir) {
+pub(super) fn authgent() -> (Proc, String, tempdir::Dir) {
     let bin = std::env::var_os("SLUICE_PYTHON")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("tests/python/.venv/bin/python"))
@@ -52,10 +52,10 @@ fn authgent() -> (Proc, String, tempdir::Dir) {
 }
 
 /// A small temporary folder, removed when dropped.
-mod tempdir {
-    pub(super) struct Dir(std::path::PathBuf);
+pub(super) mod tempdir {
+    pub(crate) struct Dir(std::path::PathBuf);
     impl Dir {
-        pub(super) fn new(label: &str) -> Dir {
+        pub(crate) fn new(label: &str) -> Dir {
             let p = std::env::temp_dir().join(format!(
                 "sluice-e2e-{label}-{}-{}",
                 std::process::id(),
@@ -64,7 +64,7 @@ mod tempdir {
             std::fs::create_dir_all(&p).unwrap();
             Dir(p)
         }
-        pub(super) fn path(&self) -> &std::path::Path {
+        pub(crate) fn path(&self) -> &std::path::Path {
             &self.0
         }
     }
@@ -76,7 +76,7 @@ mod tempdir {
 }
 
 /// Register a confidential client that may use client credentials and token exchange.
-async fn register(base: &str, name: &str) -> (String, String) {
+pub(super) async fn register(base: &str, name: &str) -> (String, String) {
     let r: Value = reqwest::Client::new()
         .post(format!("{base}/register"))
         .json(&json!({
@@ -98,7 +98,7 @@ async fn register(base: &str, name: &str) -> (String, String) {
 }
 
 /// POST `form` to `url` as `client` (HTTP Basic): the JSON answer.
-async fn post_as(url: &str, client: &(String, String), form: &[(&str, &str)]) -> Value {
+pub(super) async fn post_as(url: &str, client: &(String, String), form: &[(&str, &str)]) -> Value {
     reqwest::Client::new()
         .post(url)
         .basic_auth(&client.0, Some(&client.1))
@@ -122,7 +122,7 @@ async fn own_token(base: &str, client: &(String, String)) -> String {
 }
 
 /// The claims of a JWT (not verified: the server that signed it is the one in the test).
-fn claims(jwt: &str) -> Value {
+pub(super) fn claims(jwt: &str) -> Value {
     use base64::Engine;
     let payload = jwt.split('.').nth(1).unwrap();
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD

@@ -8,6 +8,7 @@ mod cluster;
 mod conformance;
 mod connections;
 mod exchange;
+mod exchange_gateway;
 mod isolation;
 mod per_user;
 mod sdk_server;

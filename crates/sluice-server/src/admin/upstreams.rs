@@ -197,6 +197,14 @@ pub(super) async fn upstreams_connect(State(admin): S, body: Bytes) -> Response 
                 ),
             )
         }
+        Some(OAuthMode::Enterprise) => {
+            return err(
+                StatusCode::CONFLICT,
+                format!(
+                    "upstream {id:?} signs in with its identity assertion (enterprise-managed authorization): no person signs in"
+                ),
+            )
+        }
         Some(OAuthMode::Shared | OAuthMode::PerUser) => {}
     }
     let (Some(identity), Some(ctx)) = (slot.identity(), admin.st.rt.slot_env().oauth.as_ref())

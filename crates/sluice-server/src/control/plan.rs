@@ -388,6 +388,7 @@ mod tests {
             signing_alg: None,
             client_metadata_url: None,
             exchange: None,
+            enterprise: None,
         });
         let p = plan(&running, new.clone());
         assert_eq!(

@@ -41,29 +41,34 @@ pub(crate) async fn call(
 }
 
 /// The `Authorization` value of an exchange upstream's call: the caller's own bearer token
-/// exchanged (RFC 8693) for one toward the upstream, cached per principal.
+/// exchanged (RFC 8693) for one toward the upstream, cached per principal. Only a JWT the
+/// identity provider issued is exchanged: a static token of Sluice's own is never sent there.
 async fn exchanged(
     x: &sluice_oauth::Exchanger,
     session: &Session,
     upstream: &str,
-) -> Result<String, RpcError> {
+) -> Result<Arc<hyper::header::HeaderValue>, RpcError> {
     let unavailable = |why: String| {
         RpcError::new(
             codes::UPSTREAM_UNAVAILABLE,
             format!("Upstream '{upstream}' acts as each user through token exchange, and {why}"),
         )
+        .with_data(json!({"upstream": upstream}))
     };
     let (Some(principal), Some(auth)) = (session.principal_key(), session.authorization()) else {
         return Err(unavailable(
             "this caller presented no token to exchange".into(),
         ));
     };
+    if !principal.starts_with("jwt:") {
+        return Err(unavailable(
+            "this caller authenticated with a static token: only a token from the identity provider (a JWT) can be exchanged".into(),
+        ));
+    }
     let subject = auth.strip_prefix("Bearer ").unwrap_or(&auth);
-    let header = x
-        .token_for(principal, subject)
+    x.token_for(principal, subject)
         .await
-        .map_err(|e| unavailable(format!("the exchange failed: {e}")))?;
-    Ok(header.to_str().unwrap_or_default().to_string())
+        .map_err(|e| unavailable(format!("the exchange failed: {e}")))
 }
 
 /// Does a request that failed with `e` go once more over the shared upstream session opened
@@ -84,7 +89,19 @@ async fn call_once(
 ) -> (Outcome, Option<UpstreamError>) {
     let client_id = msg.id().cloned().unwrap_or(Value::Null);
     let method = msg.method().unwrap_or("").to_string();
-    let conn = match slot.connection_for(session.upstream_ref()).await {
+    // An exchange upstream: a token minted for this caller from its own (never the raw one);
+    // the caller's own upstream connection is opened with it.
+    let bearer = match slot.exchanger() {
+        Some(x) => match exchanged(x, session, &slot.spec.id).await {
+            Ok(b) => Some(b),
+            Err(e) => return (Outcome::Reply(Message::error(client_id, &e)), None),
+        },
+        None => None,
+    };
+    let conn = match slot
+        .connection_as(session.upstream_ref(), bearer.as_ref())
+        .await
+    {
         Ok(c) => c,
         Err(e) => return (Outcome::Reply(Message::error(client_id, &e)), None),
     };
@@ -103,12 +120,8 @@ async fn call_once(
     if conn.is_modern() {
         modern_upstream_request(slot, session, &mut msg, &mut headers);
     }
-    // An exchange upstream: a token minted for this caller from its own (never the raw one).
-    if let Some(x) = slot.exchanger() {
-        match exchanged(x, session, &slot.spec.id).await {
-            Ok(bearer) => headers.push("authorization", bearer),
-            Err(e) => return (Outcome::Reply(Message::error(client_id, &e)), None),
-        }
+    if let Some(b) = &bearer {
+        headers.push("authorization", b.to_str().unwrap_or_default());
     }
     // The client's token goes upstream only when the upstream asks for it.
     if slot.spec.forward_authorization {
