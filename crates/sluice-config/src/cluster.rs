@@ -189,7 +189,10 @@ mod tests {
             read(json!({"key": "${env:SLUICE_CLUSTER_KEY}", "redis": "redis://127.0.0.1:6379/0"}));
         assert!(errors.is_empty(), "{errors:?}");
         let c = c.unwrap();
-        assert_eq!(c.keys, [key_bytes_for(KEY, "sluice cluster keygen").unwrap()]);
+        assert_eq!(
+            c.keys,
+            [key_bytes_for(KEY, "sluice cluster keygen").unwrap()]
+        );
         assert_eq!(c.redis, "redis://127.0.0.1:6379/0");
         let other = "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA";
         let (c, errors) = read(json!({"key": [other, KEY], "redis": "redis://h"}));
