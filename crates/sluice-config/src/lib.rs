@@ -39,7 +39,7 @@ pub use oauth::{
     EnterpriseAuth, OAuthMode, TokenExchange, UpstreamOAuth, VaultSettings, ACCESS_TOKEN_TYPE,
 };
 pub use schema::FileKind;
-pub use settings::{Settings, TelemetrySettings};
+pub use settings::{Discovery, Settings, TelemetrySettings};
 
 use std::path::{Path, PathBuf};
 

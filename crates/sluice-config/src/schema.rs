@@ -301,6 +301,8 @@ pub(crate) static SETTINGS: Obj = Obj {
         f("list_register_tools", Ty::Bool, "Also list first-party register tools directly in tools/list (under their ids).").def("false"),
         f("keep_transcripts", Ty::Bool, "Keep a session's hook transcript (`transcripts/<session>.jsonl`) when the session ends; by default it is removed after its Stop and SessionEnd hooks ran.").def("false"),
         f("management_tools", Ty::Bool, "List the MCP management tools (`<prefix>_list`, `_tool_add`, `_tool_set`, `_hook_add`, `_hook_set`, `_upstream_add`, `_upstream_set`, `_log`).").def("false"),
+        f("tool_search", Ty::Bool, "List `<prefix>_search_tools`: ranks the caller's tools for a query (BM25 over name, title, description and parameter names), with their input schemas on request.").def("false"),
+        f("discovery", Ty::Enum(&["all", "search"]), "What `tools/list` shows: every tool (`all`), or only `<prefix>_search_tools` and `<prefix>_run_tool` (`search`: progressive discovery; turns the search tool on).").def("\"all\""),
         f("admin", HOST_PORT, "Where the admin listener binds, IP:PORT (`--admin` overrides it). Default 127.0.0.1:8751."),
         f("admin_token", Ty::MinLen(16), "The admin token (at least 16 characters). Else `SLUICE_ADMIN_TOKEN`; else one is generated at start."),
         f("telemetry", Ty::Object(&TELEMETRY), "OpenTelemetry trace export (OTLP over HTTP)."),

@@ -66,6 +66,12 @@ pub struct Settings {
     /// List the management tools (`<prefix>_list`, `_tool_add`, `_tool_set`, `_hook_add`,
     /// `_hook_set`, `_upstream_add`, `_upstream_set`, `_log`: toolfunnel's `tf_*` set). Default false.
     pub management_tools: bool,
+    /// List `<prefix>_search_tools`, which ranks the caller's tools for a query (BM25).
+    /// Default false.
+    pub tool_search: bool,
+    /// What `tools/list` shows: every tool (`all`, the default) or only the search tool and
+    /// the funnel's run tool (`search`, progressive discovery; turns the search tool on).
+    pub discovery: Discovery,
     /// Where the admin listener binds (`--admin` overrides it). Default `127.0.0.1:8751`.
     pub admin: Option<String>,
     /// The admin token (`SLUICE_ADMIN_TOKEN` is used when absent; else one is generated at
@@ -86,6 +92,17 @@ pub struct Settings {
     pub vault: Option<crate::oauth::VaultSettings>,
     /// Hosts the OAuth client may reach over plain http besides loopback (tests, labs).
     pub oauth_http_hosts: Vec<String>,
+}
+
+/// What `tools/list` shows (`discovery` in `sluice.json`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Discovery {
+    /// Every tool (today's lists).
+    #[default]
+    All,
+    /// Only the search tool and the funnel's run tool (every tool is still reachable through
+    /// them, and by name).
+    Search,
 }
 
 /// The `telemetry` object of `sluice.json`: where traces go (OTLP over HTTP, JSON encoding).
@@ -128,6 +145,8 @@ impl Default for Settings {
             list_register_tools: false,
             keep_transcripts: false,
             management_tools: false,
+            tool_search: false,
+            discovery: Discovery::All,
             admin: None,
             admin_token: None,
             telemetry: TelemetrySettings::default(),
@@ -166,6 +185,8 @@ pub(crate) const KNOWN: &[&str] = &[
     "list_register_tools",
     "keep_transcripts",
     "management_tools",
+    "tool_search",
+    "discovery",
     "admin",
     "admin_token",
     "telemetry",
@@ -269,6 +290,15 @@ pub(crate) fn load(
     s.list_register_tools = f.bool("list_register_tools", false);
     s.keep_transcripts = f.bool("keep_transcripts", false);
     s.management_tools = f.bool("management_tools", false);
+    s.tool_search = f.bool("tool_search", false);
+    match f.string("discovery").as_deref() {
+        None | Some("all") => {}
+        Some("search") => s.discovery = Discovery::Search,
+        Some(other) => f.err(
+            "discovery",
+            format!("{other:?} is not \"all\" or \"search\""),
+        ),
+    }
     if let Some(a) = f.string("admin") {
         if a.parse::<std::net::SocketAddr>().is_err() {
             f.err(
@@ -507,5 +537,33 @@ mod tests {
         );
         let (_, errors) = load_text("telemetry-type", r#"{"telemetry": "http://x"}"#);
         assert_eq!(errors, ["telemetry: must be an object"]);
+    }
+
+    #[test]
+    fn tool_search_and_discovery_are_off_by_default_and_read() {
+        let (s, errors) = load_text("search-none", "{}");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!((s.tool_search, s.discovery), (false, Discovery::All));
+        let (s, errors) = load_text(
+            "search-on",
+            r#"{"tool_search": true, "discovery": "search"}"#,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!((s.tool_search, s.discovery), (true, Discovery::Search));
+        let (s, errors) = load_text("search-all", r#"{"discovery": "all"}"#);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.discovery, Discovery::All);
+        let (s, errors) = load_text(
+            "search-bad",
+            r#"{"tool_search": "yes", "discovery": "some"}"#,
+        );
+        assert_eq!(
+            errors,
+            [
+                "tool_search: must be true or false",
+                "discovery: \"some\" is not \"all\" or \"search\"",
+            ]
+        );
+        assert_eq!((s.tool_search, s.discovery), (false, Discovery::All));
     }
 }

@@ -97,6 +97,35 @@ pub struct Catalog {
     pages: PageCache,
     /// The upstreams' tool names, for `tool-scan` (built the first time it asks).
     scan_names: std::sync::OnceLock<sluice_hooks::builtin::tool_scan::ToolNames>,
+    /// Each slot's upstream id, by slot index.
+    upstream_ids: Vec<String>,
+    /// What `tools/list` shows when it is not every tool (progressive discovery).
+    listed: Option<Vec<Value>>,
+    /// What is worked out from this catalog once, the first time it is asked (the tool search's
+    /// index: see [`Catalog::derived`]).
+    derived: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+/// A tool a caller can reach by name (listed, or through the funnel), once per upstream tool.
+#[derive(Debug, Clone, Copy)]
+pub struct Reachable<'a> {
+    /// The name a call uses.
+    pub name: &'a str,
+    /// Its upstream's id (`local` for the register).
+    pub server: &'a str,
+    /// Its definition.
+    pub tool: &'a Value,
+    /// Where the definition is kept ([`Catalog::tool_at`]).
+    pub at: ToolAt,
+}
+
+/// Where a reachable tool's definition is kept in its catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolAt {
+    /// The listed tools, at this index.
+    Listed(usize),
+    /// The funnel's tools, at this index.
+    Funnel(usize),
 }
 
 /// Which serialised page: the list, where it starts, its size, and the list transform applied
@@ -206,6 +235,7 @@ impl Catalog {
             ..Catalog::default()
         };
         let mut warnings = Vec::new();
+        c.upstream_ids = upstreams.iter().map(|(s, _)| s.id.clone()).collect();
         c.add_gateway_tools(gateway_tools);
         if funnel {
             // Every tool of every connected upstream is reachable through the funnel.
@@ -364,6 +394,85 @@ impl Catalog {
             .or_else(|| self.funnel_routes.get(name))
     }
 
+    /// Every upstream and register tool a caller can reach by name, once each: the listed
+    /// ones under their listed names, then those only the funnel reaches (never the gateway's
+    /// own tools).
+    pub fn reachable_tools(&self) -> Vec<Reachable<'_>> {
+        let mut seen = foldhash::HashSet::default();
+        let mut out = Vec::new();
+        let listed = self.tools.iter().enumerate().filter_map(|(i, t)| {
+            let name = t.get("name")?.as_str()?;
+            let server = self.upstream_ids.get(self.tool_routes.get(name)?.slot()?)?;
+            Some((name, server.as_str(), t, ToolAt::Listed(i)))
+        });
+        let funnel = self.funnel_tools.iter().enumerate().map(|(i, f)| {
+            let (name, server) = (f.name.as_str(), f.upstream.as_str());
+            (name, server, &f.tool, ToolAt::Funnel(i))
+        });
+        for (name, server, tool, at) in listed.chain(funnel) {
+            if let Some(Route::Upstream { slot, name: up }) = self.tool(name) {
+                if seen.insert((*slot, up.as_str())) {
+                    out.push(Reachable {
+                        name,
+                        server,
+                        tool,
+                        at,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The definition a [`Reachable`] of this catalog names.
+    pub fn tool_at(&self, at: ToolAt) -> Option<&Value> {
+        match at {
+            ToolAt::Listed(i) => self.tools.get(i),
+            ToolAt::Funnel(i) => self.funnel_tools.get(i).map(|f| &f.tool),
+        }
+    }
+
+    /// `tools/list` shows only the tools whose route `keep` keeps (every tool still routes).
+    pub fn list_only(&mut self, keep: impl Fn(&Route) -> bool) {
+        let listed = self.tools.iter().filter(|t| {
+            let name = t.get("name").and_then(Value::as_str).unwrap_or("");
+            self.tool_routes.get(name).is_some_and(&keep)
+        });
+        self.listed = Some(listed.cloned().collect());
+    }
+
+    /// Replace the definition of the tool of the same name (a gateway tool whose description
+    /// says what the catalog holds), before the catalog is shared.
+    pub fn set_tool(&mut self, tool: Value) {
+        let name = tool.get("name").cloned();
+        for list in [Some(&mut self.tools), self.listed.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(t) = list.iter_mut().find(|t| t.get("name") == name.as_ref()) {
+                *t = tool.clone();
+            }
+        }
+    }
+
+    /// What `build` works out from this catalog, built once the first time it is asked and
+    /// kept for the catalog's life (one kind of value: another kind is built afresh each time).
+    pub fn derived<T: std::any::Any + Send + Sync>(
+        &self,
+        build: impl FnOnce(&Catalog) -> T,
+    ) -> Arc<T> {
+        let mut build = Some(build);
+        let kept = self.derived.get_or_init(|| {
+            let build = build.take().expect("get_or_init runs its closure once");
+            Arc::new(build(self))
+        });
+        if let Ok(v) = kept.clone().downcast::<T>() {
+            return v;
+        }
+        let build = build.expect("another kind is kept: this build has not run");
+        Arc::new(build(self))
+    }
+
     /// Every tool reachable through the funnel.
     pub fn funnel_tools(&self) -> &[FunnelTool] {
         &self.funnel_tools
@@ -506,7 +615,7 @@ impl Catalog {
 
     fn items(&self, kind: ListKind) -> &[Value] {
         match kind {
-            ListKind::Tools => &self.tools,
+            ListKind::Tools => self.listed.as_deref().unwrap_or(&self.tools),
             ListKind::Prompts => &self.prompts,
             ListKind::Resources => &self.resources,
             ListKind::Templates => &self.templates,

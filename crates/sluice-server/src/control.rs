@@ -218,8 +218,16 @@ pub(crate) fn catalog_over(
     if settings.management_tools {
         own.extend(gateway_tools::management_tools(&settings.funnel_prefix));
     }
+    let prefix = &settings.funnel_prefix;
+    let discovery = settings.discovery == sluice_config::Discovery::Search;
     if funnel {
-        own.extend(gateway_tools::funnel_tools(&settings.funnel_prefix));
+        own.extend(gateway_tools::funnel_tools(prefix));
+    } else if discovery {
+        own.push(gateway_tools::run_tool(prefix));
+    }
+    let search = settings.tool_search || discovery;
+    if search {
+        own.push(gateway_tools::search_tool(prefix, 0, &[]));
     }
     // A user's own connections, when some upstream connects each user as themselves.
     let per_user = |u: &UpstreamSpec| {
@@ -231,6 +239,29 @@ pub(crate) fn catalog_over(
     let (mut catalog, warnings) =
         Catalog::build(version, pairs, &config.expose.expose, own, funnel);
     catalog.slots = slots.clone();
+    if search {
+        // The search tool says what it searches: how many tools, from which servers.
+        let reachable = catalog.reachable_tools();
+        let mut servers: Vec<&str> = Vec::new();
+        for t in &reachable {
+            if !servers.contains(&t.server) {
+                servers.push(t.server);
+            }
+        }
+        let (tool, _) = gateway_tools::search_tool(prefix, reachable.len(), &servers);
+        catalog.set_tool(tool);
+    }
+    if discovery {
+        // Progressive discovery: the search and run tools (and the gateway's other own tools
+        // that are on), never the upstreams' own.
+        use crate::{
+            catalog::Route,
+            gateway_tools::GatewayTool::{ListTools, ToolInstructions},
+        };
+        catalog.list_only(
+            |r| matches!(r, Route::Gateway(g) if !matches!(g, ListTools | ToolInstructions)),
+        );
+    }
     (catalog, warnings)
 }
 

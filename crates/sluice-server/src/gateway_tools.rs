@@ -1,5 +1,5 @@
 //! The tools the gateway answers itself: the funnel's three meta-tools, the management
-//! tools and a user's own connections to per-user upstreams. Their definitions (what clients list) and the closed set of what each one does
+//! tools, a user's own connections to per-user upstreams and the tool search. Their definitions (what clients list) and the closed set of what each one does
 //! ([`GatewayTool`]), which the catalog routes to; the behaviour lives in `features/`.
 
 use serde_json::{json, Value};
@@ -18,6 +18,8 @@ pub enum GatewayTool {
     /// `<prefix>_connections`: the caller's own connections to per-user upstreams (list,
     /// connect, disconnect).
     Connections,
+    /// `<prefix>_search_tools`: the caller's tools ranked for a query (`features/search.rs`).
+    SearchTools,
 }
 
 /// The management operations, over the same edits as the CLI and the admin API.
@@ -85,6 +87,36 @@ pub(crate) fn connections_tool(prefix: &str) -> (Value, GatewayTool) {
         }}
     });
     (tool, GatewayTool::Connections)
+}
+
+/// The funnel's run tool alone (progressive discovery lists it beside the search tool, with
+/// or without the funnel).
+pub(crate) fn run_tool(prefix: &str) -> (Value, GatewayTool) {
+    let run = meta_tools(prefix)
+        .pop()
+        .expect("the run tool is the last meta-tool");
+    (run, GatewayTool::RunTool)
+}
+
+/// The search tool, its description saying what it searches: `tools` tools from `servers`
+/// (upstream ids; `local` is the tool register).
+pub(crate) fn search_tool(prefix: &str, tools: usize, servers: &[&str]) -> (Value, GatewayTool) {
+    let from = match servers {
+        [] => "no server yet".to_string(),
+        [one] => format!("1 server ({one})"),
+        many => format!("{} servers ({})", many.len(), many.join(", ")),
+    };
+    let tool = json!({
+        "name": format!("{prefix}_search_tools"),
+        "title": "Search tools",
+        "description": format!("Search the {tools} tools this gateway reaches, from {from}, by what they do: give a few words (a task, a noun, a parameter name) and get the best matching tools, best first, with their one-line descriptions (and their input schemas with schemas: true). Then call one by name with {prefix}_run_tool."),
+        "inputSchema": {"type": "object", "properties": {
+            "query": {"type": "string", "description": "What the tool should do, in a few words."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10, "description": "How many tools at most (1-50)."},
+            "schemas": {"type": "boolean", "default": false, "description": "Also return each tool's input schema."}
+        }, "required": ["query"]}
+    });
+    (tool, GatewayTool::SearchTools)
 }
 
 /// The three meta-tool definitions.

@@ -5,7 +5,7 @@
 //! a rewrite into the real `tools/call`, which the driver resolves and runs through the same
 //! hooks as a direct call, under the real tool name.
 
-use crate::catalog::{Catalog, FunnelTool};
+use crate::catalog::{Catalog, FunnelTool, Route};
 use crate::gateway_tools::GatewayTool;
 use serde_json::{json, Value};
 use sluice_auth::Policy;
@@ -96,13 +96,22 @@ pub(crate) fn answer(
             let Some(target) = args.get("name").and_then(Value::as_str) else {
                 return Answer::Reply(Err(RpcError::invalid_params(format!("{name} needs name"))));
             };
-            let Some(t) = find(catalog, target).filter(|t| allowed(t)) else {
+            // A funnel tool, else any upstream tool the catalog routes (progressive discovery
+            // without the funnel runs the listed tools through this tool).
+            let real = match find(catalog, target) {
+                Some(t) => allowed(t).then_some(t.name.as_str()),
+                None => matches!(catalog.tool(target), Some(Route::Upstream { .. }))
+                    .then_some(target)
+                    .filter(|n| policy.allows(sluice_auth::Item::Tool, n, principal)),
+            };
+            let Some(real) = real else {
                 return Answer::Reply(Err(RpcError::invalid_params(format!(
                     "Unknown tool: {target}"
                 ))));
             };
             // The real call, under the real name.
-            let mut params = json!({"name": t.name, "arguments": args.get("args").cloned().unwrap_or(json!({}))});
+            let mut params =
+                json!({"name": real, "arguments": args.get("args").cloned().unwrap_or(json!({}))});
             if let Some(meta) = msg.param("_meta") {
                 params["_meta"] = meta.clone();
                 // The explain hook took the reason off the meta-call; the real call carries it
@@ -116,9 +125,11 @@ pub(crate) fn answer(
             }
             Answer::Run(Message::request(id, "tools/call", Some(params)))
         }
-        GatewayTool::Manage(_) | GatewayTool::Connections => Answer::Reply(Err(
-            RpcError::internal("a management or connections tool is not a funnel meta-tool"),
-        )),
+        GatewayTool::Manage(_) | GatewayTool::Connections | GatewayTool::SearchTools => {
+            Answer::Reply(Err(RpcError::internal(
+                "a management, connections or search tool is not a funnel meta-tool",
+            )))
+        }
     }
 }
 

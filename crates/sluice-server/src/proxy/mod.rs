@@ -34,7 +34,7 @@ use crate::access;
 use crate::channel::{Outcome, Sink};
 #[cfg(test)]
 use crate::control;
-use crate::features::{connections, funnel, management};
+use crate::features::{connections, funnel, management, search};
 use crate::gateway_tools::GatewayTool;
 use crate::session::Session;
 use crate::state::{Snapshot, State};
@@ -328,6 +328,15 @@ async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outc
                 }
             };
             reply_of(id, r)
+        }
+        Target::Gateway(GatewayTool::SearchTools) => {
+            // The caller's own view, its access rules applied to the ranking.
+            let catalog = crate::views::catalog_for(snap, session);
+            let principal = session.principal();
+            reply_of(
+                id,
+                search::answer(&catalog, &snap.policy, principal.as_deref(), &msg),
+            )
         }
         Target::Gateway(tool) => {
             let principal = session.principal();

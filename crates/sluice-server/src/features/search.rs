@@ -1,0 +1,826 @@
+//! The tool search: `<prefix>_search_tools({query, limit, schemas})` ranks the tools a caller
+//! can reach for a few words, with BM25 (the `bm25` crate) over each tool's name, title,
+//! description and parameter names, and answers their names, servers and one-line
+//! descriptions (and input schemas with `schemas: true`).
+//!
+//! The index is worked out from a catalog alone, never from a session: it is built the first
+//! time a catalog is searched and kept in it ([`Catalog::derived`]), so a 2026-07-28 client and
+//! any replica get the same answers, and every rebuild of the catalog (a list changed, a
+//! reload) brings a new index. It holds every reachable tool ([`Catalog::reachable_tools`]:
+//! listed, or reached through the funnel; never the gateway's own tools); the caller's access
+//! rules are applied to the ranking, so a tool the caller may not use is never returned.
+//! Whatever scopes a caller's tools (the session's own view today, an endpoint later) scopes
+//! the search by handing it that catalog.
+
+use crate::catalog::{Catalog, ToolAt};
+use bm25::{Embedder, EmbedderBuilder, Scorer, Tokenizer};
+use rust_stemmers::{Algorithm, Stemmer};
+use serde_json::{json, Value};
+use sluice_auth::{Item, Policy};
+use sluice_core::{Message, Principal, RpcError};
+
+/// The most tools one search returns.
+pub(crate) const MAX_LIMIT: u64 = 50;
+/// How many tools a search returns when it does not say.
+const DEFAULT_LIMIT: u64 = 10;
+/// How many times a tool's name counts in its text (its title and parameter names twice, its
+/// description once): a word of the name says more about the tool than one of its prose.
+const NAME_WEIGHT: usize = 3;
+const TITLE_WEIGHT: usize = 2;
+const PARAMETER_WEIGHT: usize = 2;
+
+/// Words that say nothing about a tool.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "for", "from", "how", "i", "in",
+    "is", "it", "its", "me", "my", "of", "on", "or", "that", "the", "this", "to", "use", "we",
+    "what", "when", "which", "will", "with", "you", "your",
+];
+
+/// Splits text into lower-case stemmed words: at every character that is not a letter or a
+/// digit, between a lower-case and an upper-case letter (`getWeather`), and between letters and
+/// digits; stop words are left out.
+struct Words(Stemmer);
+
+impl Tokenizer for Words {
+    fn tokenize(&self, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut word = String::new();
+        let mut prev: Option<char> = None;
+        let end = |word: &mut String, out: &mut Vec<String>| {
+            if !word.is_empty() && !STOP_WORDS.contains(&word.as_str()) {
+                out.push(self.0.stem(word).into_owned());
+            }
+            word.clear();
+        };
+        for c in text.chars() {
+            if !c.is_alphanumeric() {
+                end(&mut word, &mut out);
+                prev = None;
+                continue;
+            }
+            if let Some(p) = prev {
+                let case = p.is_lowercase() && c.is_uppercase();
+                let digits = p.is_numeric() != c.is_numeric();
+                if case || digits {
+                    end(&mut word, &mut out);
+                }
+            }
+            word.extend(c.to_lowercase());
+            prev = Some(c);
+        }
+        end(&mut word, &mut out);
+        out
+    }
+}
+
+/// One searchable tool.
+struct Entry {
+    name: String,
+    server: String,
+    at: ToolAt,
+}
+
+/// The BM25 index of one catalog's reachable tools.
+pub(crate) struct Index {
+    entries: Vec<Entry>,
+    embedder: Embedder<u32, Words>,
+    scorer: Scorer<u32>,
+}
+
+/// The text a tool is found by: its name, title, description and parameter names, the name
+/// and title weighted.
+fn text_of(name: &str, tool: &Value) -> String {
+    let mut text = String::new();
+    let mut add = |s: &str, times: usize| {
+        for _ in 0..times {
+            text.push_str(s);
+            text.push(' ');
+        }
+    };
+    add(name, NAME_WEIGHT);
+    if let Some(title) = tool.get("title").and_then(Value::as_str) {
+        add(title, TITLE_WEIGHT);
+    }
+    if let Some(d) = tool.get("description").and_then(Value::as_str) {
+        add(d, 1);
+    }
+    if let Some(props) = tool
+        .pointer("/inputSchema/properties")
+        .and_then(Value::as_object)
+    {
+        for p in props.keys() {
+            add(p, PARAMETER_WEIGHT);
+        }
+    }
+    text
+}
+
+impl Index {
+    /// The index of `catalog`'s reachable tools.
+    pub(crate) fn build(catalog: &Catalog) -> Index {
+        let reachable = catalog.reachable_tools();
+        let texts: Vec<String> = reachable.iter().map(|t| text_of(t.name, t.tool)).collect();
+        let corpus: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let words = Words(Stemmer::create(Algorithm::English));
+        let embedder =
+            EmbedderBuilder::<u32, Words>::with_tokenizer_and_fit_to_corpus(words, &corpus).build();
+        let mut scorer = Scorer::<u32>::new();
+        for (i, text) in texts.iter().enumerate() {
+            scorer.upsert(&(i as u32), embedder.embed(text));
+        }
+        let entries = reachable
+            .iter()
+            .map(|t| Entry {
+                name: t.name.to_string(),
+                server: t.server.to_string(),
+                at: t.at,
+            })
+            .collect();
+        Index {
+            entries,
+            embedder,
+            scorer,
+        }
+    }
+
+    /// How many tools the index holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The best `limit` tools for `query` among those `keep` lets through (by name), best
+    /// first; equal scores in catalog order.
+    fn search(&self, query: &str, limit: usize, keep: impl Fn(&str) -> bool) -> Vec<&Entry> {
+        let mut matches = self.scorer.matches(&self.embedder.embed(query));
+        matches.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        matches
+            .iter()
+            .filter_map(|m| self.entries.get(m.id as usize))
+            .filter(|e| keep(&e.name))
+            .take(limit)
+            .collect()
+    }
+}
+
+/// The first line of a tool's description.
+fn one_line(tool: &Value) -> &str {
+    let d = tool
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    d.lines().next().unwrap_or("").trim()
+}
+
+/// What a search call asks: its query, how many tools, and whether with their schemas.
+fn arguments(msg: &Message) -> Result<(String, usize, bool), RpcError> {
+    let args = msg.params().and_then(|p| p.get("arguments"));
+    let arg = |k: &str| args.and_then(|a| a.get(k)).filter(|v| !v.is_null());
+    let query = match arg("query").map(|q| q.as_str().map(str::trim)) {
+        Some(Some(q)) if !q.is_empty() => q.to_string(),
+        _ => {
+            return Err(RpcError::invalid_params(
+                "query must be a non-empty string: what the tool should do, in a few words",
+            ))
+        }
+    };
+    let limit = match arg("limit") {
+        None => DEFAULT_LIMIT,
+        Some(l) => match l.as_u64() {
+            Some(n) if n >= 1 => n.min(MAX_LIMIT),
+            _ => {
+                return Err(RpcError::invalid_params(format!(
+                    "limit must be an integer from 1 to {MAX_LIMIT}"
+                )))
+            }
+        },
+    };
+    let schemas = match arg("schemas") {
+        None => false,
+        Some(s) => s
+            .as_bool()
+            .ok_or_else(|| RpcError::invalid_params("schemas must be true or false"))?,
+    };
+    Ok((query, limit as usize, schemas))
+}
+
+/// Answer a call to the search tool over `catalog` (the caller's view), as the caller's access
+/// rules let it see.
+pub(crate) fn answer(
+    catalog: &Catalog,
+    policy: &Policy,
+    principal: Option<&Principal>,
+    msg: &Message,
+) -> Result<Value, RpcError> {
+    let (query, limit, schemas) = arguments(msg)?;
+    let index = catalog.derived(Index::build);
+    let found = index.search(&query, limit, |name| {
+        policy.allows(Item::Tool, name, principal)
+    });
+    let mut tools = Vec::with_capacity(found.len());
+    let mut text = String::new();
+    for e in found {
+        let Some(tool) = catalog.tool_at(e.at) else {
+            continue;
+        };
+        let description = one_line(tool);
+        let mut item = json!({"name": e.name, "server": e.server, "description": description});
+        if let Some(title) = tool.get("title").filter(|t| t.is_string()) {
+            item["title"] = title.clone();
+        }
+        text.push_str(&format!("{} — {description}\n", e.name));
+        if schemas {
+            let schema = tool
+                .get("inputSchema")
+                .cloned()
+                .unwrap_or(json!({"type": "object"}));
+            text.push_str(&format!("  input schema: {schema}\n"));
+            item["inputSchema"] = schema;
+        }
+        tools.push(item);
+    }
+    if tools.is_empty() {
+        text = format!("No tool matches {query:?}.");
+    }
+    Ok(json!({
+        "content": [{"type": "text", "text": text.trim_end()}],
+        "structuredContent": {"query": query, "tools": tools}
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::ListKind;
+    use crate::testing;
+    use sluice_upstream::UpstreamLists;
+    use std::sync::Arc;
+
+    /// Five servers of sixty tools each (six verbs over ten nouns), plus a weather server.
+    const SERVERS: &[(&str, &[&str])] = &[
+        (
+            "github",
+            &[
+                "issue",
+                "pull request",
+                "branch",
+                "commit",
+                "repository",
+                "release",
+                "label",
+                "milestone",
+                "gist",
+                "workflow",
+            ],
+        ),
+        (
+            "jira",
+            &[
+                "ticket",
+                "sprint",
+                "board",
+                "epic",
+                "comment",
+                "attachment",
+                "worklog",
+                "version",
+                "component",
+                "filter",
+            ],
+        ),
+        (
+            "slack",
+            &[
+                "message",
+                "channel",
+                "reaction",
+                "reminder",
+                "user group",
+                "bookmark",
+                "pin",
+                "emoji",
+                "huddle",
+                "canvas",
+            ],
+        ),
+        (
+            "drive",
+            &[
+                "file",
+                "folder",
+                "permission",
+                "revision",
+                "shortcut",
+                "shared drive",
+                "comment thread",
+                "label field",
+                "export",
+                "upload",
+            ],
+        ),
+        (
+            "crm",
+            &[
+                "contact", "deal", "company", "lead", "pipeline", "note", "task", "meeting",
+                "quote", "invoice",
+            ],
+        ),
+    ];
+    const VERBS: &[&str] = &["get", "list", "create", "update", "delete", "search"];
+
+    fn lists_of(nouns: &[&str]) -> UpstreamLists {
+        let mut tools = Vec::new();
+        for noun in nouns {
+            for verb in VERBS {
+                let name = format!("{verb}_{}", noun.replace(' ', "_"));
+                let what = match *verb {
+                    "list" | "search" => format!("{noun}s"),
+                    _ => format!("a {noun}"),
+                };
+                tools.push(json!({
+                    "name": name,
+                    "description": format!("{} {what}.\nMore words that only the full description has.", capitalised(verb)),
+                    "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}, "fields": {"type": "object"}}}
+                }));
+            }
+        }
+        UpstreamLists {
+            tools,
+            ..Default::default()
+        }
+    }
+
+    fn capitalised(s: &str) -> String {
+        let mut c = s.chars();
+        c.next()
+            .map(|f| f.to_uppercase().chain(c).collect())
+            .unwrap_or_default()
+    }
+
+    fn weather() -> UpstreamLists {
+        UpstreamLists {
+            tools: vec![
+                json!({"name": "forecast", "title": "Weather forecast", "description": "Tomorrow's weather for a city.",
+                       "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}),
+                json!({"name": "observations", "description": "What the station measured.",
+                       "inputSchema": {"type": "object", "properties": {"latitude": {"type": "number", "description": "north of the equator"}, "longitude": {"type": "number"}}}}),
+            ],
+            ..Default::default()
+        }
+    }
+
+    /// A gateway over the 300 tools and the weather server, with these extra files.
+    fn gateway(files: &[(&str, Value)]) -> std::sync::Arc<crate::state::State> {
+        let mut ids: Vec<&str> = SERVERS.iter().map(|(id, _)| *id).collect();
+        ids.push("weather");
+        let mut all = vec![testing::expose(&ids)];
+        all.extend(files.iter().cloned());
+        let mut lists: Vec<(&str, UpstreamLists, Value)> = SERVERS
+            .iter()
+            .map(|(id, nouns)| (*id, lists_of(nouns), json!({"tools": {}})))
+            .collect();
+        lists.push(("weather", weather(), json!({"tools": {}})));
+        testing::state(&all, &lists)
+    }
+
+    fn on() -> (&'static str, Value) {
+        ("sluice.json", json!({"tool_search": true}))
+    }
+
+    fn search_as(
+        st: &crate::state::State,
+        principal: Option<&Principal>,
+        args: Value,
+    ) -> Result<Value, RpcError> {
+        let snap = st.snapshot();
+        let msg = Message::request(
+            json!(1),
+            "tools/call",
+            Some(json!({"name": "sluice_search_tools", "arguments": args})),
+        );
+        answer(&snap.catalog, &snap.policy, principal, &msg)
+    }
+
+    fn names(result: &Value) -> Vec<String> {
+        names_in(&result["structuredContent"]["tools"])
+    }
+
+    fn names_in(tools: &Value) -> Vec<String> {
+        let tools = tools.as_array().expect("tools");
+        tools
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// The names `tools/list` shows.
+    fn listed(st: &crate::state::State) -> Vec<String> {
+        let page = st
+            .snapshot()
+            .catalog
+            .page(ListKind::Tools, None, 1000)
+            .unwrap();
+        names_in(&page["tools"])
+    }
+
+    fn first(st: &crate::state::State, query: &str) -> String {
+        let r = search_as(st, None, json!({"query": query})).unwrap();
+        names(&r).into_iter().next().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_right_tool_comes_first_among_three_hundred() {
+        let st = gateway(&[on()]);
+        assert_eq!(st.snapshot().catalog.derived(Index::build).len(), 302);
+        for (query, expected) in [
+            ("weather forecast for a city", "weather_forecast"),
+            ("create a jira ticket", "jira_create_ticket"),
+            ("delete a slack channel", "slack_delete_channel"),
+            // camelCase and snake_case split alike; plural and -ing stem to the same word.
+            ("listPullRequests", "github_list_pull_request"),
+            ("updating deals", "crm_update_deal"),
+            ("search shared drives", "drive_search_shared_drive"),
+            ("Get the MILESTONE", "github_get_milestone"),
+        ] {
+            assert_eq!(first(&st, query), expected, "{query}");
+        }
+        // Nothing matches: an empty list, and a text that says so.
+        let r = search_as(&st, None, json!({"query": "zeppelin"})).unwrap();
+        assert_eq!(
+            r,
+            json!({"content": [{"type": "text", "text": "No tool matches \"zeppelin\"."}],
+                   "structuredContent": {"query": "zeppelin", "tools": []}})
+        );
+    }
+
+    #[test]
+    fn parameter_names_count_and_their_descriptions_do_not() {
+        let st = gateway(&[on()]);
+        assert_eq!(first(&st, "latitude"), "weather_observations");
+        assert_eq!(first(&st, "days"), "weather_forecast");
+        let r = search_as(&st, None, json!({"query": "equator"})).unwrap();
+        assert_eq!(names(&r), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_answer_is_names_servers_one_line_descriptions_and_schemas_on_request() {
+        let st = gateway(&[on()]);
+        let r = search_as(&st, None, json!({"query": "weather forecast", "limit": 1})).unwrap();
+        assert_eq!(
+            r,
+            json!({
+                "content": [{"type": "text", "text": "weather_forecast — Tomorrow's weather for a city."}],
+                "structuredContent": {"query": "weather forecast", "tools": [
+                    {"name": "weather_forecast", "server": "weather", "description": "Tomorrow's weather for a city.", "title": "Weather forecast"}
+                ]}
+            })
+        );
+        let r = search_as(
+            &st,
+            None,
+            json!({"query": "create ticket", "limit": 1, "schemas": true}),
+        )
+        .unwrap();
+        let schema = json!({"type": "object", "properties": {"id": {"type": "string"}, "fields": {"type": "object"}}});
+        assert_eq!(
+            r,
+            json!({
+                "content": [{"type": "text", "text": format!("jira_create_ticket — Create a ticket.\n  input schema: {schema}")}],
+                "structuredContent": {"query": "create ticket", "tools": [
+                    {"name": "jira_create_ticket", "server": "jira", "description": "Create a ticket.", "inputSchema": schema}
+                ]}
+            })
+        );
+        // Ten by default, fifty at most.
+        assert_eq!(
+            names(&search_as(&st, None, json!({"query": "list"})).unwrap()).len(),
+            10
+        );
+        let r = search_as(&st, None, json!({"query": "list", "limit": 500})).unwrap();
+        assert_eq!(names(&r).len(), 50);
+        for (args, message) in [
+            (
+                json!({}),
+                "query must be a non-empty string: what the tool should do, in a few words",
+            ),
+            (
+                json!({"query": "  "}),
+                "query must be a non-empty string: what the tool should do, in a few words",
+            ),
+            (
+                json!({"query": 3}),
+                "query must be a non-empty string: what the tool should do, in a few words",
+            ),
+            (
+                json!({"query": "x", "limit": 0}),
+                "limit must be an integer from 1 to 50",
+            ),
+            (
+                json!({"query": "x", "limit": 2.5}),
+                "limit must be an integer from 1 to 50",
+            ),
+            (
+                json!({"query": "x", "schemas": "yes"}),
+                "schemas must be true or false",
+            ),
+        ] {
+            let e = search_as(&st, None, args.clone()).unwrap_err();
+            assert_eq!((e.code, e.message.as_str()), (-32602, message), "{args}");
+        }
+    }
+
+    #[test]
+    fn access_rules_hide_tools_from_the_search() {
+        let rules = json!({"enabled": false, "rules": [
+            {"effect": "deny", "tools": ["crm_*"]},
+            {"effect": "allow", "tools": ["jira_*"], "principals": ["alice"]}
+        ]});
+        let st = gateway(&[on(), ("auth/auth.config.json", rules)]);
+        let r = search_as(
+            &st,
+            None,
+            json!({"query": "contact deal company lead", "limit": 50}),
+        )
+        .unwrap();
+        assert_eq!(names(&r), Vec::<String>::new());
+        // Jira is alice's only: nobody else finds it, she finds it first.
+        let r = search_as(
+            &st,
+            None,
+            json!({"query": "create a jira ticket", "limit": 50}),
+        )
+        .unwrap();
+        assert!(names(&r).iter().all(|n| !n.starts_with("jira_")), "{r}");
+        assert!(!names(&r).is_empty());
+        let alice = Principal {
+            id: "alice".into(),
+            kind: "token",
+            scopes: vec![],
+            claims: Default::default(),
+        };
+        let r = search_as(&st, Some(&alice), json!({"query": "create a jira ticket"})).unwrap();
+        assert_eq!(names(&r)[0], "jira_create_ticket");
+        let r = search_as(&st, Some(&alice), json!({"query": "contact", "limit": 50})).unwrap();
+        assert_eq!(names(&r), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_gateways_own_tools_are_never_found_and_the_description_counts_the_rest() {
+        let st = gateway(&[(
+            "sluice.json",
+            json!({"tool_search": true, "funnel": true, "management_tools": true}),
+        )]);
+        let r = search_as(
+            &st,
+            None,
+            json!({"query": "sluice search run list tools instructions hook upstream add", "limit": 50}),
+        )
+        .unwrap();
+        assert!(names(&r).iter().all(|n| !n.starts_with("sluice_")), "{r}");
+        let snap = st.snapshot();
+        let def = snap.catalog.tool_definition("sluice_search_tools").unwrap();
+        assert_eq!(
+            def["description"],
+            "Search the 302 tools this gateway reaches, from 6 servers (github, jira, slack, drive, crm, weather), by what they do: give a few words (a task, a noun, a parameter name) and get the best matching tools, best first, with their one-line descriptions (and their input schemas with schemas: true). Then call one by name with sluice_run_tool."
+        );
+        // tools/list shows the same definition, and every tool (discovery "all").
+        let page = snap.catalog.page(ListKind::Tools, None, 1000).unwrap();
+        let listed = page["tools"].as_array().unwrap();
+        assert!(listed.contains(def));
+        assert_eq!(listed.len(), 302 + 8 + 3 + 1);
+    }
+
+    #[test]
+    fn off_by_default_and_rebuilt_with_the_catalog() {
+        let st = gateway(&[]);
+        assert!(st.snapshot().catalog.tool("sluice_search_tools").is_none());
+        let st = gateway(&[on()]);
+        let snap = st.snapshot();
+        let a = snap.catalog.derived(Index::build);
+        assert!(Arc::ptr_eq(&a, &snap.catalog.derived(Index::build)));
+        // A list changes: a new catalog, a new index, a new description.
+        let slot = snap.slots.iter().find(|s| s.spec.id == "weather").unwrap();
+        {
+            let mut s = slot.state.lock();
+            s.lists = Some(UpstreamLists {
+                tools: weather().tools[..1].to_vec(),
+                ..Default::default()
+            });
+        }
+        crate::control::rebuild_catalog(&st, None);
+        let next = st.snapshot();
+        let b = next.catalog.derived(Index::build);
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert_eq!((a.len(), b.len()), (302, 301));
+        let def = next.catalog.tool_definition("sluice_search_tools").unwrap();
+        assert!(def["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Search the 301 tools"));
+        assert_eq!(first(&st, "latitude"), "");
+    }
+
+    #[test]
+    fn progressive_discovery_lists_the_search_and_run_tools_and_runs_any_tool() {
+        let st = gateway(&[("sluice.json", json!({"discovery": "search"}))]);
+        let snap = st.snapshot();
+        assert_eq!(listed(&st), ["sluice_run_tool", "sluice_search_tools"]);
+        assert_eq!(first(&st, "weather forecast"), "weather_forecast");
+        // Every tool still routes, and the run tool runs it under its own name.
+        assert!(snap.catalog.tool("weather_forecast").is_some());
+        let run = Message::request(
+            json!(7),
+            "tools/call",
+            Some(
+                json!({"name": "sluice_run_tool", "arguments": {"name": "weather_forecast", "args": {"city": "Oslo"}}}),
+            ),
+        );
+        let crate::features::funnel::Answer::Run(inner) = crate::features::funnel::answer(
+            &snap.catalog,
+            &snap.policy,
+            None,
+            crate::gateway_tools::GatewayTool::RunTool,
+            &run,
+        ) else {
+            panic!("the run tool runs the tool");
+        };
+        assert_eq!(
+            serde_json::from_str::<Value>(&inner.to_json()).unwrap(),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "weather_forecast", "arguments": {"city": "Oslo"}}})
+        );
+        // With the funnel on too, its list and instructions tools stay unlisted.
+        let st = gateway(&[(
+            "sluice.json",
+            json!({"discovery": "search", "funnel": true}),
+        )]);
+        assert_eq!(listed(&st), ["sluice_run_tool", "sluice_search_tools"]);
+    }
+
+    /// The search's cost over 1,000 and 5,000 tools from 50 upstreams: index build time and
+    /// query latency (p50 / p99 of `answer`, a whole call less the transport). Not a test (it
+    /// asserts nothing about time); run it in release:
+    /// `cargo test --release -p sluice-server --lib measure_search -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement: run in release, see bench/results/tool-search.md"]
+    fn measure_search() {
+        const NOUNS: &[&str] = &[
+            "issue",
+            "ticket",
+            "file",
+            "folder",
+            "message",
+            "channel",
+            "contact",
+            "deal",
+            "invoice",
+            "order",
+            "customer",
+            "product",
+            "user",
+            "group",
+            "role",
+            "project",
+            "task",
+            "event",
+            "calendar",
+            "meeting",
+            "note",
+            "page",
+            "database",
+            "table",
+            "record",
+            "report",
+            "dashboard",
+            "alert",
+            "incident",
+            "deployment",
+            "build",
+            "pipeline",
+            "branch",
+            "commit",
+            "release",
+            "secret",
+            "key",
+            "bucket",
+            "object",
+            "queue",
+            "topic",
+            "subscription",
+            "webhook",
+            "comment",
+            "attachment",
+            "label",
+            "milestone",
+            "sprint",
+            "board",
+            "card",
+        ];
+        const VERBS: &[&str] = &[
+            "get", "list", "create", "update", "delete", "search", "archive", "export", "share",
+            "move",
+        ];
+        const PARAMS: &[&str] = &[
+            "id", "name", "query", "limit", "cursor", "owner", "status", "priority", "since",
+            "until", "path", "body", "title", "assignee", "tags",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        println!("| tools | index build | query p50 | query p99 | queries |");
+        println!("|---|---|---|---|---|");
+        for total in [1_000usize, 5_000] {
+            let per = total / 50;
+            let mut upstreams = Vec::new();
+            for u in 0..50 {
+                let mut tools = Vec::new();
+                for t in 0..per {
+                    let (verb, noun) = (
+                        VERBS[t % VERBS.len()],
+                        NOUNS[(t / VERBS.len() + u) % NOUNS.len()],
+                    );
+                    let extra = NOUNS[next(NOUNS.len())];
+                    let mut props = serde_json::Map::new();
+                    for _ in 0..(2 + next(3)) {
+                        props.insert(PARAMS[next(PARAMS.len())].into(), json!({"type": "string"}));
+                    }
+                    tools.push(json!({
+                        "name": format!("{verb}_{noun}_{t}"),
+                        "description": format!("{} a {noun} of service {u}, with its {extra}.\nDetails.", capitalised(verb)),
+                        "inputSchema": {"type": "object", "properties": props}
+                    }));
+                }
+                upstreams.push((
+                    format!("svc{u}"),
+                    UpstreamLists {
+                        tools,
+                        ..Default::default()
+                    },
+                ));
+            }
+            let ids: Vec<&str> = upstreams.iter().map(|(id, _)| id.as_str()).collect();
+            let lists: Vec<(&str, UpstreamLists, Value)> = upstreams
+                .iter()
+                .map(|(id, l)| (id.as_str(), l.clone(), json!({"tools": {}})))
+                .collect();
+            let st = testing::state(&[testing::expose(&ids), on()], &lists);
+            let snap = st.snapshot();
+            let started = std::time::Instant::now();
+            let index = Index::build(&snap.catalog);
+            let build = started.elapsed();
+            assert_eq!(index.len(), total);
+            let _ = snap.catalog.derived(Index::build);
+            let queries: Vec<String> = (0..200)
+                .map(|i| match i % 3 {
+                    0 => format!("{} {}", VERBS[next(VERBS.len())], NOUNS[next(NOUNS.len())]),
+                    1 => format!(
+                        "{} {} service {}",
+                        NOUNS[next(NOUNS.len())],
+                        PARAMS[next(PARAMS.len())],
+                        next(50)
+                    ),
+                    _ => format!(
+                        "how do I {} the {} of a {}",
+                        VERBS[next(VERBS.len())],
+                        NOUNS[next(NOUNS.len())],
+                        NOUNS[next(NOUNS.len())]
+                    ),
+                })
+                .collect();
+            let msgs: Vec<Message> = queries
+                .iter()
+                .map(|q| {
+                    Message::request(
+                        json!(1),
+                        "tools/call",
+                        Some(json!({"name": "sluice_search_tools", "arguments": {"query": q}})),
+                    )
+                })
+                .collect();
+            let mut times = Vec::new();
+            for round in 0..6 {
+                for m in &msgs {
+                    let t = std::time::Instant::now();
+                    let r = answer(&snap.catalog, &snap.policy, None, m).unwrap();
+                    let spent = t.elapsed();
+                    std::hint::black_box(r);
+                    if round > 0 {
+                        times.push(spent);
+                    }
+                }
+            }
+            times.sort();
+            let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
+            println!(
+                "| {total} | {:.1} ms | {:.0} µs | {:.0} µs | {} |",
+                build.as_secs_f64() * 1e3,
+                at(0.50),
+                at(0.99),
+                times.len()
+            );
+        }
+    }
+}
