@@ -296,17 +296,20 @@ impl<'c> Call<'c> {
             .await
     }
 
-    /// Run `fut` (the dispatch) under the call's span and operation, so what it starts (the
-    /// upstream call) is their child.
-    pub(crate) async fn scoped<F: std::future::Future>(&self, fut: F) -> F::Output {
-        match self.watch.as_deref() {
-            Some(Watch {
-                span: Some(s),
-                op: Some(op),
-                ..
-            }) => s.scope(op.scope(fut)).await,
-            Some(Watch { op: Some(op), .. }) => op.scope(fut).await,
-            _ => fut.await,
+    /// `fut` (the dispatch) under the call's span and operation, so what it starts (the
+    /// upstream call) is their child. Not an `async fn`: one would hold `fut` twice (its
+    /// argument and the scope future it awaits), and the dispatch's future is the largest part
+    /// of a call's; the caller awaits what this returns.
+    pub(crate) fn scoped<F: std::future::Future>(
+        &self,
+        fut: F,
+    ) -> impl std::future::Future<Output = F::Output> + use<'_, 'c, F> {
+        use futures_util::future::Either;
+        let w = self.watch.as_deref();
+        match (w.and_then(|w| w.span.as_ref()), w.and_then(|w| w.op.as_ref())) {
+            (Some(s), Some(op)) => Either::Left(s.scope(op.scope(fut))),
+            (None, Some(op)) => Either::Right(Either::Left(op.scope(fut))),
+            _ => Either::Right(Either::Right(fut)),
         }
     }
 
