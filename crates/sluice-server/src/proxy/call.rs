@@ -259,22 +259,33 @@ impl<'c> Call<'c> {
         self.snap.chain.request(&cx, msg, &mut w.trace).await
     }
 
+    /// [`Call::request_hooks`], keeping a copy of the request when a response hook wants to
+    /// see it with the reply (decided on the same hook context).
+    pub(crate) async fn request_hooks_keeping(
+        &mut self,
+        msg: Message,
+    ) -> (RequestOutcome, usize, Option<Message>) {
+        let Some(w) = self.watch.as_mut() else {
+            return (RequestOutcome::Forward(msg), 0, None);
+        };
+        w.facts.see_identity().await;
+        let cx = w.facts.ctx(self.session);
+        // Kept only for hooks that see replies (the response controls never read the request).
+        let copy = self
+            .snap
+            .chain
+            .hooks_select(Phase::Response, &cx, usize::MAX)
+            .then(|| msg.clone());
+        let (outcome, depth) = self.snap.chain.request(&cx, msg, &mut w.trace).await;
+        (outcome, depth, copy)
+    }
+
     /// The session-start phase of a 2026-07-28 request: `Some` when a SessionStart hook
     /// refused the `initialize` made of its `_meta`.
     pub(crate) async fn session_start(&mut self, init: Message) -> Option<Refusal> {
         let w = self.watch.as_mut()?;
         let cx = w.facts.ctx(self.session);
         self.snap.chain.session_start(&cx, init, &mut w.trace).await
-    }
-
-    /// Does a response hook the request reached want to see the request with the reply?
-    pub(crate) fn responses_read_request(&self) -> bool {
-        self.watch.as_ref().is_some_and(|w| {
-            let cx = w.facts.ctx(self.session);
-            self.snap
-                .chain
-                .hooks_select(Phase::Response, &cx, usize::MAX)
-        })
     }
 
     /// The response phase: the response hooks the request reached (`depth`), tail to head.

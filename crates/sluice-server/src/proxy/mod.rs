@@ -97,13 +97,11 @@ pub(crate) async fn client_request(
 /// finish.
 async fn hooked(mut call: Call<'_>, msg: Message) -> Outcome {
     let id = msg.id().cloned().unwrap_or(Value::Null);
-    // Kept only for hooks that see replies (the response controls never read the request).
-    let request_copy = call.responses_read_request().then(|| msg.clone());
     // What the request named, to route it again if a hook changed that. Only a hook shown
     // the message whole (command, process, http, Civic) can send it back naming another
     // tool; the builtins change `arguments` and `_meta` alone.
     let before = call.snap.chain.shows_payloads().then(|| owned_key(&msg));
-    let (outcome, depth) = call.request_hooks(msg).await;
+    let (outcome, depth, request_copy) = call.request_hooks_keeping(msg).await;
     // A hook asked: a person decides, through the client.
     let outcome = match outcome {
         RequestOutcome::Ask(m, asks) => {
