@@ -317,7 +317,10 @@ impl<'c> Call<'c> {
     ) -> impl std::future::Future<Output = F::Output> + use<'_, 'c, F> {
         use futures_util::future::Either;
         let w = self.watch.as_deref();
-        match (w.and_then(|w| w.span.as_ref()), w.and_then(|w| w.op.as_ref())) {
+        match (
+            w.and_then(|w| w.span.as_ref()),
+            w.and_then(|w| w.op.as_ref()),
+        ) {
             (Some(s), Some(op)) => Either::Left(s.scope(op.scope(fut))),
             (None, Some(op)) => Either::Right(Either::Left(op.scope(fut))),
             _ => Either::Right(Either::Right(fut)),
