@@ -730,8 +730,8 @@ mod tests {
             seed ^= seed << 17;
             (seed % n as u64) as usize
         };
-        println!("| tools | index build | query p50 | query p99 | queries |");
-        println!("|---|---|---|---|---|");
+        println!("| tools | index build | index memory (RSS) | query p50 | query p99 | queries |");
+        println!("|---|---|---|---|---|---|");
         for total in [1_000usize, 5_000] {
             let per = total / 50;
             let mut upstreams = Vec::new();
@@ -768,9 +768,23 @@ mod tests {
                 .collect();
             let st = testing::state(&[testing::expose(&ids), on()], &lists);
             let snap = st.snapshot();
+            let rss = || {
+                let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+                let line = status
+                    .lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .unwrap_or("");
+                let kb = line.split_whitespace().nth(1).and_then(|k| k.parse().ok());
+                kb.unwrap_or(0u64)
+            };
             let started = std::time::Instant::now();
             let index = Index::build(&snap.catalog);
             let build = started.elapsed();
+            // Memory: eight more indexes held at once, the RSS they add shared out (one alone
+            // would mostly fill pages the state's building freed).
+            let before = rss();
+            let held: Vec<Index> = (0..8).map(|_| Index::build(&snap.catalog)).collect();
+            let grown = rss().saturating_sub(before) / held.len() as u64;
             assert_eq!(index.len(), total);
             let _ = snap.catalog.derived(Index::build);
             let queries: Vec<String> = (0..200)
@@ -815,8 +829,9 @@ mod tests {
             times.sort();
             let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
             println!(
-                "| {total} | {:.1} ms | {:.0} µs | {:.0} µs | {} |",
+                "| {total} | {:.1} ms | {:.1} MB | {:.0} µs | {:.0} µs | {} |",
                 build.as_secs_f64() * 1e3,
+                grown as f64 / 1024.0,
                 at(0.50),
                 at(0.99),
                 times.len()
