@@ -578,7 +578,7 @@ fn the_manifest_is_validated_with_file_and_field() {
         format!("error: {m}: hooks[1].id: duplicate hook id \"a\""),
         format!("error: {m}: hooks[2].event: unknown event \"Sometime\""),
         format!("error: {m}: hooks[3].type: unknown hook type \"carrier-pigeon\""),
-        format!("error: {m}: hooks[4].builtin: unknown builtin \"telepathy\" (known: explain, deny, rewrite, validate, describe, mask, pii, size-cap, rate-limit)"),
+        format!("error: {m}: hooks[4].builtin: unknown builtin \"telepathy\" (known: explain, deny, rewrite, validate, describe, mask, pii, size-cap, rate-limit, tool-scan)"),
         format!("error: {m}: hooks[7].script: \"../../etc/passwd\" escapes the hooks folder"),
     ] {
         assert!(
