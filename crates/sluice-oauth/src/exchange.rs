@@ -12,7 +12,7 @@
 use crate::client::ClientCredentials;
 use crate::error::AuthError;
 use crate::fetch::Fetcher;
-use crate::identity::REFRESH_MARGIN;
+use crate::token::REFRESH_MARGIN;
 use crate::token::{self, SigningKey, TokenRequest};
 use parking_lot::Mutex;
 use reqwest::header::HeaderValue;

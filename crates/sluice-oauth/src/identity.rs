@@ -19,8 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Refresh this long before the access token expires.
-pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+pub use crate::token::REFRESH_MARGIN;
 /// How long a refresh holds the vault lock at most (a holder that died frees it then).
 pub const REFRESH_LOCK_TTL: Duration = Duration::from_secs(15);
 /// Authorizations tried for more scopes before giving up.

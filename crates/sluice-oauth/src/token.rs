@@ -13,6 +13,9 @@ use oauth2::{
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Refresh this long before the access token expires.
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
 /// A grant: what a sign-in produced and what keeps it alive.
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
 pub struct Grant {

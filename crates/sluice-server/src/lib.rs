@@ -23,6 +23,7 @@ mod listeners;
 mod modern;
 mod proxy;
 mod replicas;
+mod scale;
 mod session;
 mod shared_upstreams;
 mod state;

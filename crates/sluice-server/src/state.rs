@@ -171,7 +171,7 @@ pub(crate) struct Runtime {
     /// This replica's part of a cluster (`cluster` in `sluice.json`; needs a restart).
     cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The faces' one seam to scale-out: alone, or that cluster (`replicas/scale.rs`).
-    scale: crate::replicas::Scale,
+    scale: crate::scale::Scale,
     /// The serving threads' runtimes, when the MCP listener has them: upstream supervisors run
     /// on them (one upstream after another, in turn), so a call to a shared stdio upstream
     /// from a connection on the same thread never crosses to another.
@@ -208,7 +208,7 @@ impl Runtime {
             reloading: tokio::sync::Mutex::new(()),
             catalog_version: AtomicU64::new(0),
             tasks: Default::default(),
-            scale: crate::replicas::Scale::of(cluster.clone()),
+            scale: crate::scale::Scale::of(cluster.clone()),
             cluster,
             serving: Default::default(),
         }
@@ -305,7 +305,7 @@ impl Runtime {
     }
 
     /// How this gateway scales (what the faces call instead of asking for the cluster).
-    pub(crate) fn scale(&self) -> &crate::replicas::Scale {
+    pub(crate) fn scale(&self) -> &crate::scale::Scale {
         &self.scale
     }
 

@@ -275,7 +275,7 @@ fn strip_meta(mut msg: Message) -> Message {
 
 /// `server/discover`: the versions and capabilities of the gateway.
 fn discover(st: &State, id: Value) -> Message {
-    let init = crate::proxy::route::initialize_result(&st.snapshot(), version::LATEST_LEGACY);
+    let init = crate::proxy::initialize_result(&st.snapshot(), version::LATEST_LEGACY);
     let mut capabilities = init.get("capabilities").cloned().unwrap_or(json!({}));
     if let Some(c) = capabilities.as_object_mut() {
         // Modern clients subscribe through subscriptions/listen; there is no logging/setLevel.

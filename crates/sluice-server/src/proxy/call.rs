@@ -374,11 +374,7 @@ impl<'c> Call<'c> {
             || outcome == "cancelled"
             || trace.has_findings()
         {
-            let task = task.as_deref().or_else(|| {
-                reply
-                    .filter(|_| facts.method == "tools/call")
-                    .and_then(super::tasks::created_id)
-            });
+            let task = task.as_deref();
             self.st.record(
                 self.snap,
                 self.session,

@@ -2,7 +2,8 @@
 //! there is one), the gateway's own questions to the client ([`ask_client`]), and the client's
 //! replies relayed back to whoever asked ([`relay_client_reply`]).
 
-use super::hooks::to_client;
+use super::call::{Call, End};
+use super::hooks::Facts;
 use crate::channel::{send_msg, Sink};
 use crate::session::Session;
 use crate::state::State;
@@ -142,4 +143,29 @@ pub(crate) fn relay_client_reply(session: &Session, mut msg: Message) {
     if let Err(e) = pending.conn.send(&msg) {
         tracing::warn!(session = %session.id, "relaying a reply upstream failed: {e}");
     }
+}
+
+/// A message toward the client that answers none of its requests: the response hooks. `Err`
+/// = refused (logged and audited; an upstream request is answered with -32031 by the caller).
+pub(crate) async fn to_client(
+    st: &Arc<State>,
+    session: &Arc<Session>,
+    msg: Message,
+    upstream: Option<&str>,
+) -> Result<Message, Refusal> {
+    let snap = st.snapshot();
+    if snap.chain.is_empty() {
+        return Ok(msg);
+    }
+    let facts = Facts::plain(msg.method().unwrap_or(""), upstream);
+    let mut call = Call::plain(st, &snap, session, facts);
+    let r = call.response_hooks(msg, None, usize::MAX).await;
+    match &r {
+        Err(refusal) => {
+            tracing::info!(session = %session.id, method = %call.facts().map_or("", |f| f.method.as_str()), reason = %refusal.reason, "message to the client refused by a hook");
+            call.finish(End::Dropped(refusal.reason.clone()));
+        }
+        Ok(_) => call.finish(End::Passed),
+    }
+    r
 }

@@ -1,14 +1,11 @@
 //! The facts hooks select on (method, tool name, upstream, the upstream's own tool name, the
-//! call's `tool_use_id`, the tool's definition, the `sub` of the upstream identity serving it), and the response phase for messages toward a
-//! client that answer none of its requests (upstream requests and notifications, the gateway's
-//! own notifications).
+//! call's `tool_use_id`, the tool's definition, the `sub` of the upstream identity serving it).
 
-use super::call::{Call, End};
 use crate::catalog::Catalog;
 use crate::session::Session;
-use crate::state::{Snapshot, State};
+use crate::state::Snapshot;
 use sluice_core::Message;
-use sluice_hooks::{Ctx, Refusal};
+use sluice_hooks::Ctx;
 use std::sync::Arc;
 
 /// The facts hooks select on, for a message from or to a session.
@@ -150,29 +147,4 @@ impl Facts {
                 .map(|c| c as &dyn sluice_hooks::builtin::tool_scan::CatalogNames),
         }
     }
-}
-
-/// A message toward the client that answers none of its requests: the response hooks. `Err`
-/// = refused (logged and audited; an upstream request is answered with -32031 by the caller).
-pub(crate) async fn to_client(
-    st: &Arc<State>,
-    session: &Arc<Session>,
-    msg: Message,
-    upstream: Option<&str>,
-) -> Result<Message, Refusal> {
-    let snap = st.snapshot();
-    if snap.chain.is_empty() {
-        return Ok(msg);
-    }
-    let facts = Facts::plain(msg.method().unwrap_or(""), upstream);
-    let mut call = Call::plain(st, &snap, session, facts);
-    let r = call.response_hooks(msg, None, usize::MAX).await;
-    match &r {
-        Err(refusal) => {
-            tracing::info!(session = %session.id, method = %call.facts().map_or("", |f| f.method.as_str()), reason = %refusal.reason, "message to the client refused by a hook");
-            call.finish(End::Dropped(refusal.reason.clone()));
-        }
-        Ok(_) => call.finish(End::Passed),
-    }
-    r
 }

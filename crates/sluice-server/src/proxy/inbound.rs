@@ -6,8 +6,8 @@
 //! subscribers, list changes to every session and listen stream. Every message toward a
 //! client passes the response hooks on the way.
 
+use super::client_out::to_client;
 use super::client_out::{client_capability_for, deliver, try_deliver};
-use super::hooks::to_client;
 use crate::channel::{send_msg, Out};
 use crate::control::{self, Inbound};
 use crate::session::{PendingServerRequest, Session};

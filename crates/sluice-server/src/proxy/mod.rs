@@ -10,7 +10,7 @@
 //!
 //! The strategies in this file differ only in what they dispatch: a client request, a
 //! 2026-07-28 request (its session start first), `initialize`, a client's notification or
-//! reply; [`hooks::to_client`] (a message toward the client), the task results
+//! reply; [`client_out::to_client`] (a message toward the client), the task results
 //! ([`tasks`]) and the list pages answered from the cache ([`lists`]) end through the same
 //! `finish`.
 //!
@@ -157,6 +157,12 @@ async fn hooked(mut call: Call<'_>, msg: Message) -> Outcome {
             r.to_error(Phase::Response, id)
         }
     };
+    // A tool call that created a task: its audit line names it.
+    if call.facts().is_some_and(|f| f.method == "tools/call") {
+        if let Some(task) = tasks::created_id(&reply) {
+            call.set_task(Some(task.to_string()));
+        }
+    }
     call.finish(End::Reply {
         reply: &reply,
         refused,
@@ -469,7 +475,7 @@ pub(crate) async fn initialize(
         .store(snap.catalog.version, std::sync::atomic::Ordering::Release);
     let mut call = Call::plain(st, &snap, session, Facts::plain("initialize", None)).measured(&msg);
     let id = msg.id().cloned().unwrap_or(Value::Null);
-    let result = || route::initialize_result(&snap, version);
+    let result = || initialize_result(&snap, version);
     let (reply, refused) = if snap.chain.is_empty() {
         (Message::response(id, result()), None)
     } else {
@@ -504,6 +510,62 @@ pub(crate) async fn initialize(
         refused: None,
     });
     Ok(reply)
+}
+
+/// The `initialize` result this gateway answers with. A single transparent upstream that is up
+/// lends its serverInfo, capabilities and instructions (so `--passthrough` is invisible);
+/// otherwise Sluice describes itself.
+pub(crate) fn initialize_result(snap: &Snapshot, version: &str) -> Value {
+    if let [slot] = &*snap.slots {
+        if slot.spec.transparent {
+            if let Some(init) = slot.state.lock().init.clone() {
+                let mut r = init;
+                if let Some(o) = r.as_object_mut() {
+                    o.insert("protocolVersion".into(), json!(version));
+                    if let Some(c) = o.get_mut("capabilities") {
+                        tasks::fit_capabilities(c, false);
+                    }
+                }
+                return r;
+            }
+        }
+    }
+    let mut capabilities = json!({
+        "tools": {"listChanged": true},
+        "prompts": {"listChanged": true},
+        "resources": {"subscribe": true, "listChanged": true},
+        "logging": {},
+        "completions": {},
+    });
+    // Tasks only when an upstream that is up can run them.
+    let caps: Vec<Value> = snap.slots.iter().filter_map(|s| s.capabilities()).collect();
+    if let Some((key, value)) = tasks::capability(&caps, false) {
+        capabilities[key] = value;
+    }
+    json!({
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": {"name": "sluice", "title": "Sluice MCP gateway", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": instructions(snap),
+    })
+}
+
+/// The gateway's own `instructions`: how its tools are named, then each upstream's.
+fn instructions(snap: &Snapshot) -> String {
+    let mut parts = vec!["Sluice gateway. Tools are named <upstream>_<tool>.".to_string()];
+    for slot in snap.slots.iter() {
+        if let Some(i) = slot
+            .state
+            .lock()
+            .init
+            .as_ref()
+            .and_then(|i| i.get("instructions"))
+            .and_then(Value::as_str)
+        {
+            parts.push(format!("[{}] {i}", slot.spec.id));
+        }
+    }
+    parts.join("\n")
 }
 
 #[cfg(test)]

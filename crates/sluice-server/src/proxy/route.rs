@@ -303,61 +303,6 @@ pub(crate) fn resource_slot<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c A
     }
 }
 
-/// The `initialize` result this gateway answers with. A single transparent upstream that is up
-/// lends its serverInfo, capabilities and instructions (so `--passthrough` is invisible);
-/// otherwise Sluice describes itself.
-pub(crate) fn initialize_result(snap: &Snapshot, version: &str) -> Value {
-    if let [slot] = &*snap.slots {
-        if slot.spec.transparent {
-            if let Some(init) = slot.state.lock().init.clone() {
-                let mut r = init;
-                if let Some(o) = r.as_object_mut() {
-                    o.insert("protocolVersion".into(), json!(version));
-                    if let Some(c) = o.get_mut("capabilities") {
-                        super::tasks::fit_capabilities(c, false);
-                    }
-                }
-                return r;
-            }
-        }
-    }
-    let mut capabilities = json!({
-        "tools": {"listChanged": true},
-        "prompts": {"listChanged": true},
-        "resources": {"subscribe": true, "listChanged": true},
-        "logging": {},
-        "completions": {},
-    });
-    // Tasks only when an upstream that is up can run them.
-    let caps: Vec<Value> = snap.slots.iter().filter_map(|s| s.capabilities()).collect();
-    if let Some((key, value)) = super::tasks::capability(&caps, false) {
-        capabilities[key] = value;
-    }
-    json!({
-        "protocolVersion": version,
-        "capabilities": capabilities,
-        "serverInfo": {"name": "sluice", "title": "Sluice MCP gateway", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": instructions(snap),
-    })
-}
-
-fn instructions(snap: &Snapshot) -> String {
-    let mut parts = vec!["Sluice gateway. Tools are named <upstream>_<tool>.".to_string()];
-    for slot in snap.slots.iter() {
-        if let Some(i) = slot
-            .state
-            .lock()
-            .init
-            .as_ref()
-            .and_then(|i| i.get("instructions"))
-            .and_then(Value::as_str)
-        {
-            parts.push(format!("[{}] {i}", slot.spec.id));
-        }
-    }
-    parts.join("\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

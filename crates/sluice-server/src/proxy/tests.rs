@@ -206,7 +206,7 @@ async fn a_message_toward_the_client_a_hook_refuses_is_recorded_once() {
     let mut traffic = st.rt.traffic().subscribe();
     let (session, _out) = testing::session();
     let log = Message::notification("notifications/message", Some(json!({"level": "info"})));
-    let r = hooks::to_client(&st, &session, log, Some("fx")).await;
+    let r = client_out::to_client(&st, &session, log, Some("fx")).await;
     assert!(r.is_err(), "refused");
     assert_eq!(
         recorded(&mut traffic),

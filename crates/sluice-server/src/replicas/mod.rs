@@ -15,7 +15,6 @@ use crate::stream::StreamBuf;
 mod handover;
 mod scale;
 use handover::{forward_cancel, forward_reply, hand_retry, replay_elsewhere};
-pub(crate) use scale::Scale;
 use serde_json::{json, Value};
 use sluice_cluster::{Bus, BusMsg, StoreError};
 use sluice_core::{Message, Principal};

@@ -1,14 +1,16 @@
-//! The one seam between the faces and scale-out. [`Scale`] is one replica alone (sessions in this
-//! process's table, nothing to hand over) or a replica of a cluster (sealed session ids, the
-//! store, the bus, hand-overs to the replica that holds a call or a stream). The HTTP face, the
-//! driver and the inbound driver call it and never ask whether there is a cluster; only the
-//! composition (`control.rs`, `lib.rs`) and the bus listener see the [`Cluster`] itself.
+//! What the one seam between the faces and scale-out does ([`Scale`], declared in `scale.rs`
+//! beside the runtime that holds it): alone, sessions are in this process's table and nothing is
+//! handed over; as a replica of a cluster, sealed session ids, the store, the bus, and hand-overs
+//! to the replica that holds a call or a stream. The HTTP face, the driver and the inbound driver
+//! call these methods and never ask whether there is a cluster; only the composition
+//! (`control.rs`, `lib.rs`) and the bus listener see the [`Cluster`] itself.
 
 use super::{feed, find, forward_cancel, forward_reply, hand_retry, owned_by, replay_elsewhere};
 use super::{shared, Miss};
 use crate::channel::Sink;
 use crate::cluster::Cluster;
 use crate::modern::rounds::Rounds;
+use crate::scale::Scale;
 use crate::session::{Init, Session, Shared};
 use crate::state::State;
 use sluice_cluster::StoreError;
@@ -16,14 +18,6 @@ use sluice_core::{Message, Principal};
 use sluice_upstream::Slot;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How this gateway scales: alone, or as a replica of a cluster (`cluster` in `sluice.json`).
-pub(crate) enum Scale {
-    /// One replica: everything is in this process.
-    Alone,
-    /// A replica of a cluster.
-    Cluster(Arc<Cluster>),
-}
 
 /// A new session's identity, as [`Scale::new_session`] makes it.
 pub(crate) struct NewSession {
@@ -36,14 +30,6 @@ pub(crate) struct NewSession {
 }
 
 impl Scale {
-    /// The scale of a gateway with this cluster (None: alone).
-    pub(crate) fn of(cluster: Option<Arc<Cluster>>) -> Scale {
-        match cluster {
-            Some(c) => Scale::Cluster(c),
-            None => Scale::Alone,
-        }
-    }
-
     /// The session named `id`, when `principal` may use it: from this process's table, or in a
     /// cluster also taken up from the store (a store that does not answer stops only sessions
     /// this replica does not serve yet).
