@@ -51,6 +51,30 @@ impl JwtVerifier {
 
     /// Check `token` and return the principal it names.
     pub async fn verify(&self, token: &str) -> Result<Principal, Denial> {
+        self.verify_for(token, &self.audience).await
+    }
+
+    /// Check an OpenID Connect ID token issued to the client `client_id` in answer to a request
+    /// that sent `nonce`: signature, `iss`, `aud` (the client), `exp`, and the `nonce`. Returns
+    /// its `sub`.
+    pub async fn verify_id_token(
+        &self,
+        token: &str,
+        client_id: &str,
+        nonce: &str,
+    ) -> Result<String, Denial> {
+        let p = self.verify_for(token, &[client_id.to_string()]).await?;
+        if p.claims.get("nonce").and_then(Value::as_str) != Some(nonce) {
+            return Err(invalid("the ID token's nonce is not the one sent"));
+        }
+        p.claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| invalid("the ID token has no sub"))
+    }
+
+    async fn verify_for(&self, token: &str, audience: &[String]) -> Result<Principal, Denial> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             invalid("malformed token: not a signed JWT, or an algorithm Sluice never accepts (none, HMAC)")
         })?;
@@ -79,7 +103,7 @@ impl JwtVerifier {
         validation.leeway = self.leeway;
         validation.validate_nbf = true;
         validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&self.audience);
+        validation.set_audience(audience);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let mut last = ErrorKind::InvalidSignature;
         for jwk in &keys {

@@ -69,6 +69,20 @@ impl Authenticator {
         }))
     }
 
+    /// Check an OpenID Connect ID token from the configured issuer (see
+    /// [`jwt::JwtVerifier::verify_id_token`]); returns its `sub`. Without an issuer, refused.
+    pub async fn verify_id_token(
+        &self,
+        token: &str,
+        client_id: &str,
+        nonce: &str,
+    ) -> Result<String, Denial> {
+        match &self.jwt {
+            Some(jwt) => jwt.verify_id_token(token, client_id, nonce).await,
+            None => Err(invalid("no issuer is configured to check an ID token")),
+        }
+    }
+
     /// The canonical resource URI.
     pub fn resource(&self) -> &str {
         &self.resource

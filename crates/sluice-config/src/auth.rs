@@ -48,6 +48,35 @@ pub struct OAuth {
     /// How long a fetched key set is trusted before it is fetched again, seconds. Default 300.
     /// A token naming an unknown `kid` triggers an early refetch (at most one per 10 s).
     pub jwks_cache_seconds: u64,
+    /// Sign a person's browser in at the issuer (OpenID Connect) before a connect link is used,
+    /// so that only the principal the link was made for can connect an account with it.
+    pub browser_sign_in: Option<BrowserSignIn>,
+}
+
+/// The gateway's client at its identity provider, for signing browsers in (OpenID Connect
+/// authorization code flow with PKCE and a nonce; the ID token's `sub` is compared with the
+/// principal's).
+#[derive(Clone, PartialEq)]
+pub struct BrowserSignIn {
+    /// The client registered at the issuer (its redirect URI: `<public_url>/oauth/signed-in`).
+    pub client_id: String,
+    /// Its secret (`${env:NAME}` expanded); without one it is a public client.
+    pub client_secret: Option<String>,
+    /// Scopes asked for (default `openid`; `openid` is always sent).
+    pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for BrowserSignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserSignIn")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[hidden]"),
+            )
+            .field("scopes", &self.scopes)
+            .finish()
+    }
 }
 
 /// A key-set location.
@@ -119,9 +148,13 @@ pub(crate) const KNOWN: &[&str] = &[
     "algorithms",
     "leeway_seconds",
     "jwks_cache_seconds",
+    "browser_sign_in",
     "tokens",
     "rules",
 ];
+
+/// The keys of `browser_sign_in`.
+pub(crate) const SIGN_IN_KEYS: &[&str] = &["client_id", "client_secret", "scopes"];
 
 pub(crate) const ALGORITHMS: &[&str] = &[
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
@@ -131,18 +164,60 @@ pub(crate) const ALGORITHMS: &[&str] = &[
 pub(crate) const TOKEN_KEYS: &[&str] = &["name", "sha256", "scopes"];
 
 /// Load `auth/auth.config.json` under `home` (absent: authentication off).
-pub(crate) fn load(home: &Path, errors: &mut Vec<ConfigError>) -> AuthConfig {
+pub(crate) fn load(
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+) -> AuthConfig {
     let file = home.join("auth").join("auth.config.json");
     let Some(obj) = read_object(&file, errors) else {
         return AuthConfig::default();
     };
-    parse(&file, home, &obj, errors)
+    parse(&file, home, &obj, env, errors)
+}
+
+/// `browser_sign_in`, when present and an object.
+fn sign_in(f: &mut Fields<'_>, env: &dyn Fn(&str) -> Option<String>) -> Option<BrowserSignIn> {
+    let o = match f.obj.get("browser_sign_in") {
+        None | Some(Value::Null) => return None,
+        Some(Value::Object(o)) => o,
+        Some(_) => {
+            f.err("browser_sign_in", "must be an object");
+            return None;
+        }
+    };
+    let mut s = Fields {
+        file: f.file,
+        path: f.field_path("browser_sign_in"),
+        obj: o,
+        errors: &mut *f.errors,
+    };
+    for key in o.keys() {
+        if !SIGN_IN_KEYS.contains(&key.as_str()) {
+            s.err(
+                key,
+                format!("unknown field (known: {})", SIGN_IN_KEYS.join(", ")),
+            );
+        }
+    }
+    let client_id = s.required_string("client_id");
+    let client_secret = s.expanded("client_secret", env);
+    let mut scopes = s.strings("scopes");
+    if !scopes.iter().any(|x| x == "openid") {
+        scopes.insert(0, "openid".into());
+    }
+    (!client_id.is_empty()).then_some(BrowserSignIn {
+        client_id,
+        client_secret,
+        scopes,
+    })
 }
 
 fn parse(
     file: &Path,
     home: &Path,
     obj: &Map<String, Value>,
+    env: &dyn Fn(&str) -> Option<String>,
     errors: &mut Vec<ConfigError>,
 ) -> AuthConfig {
     for key in obj.keys() {
@@ -198,6 +273,7 @@ fn parse(
     }
     let leeway_seconds = f.u64("leeway_seconds").unwrap_or(30);
     let jwks_cache_seconds = f.u64("jwks_cache_seconds").unwrap_or(300);
+    let browser_sign_in = sign_in(&mut f, env);
     let jwks = match (&jwks_url, &jwks_file) {
         (Some(_), Some(_)) => {
             f.err("jwks_file", "give jwks_url or jwks_file, not both");
@@ -234,6 +310,7 @@ fn parse(
             },
             leeway_seconds,
             jwks_cache_seconds,
+            browser_sign_in,
         }),
         (Some(_), None) => {
             f.err("issuer", "needs jwks_url or jwks_file to check signatures");
@@ -243,7 +320,15 @@ fn parse(
             f.err("jwks_url", "needs issuer (the required iss of every token)");
             None
         }
-        (None, None) => None,
+        (None, None) => {
+            if browser_sign_in.is_some() {
+                f.err(
+                    "browser_sign_in",
+                    "needs issuer (browsers sign in at the identity provider that issues the tokens)",
+                );
+            }
+            None
+        }
     };
     let token_values = f.array("tokens");
     let rule_values = f.array("rules");
@@ -417,7 +502,14 @@ mod tests {
     fn parse_json(v: Value) -> (AuthConfig, Vec<String>) {
         let mut errors = Vec::new();
         let file = PathBuf::from("/h/auth/auth.config.json");
-        let cfg = parse(&file, Path::new("/h"), v.as_object().unwrap(), &mut errors);
+        let env = |k: &str| (k == "IDP_SECRET").then(|| "s3cret".to_string());
+        let cfg = parse(
+            &file,
+            Path::new("/h"),
+            v.as_object().unwrap(),
+            &env,
+            &mut errors,
+        );
         (
             cfg,
             errors
@@ -454,6 +546,38 @@ mod tests {
     }
 
     #[test]
+    fn browser_sign_in_always_asks_for_openid_and_needs_an_issuer() {
+        let (cfg, errors) = parse_json(json!({
+            "enabled": true,
+            "issuer": "https://auth.example.com",
+            "jwks_file": "auth/jwks.json",
+            "browser_sign_in": {"client_id": "sluice", "client_secret": "${env:IDP_SECRET}", "scopes": ["profile"]}
+        }));
+        assert_eq!(errors, Vec::<String>::new());
+        let s = cfg.oauth.clone().unwrap().browser_sign_in.unwrap();
+        assert_eq!(
+            (s.client_id.as_str(), s.client_secret.as_deref(), s.scopes),
+            (
+                "sluice",
+                Some("s3cret"),
+                vec!["openid".into(), "profile".into()]
+            )
+        );
+        assert!(!format!("{:?}", cfg.oauth).contains("s3cret"));
+        let (_, errors) = parse_json(json!({
+            "tokens": [{"name": "ci", "sha256": "A".repeat(64)}],
+            "browser_sign_in": {"client_id": "sluice", "secret": "x"}
+        }));
+        assert_eq!(
+            errors,
+            vec![
+                "browser_sign_in.secret: unknown field (known: client_id, client_secret, scopes)",
+                "browser_sign_in: needs issuer (browsers sign in at the identity provider that issues the tokens)"
+            ]
+        );
+    }
+
+    #[test]
     fn every_mistake_is_named() {
         let (_, errors) = parse_json(json!({
             "enabled": true,
@@ -468,7 +592,7 @@ mod tests {
         assert_eq!(
             errors,
             vec![
-                "isuer: unknown setting (known: enabled, resource, authorization_servers, required_scopes, scopes_supported, issuer, audience, jwks_url, jwks_file, algorithms, leeway_seconds, jwks_cache_seconds, tokens, rules)",
+                "isuer: unknown setting (known: enabled, resource, authorization_servers, required_scopes, scopes_supported, issuer, audience, jwks_url, jwks_file, algorithms, leeway_seconds, jwks_cache_seconds, browser_sign_in, tokens, rules)",
                 "resource: must be an absolute http(s) URI without a fragment",
                 "algorithms[0]: unsupported algorithm \"HS256\" (supported: RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA; never none or HMAC)",
                 "algorithms[1]: unsupported algorithm \"none\" (supported: RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA; never none or HMAC)",

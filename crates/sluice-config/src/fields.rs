@@ -38,6 +38,23 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A string with `${env:NAME}` expanded (a secret, typically); an expansion that fails is
+    /// an error naming the field, and None.
+    pub(crate) fn expanded(
+        &mut self,
+        key: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<String> {
+        let raw = self.string(key)?;
+        match expand_env(&raw, env) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.err(key, e);
+                None
+            }
+        }
+    }
+
     pub(crate) fn required_string(&mut self, key: &str) -> String {
         match self.string(key) {
             Some(s) if !s.trim().is_empty() => s,

@@ -24,7 +24,8 @@ pub mod store;
 pub mod tools;
 
 pub use auth::{
-    AccessRule, AuthConfig, Effect, JwksSource, OAuth, StaticToken, DEFAULT_ALGORITHMS,
+    AccessRule, AuthConfig, BrowserSignIn, Effect, JwksSource, OAuth, StaticToken,
+    DEFAULT_ALGORITHMS,
 };
 pub use builtin::{BuiltinOptions, ExplainOptions, OptionError, BUILTINS, EXPLAIN_PRESETS};
 pub use cluster::ClusterSettings;
@@ -119,7 +120,7 @@ impl Config {
         let hooks = hooks::load(&home, &mut errors, &mut warnings);
         let logs = logs::load(&home, &mut errors);
         let register = tools::load(&home, &mut errors);
-        let auth = auth::load(&home, &mut errors);
+        let auth = auth::load(&home, env, &mut errors);
         if settings.vault.is_none() {
             if let Some(u) = expose.upstreams.iter().find(|u| u.oauth.is_some()) {
                 errors.push(ConfigError::new(

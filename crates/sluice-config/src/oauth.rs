@@ -3,7 +3,7 @@
 //! exchange), and in `sluice.json` the `vault` that keeps grants, the gateway's `public_url`,
 //! and `oauth_http_hosts`.
 
-use crate::fields::{expand_env, Fields};
+use crate::fields::Fields;
 use std::path::{Path, PathBuf};
 
 /// How an upstream's grant is obtained.
@@ -209,16 +209,7 @@ pub(crate) fn load_upstream(
         }
     };
     let client_id = f.string("client_id");
-    let client_secret = match f.string("client_secret") {
-        Some(s) => match expand_env(&s, env) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                f.err("client_secret", e);
-                None
-            }
-        },
-        None => None,
-    };
+    let client_secret = f.expanded("client_secret", env);
     let token_endpoint_auth = f.string("token_endpoint_auth");
     if let Some(m) = &token_endpoint_auth {
         if !AUTH_METHODS.contains(&m.as_str()) {
@@ -306,16 +297,7 @@ fn load_enterprise(
             "must be an https:// (or loopback http://) URL",
         );
     }
-    let idp_client_secret = match f.string("idp_client_secret") {
-        Some(s) => match expand_env(&s, env) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                f.err("idp_client_secret", e);
-                None
-            }
-        },
-        None => None,
-    };
+    let idp_client_secret = f.expanded("idp_client_secret", env);
     let idp_client_id = f.string("idp_client_id");
     if idp_client_secret.is_some() && idp_client_id.is_none() {
         f.err("idp_client_id", "is required with an idp_client_secret");

@@ -564,8 +564,20 @@ pub(crate) static AUTH: Obj = Obj {
         f("algorithms", Ty::EnumStrings(auth::ALGORITHMS), "Accepted signature algorithms (never none or HMAC). Default all of them."),
         f("leeway_seconds", Ty::UInt, "Clock leeway for `exp` and `nbf`.").def("30"),
         f("jwks_cache_seconds", Ty::UInt, "How long a fetched key set is trusted.").def("300"),
+        f("browser_sign_in", Ty::Object(&BROWSER_SIGN_IN), "Sign a person's browser in at the issuer before a connect link of a per-user upstream is used; the ID token's `sub` must be the link's principal (needs `issuer`)."),
         f("tokens", Ty::Array(&TOKEN), "Static bearer tokens / API keys, stored as SHA-256 hashes.").def("[]"),
         f("rules", Ty::Array(&RULE), "Access rules over tools, prompts and resources.").def("[]"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static BROWSER_SIGN_IN: Obj = Obj {
+    doc: "The gateway's OpenID Connect client at the issuer (redirect URI `<public_url>/oauth/signed-in`); unknown keys are errors.",
+    known: Some(auth::SIGN_IN_KEYS),
+    fields: &[
+        f("client_id", Ty::NonEmpty, "The client registered at the issuer.").req(),
+        f("client_secret", Ty::Str, "Its secret (`${env:NAME}` expanded); without one, a public client."),
+        f("scopes", Ty::Strings, "Scopes asked for; `openid` is always sent.").def("[\"openid\"]"),
     ],
     ..OBJ
 };

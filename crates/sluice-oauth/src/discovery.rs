@@ -253,7 +253,7 @@ pub fn metadata_urls(issuer: &Url) -> Vec<String> {
 
 /// The authorization server's metadata. `legacy`: a 2025-03-26 server without resource
 /// metadata, whose missing metadata means the default endpoints at its origin.
-async fn auth_server(
+pub(crate) async fn auth_server(
     fetcher: &Fetcher,
     issuer: &str,
     legacy: bool,

@@ -153,6 +153,7 @@ pub async fn access_token(
             .and_then(Value::as_u64)
             .map(Duration::from_secs),
         scopes: text("scope").map(|s| s.split_whitespace().map(String::from).collect()),
+        id_token: None,
     })
 }
 

@@ -170,6 +170,18 @@ impl Callback {
 
 /// The code of a callback that answers `pending`: its `error`, `state` and `iss` checked.
 pub fn check<'a>(pending: &Pending, cb: &'a Callback) -> Result<&'a str, AuthError> {
+    check_response(&pending.state, &pending.issuer, pending.iss_parameter, cb)
+}
+
+/// The code of an authorization response `cb` to a request sent with `state` to `issuer`
+/// (which says, with `iss_parameter`, whether it always sends RFC 9207's `iss`): its `error`,
+/// `state` and `iss` checked.
+pub fn check_response<'a>(
+    state: &str,
+    issuer: &str,
+    iss_parameter: bool,
+    cb: &'a Callback,
+) -> Result<&'a str, AuthError> {
     if let Some(e) = &cb.error {
         let d = cb.error_description.as_deref().unwrap_or("");
         return Err(AuthError::Authorization(
@@ -178,20 +190,18 @@ pub fn check<'a>(pending: &Pending, cb: &'a Callback) -> Result<&'a str, AuthErr
                 .to_string(),
         ));
     }
-    if cb.state.as_deref() != Some(pending.state.as_str()) {
+    if cb.state.as_deref() != Some(state) {
         return Err(AuthError::Authorization("the state does not match".into()));
     }
-    match (&cb.iss, pending.iss_parameter) {
-        (Some(iss), _) if iss != &pending.issuer => {
+    match (&cb.iss, iss_parameter) {
+        (Some(iss), _) if iss != issuer => {
             return Err(AuthError::Authorization(format!(
-                "the response's iss {iss:?} is not the issuer {:?} (RFC 9207: a mix-up attack is refused)",
-                pending.issuer
+                "the response's iss {iss:?} is not the issuer {issuer:?} (RFC 9207: a mix-up attack is refused)"
             )))
         }
         (None, true) => {
             return Err(AuthError::Authorization(format!(
-                "the response has no iss, and {} says it always sends one (RFC 9207)",
-                pending.issuer
+                "the response has no iss, and {issuer} says it always sends one (RFC 9207)"
             )))
         }
         _ => {}

@@ -10,6 +10,8 @@
 //!   RFC 9207 `iss` check; flows parked in the vault, single use, for ten minutes.
 //! - [`connect`]: a user connecting their own account (per-user upstreams): the single-use link
 //!   of a URL elicitation, and the outcome its sign-in records for the call that waits.
+//! - [`signin`]: a person's browser signed in at the gateway's own identity provider
+//!   (OpenID Connect) before a connect link is used, so the link serves its principal only.
 //! - [`token`]: the token endpoint (code, refresh, client credentials; `client_secret_basic`,
 //!   `client_secret_post`, `none`, `private_key_jwt`) and the [`Grant`] kept.
 //! - [`Identity`]: one upstream's identity at run time: the token in memory, refresh before
@@ -40,6 +42,7 @@ pub mod fetch;
 pub mod flow;
 pub mod identity;
 pub mod revoke;
+pub mod signin;
 #[cfg(test)]
 mod testing;
 pub mod token;

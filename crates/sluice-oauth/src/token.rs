@@ -5,10 +5,14 @@
 use crate::client::ClientCredentials;
 use crate::error::AuthError;
 use crate::fetch::Fetcher;
-use oauth2::basic::BasicClient;
+use oauth2::basic::{
+    BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenIntrospectionResponse,
+    BasicTokenType,
+};
 use oauth2::{
-    AuthType, AuthorizationCode, ClientId, ClientSecret, PkceCodeVerifier, RedirectUrl,
-    RefreshToken, RequestTokenError, Scope, TokenResponse, TokenUrl,
+    AuthType, AuthorizationCode, ClientId, ClientSecret, ExtraTokenFields, PkceCodeVerifier,
+    RedirectUrl, RefreshToken, RequestTokenError, Scope, StandardRevocableToken,
+    StandardTokenResponse, TokenResponse, TokenUrl,
 };
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -179,6 +183,24 @@ impl SigningKey {
     }
 }
 
+/// What a token response carries beside the standard fields: an OpenID Connect ID token.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct IdTokenField {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id_token: Option<String>,
+}
+
+impl ExtraTokenFields for IdTokenField {}
+
+/// The `oauth2` client of every token request: the basic one, with the ID token kept.
+type TokenEndpointClient = oauth2::Client<
+    BasicErrorResponse,
+    StandardTokenResponse<IdTokenField, BasicTokenType>,
+    BasicTokenIntrospectionResponse,
+    StandardRevocableToken,
+    BasicRevocationErrorResponse,
+>;
+
 /// What the token endpoint gave.
 #[derive(Clone)]
 pub struct Tokens {
@@ -190,6 +212,8 @@ pub struct Tokens {
     pub expires_in: Option<Duration>,
     /// `scope`, when given.
     pub scopes: Option<Vec<String>>,
+    /// An OpenID Connect ID token, when given (a code flow that asked for `openid`).
+    pub id_token: Option<String>,
 }
 
 impl Tokens {
@@ -320,7 +344,8 @@ pub async fn request(
     fetcher.check(token_endpoint)?;
     let token_url = TokenUrl::new(token_endpoint.to_string())
         .map_err(|e| fail(format!("bad token endpoint: {e}")))?;
-    let mut oc = BasicClient::new(ClientId::new(client.client_id.clone())).set_token_uri(token_url);
+    let mut oc =
+        TokenEndpointClient::new(ClientId::new(client.client_id.clone())).set_token_uri(token_url);
     let mut assertion = None;
     match client.auth_method.as_str() {
         "client_secret_post" => {
@@ -399,6 +424,7 @@ pub async fn request(
             scopes: t
                 .scopes()
                 .map(|s| s.iter().map(|x| x.as_str().to_string()).collect()),
+            id_token: t.extra_fields().id_token.clone(),
         }),
         Err(RequestTokenError::ServerResponse(e)) => {
             let mut why = format!("{token_endpoint}: {}", e.error().as_ref());

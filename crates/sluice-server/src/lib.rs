@@ -13,6 +13,7 @@ mod calls;
 mod catalog;
 mod channel;
 mod cluster;
+mod connect_page;
 mod control;
 mod drift;
 mod features;

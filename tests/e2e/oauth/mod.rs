@@ -4,6 +4,7 @@
 //! RFC 8693 token exchange and RFC 7009 revocation against a real authorization server.
 
 mod admin;
+mod browser_sign_in;
 mod cluster;
 mod conformance;
 mod connections;

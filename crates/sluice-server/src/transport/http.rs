@@ -60,6 +60,10 @@ pub(crate) fn router(face: Arc<HttpFace>) -> Router {
             "/oauth/connect/{id}",
             axum::routing::get(oauth_connect).post(oauth_connect),
         )
+        .route(
+            sluice_oauth::signin::SIGNED_IN_PATH,
+            axum::routing::get(oauth_signed_in),
+        )
         .with_state(face)
 }
 
@@ -154,7 +158,14 @@ async fn oauth_connect(
     axum::extract::Path(id): axum::extract::Path<String>,
     req: axum::extract::Request,
 ) -> Response {
-    crate::upstream_oauth::connect_link(&face.st, &id, req).await
+    crate::connect_page::connect_link(&face.st, &id, req).await
+}
+
+async fn oauth_signed_in(
+    AxState(face): AxState<Arc<HttpFace>>,
+    req: axum::extract::Request,
+) -> Response {
+    crate::connect_page::signed_in(&face.st, req).await
 }
 
 async fn client_metadata(AxState(face): AxState<Arc<HttpFace>>) -> Response {
