@@ -127,7 +127,7 @@ impl Connection {
             let conn = Connection::of(inner.clone(), wire.clone(), Value::Null);
             let probe = match (spec.era, spec.transport) {
                 (_, Transport::Sse | Transport::Local) | (Era::Legacy, _) => None,
-                (Era::Auto | Era::Modern, _) => conn.discover(&opts, deadline).await,
+                (Era::Auto | Era::Modern, _) => conn.discover(&opts, deadline).await?,
             };
             if let Some(init) = probe {
                 return Ok(init);
@@ -282,8 +282,14 @@ impl Connection {
 
     /// Probe with `server/discover`: the upstream speaks 2026-07-28 when it answers with that
     /// version among `supportedVersions`. Returns an `initialize`-shaped result then; `None`
-    /// (and the wire back in the handshake era) otherwise.
-    async fn discover(&self, opts: &OpenOptions, deadline: Duration) -> Option<Value> {
+    /// (and the wire back in the handshake era) otherwise. A probe refused for want of a
+    /// credential the identity cannot get (a person must sign in again) is that error: the
+    /// upstream's era is unknown, not the handshake one.
+    async fn discover(
+        &self,
+        opts: &OpenOptions,
+        deadline: Duration,
+    ) -> Result<Option<Value>, UpstreamError> {
         let mut envelope = Map::new();
         envelope.insert(version::meta::PROTOCOL_VERSION.into(), json!(MODERN));
         envelope.insert(
@@ -294,17 +300,20 @@ impl Connection {
         if let Some(Wire::Http(w)) = self.wire.get() {
             w.set_modern(true, MODERN);
         }
+        let id = self.next_id();
+        let msg = Message::request(
+            json!(id),
+            "server/discover",
+            Some(json!({"_meta": envelope.clone()})),
+        );
         let probe = tokio::time::timeout(
             (deadline / 3).min(Duration::from_secs(5)),
-            self.call(
-                "server/discover",
-                Some(json!({"_meta": envelope.clone()})),
-                deadline,
-            ),
+            self.request(id, msg, deadline, &ExtraHeaders::NONE),
         )
         .await;
         let result = match probe {
-            Ok(Ok(reply)) => reply.result().cloned(),
+            Ok(Ok(Answer::Reply(reply))) => reply.result().cloned(),
+            Ok(Ok(Answer::Failed(e @ UpstreamError::Auth(_)))) => return Err(e),
             _ => None,
         };
         let speaks = result
@@ -317,12 +326,12 @@ impl Connection {
                 w.set_modern(false, MODERN);
             }
             tracing::debug!(upstream = %self.inner.label, "server/discover failed: the handshake era");
-            return None;
+            return Ok(None);
         }
         let r = result.unwrap_or_default();
         let _ = self.inner.modern.set(envelope);
         tracing::info!(upstream = %self.inner.label, "the upstream speaks {MODERN}");
-        Some(json!({
+        Ok(Some(json!({
             "protocolVersion": MODERN,
             "capabilities": r.get("capabilities").cloned().unwrap_or(json!({})),
             "serverInfo": r
@@ -331,7 +340,7 @@ impl Connection {
                 .cloned()
                 .unwrap_or(json!({})),
             "instructions": r.get("instructions").cloned().unwrap_or(Value::Null),
-        }))
+        })))
     }
 
     /// Open a `subscriptions/listen` stream on a 2026-07-28 upstream for updates of one

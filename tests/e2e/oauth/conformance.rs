@@ -210,23 +210,14 @@ fn the_gateway_passes_every_client_authorization_scenario() {
 /// extension's two (`auth/client-credentials-basic`, `auth/client-credentials-jwt`) and
 /// `auth/enterprise-managed-authorization` do not
 /// apply: they sign in as the gateway itself, with no person to connect an account (that is
-/// `"mode": "client_credentials"` and `"enterprise"`, run above).
-///
-/// Not yet passing, so left out (a gateway bug, not a scenario that cannot apply):
-/// `auth/authorization-server-migration` (2026-07-28). After the server moves to another
-/// authorization server, the user's connection to the 2026-07-28 upstream fails its
-/// `server/discover` for want of a token and is answered "the upstream does not speak
-/// 2026-07-28" instead of "needs login", so the user is not asked to connect again.
-const PER_USER_NOT_YET: &[&str] = &["auth/authorization-server-migration"];
-
+/// `"mode": "client_credentials"` and `"enterprise"`, run above). In
+/// `auth/authorization-server-migration` the user's connection, refused after the server moved
+/// to another authorization server, asks the user to connect again, and the new sign-in
+/// registers at the new one.
 #[test]
 fn the_gateway_passes_every_client_authorization_scenario_per_user() {
     let (stable, next, _) = lists();
-    let next: Vec<String> = next
-        .into_iter()
-        .filter(|s| !PER_USER_NOT_YET.contains(&s.as_str()))
-        .collect();
-    assert_eq!(next.len(), 24, "{next:?}");
+    assert_eq!(next.len(), 25, "{next:?}");
     run_all(Suite::Stable, "auth-gateway-per-user.sh", stable, None);
     run_all(
         Suite::Next,
