@@ -33,6 +33,7 @@ mod python_sdk;
 mod ratelimit;
 mod reload;
 mod routing;
+mod sandbox;
 mod search;
 mod serving_threads;
 mod session_hooks;

@@ -79,6 +79,8 @@ pub struct UpstreamSpec {
     pub forward_authorization: bool,
     /// http/sse: how Sluice signs in to it (OAuth 2.1), when it asks.
     pub oauth: Option<crate::oauth::UpstreamOAuth>,
+    /// stdio: what the kernel confines the server to; `None`: spawned unconfined.
+    pub sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 impl UpstreamSpec {
@@ -102,6 +104,7 @@ impl UpstreamSpec {
             forward_authorization: false,
             era: Era::Auto,
             oauth: None,
+            sandbox: None,
         }
     }
 
@@ -303,6 +306,7 @@ pub(crate) fn load(
                         Err(e) => f.err(&format!("env.{k}"), e),
                     }
                 }
+                spec.sandbox = crate::sandbox::load(&mut f, home, env);
             }
             // Never read from the file: the local upstream is made from `tools/`.
             Transport::Local => {}
@@ -316,6 +320,12 @@ pub(crate) fn load(
                     );
                 }
                 spec.forward_authorization = f.bool("forward_authorization", false);
+                if f.obj.get("sandbox").is_some_and(|v| !v.is_null()) {
+                    f.err(
+                        "sandbox",
+                        "only a stdio upstream can be sandboxed (an http or sse server runs elsewhere)",
+                    );
+                }
                 match f.obj.get("oauth") {
                     None | Some(serde_json::Value::Null) => {}
                     Some(serde_json::Value::Object(o)) => {

@@ -18,6 +18,7 @@ mod hooks;
 mod logs;
 pub mod manage;
 mod oauth;
+mod sandbox;
 pub mod schema;
 mod settings;
 pub mod store;
@@ -31,6 +32,7 @@ pub use builtin::{BuiltinOptions, ExplainOptions, OptionError, BUILTINS, EXPLAIN
 pub use cluster::ClusterSettings;
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
+pub use sandbox::{FsRules, HostPort, Network, Sandbox};
 pub use hooks::{
     is_name_list, AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HooksFile,
     HttpProtocol, OnError, OnFailure, ToolNameForm, PERMISSION_MODES,

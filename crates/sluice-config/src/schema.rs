@@ -167,6 +167,8 @@ pub(crate) enum Ty {
     Claims,
     /// An object described by a table.
     Object(&'static Obj),
+    /// One of these strings, or an object described by a table (`sandbox.network`).
+    EnumOrObject(&'static [&'static str], &'static Obj),
     /// An array of objects described by a table.
     Array(&'static Obj),
     /// A builtin's `options` (the schema is chosen by `builtin`, see [`Obj::builtins`]).
@@ -188,7 +190,7 @@ pub(crate) struct Field {
     pub lenient: bool,
 }
 
-const fn f(name: &'static str, ty: Ty, doc: &'static str) -> Field {
+pub(crate) const fn f(name: &'static str, ty: Ty, doc: &'static str) -> Field {
     Field {
         name,
         ty,
@@ -200,13 +202,13 @@ const fn f(name: &'static str, ty: Ty, doc: &'static str) -> Field {
 }
 
 impl Field {
-    const fn req(self) -> Field {
+    pub(crate) const fn req(self) -> Field {
         Field {
             required: true,
             ..self
         }
     }
-    const fn def(self, default: &'static str) -> Field {
+    pub(crate) const fn def(self, default: &'static str) -> Field {
         Field {
             default: Some(default),
             ..self
@@ -250,7 +252,7 @@ pub(crate) struct Obj {
     pub builtins: bool,
 }
 
-const OBJ: Obj = Obj {
+pub(crate) const OBJ: Obj = Obj {
     doc: "",
     fields: &[],
     known: None,
@@ -407,6 +409,7 @@ pub(crate) static UPSTREAM: Obj = Obj {
         f("expose_all", Ty::Bool, "List every tool of this upstream as `<id>_<tool>`, not only its `expose` entries.").def("false"),
         f("isolation", Ty::Enum(&["shared", "session"]), "stdio: one process for every client session, or one per session.").def("\"shared\""),
         f("timeout_ms", Ty::UInt, "Request timeout for this upstream, ms (default `request_timeout_ms`)."),
+        f("sandbox", Ty::Object(&crate::sandbox::SANDBOX_SCHEMA), "stdio: confine the server with the kernel's own mechanisms (Landlock, namespaces, rlimits); a sandbox the kernel cannot enforce is an error at start."),
         f("era", Ty::Enum(&["auto", "handshake", "stateless", "legacy", "modern"]), "The protocol era: probe `server/discover` and fall back to `initialize` (auto), or only one of them: `handshake` (the `initialize` handshake and sessions, 2024-11-05 … 2025-11-25) or `stateless` (2026-07-28). `legacy` and `modern` are the deprecated names of the same two (a load warning).").def("\"auto\""),
     ],
     when: &[
@@ -687,6 +690,10 @@ impl Ty {
                 "additionalProperties": {"anyOf": [scalar, {"type": "array", "items": scalar}]}
             }),
             Ty::Object(o) => o.schema(generator),
+            Ty::EnumOrObject(values, o) => json!({"anyOf": [
+                {"type": "string", "enum": values},
+                o.schema(generator)
+            ]}),
             Ty::Array(o) => json!({"type": "array", "items": o.schema(generator)}),
             Ty::Options => json!({"type": "object"}),
         }

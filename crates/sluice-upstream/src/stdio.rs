@@ -2,6 +2,9 @@
 //! [`framing`](crate::framing)); stderr goes to the log and to the connection's
 //! [`StderrTail`](crate::StderrTail).
 //!
+//! A sandboxed child (`sandbox` in its spec) is started through `sluice sandbox-exec`, which
+//! confines itself and then executes the server (`sluice-sandbox`); the rest is the same.
+//!
 //! The child runs in a process group of its own ([`sluice_core::process`]), so what it starts
 //! (`sh -c 'sleep 97 & exec server'`, the children of `npx …`) is stopped with it. Shutdown
 //! (a restart, a reload that removes the upstream, the gateway's shutdown, the process exiting)
@@ -39,9 +42,28 @@ impl StdioWire {
         spec: &UpstreamSpec,
         inner: &Arc<Inner>,
     ) -> Result<StdioWire, UpstreamError> {
-        let mut cmd = Command::new(&spec.command);
-        cmd.args(&spec.args)
-            .envs(&spec.env)
+        // A sandboxed server is started by this binary's launcher, which confines itself and
+        // then runs the server; an unsandboxed one is spawned directly.
+        let mut cmd = match &spec.sandbox {
+            None => {
+                let mut cmd = Command::new(&spec.command);
+                cmd.args(&spec.args);
+                cmd
+            }
+            Some(sandbox) => {
+                let (launcher, argv) =
+                    sluice_sandbox::launcher_command(sandbox, &spec.command, &spec.args).map_err(
+                        |e| ConnectError::Spawn {
+                            command: spec.command.clone(),
+                            source: e,
+                        },
+                    )?;
+                let mut cmd = Command::new(launcher);
+                cmd.args(argv);
+                cmd
+            }
+        };
+        cmd.envs(&spec.env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

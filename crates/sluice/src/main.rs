@@ -178,6 +178,16 @@ struct ServeArgs {
 }
 
 fn main() -> ExitCode {
+    // The sandbox launcher first, before anything starts a thread: a multi-threaded process
+    // cannot enter a new user namespace. Not a clap subcommand: its arguments are the server's.
+    let mut raw = std::env::args_os().skip(1);
+    if raw.next().is_some_and(|a| a == sluice_sandbox::SUBCOMMAND) {
+        let rest: Vec<std::ffi::OsString> = raw.collect();
+        if rest.len() == 1 && rest[0] == "--probe" {
+            return ExitCode::from(sluice_sandbox::probe_main());
+        }
+        return ExitCode::from(sluice_sandbox::exec(&rest));
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::DemoUpstream => {
@@ -331,6 +341,11 @@ fn check(home: &std::path::Path) -> ExitCode {
             for w in &warnings {
                 println!("warning: {w}");
             }
+            let sandboxes = sandbox_report(&config);
+            if sandboxes > 0 {
+                println!("{sandboxes} sandbox(es) the kernel cannot enforce");
+                return ExitCode::from(1);
+            }
             println!(
                 "{}: ok ({} upstreams, {} curated tools)",
                 config.home.display(),
@@ -346,6 +361,63 @@ fn check(home: &std::path::Path) -> ExitCode {
             println!("{} error(s)", errors.len());
             ExitCode::from(1)
         }
+    }
+}
+
+/// `sluice check`'s sandbox part: what the kernel supports, then each sandboxed upstream with
+/// what is enforced, or why it cannot be. Returns how many cannot be enforced.
+fn sandbox_report(config: &Config) -> usize {
+    let support = sluice_sandbox::Support::probe();
+    println!("sandbox support of this kernel:");
+    for line in support.lines() {
+        println!("  {line}");
+    }
+    let mut failed = 0;
+    for u in &config.expose.upstreams {
+        let Some(sandbox) = &u.sandbox else { continue };
+        match support.enforceable(sandbox) {
+            Ok(()) => {
+                println!("upstream {}: sandboxed", u.id);
+                for line in sandbox.describe() {
+                    println!("  {line}");
+                }
+            }
+            Err(e) => {
+                println!("error: upstream {}: sandbox: {e}", u.id);
+                failed += 1;
+            }
+        }
+    }
+    failed
+}
+
+/// Every sandbox of the tree can be enforced by this kernel (else the reasons): checked at
+/// start, so a sandbox is never silently left out.
+fn sandboxes_enforceable(config: &Config) -> Result<()> {
+    let sandboxed: Vec<&UpstreamSpec> = config
+        .expose
+        .upstreams
+        .iter()
+        .filter(|u| u.sandbox.is_some() && u.enabled)
+        .collect();
+    if sandboxed.is_empty() {
+        return Ok(());
+    }
+    let support = sluice_sandbox::Support::probe();
+    let errors: Vec<String> = sandboxed
+        .iter()
+        .filter_map(|u| {
+            let sandbox = u.sandbox.as_ref()?;
+            support
+                .enforceable(sandbox)
+                .err()
+                .map(|e| format!("upstream {}: sandbox: {e}", u.id))
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        bail!("{}", errors.join("\n"))
     }
 }
 
@@ -424,6 +496,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         config.logs.enabled = true;
         config.logs.path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
     }
+    sandboxes_enforceable(&config)?;
     let watch_tree = args.home.is_some();
     let admin = admin_listener(&args, &config.settings).await?;
     let server = Server::new(config);

@@ -96,6 +96,24 @@ fn cases() -> Vec<Case> {
         ),
         c(
             FileKind::Expose,
+            json!({"upstreams": [{"id": "u", "command": "x", "sandbox": {}}]}),
+            "/upstreams/0/sandbox",
+            &crate::sandbox::SANDBOX_SCHEMA,
+        ),
+        c(
+            FileKind::Expose,
+            json!({"upstreams": [{"id": "u", "command": "x", "sandbox": {"fs": {}}}]}),
+            "/upstreams/0/sandbox/fs",
+            &crate::sandbox::FS_SCHEMA,
+        ),
+        c(
+            FileKind::Expose,
+            json!({"upstreams": [{"id": "u", "command": "x", "sandbox": {"network": {"connect": ["*:443"]}}}]}),
+            "/upstreams/0/sandbox/network",
+            &crate::sandbox::NETWORK_SCHEMA,
+        ),
+        c(
+            FileKind::Expose,
             json!({"upstreams": [{"id": "u", "command": "x"}], "expose": [{"upstream": "u", "tool": "t"}]}),
             "/expose/0",
             &EXPOSE_ENTRY,
@@ -177,6 +195,7 @@ fn wrong(ty: Ty) -> Vec<Value> {
         Ty::KeyedStringMap(_) => vec![json!("x"), json!({"bad name": "v"})],
         Ty::Claims => vec![json!("x"), json!({"k": {}})],
         Ty::Object(_) | Ty::Options => vec![json!("x")],
+        Ty::EnumOrObject(..) => vec![json!(5), json!("no-such-value")],
         Ty::Array(_) => vec![json!("x"), json!([5])],
     }
 }
@@ -332,6 +351,9 @@ fn every_known_key_has_a_row() {
         &AUTH,
         &TOKEN,
         &RULE,
+        &crate::sandbox::SANDBOX_SCHEMA,
+        &crate::sandbox::FS_SCHEMA,
+        &crate::sandbox::NETWORK_SCHEMA,
     ] {
         let known = obj.known.unwrap();
         let missing: Vec<&str> = obj
