@@ -306,3 +306,33 @@ async fn sandbox_check_reports_support_and_serve_refuses_what_cannot_be_enforced
         "{err}"
     );
 }
+
+/// A command hook is confined as an upstream is: under its sandbox it cannot read a file of the
+/// tree that the same hook, unconfined, reads.
+#[tokio::test]
+async fn sandbox_a_command_hook_cannot_read_outside_its_sandbox() {
+    let home = Home::new("sandbox-hook");
+    home.write("secret.txt", "top secret\n");
+    let script =
+        "cat secret.txt >/dev/null 2>&1 && echo 'read it' >&2 || echo 'refused' >&2; exit 2";
+    home.write(
+        "hooks/hooks.manifest.json",
+        &json!({"version": 1, "hooks": [
+            {"id": "boxed", "event": "PreToolUse", "matcher": "fx_echo", "type": "command",
+             "command": script, "enabled": true,
+             "sandbox": {"fs": {"read": ["/usr", "/lib", "/lib64", "/etc"], "write": ["/dev/null"]}, "network": "none"}},
+            {"id": "open", "event": "PreToolUse", "matcher": "fx_add", "type": "command",
+             "command": script, "enabled": true}
+        ]})
+        .to_string(),
+    );
+    home.expose(&json!({"version": 1, "upstreams": [
+        {"id": "fx", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio", "--name", "fx"], "expose_all": true}
+    ]}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let c = client_with(&url, &["fx_echo", "fx_add"]).await;
+    let r = c.call_tool("fx_echo", json!({"text": "hi"})).await;
+    assert_eq!(r["error"]["data"]["reason"], json!("refused"), "{r}");
+    let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(r["error"]["data"]["reason"], json!("read it"), "{r}");
+}

@@ -281,6 +281,8 @@ pub struct HookSpec {
     pub description: String,
     /// Its Claude Code settings.
     pub claude: ClaudeSettings,
+    /// command/process: what the kernel confines the hook's process to; `None`: unconfined.
+    pub sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 /// The loaded manifest.
@@ -351,6 +353,7 @@ fn overlay(file: &Path, warnings: &mut Vec<String>) -> BTreeMap<String, bool> {
 
 pub(crate) fn load(
     home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
     errors: &mut Vec<ConfigError>,
     warnings: &mut Vec<String>,
 ) -> HooksFile {
@@ -533,6 +536,17 @@ pub(crate) fn load(
                 None
             }
         };
+        let sandbox = if matches!(kind_name.as_str(), "command" | "process") {
+            crate::sandbox::load(&mut f, home, env)
+        } else {
+            if obj.get("sandbox").is_some_and(|v| !v.is_null()) {
+                f.err(
+                    "sandbox",
+                    "only a command or process hook can be sandboxed (it is the one that runs a process)",
+                );
+            }
+            None
+        };
         let default_timeout = if kind_name == "command" || kind_name == "mcp_tool" {
             60.0
         } else {
@@ -627,6 +641,7 @@ pub(crate) fn load(
                 enabled,
                 description,
                 claude,
+                sandbox,
             });
         }
     }
@@ -738,7 +753,7 @@ mod tests {
         let file = home.join("hooks/hooks.manifest.json");
         std::fs::write(&file, json!({"hooks": hooks}).to_string()).unwrap();
         let (mut errors, mut warnings) = (Vec::new(), Vec::new());
-        let out = load(&home, &mut errors, &mut warnings);
+        let out = load(&home, &|_| None, &mut errors, &mut warnings);
         let _ = std::fs::remove_dir_all(&home);
         let strip = |s: String| s.replace(&format!("{}: ", file.display()), "");
         (

@@ -119,7 +119,7 @@ impl Config {
         }
         let settings = settings::load(&home.join("sluice.json"), env, &mut errors);
         let expose = expose::load(&home, env, &mut errors, &mut warnings);
-        let hooks = hooks::load(&home, &mut errors, &mut warnings);
+        let hooks = hooks::load(&home, env, &mut errors, &mut warnings);
         let logs = logs::load(&home, &mut errors);
         let register = tools::load(&home, &mut errors);
         let auth = auth::load(&home, env, &mut errors);

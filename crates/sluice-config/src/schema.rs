@@ -488,6 +488,7 @@ pub(crate) static HOOK: Obj = Obj {
         f("builtin", Ty::Enum(BUILTINS), "builtin: which one."),
         f("options", Ty::Options, "builtin: its options (their schema depends on `builtin`)."),
         f("timeout", Ty::Number, "Seconds per event (at most 86400); absent or non-positive: 60 for command, 10 for the others."),
+        f("sandbox", Ty::Object(&crate::sandbox::SANDBOX_SCHEMA), "command/process: confine the hook's process as a stdio upstream's (Landlock, namespaces, rlimits); a sandbox the kernel cannot enforce is an error at start."),
         f("on_error", Ty::Enum(&["refuse", "pass"]), "What a timeout, crash or unreadable answer means.").def("\"refuse\""),
         f("enabled", Ty::Bool, "The manifest's state (`hooks.state.json` wins); anything but `true` is off.").def("false").lenient(),
         f("description", Ty::Str, "For people.").def("\"\""),

@@ -32,6 +32,7 @@ fn builtin(id: &str, name: &str, options: Value, methods: &[&str]) -> HookSpec {
         enabled: true,
         description: String::new(),
         claude: Default::default(),
+        sandbox: None,
     }
 }
 

@@ -71,6 +71,7 @@ use crate::event::HookEvent;
 use crate::wire::{fmt_duration, truncate_chars};
 use nix::sys::signal::Signal;
 use parking_lot::Mutex;
+use sluice_config::Sandbox;
 use sluice_core::process;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -96,6 +97,7 @@ pub struct CommandHook {
     timeout: Duration,
     plugin_root: Option<PathBuf>,
     fail_closed: bool,
+    sandbox: Option<Sandbox>,
 }
 
 /// What one run produced.
@@ -116,7 +118,14 @@ impl CommandHook {
             timeout,
             plugin_root: None,
             fail_closed: false,
+            sandbox: None,
         }
+    }
+
+    /// Confine each run as `sandbox` says (started through `sluice sandbox-exec`).
+    pub fn sandboxed(mut self, sandbox: Option<Sandbox>) -> CommandHook {
+        self.sandbox = sandbox;
+        self
     }
 
     /// `on_failure: "block"`: an exit code other than 0 and 2 is a failure, not a pass.
@@ -233,15 +242,29 @@ impl CommandHook {
         let mut input = ev.payload().into_bytes();
         input.push(b'\n');
 
-        let mut cmd = match &self.args {
-            Some(args) => {
-                let mut c = Command::new(self.expand(&self.command));
-                c.args(args.iter().map(|a| self.expand(a)));
+        let (program, argv) = match &self.args {
+            Some(args) => (
+                self.expand(&self.command),
+                args.iter().map(|a| self.expand(a)).collect(),
+            ),
+            None => (
+                "sh".to_string(),
+                vec!["-c".to_string(), self.command.clone()],
+            ),
+        };
+        let mut cmd = match &self.sandbox {
+            None => {
+                let mut c = Command::new(program);
+                c.args(argv);
                 c
             }
-            None => {
-                let mut c = Command::new("sh");
-                c.arg("-c").arg(&self.command);
+            Some(sandbox) => {
+                let (launcher, argv) = sluice_sandbox::launcher_command(sandbox, &program, &argv)
+                    .map_err(|e| {
+                    HookFailure(format!("cannot find the sandbox launcher: {e}"))
+                })?;
+                let mut c = Command::new(launcher);
+                c.args(argv);
                 c
             }
         };

@@ -42,6 +42,7 @@ use crate::wire::{native_decision, replace, to_message, truncate_chars};
 use nix::sys::signal::Signal;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
+use sluice_config::Sandbox;
 use sluice_core::process::{self, Group};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -87,6 +88,7 @@ struct Inner {
     command: String,
     cwd: PathBuf,
     timeout: Duration,
+    sandbox: Option<Sandbox>,
     next_id: AtomicU64,
     state: Mutex<State>,
 }
@@ -135,12 +137,25 @@ impl ProcessHook {
     /// A hook `id` (for the log) running `command` with `sh -c` in `cwd`; each event waits at
     /// most `timeout` for its answer. Nothing starts until the first event.
     pub fn new(id: String, command: String, cwd: PathBuf, timeout: Duration) -> ProcessHook {
+        ProcessHook::confined(id, command, cwd, timeout, None)
+    }
+
+    /// [`ProcessHook::new`], its child confined as `sandbox` says (started through
+    /// `sluice sandbox-exec`).
+    pub fn confined(
+        id: String,
+        command: String,
+        cwd: PathBuf,
+        timeout: Duration,
+        sandbox: Option<Sandbox>,
+    ) -> ProcessHook {
         ProcessHook {
             inner: Arc::new(Inner {
                 id,
                 command,
                 cwd,
                 timeout,
+                sandbox,
                 next_id: AtomicU64::new(1),
                 state: Mutex::new(State::default()),
             }),
@@ -278,10 +293,22 @@ impl Inner {
 
     /// Spawn the child and its reader, writer, stderr and waiter tasks.
     fn start(this: &Arc<Inner>, st: &mut State) -> Result<Arc<Live>, HookFailure> {
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(&this.command)
-            .current_dir(&this.cwd)
+        let shell = ["-c".to_string(), this.command.clone()];
+        let mut cmd = match &this.sandbox {
+            None => {
+                let mut c = Command::new("sh");
+                c.args(&shell);
+                c
+            }
+            Some(sandbox) => {
+                let (launcher, argv) = sluice_sandbox::launcher_command(sandbox, "sh", &shell)
+                    .map_err(|e| HookFailure(format!("cannot find the sandbox launcher: {e}")))?;
+                let mut c = Command::new(launcher);
+                c.args(argv);
+                c
+            }
+        };
+        cmd.current_dir(&this.cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -364,8 +364,26 @@ fn check(home: &std::path::Path) -> ExitCode {
     }
 }
 
-/// `sluice check`'s sandbox part: what the kernel supports, then each sandboxed upstream with
-/// what is enforced, or why it cannot be. Returns how many cannot be enforced.
+/// Every sandbox of the tree with what it confines: `upstream ID` or `hook ID`; with
+/// `enabled_only`, only upstreams and hooks that run.
+fn sandboxes(config: &Config, enabled_only: bool) -> Vec<(String, &sluice_config::Sandbox)> {
+    let upstreams = config
+        .expose
+        .upstreams
+        .iter()
+        .filter(|u| !enabled_only || u.enabled)
+        .filter_map(|u| Some((format!("upstream {}", u.id), u.sandbox.as_ref()?)));
+    let hooks = config
+        .hooks
+        .hooks
+        .iter()
+        .filter(|h| !enabled_only || h.enabled)
+        .filter_map(|h| Some((format!("hook {}", h.id), h.sandbox.as_ref()?)));
+    upstreams.chain(hooks).collect()
+}
+
+/// `sluice check`'s sandbox part: what the kernel supports, then each sandbox with what is
+/// enforced, or why it cannot be. Returns how many cannot be enforced.
 fn sandbox_report(config: &Config) -> usize {
     let support = sluice_sandbox::Support::probe();
     println!("sandbox support of this kernel:");
@@ -373,17 +391,16 @@ fn sandbox_report(config: &Config) -> usize {
         println!("  {line}");
     }
     let mut failed = 0;
-    for u in &config.expose.upstreams {
-        let Some(sandbox) = &u.sandbox else { continue };
+    for (who, sandbox) in sandboxes(config, false) {
         match support.enforceable(sandbox) {
             Ok(()) => {
-                println!("upstream {}: sandboxed", u.id);
+                println!("{who}: sandboxed");
                 for line in sandbox.describe() {
                     println!("  {line}");
                 }
             }
             Err(e) => {
-                println!("error: upstream {}: sandbox: {e}", u.id);
+                println!("error: {who}: sandbox: {e}");
                 failed += 1;
             }
         }
@@ -394,24 +411,16 @@ fn sandbox_report(config: &Config) -> usize {
 /// Every sandbox of the tree can be enforced by this kernel (else the reasons): checked at
 /// start, so a sandbox is never silently left out.
 fn sandboxes_enforceable(config: &Config) -> Result<()> {
-    let sandboxed: Vec<&UpstreamSpec> = config
-        .expose
-        .upstreams
-        .iter()
-        .filter(|u| u.sandbox.is_some() && u.enabled)
-        .collect();
-    if sandboxed.is_empty() {
+    let all = sandboxes(config, true);
+    if all.is_empty() {
         return Ok(());
     }
     let support = sluice_sandbox::Support::probe();
-    let errors: Vec<String> = sandboxed
+    let errors: Vec<String> = all
         .iter()
-        .filter_map(|u| {
-            let sandbox = u.sandbox.as_ref()?;
-            support
-                .enforceable(sandbox)
-                .err()
-                .map(|e| format!("upstream {}: sandbox: {e}", u.id))
+        .filter_map(|(who, sandbox)| {
+            let e = support.enforceable(sandbox).err()?;
+            Some(format!("{who}: sandbox: {e}"))
         })
         .collect();
     if errors.is_empty() {
@@ -446,6 +455,7 @@ fn default_config() -> Result<Config> {
         description: "Asks the agent for a reason for every tool call (Civic's explain hook)."
             .into(),
         claude: Default::default(),
+        sandbox: None,
     });
     Ok(config)
 }

@@ -78,7 +78,8 @@ impl Chain {
                     CommandHook::new(command.clone(), cwd.to_path_buf(), s.timeout)
                         .with_args(args.clone())
                         .with_plugin_root(s.claude.plugin_root.clone())
-                        .failing_closed(fail_closed),
+                        .failing_closed(fail_closed)
+                        .sandboxed(s.sandbox.clone()),
                 ),
                 HookKindSpec::McpTool {
                     server,
@@ -88,11 +89,12 @@ impl Chain {
                     McpToolHook::new(server.clone(), tool.clone(), input.clone())
                         .failing_closed(fail_closed),
                 ),
-                HookKindSpec::Process { command } => Kind::Process(ProcessHook::new(
+                HookKindSpec::Process { command } => Kind::Process(ProcessHook::confined(
                     s.id.clone(),
                     command.clone(),
                     cwd.to_path_buf(),
                     s.timeout,
+                    s.sandbox.clone(),
                 )),
                 HookKindSpec::Http {
                     url,

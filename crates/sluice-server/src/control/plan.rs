@@ -278,6 +278,7 @@ mod tests {
             enabled: true,
             description: String::new(),
             claude: ClaudeSettings::default(),
+            sandbox: None,
         }
     }
 
