@@ -183,10 +183,11 @@ async fn sandbox_network_none_loopback_and_a_connect_list() {
     );
 }
 
-/// A memory hog stops at `memory_mb` and a fork bomb at `processes`, while another upstream
-/// answers during the bomb and both sandboxed servers keep serving afterwards.
+/// A CPU spinner is killed at `cpu_seconds`, a memory hog stops at `memory_mb` and a fork bomb
+/// at `processes`, while another upstream answers during the bomb and the sandboxed servers keep
+/// serving afterwards.
 #[tokio::test]
-async fn sandbox_a_memory_hog_and_a_fork_bomb_stop_at_their_caps_while_others_are_served() {
+async fn sandbox_cpu_memory_and_fork_bombs_stop_at_their_caps_while_others_are_served() {
     let home = Home::new("sandbox-caps");
     let mut reads = node_reads();
     reads.push("/proc".into());
@@ -198,11 +199,33 @@ async fn sandbox_a_memory_hog_and_a_fork_bomb_stop_at_their_caps_while_others_ar
     };
     home.expose(&json!({"version": 1, "upstreams": [
         probe_upstream("hog", Some(json!({"memory_mb": 256}))),
+        probe_upstream("spin", Some(json!({"cpu_seconds": 1}))),
         probe_upstream("bomb", Some(json!({"processes": 48, "user": user, "fs": {"read": reads, "write": ["/dev/null"]}}))),
         {"id": "other", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio", "--name", "other"], "expose_all": true}
     ]}));
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
-    let c = client_with(&url, &["hog_hog", "bomb_fork_bomb", "other_whoami"]).await;
+    let c = client_with(
+        &url,
+        &["hog_hog", "bomb_fork_bomb", "spin_spin", "other_whoami"],
+    )
+    .await;
+
+    // A second of CPU, then SIGXCPU: the call fails as for any server that exits, and the
+    // upstream is started again.
+    let r = c.call_tool("spin_spin", json!({"seconds": 10})).await;
+    assert_eq!(r["error"]["code"], json!(-32000), "{r}");
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.call_tool("spin_whoami", json!({})).await;
+        if r["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains(r#""Max cpu time":"1""#))
+        {
+            break;
+        }
+        assert!(Instant::now() < end, "spin did not come back: {r}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 
     let (text, err) = call(&c, "hog_hog", json!({"mb": 4096})).await;
     assert!(err, "{text}");

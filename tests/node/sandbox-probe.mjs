@@ -8,13 +8,14 @@
 //   fork_bomb {seconds}     runs a shell fork bomb in a process group of its own for that long,
 //                           counting its processes; then kills it. Refuses to run unless
 //                           RLIMIT_NPROC is set (it must only ever run sandboxed)
+//   spin {seconds}          burns CPU for that long: "spun", unless the kernel stops it first
 //   whoami                  pid, uid and the limits it runs under
 import { spawn } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
 import net from "node:net";
 import readline from "node:readline";
 
-const tools = ["connect", "read", "hog", "fork_bomb", "whoami"].map((name) => ({
+const tools = ["connect", "read", "hog", "fork_bomb", "spin", "whoami"].map((name) => ({
   name,
   inputSchema: { type: "object" },
 }));
@@ -98,6 +99,11 @@ async function call(name, args) {
       try { return text(readFileSync(args.path, "utf8")); } catch (e) { return text(e.code || e.message, true); }
     case "hog": return hog(args);
     case "fork_bomb": return forkBomb(args);
+    case "spin": {
+      const end = Date.now() + (args.seconds ?? 1) * 1000;
+      while (Date.now() < end) {}
+      return text("spun");
+    }
     case "whoami":
       return text(JSON.stringify({ pid: process.pid, uid: process.getuid(), limits: limits() }));
     default: return text(`unknown tool ${name}`, true);
