@@ -39,7 +39,7 @@ async fn raw(url: &str) -> TcpStream {
 }
 
 /// Read until the peer closes; None when it has not closed within `within`.
-async fn eof_within(s: &mut TcpStream, within: Duration) -> Option<String> {
+pub(crate) async fn eof_within(s: &mut TcpStream, within: Duration) -> Option<String> {
     let mut all = Vec::new();
     let read = async {
         let mut buf = [0u8; 4096];
@@ -154,9 +154,19 @@ async fn an_idle_kept_alive_connection_is_closed_after_idle_timeout() {
 
 #[tokio::test]
 async fn past_max_connections_a_connection_waits_until_one_closes() {
-    let (_home, _gw, url) = gateway("conncap", json!({"max_connections": 2}));
-    let first = raw(&url).await;
-    let _second = raw(&url).await;
+    let (_home, _gw, url) = gateway(
+        "conncap",
+        json!({"max_connections": 2, "min_body_bytes_per_sec": 0}),
+    );
+    // Two connections busy with a request (a body still arriving): at the cap, none is idle
+    // to make room (an idle one would be closed for the newcomer: tests/e2e/overload.rs).
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: {ACCEPT_BOTH}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    let mut first = raw(&url).await;
+    first.write_all(head.as_bytes()).await.unwrap();
+    let mut second = raw(&url).await;
+    second.write_all(head.as_bytes()).await.unwrap();
     // Let the gateway accept both.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut third = raw(&url).await; // the kernel's backlog takes it

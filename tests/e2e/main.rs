@@ -28,6 +28,7 @@ mod modern_isolation;
 mod modern_upstreams;
 mod oauth;
 mod orphans;
+mod overload;
 mod passthrough;
 mod python_sdk;
 mod ratelimit;

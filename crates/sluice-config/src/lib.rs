@@ -18,6 +18,7 @@ mod hooks;
 mod logs;
 pub mod manage;
 mod oauth;
+mod overload;
 mod sandbox;
 pub mod schema;
 mod settings;
@@ -32,7 +33,6 @@ pub use builtin::{BuiltinOptions, ExplainOptions, OptionError, BUILTINS, EXPLAIN
 pub use cluster::ClusterSettings;
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
-pub use sandbox::{FsRules, HostPort, Network, Sandbox};
 pub use hooks::{
     is_name_list, AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HooksFile,
     HttpProtocol, OnError, OnFailure, ToolNameForm, PERMISSION_MODES,
@@ -41,6 +41,8 @@ pub use logs::LogConfig;
 pub use oauth::{
     EnterpriseAuth, OAuthMode, TokenExchange, UpstreamOAuth, VaultSettings, ACCESS_TOKEN_TYPE,
 };
+pub use overload::OverloadSettings;
+pub use sandbox::{FsRules, HostPort, Network, Sandbox};
 pub use schema::FileKind;
 pub use settings::{Discovery, Settings, TelemetrySettings};
 

@@ -294,10 +294,16 @@ pub(crate) static SETTINGS: Obj = Obj {
         f("header_timeout_ms", Ty::Positive, "A connection must deliver a complete request head within this time of opening, or of the first byte of its next request, ms.").def("10000"),
         f("idle_timeout_ms", Ty::Positive, "A kept-alive connection with nothing in flight and no bytes received this long is closed, ms.").def("60000"),
         f("body_timeout_ms", Ty::Positive, "A POST body not fully received within this time gets 408, ms.").def("30000"),
-        f("max_connections", Ty::Positive, "Connections served at once; past it new ones wait in the kernel backlog.").def("1024"),
+        f("max_connections", Ty::Positive, "Connections served at once; at it the connection idle the longest (nothing in flight) is closed for a new one, and when every one is busy new ones wait in the kernel backlog.").def("1024"),
         f("max_sessions", Ty::Positive, "Live client sessions at once; past it `initialize` gets 429.").def("10000"),
         f("max_sessions_per_principal", Ty::Positive, "Live sessions of one authenticated principal; past it `initialize` gets 429.").def("1000"),
         f("drain_ms", Ty::Positive, "At shutdown, how long calls in flight may finish, ms.").def("10000"),
+        f("max_connections_per_ip", Ty::Positive, "Connections from one peer address at once; past it a new connection is closed at once. Behind a trusted proxy (`trusted_proxies`) the address `X-Forwarded-For` names is counted instead, by requests in flight (past it: 429). Default: no cap."),
+        f("trusted_proxies", Ty::Strings, "Proxies (IP addresses or CIDR blocks) whose `X-Forwarded-For` names the real peer; their own connections are not capped per address.").def("[]"),
+        f("min_body_bytes_per_sec", Ty::UInt, "The slowest a POST body may arrive, bytes per second on average after an allowance of the header timeout; slower is cut with 408. 0: off.").def("1024"),
+        f("overload", Ty::Object(&OVERLOAD), "What the MCP listener does as its connections near `max_connections`."),
+        f("max_inflight_per_principal", Ty::Positive, "Requests in flight per authenticated principal; past it the request is answered -32029 with `data.retryAfterMs`. Default: no cap."),
+        f("max_memory_mb", Ty::Positive, "The memory ceiling, MB of resident memory (sampled every 250 ms): past it new sessions are answered 503 with `Retry-After`, and the replay buffers of finished streams are dropped, the least recently used sessions' first. Default: no ceiling."),
         f("funnel", Ty::Bool, "List the funnel's meta-tools (`<prefix>_list_tools`, `_tool_instructions`, `_run_tool`). Default: on when the tree has a `tools/` folder."),
         f("funnel_prefix", Ty::Pattern(r"^[A-Za-z0-9_.-]+$"), "The meta-tools' name prefix.").def("\"sluice\""),
         f("list_register_tools", Ty::Bool, "Also list first-party register tools directly in tools/list (under their ids).").def("false"),
@@ -312,6 +318,17 @@ pub(crate) static SETTINGS: Obj = Obj {
         f("public_url", HTTP_URL, "The gateway's public base URL (`https://gateway.example.com`): the OAuth callback (`/oauth/callback`) and the client ID metadata document (`/oauth/client-metadata.json`) are served under it on the MCP listener. Default: the origin of `auth.resource`, else `http://` + `listen`. Needs a restart."),
         f("vault", Ty::Object(&VAULT), "Where grants and client registrations toward OAuth upstreams are kept, sealed (required when an upstream has `oauth`). With `cluster`, the vault is that Redis. Needs a restart."),
         f("oauth_http_hosts", Ty::Strings, "Hosts the OAuth client may reach over plain http besides loopback (labs and tests); everything else must be https. Needs a restart.").def("[]"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static OVERLOAD: Obj = Obj {
+    doc: "Overload actions of the MCP listener; unknown keys are errors.",
+    known: Some(crate::overload::OVERLOAD_KNOWN),
+    fields: &[
+        f("at_percent", Ty::Positive, "Open connections, in percent of `max_connections` (1 to 100), from which the header and idle timeouts below apply; at the cap, the connection idle the longest is closed to let a new one in.").def("80"),
+        f("header_timeout_ms", Ty::Positive, "The header timeout under overload (when shorter than `header_timeout_ms`), ms.").def("1000"),
+        f("idle_timeout_ms", Ty::Positive, "The idle timeout of kept-alive connections under overload (when shorter than `idle_timeout_ms`), ms.").def("1000"),
     ],
     ..OBJ
 };

@@ -43,7 +43,8 @@ pub struct Settings {
     pub idle_timeout_ms: u64,
     /// A POST body not fully received this long after its head is answered 408, ms. Default 30 000.
     pub body_timeout_ms: u64,
-    /// Connections served at once on the MCP listener; past it new ones wait in the kernel's
+    /// Connections served at once on the MCP listener; at it the connection idle the longest
+    /// is closed for a new one, and when every one is busy new ones wait in the kernel's
     /// backlog. Default 1024.
     pub max_connections: u64,
     /// Live HTTP sessions at once; past it `initialize` is answered 429. Default 10 000.
@@ -52,6 +53,24 @@ pub struct Settings {
     pub max_sessions_per_principal: u64,
     /// At shutdown, how long calls in flight may take to finish, ms. Default 10 000.
     pub drain_ms: u64,
+    /// Connections from one peer address at once on the MCP listener (past it a new one is
+    /// closed at once; behind a trusted proxy, requests in flight per forwarded address are
+    /// answered 429 past it). None (the default): no cap.
+    pub max_connections_per_ip: Option<u64>,
+    /// Proxies (addresses or CIDR blocks) whose `X-Forwarded-For` names the real peer; their own
+    /// connections are not capped per address.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The slowest a POST body may arrive, bytes per second on average, after an allowance of
+    /// the header timeout; slower is cut (408). 0: off. Default 1 024.
+    pub min_body_bytes_per_sec: u64,
+    /// `overload`: shorter header and idle timeouts as connections near `max_connections`.
+    pub overload: crate::overload::OverloadSettings,
+    /// Requests in flight per authenticated principal; past it -32029 with `retryAfterMs`.
+    /// None (the default): no cap.
+    pub max_inflight_per_principal: Option<u64>,
+    /// The memory ceiling, MB of resident memory: past it new sessions are answered 503 with
+    /// `Retry-After` and kept replay buffers are dropped, oldest first. None: no ceiling.
+    pub max_memory_mb: Option<u64>,
     /// List the funnel's meta-tools (`<prefix>_list_tools`, `_tool_instructions`, `_run_tool`).
     /// Default: on when the tree has a `tools/` folder.
     pub funnel: Option<bool>,
@@ -140,6 +159,12 @@ impl Default for Settings {
             max_sessions: 10_000,
             max_sessions_per_principal: 1_000,
             drain_ms: 10_000,
+            max_connections_per_ip: None,
+            trusted_proxies: Vec::new(),
+            min_body_bytes_per_sec: 1024,
+            overload: crate::overload::OverloadSettings::default(),
+            max_inflight_per_principal: None,
+            max_memory_mb: None,
             funnel: None,
             funnel_prefix: "sluice".into(),
             list_register_tools: false,
@@ -180,6 +205,12 @@ pub(crate) const KNOWN: &[&str] = &[
     "max_sessions",
     "max_sessions_per_principal",
     "drain_ms",
+    "max_connections_per_ip",
+    "trusted_proxies",
+    "min_body_bytes_per_sec",
+    "overload",
+    "max_inflight_per_principal",
+    "max_memory_mb",
     "funnel",
     "funnel_prefix",
     "list_register_tools",
@@ -260,6 +291,7 @@ pub(crate) fn load(
         &mut s.max_sessions_per_principal,
     );
     positive(&mut f, "drain_ms", &mut s.drain_ms);
+    crate::overload::load(&mut f, &mut s);
     s.allowed_origins = f.strings("allowed_origins");
     s.allowed_hosts = f.strings("allowed_hosts");
     for (i, h) in s.allowed_hosts.iter().enumerate() {

@@ -22,6 +22,7 @@ mod hook_tools;
 mod http_parts;
 mod listeners;
 mod modern;
+mod overload;
 mod proxy;
 mod replicas;
 mod scale;

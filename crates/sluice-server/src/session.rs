@@ -246,6 +246,23 @@ impl HttpStreams {
         self.streams.lock().get(&n).cloned()
     }
 
+    /// Drop the replay buffers of this session's finished POST streams (kept only for a
+    /// resumption): how many, and the bytes of event data they held.
+    pub(crate) fn drop_finished(&self) -> (u64, u64) {
+        let mut streams = self.streams.lock();
+        let (mut n, mut bytes) = (0, 0);
+        streams.retain(|_, b| {
+            if b.is_done() {
+                n += 1;
+                bytes += b.held_bytes() as u64;
+                false
+            } else {
+                true
+            }
+        });
+        (n, bytes)
+    }
+
     /// A new POST stream (registered for resumption; the oldest finished ones are dropped).
     pub(crate) fn new_stream(&self, cap: usize, max_bytes: usize) -> Arc<StreamBuf> {
         let n = self.next_stream.fetch_add(1, Ordering::Relaxed);

@@ -176,6 +176,8 @@ pub(crate) struct Runtime {
     /// on them (one upstream after another, in turn), so a call to a shared stdio upstream
     /// from a connection on the same thread never crosses to another.
     serving: std::sync::OnceLock<Vec<tokio::runtime::Handle>>,
+    /// The gateway's load and the overload actions it took (`overload.rs`).
+    overload: Arc<crate::overload::Overload>,
 }
 
 impl Runtime {
@@ -201,6 +203,7 @@ impl Runtime {
             shutdown,
             draining: CancellationToken::new(),
             reloads: ReloadStats::default(),
+            overload: Arc::default(),
             bound: Mutex::new(None),
             slot_env,
             timing,
@@ -257,6 +260,11 @@ impl Runtime {
     /// See the field `draining`.
     pub(crate) fn draining(&self) -> &CancellationToken {
         &self.draining
+    }
+
+    /// See the field `overload`.
+    pub(crate) fn overload(&self) -> &Arc<crate::overload::Overload> {
+        &self.overload
     }
 
     /// See the field `reloads`.

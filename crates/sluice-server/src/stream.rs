@@ -225,6 +225,11 @@ impl StreamBuf {
         self.inner.lock().done
     }
 
+    /// Bytes of event data kept for replay.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.inner.lock().bytes
+    }
+
     /// The sequence number of the last event pushed (0 when none).
     pub(crate) fn last_seq(&self) -> u64 {
         self.inner.lock().next_seq - 1

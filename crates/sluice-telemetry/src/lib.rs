@@ -20,6 +20,7 @@ mod exposition;
 pub mod mcp_metrics;
 pub mod metrics;
 pub mod otlp;
+pub mod overload;
 pub mod semconv;
 pub mod spans;
 
@@ -29,6 +30,7 @@ pub use context::SpanContext;
 pub use exchange::{Caller, Ended, Exchange, HookLine};
 pub use exporter::Telemetry;
 pub use metrics::{Gauges, Metrics, UpstreamGauge};
+pub use overload::{Action, OverloadActions, OverloadCounts};
 pub use semconv::{Net, Peer};
 pub use spans::{
     http_parent, with_http_parent, ClientOp, RequestSpan, ServerOp, UpstreamResult, UpstreamSpan,

@@ -86,6 +86,8 @@ pub struct Gauges {
     pub reloads_ok: u64,
     /// Live reloads refused.
     pub reloads_failed: u64,
+    /// The overload actions taken and the overload state now.
+    pub overload: crate::overload::OverloadCounts,
 }
 
 /// One upstream's gauges.
@@ -336,6 +338,7 @@ impl Metrics {
             "sluice_reloads_total{{result=\"failed\"}} {}",
             gauges.reloads_failed
         );
+        gauges.overload.render(&mut o);
         crate::mcp_metrics::global().render(&mut o);
         o
     }
@@ -424,6 +427,7 @@ mod tests {
             tools_listed: 4,
             reloads_ok: 3,
             reloads_failed: 1,
+            overload: Default::default(),
         });
         let lines: Vec<&str> = text.lines().collect();
         for want in [
@@ -455,7 +459,7 @@ mod tests {
             assert!(lines.contains(&want), "missing {want:?} in\n{text}");
         }
         assert!(!text.contains(r#"sluice_upstream_up{upstream="off"}"#));
-        assert_eq!(text.lines().filter(|l| l.starts_with("# HELP")).count(), 12);
-        assert!(text.ends_with("sluice_reloads_total{result=\"failed\"} 1\n"));
+        assert_eq!(text.lines().filter(|l| l.starts_with("# HELP")).count(), 15);
+        assert!(text.ends_with("sluice_overload_active 0\n"));
     }
 }

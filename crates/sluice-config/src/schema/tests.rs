@@ -81,6 +81,12 @@ fn cases() -> Vec<Case> {
             "/vault",
             &VAULT,
         ),
+        c(
+            FileKind::Settings,
+            json!({"overload": {}}),
+            "/overload",
+            &OVERLOAD,
+        ),
         c(FileKind::Expose, json!({}), "", &EXPOSE),
         c(
             FileKind::Expose,

@@ -63,6 +63,7 @@ async fn overview(State(admin): S) -> Response {
         },
         "upstreams": upstream_rows(&admin, false),
         "traffic": admin.metrics.summary(),
+        "overload": st.rt.overload().counts().to_json(),
     }))
     .into_response()
 }

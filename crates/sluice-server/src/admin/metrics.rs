@@ -1,5 +1,5 @@
 //! The server's half of the metrics: the gauges only the running gateway knows (sessions,
-//! upstreams, tools listed, reloads), read at scrape time for
+//! upstreams, tools listed, reloads, the overload state and actions), read at scrape time for
 //! [`sluice_telemetry::Metrics::render`], which counts the traffic and writes `/metrics`.
 
 use crate::state::State;
@@ -25,5 +25,6 @@ pub(crate) fn gauges(st: &State) -> Gauges {
         tools_listed: snap.catalog.tools().len(),
         reloads_ok: st.rt.reloads().ok.load(Ordering::Relaxed),
         reloads_failed: st.rt.reloads().failed.load(Ordering::Relaxed),
+        overload: st.rt.overload().counts(),
     }
 }

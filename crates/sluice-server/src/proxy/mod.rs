@@ -67,6 +67,11 @@ pub(crate) async fn client_request(
     msg: Message,
     sink: &Sink,
 ) -> Outcome {
+    // A place under `max_inflight_per_principal`, held until the request is answered.
+    let _place = match inflight_place(st, snap, session) {
+        Ok(place) => place,
+        Err(max) => return refuse_inflight(st, snap, session, sink, msg, max),
+    };
     // The session's own upstream sessions (if any) are open, and their lists are its view.
     if msg.method() != Some("ping") {
         crate::views::prepare(snap, session).await;
@@ -91,6 +96,63 @@ pub(crate) async fn client_request(
     }
     // Boxed: a request nothing hooks or watches is only as large as its dispatch.
     Box::pin(hooked(call, msg)).await
+}
+
+/// The request's place among its principal's requests in flight (None: no cap, or no
+/// principal); `Err(max)` past the cap.
+fn inflight_place(
+    st: &State,
+    snap: &Snapshot,
+    session: &Session,
+) -> Result<Option<crate::overload::Inflight>, u64> {
+    let Some(max) = snap.settings().max_inflight_per_principal else {
+        return Ok(None);
+    };
+    let Some(key) = session.principal_key() else {
+        return Ok(None);
+    };
+    match st.rt.overload().begin_request(key, max) {
+        Some(place) => Ok(Some(place)),
+        None => Err(max),
+    }
+}
+
+/// How long a request refused past `max_inflight_per_principal` is told to wait.
+const INFLIGHT_RETRY_AFTER_MS: u64 = 500;
+
+/// Answer a request past `max_inflight_per_principal`: -32029 with `data.retryAfterMs`, the
+/// shape of the `rate-limit` builtin's refusal; audited as refused.
+#[cold]
+fn refuse_inflight(
+    st: &Arc<State>,
+    snap: &Snapshot,
+    session: &Arc<Session>,
+    sink: &Sink,
+    msg: Message,
+    max: u64,
+) -> Outcome {
+    let reason = format!(
+        "Too many requests in flight for this caller ({max}, max_inflight_per_principal). Retry in {INFLIGHT_RETRY_AFTER_MS} ms."
+    );
+    let error = RpcError::new(
+        sluice_core::codes::RATE_LIMITED,
+        "Too many requests in flight",
+    )
+    .with_data(json!({
+        "reason": reason,
+        "limit": "max_inflight_per_principal",
+        "max": max,
+        "retryAfterMs": INFLIGHT_RETRY_AFTER_MS,
+    }));
+    tracing::info!(session = %session.id, "{reason}");
+    let catalog = crate::views::catalog_for(snap, session);
+    let call = Call::request(st, snap, session, sink, &catalog, &msg);
+    let reply = Message::error(msg.id().cloned().unwrap_or(Value::Null), &error);
+    call.finish(End::Reply {
+        reply: &reply,
+        refused: Some(reason),
+    });
+    Outcome::Reply(reply)
 }
 
 /// A watched request past access: the request hooks, the dispatch, the response hooks, the

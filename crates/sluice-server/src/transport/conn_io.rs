@@ -1,15 +1,16 @@
 //! One MCP connection's socket and the counters its watchdog reads (`transport/listener.rs`):
-//! requests in flight, when the connection last became request-free, the first byte read since;
-//! and the hand-over between hyper and the bare GET server (`transport/bare_get.rs`): bytes read
+//! requests in flight, when the connection last became request-free, the first byte read since,
+//! and the accept loop's call to close it at the cap (`transport/shed.rs`); and the hand-over between hyper and the bare GET server (`transport/bare_get.rs`): bytes read
 //! but not yet served wait in a stash, served first to whoever reads next.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 /// `pending_since` when nothing was read since the connection became request-free.
 pub(super) const NONE: u64 = u64::MAX;
@@ -23,6 +24,11 @@ pub(super) struct Stats {
     pub(super) free_since: AtomicU64,
     /// The first byte read since then (`NONE`: none). The opening counts as one.
     pub(super) pending_since: AtomicU64,
+    /// The accept loop asks the connection to close (at the cap, as the one idle the longest);
+    /// its watchdog does when nothing is in flight.
+    pub(super) shed: Notify,
+    /// Asked already (not chosen twice while it closes).
+    pub(super) asked: AtomicBool,
 }
 
 impl Stats {
@@ -32,11 +38,28 @@ impl Stats {
             inflight: AtomicUsize::new(0),
             free_since: AtomicU64::new(0),
             pending_since: AtomicU64::new(0),
+            shed: Notify::new(),
+            asked: AtomicBool::new(false),
         }
     }
 
     pub(super) fn now_ms(&self) -> u64 {
         self.opened.elapsed().as_millis() as u64
+    }
+
+    /// Since when the connection has had nothing in flight (its head in progress, or idle
+    /// kept alive); None while a request is in flight.
+    pub(super) fn idle_since(&self) -> Option<Instant> {
+        if self.inflight.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        let pending = self.pending_since.load(Ordering::SeqCst);
+        let ms = if pending != NONE {
+            pending
+        } else {
+            self.free_since.load(Ordering::SeqCst)
+        };
+        Some(self.opened + Duration::from_millis(ms))
     }
 }
 

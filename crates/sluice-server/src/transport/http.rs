@@ -3,6 +3,7 @@
 //! related messages; the GET stream; `Last-Event-ID` resumption; and the exact HTTP errors for
 //! bad input (400, 403, 404, 405, 406, 413, 415).
 
+use super::body::BodyError;
 use super::http_session::{find_session, store_unavailable};
 use super::rules::{self, accepts_all};
 use crate::channel::{is_reply, Out};
@@ -212,26 +213,52 @@ async fn post(
             None,
         );
     }
-    let limit = snap.settings().max_body_bytes as usize;
-    let within = std::time::Duration::from_millis(snap.settings().body_timeout_ms);
-    let bytes: Bytes = match tokio::time::timeout(within, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(b)) => b,
-        Ok(Err(_)) => {
+    let settings = snap.settings();
+    let limits = super::body::Limits {
+        max: settings.max_body_bytes as usize,
+        within: std::time::Duration::from_millis(settings.body_timeout_ms),
+        min_rate: settings.min_body_bytes_per_sec,
+    };
+    let overload = st.rt.overload();
+    let allowance = || {
+        let ms = if overload.pressed() {
+            settings
+                .header_timeout_ms
+                .min(settings.overload.header_timeout_ms)
+        } else {
+            settings.header_timeout_ms
+        };
+        std::time::Duration::from_millis(ms)
+    };
+    let bytes: Bytes = match super::body::read(body, &limits, allowance).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
             return json_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                RpcError::invalid_request(format!("the body is larger than {limit} bytes")),
+                RpcError::invalid_request(format!("the body is larger than {} bytes", limits.max)),
                 None,
             )
         }
-        Err(_) => {
+        Err(BodyError::TimedOut) => {
             return json_error(
                 StatusCode::REQUEST_TIMEOUT,
                 RpcError::invalid_request(format!(
                     "the body was not received within {} ms",
-                    within.as_millis()
+                    limits.within.as_millis()
                 )),
                 None,
             )
+        }
+        Err(BodyError::TooSlow) => {
+            overload.count(sluice_telemetry::Action::BodyTooSlow);
+            return json_error(
+                StatusCode::REQUEST_TIMEOUT,
+                RpcError::invalid_request(format!(
+                    "the body arrived slower than {} bytes per second",
+                    limits.min_rate
+                )),
+                None,
+            );
         }
     };
     let msg = match proxy::parse_client(&snap, &bytes) {
@@ -241,6 +268,10 @@ async fn post(
     // The branches other than a request in a session are boxed, so that this future (moved
     // into axum's box for every request) is only as large as the hot path needs.
     if crate::modern::detect(&headers, &msg) {
+        // Each 2026-07-28 request is a session of its own.
+        if let Some(r) = past_memory_ceiling(st, &snap, msg.id()) {
+            return r;
+        }
         let rounds = face.rounds.clone();
         return Box::pin(super::http_modern::post(
             st.clone(),
@@ -287,6 +318,9 @@ async fn initialize(
             RpcError::invalid_request("initialize must not carry Mcp-Session-Id"),
             msg.id(),
         );
+    }
+    if let Some(r) = past_memory_ceiling(st, snap, msg.id()) {
+        return r;
     }
     let settings = snap.settings();
     let (max, per) = (settings.max_sessions, settings.max_sessions_per_principal);
@@ -376,6 +410,32 @@ fn too_many_sessions(cap: SessionCap, id: Option<&Value>) -> Response {
     .with_data(json!({"limit": name, "max": max}));
     tracing::warn!(limit = name, max, "initialize refused: session cap reached");
     json_error(StatusCode::TOO_MANY_REQUESTS, error, id)
+}
+
+/// Past `max_memory_mb` (as last sampled), a new session is answered 503 with `Retry-After`.
+fn past_memory_ceiling(st: &State, snap: &Snapshot, id: Option<&Value>) -> Option<Response> {
+    let mb = snap.settings().max_memory_mb?;
+    let overload = st.rt.overload();
+    if !overload.over_memory() {
+        return None;
+    }
+    overload.count(sluice_telemetry::Action::MemoryRefused);
+    tracing::warn!(
+        max_memory_mb = mb,
+        "a new session refused: past max_memory_mb"
+    );
+    let secs = crate::overload::MEMORY_RETRY_AFTER_SECS;
+    let error = RpcError::new(
+        sluice_core::codes::UPSTREAM_UNAVAILABLE,
+        format!(
+            "The gateway is past its memory ceiling ({mb} MB, max_memory_mb); retry in {secs} s"
+        ),
+    )
+    .with_data(json!({"limit": "max_memory_mb", "max": mb, "retryAfterMs": secs * 1000}));
+    let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, error, id);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    Some(r)
 }
 
 /// The JSON-RPC code of an `initialize` refused by a session cap.

@@ -1,7 +1,8 @@
 //! The MCP listener's accept loop (hyper 1, HTTP/1.1 with keep-alive and `TCP_NODELAY`), with
-//! what `axum::serve` cannot give: a cap on connections served at once (past it new ones wait
-//! in the kernel's backlog, not accepted), one watchdog per connection for the header and idle
-//! timeouts, and the drain at shutdown.
+//! what `axum::serve` cannot give: a cap on connections served at once (at it, the connection
+//! idle the longest is closed for a new one; when every one is busy, new ones wait, in the
+//! kernel's backlog), one watchdog per connection for the header and idle timeouts, the
+//! overload actions, and the drain at shutdown.
 //!
 //! Each connection counts what its watchdog needs: requests in flight (from the moment hyper has
 //! a whole head until the response body is dropped: an SSE stream is a request in flight for as
@@ -15,6 +16,15 @@
 //! Both are read from the snapshot in force each time the watchdog looks (about once a
 //! second at most), so an edit applies to open connections. Hyper's own `header_read_timeout`
 //! is off: in hyper 1.12 it also runs while a kept-alive connection is idle.
+//!
+//! Overload actions: from `overload.at_percent` of `max_connections` open, both timeouts
+//! become `overload.header_timeout_ms` / `overload.idle_timeout_ms` (when shorter); at the cap
+//! the connection idle the longest is asked to close (its watchdog closes it when nothing is
+//! in flight) to let the next one in, and only when none is idle do new ones wait in the
+//! backlog. With `max_connections_per_ip`, a connection past the cap of its address is closed
+//! as soon as it is accepted (the backlog never fills with one address's connections); a
+//! trusted proxy's connections are not capped, its requests are, by the address its
+//! `X-Forwarded-For` names (429). Each action is counted (`sluice_overload_actions_total`).
 //!
 //! Who serves: between requests the connection task reads the first bytes of the next head
 //! itself. A GET (`G…`) goes to the bare GET server (`transport/bare_get.rs`), so an open GET
@@ -36,24 +46,32 @@
 use super::bare_get;
 use super::conn_io::{Counted, InFlight, Stats, NONE};
 use super::http::{router, HttpFace};
+use super::shed::{self, Conns, Forwarded};
 use super::workers::{Place, Workers};
+use crate::http_parts::json_error;
 use crate::state::State;
 use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderValue, StatusCode};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use sluice_core::{codes, RpcError};
+use sluice_telemetry::Action;
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
 use tokio::task::JoinSet;
+
+/// The listen backlog asked for (the kernel caps it at `net.core.somaxconn`).
+const BACKLOG: i32 = 65_535;
 
 /// Serve MCP on `listener`, its connections on `workers`, until `shutdown` resolves, then
 /// drain (bounded by `drain_ms`).
@@ -65,32 +83,22 @@ pub(crate) async fn serve(
 ) -> std::io::Result<()> {
     let st = face.st.clone();
     let app = router(face.clone());
-    let open = Arc::new(Open::default());
+    // A burst of connections waits in the kernel's queue rather than losing its SYNs (a lost
+    // SYN is sent again a second later): the backlog as long as the kernel allows
+    // (`net.core.somaxconn` caps it), not tokio's 1,024.
+    if let Err(e) = socket2::SockRef::from(&listener).listen(BACKLOG) {
+        tracing::debug!("cannot raise the listen backlog: {e}");
+    }
+    let conns = Arc::new(Conns::default());
+    let overload = st.rt.overload().clone();
+    let memory = tokio::spawn(sample_memory(st.clone()));
     let mut tasks = JoinSet::new();
     let mut shutdown = pin!(shutdown);
     let mut saturated = false;
     'serve: loop {
-        // The cap: wait (not accepting) while it is reached.
-        loop {
-            let cap = st.snapshot().settings().max_connections as usize;
-            if open.count.load(Ordering::SeqCst) < cap {
-                break;
-            }
-            if !saturated {
-                saturated = true;
-                tracing::warn!(
-                    max_connections = cap,
-                    "the MCP listener is at max_connections: new connections wait until one closes"
-                );
-            }
-            tokio::select! {
-                () = open.freed.notified() => {}
-                () = &mut shutdown => break 'serve,
-            }
-        }
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of descriptors, or the peer gave up: never end the listener for it.
                     tracing::warn!("accepting a connection failed: {e}");
@@ -100,9 +108,82 @@ pub(crate) async fn serve(
             },
             () = &mut shutdown => break,
         };
-        saturated = false;
         while tasks.try_join_next().is_some() {}
+        let ip = peer.ip().to_canonical();
+        let (per_ip, forwarded) = {
+            let snap = st.snapshot();
+            let s = snap.settings();
+            let proxy = !s.trusted_proxies.is_empty() && shed::trusted(&s.trusted_proxies, ip);
+            (s.max_connections_per_ip.filter(|_| !proxy), proxy)
+        };
+        // Past the cap of its address: closed at once.
+        let ip_place = match per_ip {
+            Some(max) if !conns.take_ip(ip, max) => {
+                overload.count(Action::PerIpRefused);
+                tracing::debug!(%ip, max, "closing a connection past max_connections_per_ip");
+                drop(stream);
+                continue;
+            }
+            Some(_) => Some(ip),
+            None => None,
+        };
+        // The cap: at it, the connection idle the longest makes room; when none is idle, this
+        // one waits (and the next ones in the kernel's backlog) until one closes.
+        let mut asked: Option<Arc<Stats>> = None;
+        loop {
+            let (cap, threshold) = {
+                let snap = st.snapshot();
+                let s = snap.settings();
+                (s.max_connections, s.overload.threshold(s.max_connections))
+            };
+            overload
+                .threshold
+                .store(threshold as usize, Ordering::Relaxed);
+            if overload.open.load(Ordering::SeqCst) < cap as usize {
+                saturated = false;
+                break;
+            }
+            // One asked at a time: while it closes (it still has its counters, and has not
+            // declined), wait for it.
+            let closing = asked
+                .as_ref()
+                .is_some_and(|s| Arc::strong_count(s) > 1 && s.asked.load(Ordering::SeqCst));
+            if !closing {
+                asked = conns.oldest_idle();
+                if let Some(idle) = &asked {
+                    idle.shed.notify_one();
+                }
+            }
+            if asked.is_some() {
+                tokio::select! {
+                    () = conns.freed.notified() => {}
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    () = &mut shutdown => break 'serve,
+                }
+                continue;
+            }
+            if !saturated {
+                saturated = true;
+                tracing::warn!(
+                    max_connections = cap,
+                    "the MCP listener is at max_connections with every connection busy: new connections wait until one closes"
+                );
+            }
+            tokio::select! {
+                () = conns.freed.notified() => {}
+                () = &mut shutdown => break 'serve,
+            }
+        }
         let _ = stream.set_nodelay(true);
+        let stats = Arc::new(Stats::new());
+        overload.open.fetch_add(1, Ordering::SeqCst);
+        let mut slot = Release {
+            conns: conns.clone(),
+            overload: overload.clone(),
+            key: conns.insert(stats.clone()),
+            ip: ip_place,
+            _place: None,
+        };
         // Out of this runtime's reactor, into the serving thread's.
         let stream = match stream.into_std() {
             Ok(s) => s,
@@ -111,24 +192,22 @@ pub(crate) async fn serve(
                 continue;
             }
         };
-        open.count.fetch_add(1, Ordering::SeqCst);
         let place = workers.pick();
         let handle = place.handle.clone();
-        let slot = Release {
-            open: open.clone(),
-            _place: place,
-        };
-        let (face, app) = (face.clone(), app.clone());
+        slot._place = Some(place);
+        let (face, app, conns) = (face.clone(), app.clone(), conns.clone());
+        let peer = Peer { forwarded, conns };
         tasks.spawn_on(
             async move {
                 match TcpStream::from_std(stream) {
-                    Ok(stream) => connection(&face, app, stream, slot).await,
+                    Ok(stream) => connection(&face, app, stream, stats, peer, slot).await,
                     Err(e) => tracing::debug!("cannot serve a connection: {e}"),
                 }
             },
             &handle,
         );
     }
+    memory.abort();
     drop(listener);
     drain(&st, tasks).await;
     Ok(())
@@ -156,27 +235,90 @@ async fn drain(st: &State, mut tasks: JoinSet<()>) {
     }
 }
 
-/// Connections open now, and a wake-up for the accept loop when one closes.
-#[derive(Default)]
-struct Open {
-    count: AtomicUsize,
-    freed: Notify,
-}
-
-/// One place under the cap and on a serving thread, given back when the connection ends.
+/// One place under the cap (and its address's), registered for shedding and on a serving
+/// thread, given back when the connection ends.
 struct Release {
-    open: Arc<Open>,
-    _place: Place,
+    conns: Arc<Conns>,
+    overload: Arc<crate::overload::Overload>,
+    key: usize,
+    ip: Option<IpAddr>,
+    _place: Option<Place>,
 }
 
 impl Drop for Release {
     fn drop(&mut self) {
-        self.open.count.fetch_sub(1, Ordering::SeqCst);
-        self.open.freed.notify_one();
+        self.conns.remove(self.key);
+        if let Some(ip) = self.ip {
+            self.conns.give_ip(ip);
+        }
+        self.overload.open.fetch_sub(1, Ordering::SeqCst);
+        self.conns.freed.notify_one();
     }
 }
 
-async fn connection(face: &HttpFace, app: axum::Router, stream: TcpStream, _slot: Release) {
+/// Where a connection comes from: a trusted proxy's requests are capped by the address they
+/// are forwarded for.
+struct Peer {
+    forwarded: bool,
+    conns: Arc<Conns>,
+}
+
+/// Drop the replay buffers of finished streams, the least recently used sessions' first, until
+/// they held `excess` bytes; how many were dropped.
+fn shed_replays(st: &State, excess: u64) -> u64 {
+    let mut sessions = st.rt.sessions().all();
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.idle_secs()));
+    let (mut dropped, mut freed) = (0, 0);
+    for session in sessions {
+        if freed >= excess {
+            break;
+        }
+        if let Some(http) = session.http() {
+            let (n, bytes) = http.drop_finished();
+            dropped += n;
+            freed += bytes;
+        }
+    }
+    dropped
+}
+
+/// Read the resident memory every [`crate::overload::SAMPLE_EVERY`] while `max_memory_mb` is
+/// set; past it, drop the replay buffers of finished streams, least recently used sessions
+/// first, until what they held covers the excess.
+async fn sample_memory(st: Arc<State>) {
+    let overload = st.rt.overload().clone();
+    loop {
+        tokio::time::sleep(crate::overload::SAMPLE_EVERY).await;
+        let Some(mb) = st.snapshot().settings().max_memory_mb else {
+            continue;
+        };
+        let Some(resident) = crate::overload::resident_bytes() else {
+            continue;
+        };
+        let max = mb.saturating_mul(1024 * 1024);
+        if overload.sampled(resident, Some(max)) {
+            let dropped = shed_replays(&st, resident - max);
+            if dropped > 0 {
+                overload.actions.add(Action::ReplayShed, dropped);
+                tracing::warn!(
+                    resident_mb = resident / (1024 * 1024),
+                    max_memory_mb = mb,
+                    dropped,
+                    "past max_memory_mb: replay buffers dropped, new sessions refused"
+                );
+            }
+        }
+    }
+}
+
+async fn connection(
+    face: &HttpFace,
+    app: axum::Router,
+    stream: TcpStream,
+    stats: Arc<Stats>,
+    peer: Peer,
+    _slot: Release,
+) {
     // The connection's own face: its requests' clones of it write a count only this
     // connection's thread writes.
     let face = Arc::new(HttpFace {
@@ -184,7 +326,7 @@ async fn connection(face: &HttpFace, app: axum::Router, stream: TcpStream, _slot
         rounds: face.rounds.clone(),
     });
     let st = &face.st;
-    let stats = Arc::new(Stats::new());
+    let peer = Arc::new(peer);
     let mut io = Counted::new(stream, stats.clone());
     let draining = st.rt.draining().clone();
     loop {
@@ -223,7 +365,7 @@ async fn connection(face: &HttpFace, app: axum::Router, stream: TcpStream, _slot
             }
         }
         // Boxed: hyper's phase need not enlarge an idle GET stream's task.
-        match Box::pin(with_hyper(&face, &app, io)).await {
+        match Box::pin(with_hyper(&face, &app, io, &peer)).await {
             Some(back) => io = back,
             None => return,
         }
@@ -232,7 +374,12 @@ async fn connection(face: &HttpFace, app: axum::Router, stream: TcpStream, _slot
 
 /// Serve the connection with hyper (its head is in the stash) until it ends (`None`) or hands
 /// the connection back between requests for a GET (`Some`: the GET is in the stash).
-async fn with_hyper(face: &Arc<HttpFace>, app: &axum::Router, mut io: Counted) -> Option<Counted> {
+async fn with_hyper(
+    face: &Arc<HttpFace>,
+    app: &axum::Router,
+    mut io: Counted,
+    peer: &Arc<Peer>,
+) -> Option<Counted> {
     let st = &face.st;
     let stats = io.stats.clone();
     io.gets_elsewhere = true;
@@ -240,6 +387,7 @@ async fn with_hyper(face: &Arc<HttpFace>, app: &axum::Router, mut io: Counted) -
         app: TowerToHyperService::new(app.clone()),
         face: face.clone(),
         stats: stats.clone(),
+        peer: peer.forwarded.then(|| peer.clone()),
     };
     let mut builder = http1::Builder::new();
     builder.keep_alive(true).header_read_timeout(None);
@@ -282,13 +430,28 @@ async fn with_hyper(face: &Arc<HttpFace>, app: &axum::Router, mut io: Counted) -
     }
 }
 
-/// Resolves when the connection passed its header or idle timeout (with nothing in flight).
+/// Resolves when the connection passed its header or idle timeout (with nothing in flight),
+/// or was asked to close at the cap with nothing in flight.
 async fn watchdog(st: &State, stats: &Stats) -> &'static str {
+    let overload = st.rt.overload();
     loop {
-        let (header, idle) = {
+        // The timeouts in force, and the shorter ones under overload.
+        let ((header, idle), (usual_header, usual_idle)) = {
             let snap = st.snapshot();
             let s = snap.settings();
-            (s.header_timeout_ms, s.idle_timeout_ms)
+            let usual = (s.header_timeout_ms, s.idle_timeout_ms);
+            if overload.pressed() {
+                let o = &s.overload;
+                (
+                    (
+                        usual.0.min(o.header_timeout_ms),
+                        usual.1.min(o.idle_timeout_ms),
+                    ),
+                    usual,
+                )
+            } else {
+                (usual, usual)
+            }
         };
         let now = stats.now_ms();
         let wait = if stats.inflight.load(Ordering::SeqCst) > 0 {
@@ -298,19 +461,37 @@ async fn watchdog(st: &State, stats: &Stats) -> &'static str {
             if pending != NONE {
                 let due = pending.saturating_add(header);
                 if now >= due {
+                    if now < pending.saturating_add(usual_header) {
+                        overload.count(Action::HeaderTimeoutShortened);
+                        return "no complete request head within the overload header timeout";
+                    }
                     return "no complete request head within header_timeout_ms";
                 }
                 due - now
             } else {
-                let due = stats.free_since.load(Ordering::SeqCst).saturating_add(idle);
+                let free = stats.free_since.load(Ordering::SeqCst);
+                let due = free.saturating_add(idle);
                 if now >= due {
+                    if now < free.saturating_add(usual_idle) {
+                        overload.count(Action::IdleTimeoutShortened);
+                        return "idle for the overload idle timeout";
+                    }
                     return "idle for idle_timeout_ms";
                 }
                 due - now
             }
         };
         // Look again at least every second: bytes may arrive, settings may change.
-        tokio::time::sleep(Duration::from_millis(wait.clamp(1, 1000))).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(wait.clamp(1, 1000))) => {}
+            () = stats.shed.notified() => {
+                if stats.inflight.load(Ordering::SeqCst) == 0 {
+                    overload.count(Action::ShedAtCap);
+                    return "at max_connections, idle the longest";
+                }
+                stats.asked.store(false, Ordering::SeqCst);
+            }
+        }
     }
 }
 
@@ -321,6 +502,8 @@ struct Tracked {
     app: TowerToHyperService<axum::Router>,
     face: Arc<HttpFace>,
     stats: Arc<Stats>,
+    /// A trusted proxy's connection: its requests are capped by the forwarded address.
+    peer: Option<Arc<Peer>>,
 }
 
 type Reply = hyper::Response<Guarded>;
@@ -332,6 +515,20 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
 
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         let guard = InFlight::begin(self.stats.clone());
+        let forwarded = match &self.peer {
+            None => None,
+            Some(peer) => match forwarded_place(&self.face.st, peer, req.headers()) {
+                Ok(place) => place,
+                Err(refused) => {
+                    let resp = (*refused).map(|inner| Guarded {
+                        inner,
+                        guard: Some(guard),
+                        _forwarded: None,
+                    });
+                    return Box::pin(std::future::ready(Ok(resp)));
+                }
+            },
+        };
         if matches!(req.uri().path(), "/mcp" | "/mcp/") {
             let face = self.face.clone();
             return Box::pin(async move {
@@ -339,6 +536,7 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
                 Ok(resp.map(|inner| Guarded {
                     inner,
                     guard: Some(guard),
+                    _forwarded: forwarded,
                 }))
             });
         }
@@ -348,8 +546,42 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
             Ok(resp.map(|inner| Guarded {
                 inner,
                 guard: Some(guard),
+                _forwarded: forwarded,
             }))
         })
+    }
+}
+
+/// A request from a trusted proxy takes a place under `max_connections_per_ip` for the address
+/// its `X-Forwarded-For` names; past it, 429.
+fn forwarded_place(
+    st: &State,
+    peer: &Arc<Peer>,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<Forwarded>, Box<axum::response::Response>> {
+    let snap = st.snapshot();
+    let s = snap.settings();
+    let Some(max) = s.max_connections_per_ip else {
+        return Ok(None);
+    };
+    let Some(ip) = shed::forwarded_peer(headers, &s.trusted_proxies) else {
+        return Ok(None);
+    };
+    match peer.conns.take_forwarded(ip, max) {
+        Some(place) => Ok(Some(place)),
+        None => {
+            st.rt.overload().count(Action::PerIpForwardedRefused);
+            tracing::debug!(%ip, max, "a forwarded request past max_connections_per_ip");
+            let error = RpcError::new(
+                codes::RATE_LIMITED,
+                format!("Too many requests from {ip} at once ({max}, max_connections_per_ip)"),
+            )
+            .with_data(serde_json::json!({"limit": "max_connections_per_ip", "max": max, "retryAfterMs": 1000}));
+            let mut r = json_error(StatusCode::TOO_MANY_REQUESTS, error, None);
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            Err(Box::new(r))
+        }
     }
 }
 
@@ -357,6 +589,8 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
 struct Guarded {
     inner: Body,
     guard: Option<InFlight>,
+    /// A forwarded request's place under its address's cap, held as long as the request.
+    _forwarded: Option<Forwarded>,
 }
 
 impl http_body::Body for Guarded {

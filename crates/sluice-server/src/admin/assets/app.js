@@ -124,6 +124,13 @@ async function loadOverview() {
   const r = o.reloads;
   $('#ov-reload').textContent = `Tree: ${o.home} · live reloads: ${r.ok} applied, ${r.failed} rejected` +
     (r.last_error ? ` · last rejected edit: ${r.last_error}` : '') + ` · audit log ${o.audit_log.enabled ? 'on' : 'off'}`;
+  const ol = o.overload;
+  $('#ov-overload-state').textContent = `Open connections: ${ol.open_connections}` +
+    (ol.active ? ' · under overload (shorter timeouts)' : '') +
+    (ol.resident_bytes !== null ? ` · resident memory ${(ol.resident_bytes / 1048576).toFixed(1)} MB` : '') +
+    (ol.over_memory ? ' · past max_memory_mb (new sessions refused)' : '');
+  $('#ov-overload').replaceChildren(...Object.entries(ol.actions).map(([name, n]) => h('tr', { dataset: { action: name } },
+    h('td', { class: 'mono' }, name), h('td', {}, n))));
 }
 
 // --- tools ---------------------------------------------------------------------------------

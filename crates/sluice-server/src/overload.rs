@@ -1,0 +1,176 @@
+//! What the gateway knows of its own load, beside the listener's connections: the counters of
+//! the overload actions, the open connections (the listener writes them), the resident memory
+//! against `max_memory_mb` (sampled from `/proc/self/statm` on a timer, never per request),
+//! and the requests in flight per principal against `max_inflight_per_principal`.
+//!
+//! Free when unused: a request reads the ceiling's flag (one atomic load) only when
+//! `max_memory_mb` is set, and takes a place per principal only when
+//! `max_inflight_per_principal` is set and the request has a principal.
+
+use foldhash::HashMap;
+use parking_lot::Mutex;
+use sluice_core::worker::Sharded;
+use sluice_telemetry::{Action, OverloadActions, OverloadCounts};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the resident memory is read while `max_memory_mb` is set.
+pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+/// The gateway's load and the actions it took (one per runtime).
+#[derive(Default)]
+pub(crate) struct Overload {
+    /// Each action's count.
+    pub(crate) actions: OverloadActions,
+    /// Connections open on the MCP listener (written by its accept loop and connections).
+    pub(crate) open: AtomicUsize,
+    /// The open connections from which the listener is under overload (written with each
+    /// accept from the settings in force; read by the watchdogs and the body reader).
+    pub(crate) threshold: AtomicUsize,
+    /// Resident memory at the last sample, bytes (0: not sampled).
+    resident: AtomicU64,
+    /// Past `max_memory_mb` at the last sample.
+    over_memory: AtomicBool,
+    /// Requests in flight per principal (`kind:id`), when `max_inflight_per_principal` is set.
+    inflight: Sharded<Mutex<HashMap<String, u64>>>,
+}
+
+impl Overload {
+    /// Count one action.
+    pub(crate) fn count(&self, action: Action) {
+        self.actions.count(action);
+    }
+
+    /// Are the open connections at or past the overload threshold?
+    pub(crate) fn pressed(&self) -> bool {
+        let threshold = self.threshold.load(Ordering::Relaxed);
+        threshold != 0 && self.open.load(Ordering::Relaxed) >= threshold
+    }
+
+    /// Is the resident memory past the ceiling (as last sampled)?
+    pub(crate) fn over_memory(&self) -> bool {
+        self.over_memory.load(Ordering::Relaxed)
+    }
+
+    /// Record a sample: `resident` bytes against a ceiling of `max` bytes (None: no ceiling).
+    /// True when it is past the ceiling.
+    pub(crate) fn sampled(&self, resident: u64, max: Option<u64>) -> bool {
+        self.resident.store(resident, Ordering::Relaxed);
+        let over = max.is_some_and(|m| resident > m);
+        self.over_memory.store(over, Ordering::Relaxed);
+        over
+    }
+
+    /// The counts and the state now, for `/metrics` and the admin page.
+    pub(crate) fn counts(&self) -> OverloadCounts {
+        let resident = self.resident.load(Ordering::Relaxed);
+        OverloadCounts {
+            open_connections: self.open.load(Ordering::Relaxed) as u64,
+            active: self.pressed(),
+            resident_bytes: (resident != 0).then_some(resident),
+            over_memory: self.over_memory(),
+            ..self.actions.snapshot()
+        }
+    }
+
+    /// Take a place for a request of `principal` under a cap of `max` in flight; None (counted)
+    /// when the principal already has `max` in flight.
+    pub(crate) fn begin_request(self: &Arc<Self>, principal: &str, max: u64) -> Option<Inflight> {
+        {
+            let mut shard = self.inflight.of(principal).lock();
+            match shard.get_mut(principal) {
+                Some(n) if *n >= max => {
+                    drop(shard);
+                    self.count(Action::InflightRefused);
+                    return None;
+                }
+                Some(n) => *n += 1,
+                None => {
+                    shard.insert(principal.to_string(), 1);
+                }
+            }
+        }
+        Some(Inflight {
+            overload: self.clone(),
+            principal: principal.to_string(),
+        })
+    }
+
+    /// Requests `principal` has in flight now.
+    #[cfg(test)]
+    pub(crate) fn inflight_of(&self, principal: &str) -> u64 {
+        let shard = self.inflight.of(principal).lock();
+        shard.get(principal).copied().unwrap_or(0)
+    }
+}
+
+/// A request's place under `max_inflight_per_principal`, given back when dropped.
+pub(crate) struct Inflight {
+    overload: Arc<Overload>,
+    principal: String,
+}
+
+impl Drop for Inflight {
+    fn drop(&mut self) {
+        let mut shard = self.overload.inflight.of(&self.principal).lock();
+        if let Some(n) = shard.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                shard.remove(&self.principal);
+            }
+        }
+    }
+}
+
+/// The resident memory of this process, bytes (`/proc/self/statm`'s second field, in pages
+/// of 4 KiB, the page size of every platform Sluice is built for); None where it cannot be read.
+pub(crate) fn resident_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// How long a client should wait before trying again past the memory ceiling, seconds.
+pub(crate) const MEMORY_RETRY_AFTER_SECS: u64 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_principal_gets_max_places_and_each_comes_back_when_dropped() {
+        let o = Arc::new(Overload::default());
+        let a = o.begin_request("token:a", 2).expect("first");
+        let b = o.begin_request("token:a", 2).expect("second");
+        assert!(o.begin_request("token:a", 2).is_none(), "a third past 2");
+        let other = o.begin_request("token:b", 2).expect("another principal");
+        assert_eq!(o.actions.get(Action::InflightRefused), 1);
+        drop(a);
+        assert_eq!(o.inflight_of("token:a"), 1);
+        let c = o.begin_request("token:a", 2).expect("a place came back");
+        drop((b, c, other));
+        assert_eq!(o.inflight_of("token:a"), 0);
+        assert!(o.inflight.all().all(|s| s.lock().is_empty()));
+    }
+
+    #[test]
+    fn pressure_and_memory_follow_what_is_recorded() {
+        let o = Overload::default();
+        assert!(!o.pressed(), "no threshold yet");
+        o.threshold.store(2, Ordering::Relaxed);
+        o.open.store(1, Ordering::Relaxed);
+        assert!(!o.pressed());
+        o.open.store(2, Ordering::Relaxed);
+        assert!(o.pressed());
+        assert!(!o.sampled(10, None));
+        assert!(o.sampled(10, Some(5)));
+        assert!(o.over_memory());
+        let c = o.counts();
+        assert_eq!(
+            (c.resident_bytes, c.active, c.over_memory),
+            (Some(10), true, true)
+        );
+        assert!(resident_bytes().is_some_and(|b| b > 0));
+    }
+}
