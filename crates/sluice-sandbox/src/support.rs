@@ -124,3 +124,96 @@ impl Support {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_config::Network;
+
+    fn kernel(abi: Option<u32>, euid: u32) -> Support {
+        Support {
+            namespaces: None,
+            landlock_abi: abi,
+            landlock_error: abi
+                .is_none()
+                .then(|| "the kernel has no Landlock".to_string()),
+            euid,
+        }
+    }
+
+    #[test]
+    fn a_sandbox_needs_landlock_6_and_namespaces() {
+        let s = Sandbox {
+            network: Some(Network::None),
+            ..Sandbox::default()
+        };
+        assert_eq!(kernel(Some(7), 1000).enforceable(&s), Ok(()));
+        assert_eq!(
+            kernel(Some(5), 1000).enforceable(&s),
+            Err("a sandbox needs Landlock ABI 6 or later; this kernel has ABI 5".into())
+        );
+        assert_eq!(
+            kernel(None, 1000).enforceable(&s),
+            Err("a sandbox needs Landlock: the kernel has no Landlock".into())
+        );
+        let closed = Support {
+            namespaces: Some("EPERM".into()),
+            ..kernel(Some(7), 1000)
+        };
+        assert_eq!(
+            closed.enforceable(&s),
+            Err("a sandbox needs user namespaces: EPERM".into())
+        );
+    }
+
+    #[test]
+    fn processes_need_a_user_other_than_root_and_only_root_switches_users() {
+        let capped = Sandbox {
+            processes: Some(10),
+            ..Sandbox::default()
+        };
+        assert_eq!(kernel(Some(7), 1000).enforceable(&capped), Ok(()));
+        assert_eq!(
+            kernel(Some(7), 0).enforceable(&capped),
+            Err(ROOT_NPROC.into())
+        );
+        let as_nobody = Sandbox {
+            user: Some("65534".into()),
+            ..capped
+        };
+        assert_eq!(kernel(Some(7), 0).enforceable(&as_nobody), Ok(()));
+        assert_eq!(
+            kernel(Some(7), 1000).enforceable(&as_nobody),
+            Err("sandbox.user \"65534\": only a gateway running as root can run a server as another user".into())
+        );
+        let as_root = Sandbox {
+            user: Some("0".into()),
+            ..as_nobody
+        };
+        assert_eq!(
+            kernel(Some(7), 0).enforceable(&as_root),
+            Err(ROOT_NPROC.into())
+        );
+    }
+
+    #[test]
+    fn the_launcher_gets_the_sandbox_as_json_then_the_command() {
+        let s = Sandbox {
+            memory_mb: Some(64),
+            ..Sandbox::default()
+        };
+        let (_, argv) =
+            crate::launcher_command(&s, "node", &["server.js".into(), "--x".into()]).unwrap();
+        assert_eq!(
+            argv,
+            [
+                "sandbox-exec",
+                r#"{"memory_mb":64}"#,
+                "--",
+                "node",
+                "server.js",
+                "--x"
+            ]
+        );
+    }
+}
