@@ -166,6 +166,11 @@ impl Identity {
         h
     }
 
+    /// Does it hold a grant in memory now (no vault read)?
+    pub fn holds_grant(&self) -> bool {
+        self.header.load().is_some()
+    }
+
     /// The `sub` of the account its token acts as, when the access token names one (a JWT
     /// access token; an opaque one names none). Never the token.
     pub fn subject(&self) -> Option<Arc<String>> {

@@ -5,18 +5,39 @@
 //! its first request (the slot reads their lists as they open), and [`catalog_for`] is the
 //! gateway's catalog with those lists in place of the control connection's, built once per
 //! change and kept on the session. Sessions whose upstreams list the same everywhere (the usual
-//! case) use the gateway's catalog itself.
+//! case) use the gateway's catalog itself. A per-user upstream's own lists are its principal's
+//! (what the upstream lists for that user's account, in either era), from the principal's
+//! connection once it has connected.
 
 use crate::catalog::Catalog;
 use crate::control;
 use crate::session::Session;
 use crate::state::Snapshot;
+use sluice_upstream::Slot;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// Does any upstream of the snapshot give a legacy session a connection of its own?
+/// Does any upstream of the snapshot give this session a connection of its own (a legacy
+/// session's, or its principal's to a per-user upstream)?
 fn has_own_sessions(snap: &Snapshot, session: &Session) -> bool {
-    !session.is_modern() && snap.slots.iter().any(|s| s.per_session())
+    snap.slots.iter().any(|s| {
+        if s.per_user().is_some() {
+            session.principal_key().is_some()
+        } else {
+            s.per_session() && !session.is_modern()
+        }
+    })
+}
+
+/// The key of the session's own connection to `slot`, when it has one: its principal's for a
+/// per-user upstream, else its own id for an upstream that gives each legacy session one.
+fn own_key<'a>(slot: &Slot, session: &'a Session) -> Option<Cow<'a, str>> {
+    if slot.per_user().is_some() {
+        return session
+            .principal_key()
+            .map(|p| Cow::Owned(sluice_upstream::slot::user_key(p)));
+    }
+    (slot.per_session() && !session.is_modern()).then_some(Cow::Borrowed(session.id.as_ref()))
 }
 
 /// Open the session's own connection to every upstream that gives it one and is up, so what
@@ -29,7 +50,8 @@ pub(crate) async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
     // A per-user upstream's connection is the principal's, opened at its first call (after
     // its consent), not the session's.
     let opens = snap.slots.iter().filter(|slot| {
-        slot.per_session()
+        !session.is_modern()
+            && slot.per_session()
             && slot.per_user().is_none()
             && slot.is_up()
             && !slot.has_session_connection(&session.id)
@@ -39,7 +61,25 @@ pub(crate) async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
             tracing::debug!(upstream = %slot.spec.id, session = %session.id, "opening the session's connection: {}", e.message);
         }
     });
+    let opens: Vec<_> = opens.collect();
+    // A principal holding a grant (in memory) whose connection is not open: open it, so its
+    // lists are known (they are read as it opens).
+    let users = snap.slots.iter().filter_map(|slot| {
+        let principal = session.principal_key()?;
+        let users = slot.per_user()?;
+        let open = users.holds(principal)
+            && slot.is_up()
+            && !slot.has_session_connection(&sluice_upstream::slot::user_key(principal));
+        open.then_some(slot)
+    });
+    let users = users.map(|slot| async move {
+        if let Err(e) = slot.connection_for(session.upstream_ref()).await {
+            tracing::debug!(upstream = %slot.spec.id, session = %session.id, "opening the principal's connection: {}", e.message);
+        }
+    });
+    let users: Vec<_> = users.collect();
     futures_util::future::join_all(opens).await;
+    futures_util::future::join_all(users).await;
 }
 
 /// The catalog `session` sees: the gateway's (borrowed: a call does not write its reference
@@ -61,8 +101,10 @@ fn own_catalog(snap: &Snapshot, session: &Session) -> Option<Arc<Catalog>> {
         .slots
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.per_session())
-        .filter_map(|(i, s)| s.session_lists(&session.id).map(|(g, l)| (i, g, l)))
+        .filter_map(|(i, s)| {
+            let key = own_key(s, session)?;
+            s.session_lists(&key).map(|(g, l)| (i, g, l))
+        })
         .collect();
     if own.is_empty() {
         return None;

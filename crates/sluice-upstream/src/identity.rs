@@ -325,6 +325,15 @@ impl PerUser {
         &self.ctx
     }
 
+    /// Does `principal` hold a grant in memory now (an identity already made that holds a
+    /// token; no vault read, none made)?
+    pub fn holds(&self, principal: &str) -> bool {
+        self.identities
+            .lock()
+            .get(principal)
+            .is_some_and(|i| i.holds_grant())
+    }
+
     /// `principal`'s identity toward this upstream (made at the first use, then kept). Its
     /// [`Identity::ready`] says "needs login" with [`connect_hint`] until the principal has
     /// connected; [`Identity::start_sign_in_for`] starts that.

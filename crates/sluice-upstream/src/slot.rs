@@ -228,6 +228,21 @@ impl std::fmt::Debug for Slot {
 
 const PKG_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The prefix of a per-user upstream's connection key: `user:<principal>`.
+pub const USER_KEY: &str = "user:";
+
+/// The connection key of `principal`'s connection to a per-user upstream.
+pub fn user_key(principal: &str) -> String {
+    format!("{USER_KEY}{principal}")
+}
+
+/// What a user's sessions are told when their own lists differ from everyone's.
+const LIST_CHANGED: [&str; 3] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+];
+
 /// Bits of [`Slot::publish`]: the status is `Up`.
 const HOT_UP: u8 = 1;
 /// Bits of [`Slot::publish`]: the control connection speaks 2026-07-28.
@@ -565,7 +580,7 @@ impl Slot {
                 ),
             ));
         };
-        let key = format!("user:{principal}");
+        let key = user_key(principal);
         let cell = {
             let mut sessions = self.sessions.of(&key).lock();
             match sessions.get(key.as_str()) {
@@ -588,7 +603,7 @@ impl Slot {
 
     /// Close a per-user upstream's connection of `principal` (its grant was revoked).
     pub async fn close_user(&self, principal: &str) {
-        let key = format!("user:{principal}");
+        let key = user_key(principal);
         let cell = self.sessions.of(&key).lock().remove(key.as_str());
         if let Some(c) = cell.and_then(|c| c.get().cloned()) {
             c.shutdown().await;
@@ -632,8 +647,17 @@ impl Slot {
         })?;
         tokio::spawn(self.pump(conn.clone(), Some(Arc::from(key)), rx));
         // What this session's own upstream session lists (it may differ from the control
-        // connection's: tools registered per session, after `initialize`).
-        self.read_session_lists(key, &conn).await;
+        // connection's: tools registered per session, after `initialize`). A user's connection
+        // opens at a call, after that user's sessions listed: they are told when theirs differ.
+        if self.read_session_lists(key, &conn).await && key.starts_with(USER_KEY) {
+            for said in LIST_CHANGED {
+                let _ = self.env_events().send(SlotEvent::SessionLists {
+                    slot: self.clone(),
+                    session: Arc::from(key),
+                    said,
+                });
+            }
+        }
         Ok(conn)
     }
 

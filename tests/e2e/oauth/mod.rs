@@ -16,3 +16,4 @@ mod sdk_server;
 mod server;
 mod shared;
 mod support;
+mod user_lists;

@@ -2,7 +2,8 @@
 //! metadata, dynamic registration, an authorization endpoint that approves at once, a token
 //! endpoint checking PKCE S256 and the client secret, refresh with rotation, revocation of
 //! every grant on demand) and a protected MCP resource (RFC 9728 metadata, a 401 challenge, a
-//! stateless Streamable HTTP endpoint with one tool, `whoami`, which says the grant's number and
+//! stateless Streamable HTTP endpoint with one tool, `whoami` (and `admin_reset` for an account
+//! whose name starts with `admin`: what a server lists differently per user), which says the grant's number and
 //! the person it was issued to: the browser's `x-test-user` header at the authorization
 //! endpoint, as the AS's own sign-in would say; its access tokens are JWT-shaped (RFC 9068)
 //! and name that person as `sub`). It records every secret it
@@ -407,7 +408,16 @@ async fn mcp(State(st): State<St>, headers: HeaderMap, body: String) -> Response
             if tasks {
                 tool["execution"] = json!({"taskSupport": "optional"});
             }
-            json!({"tools": [tool]})
+            // What an upstream lists differently per account: an admin's has one more tool.
+            let mut tools = vec![tool];
+            if sub().starts_with("admin") {
+                tools.push(json!({
+                    "name": "admin_reset",
+                    "description": "Only an admin account lists this one.",
+                    "inputSchema": {"type": "object"},
+                }));
+            }
+            json!({"tools": tools})
         }
         "tools/call" => {
             let sub = sub();

@@ -75,6 +75,23 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
             said,
             slot,
         } => {
+            // A per-user upstream's connection of one principal: every session of theirs.
+            if let Some(principal) = session.strip_prefix(sluice_upstream::slot::USER_KEY) {
+                for s in st.rt.sessions().all() {
+                    if s.principal_key() != Some(principal) {
+                        continue;
+                    }
+                    let st = st.clone();
+                    tokio::spawn(async move {
+                        if let Ok(msg) =
+                            to_client(&st, &s, Message::notification(said, None), None).await
+                        {
+                            s.send_unrelated(msg);
+                        }
+                    });
+                }
+                return;
+            }
             // Only that session's lists changed (its view is rebuilt on its next request).
             if let Some(s) = st.rt.sessions().get(&session) {
                 // The other replicas serving it re-read its own upstream sessions.
