@@ -11,6 +11,7 @@ mod claude_hooks;
 mod cli;
 mod client;
 mod cluster;
+mod collisions;
 mod conformance;
 mod exact_ids;
 mod faults;

@@ -142,6 +142,21 @@ pub struct ExposeFile {
     pub upstreams: Vec<UpstreamSpec>,
     /// Curated tools.
     pub expose: Vec<ExposeEntry>,
+    /// What two upstreams producing one final name means.
+    pub on_collision: OnCollision,
+}
+
+/// What happens when two upstreams produce one final name (a tool, a prompt, a resource URI),
+/// or an `as` takes a name another upstream produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnCollision {
+    /// The name is listed for neither, and a call to it is refused naming both (the default of
+    /// the trees Sluice writes).
+    Error,
+    /// The first upstream in file order keeps it; the other's is not listed (a warning). The
+    /// default of a file without the key, as before the setting existed.
+    #[default]
+    First,
 }
 
 fn valid_id(id: &str) -> bool {
@@ -192,6 +207,7 @@ pub(crate) fn load(
         version: 1,
         upstreams: Vec::new(),
         expose: Vec::new(),
+        on_collision: OnCollision::First,
     };
     let Some(root) = read_object(&file, errors) else {
         return out;
@@ -204,6 +220,17 @@ pub(crate) fn load(
         errors,
     };
     out.version = top.u64("version").unwrap_or(1);
+    out.on_collision = match top.string("on_collision").as_deref() {
+        None | Some("first") => OnCollision::First,
+        Some("error") => OnCollision::Error,
+        Some(other) => {
+            top.err(
+                "on_collision",
+                format!("unknown on_collision {other:?} (error or first)"),
+            );
+            OnCollision::First
+        }
+    };
     let upstreams = top.array("upstreams");
     let expose = top.array("expose");
     let mut ids = HashSet::new();

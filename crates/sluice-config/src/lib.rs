@@ -10,6 +10,7 @@ pub mod builtin;
 pub mod claude_import;
 pub mod claude_plugin;
 mod cluster;
+mod collisions;
 pub mod drift;
 mod error;
 mod expose;
@@ -32,7 +33,7 @@ pub use auth::{
 pub use builtin::{BuiltinOptions, ExplainOptions, OptionError, BUILTINS, EXPLAIN_PRESETS};
 pub use cluster::ClusterSettings;
 pub use error::{ConfigError, ConfigErrors};
-pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, Transport, UpstreamSpec};
+pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, OnCollision, Transport, UpstreamSpec};
 pub use hooks::{
     is_name_list, AskFallback, ClaudeSettings, HookEventKind, HookKindSpec, HookSpec, HooksFile,
     HttpProtocol, OnError, OnFailure, ToolNameForm, PERMISSION_MODES,
@@ -183,6 +184,9 @@ impl Config {
                 upstreams: vec![upstream],
                 expose: Vec::new(),
                 version: 1,
+                // A tree Sluice makes: a collision is an error (with one upstream, only with the
+                // gateway's own tools).
+                on_collision: OnCollision::Error,
             },
             hooks: HooksFile::default(),
             logs: LogConfig::default(),

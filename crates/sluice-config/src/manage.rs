@@ -185,7 +185,7 @@ pub fn upstream_add(home: &Path, entry: Value) -> Result<(), ManageError> {
     let mut e = read(
         home,
         rel,
-        json!({"version": 1, "upstreams": [], "expose": []}),
+        json!({"version": 1, "on_collision": "error", "upstreams": [], "expose": []}),
     )?;
     array(&mut e, "upstreams").push(entry);
     commit(home, rel, &e)
@@ -402,7 +402,7 @@ pub fn import_mcp_servers(home: &Path, doc: &Value) -> Result<Vec<String>, Manag
     let mut e = read(
         home,
         rel,
-        json!({"version": 1, "upstreams": [], "expose": []}),
+        json!({"version": 1, "on_collision": "error", "upstreams": [], "expose": []}),
     )?;
     let ids: Vec<String> = entries
         .iter()

@@ -400,7 +400,8 @@ pub(crate) static EXPOSE: Obj = Obj {
     fields: &[
         SCHEMA_KEY,
         f("version", Ty::UInt, "Format version.").def("1"),
-        f("upstreams", Ty::Array(&UPSTREAM), "The upstream MCP servers, in order (the first keeps a colliding name).").def("[]"),
+        f("on_collision", Ty::Enum(&["error", "first"]), "Two upstreams producing one final name (a tool, a prompt, a resource URI), or an `as` taking a name another upstream produces: `error` lists it for neither and refuses a call to it naming both; `first`: the first upstream in file order keeps it (a warning). Absent: `first`; the files Sluice writes say `error`.").def("\"first\""),
+        f("upstreams", Ty::Array(&UPSTREAM), "The upstream MCP servers, in order (with `on_collision` `first`, the first keeps a colliding name).").def("[]"),
         f("expose", Ty::Array(&EXPOSE_ENTRY), "Curated tools: upstream tools listed under chosen names.").def("[]"),
     ],
     ..OBJ

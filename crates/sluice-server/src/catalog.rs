@@ -3,9 +3,10 @@
 //! pagination over the merged lists.
 
 use crate::gateway_tools::GatewayTool;
+use collisions::Collided;
 use foldhash::HashMap;
 use serde_json::{json, Value};
-use sluice_config::{ExposeEntry, UpstreamSpec};
+use sluice_config::{ExposeEntry, OnCollision, UpstreamSpec};
 use sluice_core::RpcError;
 use sluice_upstream::{Slot, UpstreamLists};
 use std::sync::Arc;
@@ -101,6 +102,8 @@ pub struct Catalog {
     upstream_ids: Vec<String>,
     /// What `tools/list` shows when it is not every tool (progressive discovery).
     listed: Option<Vec<Value>>,
+    /// Names two upstreams produce, listed for neither (`"on_collision": "error"`).
+    collided: Collided,
     /// What is worked out from this catalog once, the first time it is asked (the tool search's
     /// index: see [`Catalog::derived`]).
     derived: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
@@ -230,11 +233,29 @@ impl Catalog {
         gateway_tools: Vec<(Value, GatewayTool)>,
         funnel: bool,
     ) -> (Catalog, Vec<String>) {
+        let first = OnCollision::First;
+        Catalog::build_deciding(version, upstreams, expose, gateway_tools, funnel, first)
+    }
+
+    /// [`Catalog::build`], with a name two upstreams produce decided by `on_collision`: the
+    /// first keeps it, or (`Error`) neither lists it.
+    pub fn build_deciding(
+        version: u64,
+        upstreams: &[(&UpstreamSpec, Option<&UpstreamLists>)],
+        expose: &[ExposeEntry],
+        gateway_tools: Vec<(Value, GatewayTool)>,
+        funnel: bool,
+        on_collision: OnCollision,
+    ) -> (Catalog, Vec<String>) {
         let mut c = Catalog {
             version,
             ..Catalog::default()
         };
         let mut warnings = Vec::new();
+        if on_collision == OnCollision::Error {
+            c.collided = Collided::find(upstreams, expose);
+            warnings.extend(c.collided.warnings());
+        }
         c.upstream_ids = upstreams.iter().map(|(s, _)| s.id.clone()).collect();
         c.add_gateway_tools(gateway_tools);
         if funnel {
@@ -300,21 +321,10 @@ impl Catalog {
                 let Some(tname) = tool.get("name").and_then(Value::as_str) else {
                     continue;
                 };
-                let curated: Vec<&ExposeEntry> = expose
-                    .iter()
-                    .filter(|e| e.upstream == spec.id && e.tool == tname)
-                    .collect();
-                let mut names: Vec<String> = Vec::new();
-                if curated.is_empty() {
-                    if spec.transparent {
-                        names.push(tname.to_string());
-                    } else if spec.expose_all {
-                        names.push(format!("{}_{}", spec.id, tname));
+                for name in collisions::tool_names(spec, tname, expose) {
+                    if c.collided.tools.contains_key(&name) {
+                        continue;
                     }
-                } else {
-                    names.extend(curated.iter().filter(|e| e.enabled).map(|e| e.name.clone()));
-                }
-                for name in names {
                     if c.tool_routes.contains_key(&name) {
                         warnings.push(format!(
                             "tool name {name:?} of upstream {:?} is already taken; this one is not listed",
@@ -337,11 +347,10 @@ impl Catalog {
                 let Some(pname) = prompt.get("name").and_then(Value::as_str) else {
                     continue;
                 };
-                let name = if spec.transparent {
-                    pname.to_string()
-                } else {
-                    format!("{}_{}", spec.id, pname)
-                };
+                let name = collisions::prompt_name(spec, pname);
+                if c.collided.prompts.contains_key(&name) {
+                    continue;
+                }
                 if c.prompt_routes.contains_key(&name) {
                     warnings.push(format!("prompt name {name:?} is already taken"));
                     continue;
@@ -359,6 +368,9 @@ impl Catalog {
                 let Some(uri) = res.get("uri").and_then(Value::as_str) else {
                     continue;
                 };
+                if c.collided.resources.contains_key(uri) {
+                    continue;
+                }
                 if c.resource_routes.contains_key(uri) {
                     warnings.push(format!("resource {uri:?} is offered by two upstreams"));
                     continue;
@@ -476,6 +488,16 @@ impl Catalog {
     /// Every tool reachable through the funnel.
     pub fn funnel_tools(&self) -> &[FunnelTool] {
         &self.funnel_tools
+    }
+
+    /// The upstreams that all produce the tool name `name`, when `on_collision` is `error`.
+    pub fn collided_tool(&self, name: &str) -> Option<&[String]> {
+        self.collided.tools.get(name).map(Vec::as_slice)
+    }
+
+    /// The upstreams that all produce the prompt name `name`, when `on_collision` is `error`.
+    pub fn collided_prompt(&self, name: &str) -> Option<&[String]> {
+        self.collided.prompts.get(name).map(Vec::as_slice)
     }
 
     /// The upstream that would own `name` were it up (to name it in the error).
@@ -657,5 +679,6 @@ fn parse_cursor(c: &str) -> Option<usize> {
     offset.parse().ok()
 }
 
+mod collisions;
 #[cfg(test)]
 mod tests;

@@ -236,8 +236,14 @@ pub(crate) fn catalog_over(
     if config.expose.upstreams.iter().any(per_user) {
         own.push(gateway_tools::connections_tool(&settings.funnel_prefix));
     }
-    let (mut catalog, warnings) =
-        Catalog::build(version, pairs, &config.expose.expose, own, funnel);
+    let (mut catalog, warnings) = Catalog::build_deciding(
+        version,
+        pairs,
+        &config.expose.expose,
+        own,
+        funnel,
+        config.expose.on_collision,
+    );
     catalog.slots = slots.clone();
     if search {
         // The search tool says what it searches: how many tools, from which servers.

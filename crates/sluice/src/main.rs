@@ -341,6 +341,9 @@ fn check(home: &std::path::Path) -> ExitCode {
             for w in &warnings {
                 println!("warning: {w}");
             }
+            for risk in config.expose.collision_risks() {
+                println!("collision: {risk}");
+            }
             let sandboxes = sandbox_report(&config);
             if sandboxes > 0 {
                 println!("{sandboxes} sandbox(es) the kernel cannot enforce");

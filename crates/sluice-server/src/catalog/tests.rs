@@ -72,6 +72,72 @@ fn names_are_prefixed_curated_or_transparent() {
     assert_eq!(c.tools()[0]["x-keep"], json!(1));
 }
 
+/// An `as` that takes a name another upstream lists: with `on_collision` `first` the first
+/// upstream keeps it (a warning); with `error` neither lists it, a call is refused naming both,
+/// and the same goes for a prompt name and a resource URI.
+#[test]
+fn a_collision_is_decided_by_on_collision() {
+    let mut a = UpstreamSpec::stdio("a", "x", vec![]);
+    a.expose_all = true;
+    let b = UpstreamSpec::stdio("b", "x", vec![]);
+    let expose = vec![ExposeEntry {
+        upstream: "b".into(),
+        tool: "ping".into(),
+        name: "a_echo".into(),
+        category: String::new(),
+        enabled: true,
+    }];
+    let mut la = lists(&["echo", "add"]);
+    la.resources = vec![json!({"uri": "file:///same"})];
+    let mut lb = lists(&["ping"]);
+    lb.resources = vec![json!({"uri": "file:///same"}), json!({"uri": "file:///b"})];
+    let ups = [(&a, Some(&la)), (&b, Some(&lb))];
+    let names = |c: &Catalog| -> Vec<String> {
+        c.tools()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let (c, w) = Catalog::build_deciding(1, &ups, &expose, Vec::new(), false, OnCollision::First);
+    assert_eq!(names(&c), ["a_echo", "a_add"]);
+    assert_eq!(
+        c.tool("a_echo"),
+        Some(&Route::Upstream {
+            slot: 0,
+            name: "echo".into()
+        })
+    );
+    assert_eq!(
+        w,
+        [
+            "tool name \"a_echo\" of upstream \"b\" is already taken; this one is not listed",
+            "resource \"file:///same\" is offered by two upstreams",
+        ]
+    );
+
+    let (c, w) = Catalog::build_deciding(1, &ups, &expose, Vec::new(), false, OnCollision::Error);
+    assert_eq!(names(&c), ["a_add"]);
+    assert_eq!(c.tool("a_echo"), None);
+    assert_eq!(
+        c.collided_tool("a_echo"),
+        Some(&["a".to_string(), "b".to_string()][..])
+    );
+    assert_eq!(
+        w,
+        [
+            "tool name \"a_echo\" is produced by upstreams a and b; with on_collision \"error\" it is listed for none of them (rename one with `as`)",
+            "resource \"file:///same\" is produced by upstreams a and b; with on_collision \"error\" it is listed for none of them (rename one with `as`)",
+        ]
+    );
+    let uris: Vec<&str> = c
+        .resources
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris, ["file:///b"]);
+}
+
 #[test]
 fn pages_and_bad_cursors() {
     let mut a = UpstreamSpec::stdio("a", "x", vec![]);

@@ -66,6 +66,18 @@ pub(crate) fn key(msg: &Message) -> (Option<&str>, Option<&Value>) {
 
 /// Resolve a request of an initialised session (or a modern client's request); the tests' shorthand
 /// for [`resolve_in`] against the snapshot's catalog.
+/// A name two upstreams produce, with `"on_collision": "error"`: served by neither, and the
+/// caller told why (-32602, as for a name that is not listed, with the upstreams in `data`).
+fn collision(kind: &str, name: &str, ids: Option<&[String]>) -> RpcError {
+    let ids = ids.unwrap_or_default();
+    let mut e = RpcError::invalid_params(format!(
+        "{kind} {name} is offered by upstreams {} and on_collision is \"error\": neither serves it",
+        ids.join(" and ")
+    ));
+    e.data = Some(json!({"collision": ids}));
+    e
+}
+
 #[cfg(test)]
 pub(crate) fn resolve<'s>(
     snap: &'s Snapshot,
@@ -116,6 +128,9 @@ pub(crate) fn resolve_in<'c>(
                     rounds: true,
                     subscription: None,
                 }),
+                None if catalog.collided_tool(name).is_some() => {
+                    local(collision("Tool", name, catalog.collided_tool(name)))
+                }
                 None => match (catalog.down_tool(name), passthrough(catalog)) {
                     // A per-user upstream with nothing to list its tools with yet (no shared
                     // login, no user connected): the call asks its caller to connect, and
@@ -147,6 +162,9 @@ pub(crate) fn resolve_in<'c>(
             let Some(name) = msg.param_str("name") else {
                 return local(RpcError::invalid_params("prompts/get needs params.name"));
             };
+            if let Some(ids) = catalog.collided_prompt(name) {
+                return local(collision("Prompt", name, Some(ids)));
+            }
             match (catalog.prompt(name), passthrough(catalog)) {
                 (Some(r), _) => Target::Upstream(Upstream {
                     slot: &catalog.slots[r.slot],
