@@ -101,3 +101,36 @@ fn collision_check_reports_what_the_tree_shows() {
         "{text}"
     );
 }
+
+/// `sluice check --lists` starts the upstreams, reads their lists and reports the names two of
+/// them really produce: an error (exit 1) with `"on_collision": "error"`, a warning with
+/// `"first"`.
+#[test]
+fn collision_check_with_lists_reports_what_the_upstreams_produce() {
+    let home = Home::new("collision-lists");
+    let run = |home: &Home| {
+        let out = Command::new(bin("sluice"))
+            .args(["check", "--lists", "--home", &home.arg()])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    tree(&home, "error");
+    let (code, text) = run(&home);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("upstream fx: listed ("), "{text}");
+    assert!(
+        text.contains("error: collision: tool name \"fx_whoami\" is produced by upstreams fx and web; listed for none of them (on_collision: error)\n"),
+        "{text}"
+    );
+    tree(&home, "first");
+    let (code, text) = run(&home);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("warning: collision: tool name \"fx_whoami\" is produced by upstreams fx and web; the first keeps it (on_collision: first)\n"),
+        "{text}"
+    );
+}

@@ -10,7 +10,7 @@ pub mod builtin;
 pub mod claude_import;
 pub mod claude_plugin;
 mod cluster;
-mod collisions;
+pub mod collisions;
 pub mod drift;
 mod error;
 mod expose;
@@ -32,6 +32,7 @@ pub use auth::{
 };
 pub use builtin::{BuiltinOptions, ExplainOptions, OptionError, BUILTINS, EXPLAIN_PRESETS};
 pub use cluster::ClusterSettings;
+pub use collisions::{Collisions, Listed};
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, OnCollision, Transport, UpstreamSpec};
 pub use hooks::{

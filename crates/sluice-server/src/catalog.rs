@@ -3,10 +3,10 @@
 //! pagination over the merged lists.
 
 use crate::gateway_tools::GatewayTool;
-use collisions::Collided;
 use foldhash::HashMap;
 use serde_json::{json, Value};
-use sluice_config::{ExposeEntry, OnCollision, UpstreamSpec};
+use sluice_config::collisions::{prompt_name, tool_names};
+use sluice_config::{Collisions, ExposeEntry, OnCollision, UpstreamSpec};
 use sluice_core::RpcError;
 use sluice_upstream::{Slot, UpstreamLists};
 use std::sync::Arc;
@@ -103,7 +103,7 @@ pub struct Catalog {
     /// What `tools/list` shows when it is not every tool (progressive discovery).
     listed: Option<Vec<Value>>,
     /// Names two upstreams produce, listed for neither (`"on_collision": "error"`).
-    collided: Collided,
+    collided: Collisions,
     /// What is worked out from this catalog once, the first time it is asked (the tool search's
     /// index: see [`Catalog::derived`]).
     derived: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
@@ -253,8 +253,8 @@ impl Catalog {
         };
         let mut warnings = Vec::new();
         if on_collision == OnCollision::Error {
-            c.collided = Collided::find(upstreams, expose);
-            warnings.extend(c.collided.warnings());
+            c.collided = collisions::find(upstreams, expose);
+            warnings.extend(collisions::warnings(&c.collided));
         }
         c.upstream_ids = upstreams.iter().map(|(s, _)| s.id.clone()).collect();
         c.add_gateway_tools(gateway_tools);
@@ -321,7 +321,7 @@ impl Catalog {
                 let Some(tname) = tool.get("name").and_then(Value::as_str) else {
                     continue;
                 };
-                for name in collisions::tool_names(spec, tname, expose) {
+                for name in tool_names(spec, tname, expose) {
                     if c.collided.tools.contains_key(&name) {
                         continue;
                     }
@@ -347,7 +347,7 @@ impl Catalog {
                 let Some(pname) = prompt.get("name").and_then(Value::as_str) else {
                     continue;
                 };
-                let name = collisions::prompt_name(spec, pname);
+                let name = prompt_name(spec, pname);
                 if c.collided.prompts.contains_key(&name) {
                     continue;
                 }

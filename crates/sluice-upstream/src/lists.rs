@@ -40,6 +40,21 @@ pub struct UpstreamLists {
     pub templates: Vec<Value>,
 }
 
+impl UpstreamLists {
+    /// What it lists, by name (tools, prompts) and URI (resources): what name collisions are
+    /// found over.
+    pub fn listed(&self) -> sluice_config::Listed<'_> {
+        fn names<'a>(items: &'a [Value], key: &str) -> Vec<&'a str> {
+            items.iter().filter_map(|v| v.get(key)?.as_str()).collect()
+        }
+        sluice_config::Listed {
+            tools: names(&self.tools, "name"),
+            prompts: names(&self.prompts, "name"),
+            resources: names(&self.resources, "uri"),
+        }
+    }
+}
+
 /// Fetch every page of one list (bounded to 1000 pages).
 async fn fetch_all(
     conn: &Connection,

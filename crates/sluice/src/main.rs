@@ -44,6 +44,10 @@ enum Command {
         /// The configuration tree (home folder).
         #[arg(long)]
         home: PathBuf,
+        /// Also start every enabled upstream, read its lists, and report the names two of them
+        /// produce (with `"on_collision": "error"`, each is an error).
+        #[arg(long)]
+        lists: bool,
     },
     /// Manage first-party tools (tools/tools.register.json, tools.state.json).
     #[command(subcommand)]
@@ -194,7 +198,7 @@ fn main() -> ExitCode {
             demo::run();
             ExitCode::SUCCESS
         }
-        Command::Check { home } => check(&home),
+        Command::Check { home, lists } => check(&home, lists),
         Command::Tool(c) => manage::tool(c),
         Command::Hook(c) => manage::hook(c),
         Command::Upstream(c) => manage::upstream(c),
@@ -335,7 +339,7 @@ fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn check(home: &std::path::Path) -> ExitCode {
+fn check(home: &std::path::Path, lists: bool) -> ExitCode {
     match Config::load(home, &env_lookup) {
         Ok((config, warnings)) => {
             for w in &warnings {
@@ -343,6 +347,22 @@ fn check(home: &std::path::Path) -> ExitCode {
             }
             for risk in config.expose.collision_risks() {
                 println!("collision: {risk}");
+            }
+            if lists {
+                let found = listed_collisions(&config);
+                let error = config.expose.on_collision == sluice_config::OnCollision::Error;
+                for line in found.lines() {
+                    let (tag, then) = if error {
+                        ("error", "listed for none of them (on_collision: error)")
+                    } else {
+                        ("warning", "the first keeps it (on_collision: first)")
+                    };
+                    println!("{tag}: collision: {line}; {then}");
+                }
+                if error && !found.is_empty() {
+                    println!("name collisions with on_collision \"error\"");
+                    return ExitCode::from(1);
+                }
             }
             let sandboxes = sandbox_report(&config);
             if sandboxes > 0 {
@@ -365,6 +385,56 @@ fn check(home: &std::path::Path) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `sluice check --lists`: start every enabled upstream (sandboxed ones through the launcher),
+/// read its lists, stop it, and find the names two of them produce. An upstream that cannot be
+/// listed is named and left out.
+fn listed_collisions(config: &Config) -> sluice_config::Collisions {
+    use sluice_upstream::{fetch_lists, Connection, OpenOptions, StderrTail};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let timeout = std::time::Duration::from_millis(config.settings.connect_timeout_ms);
+    let listed = rt.block_on(async {
+        let mut out = Vec::new();
+        for spec in config.expose.upstreams.iter().filter(|u| u.enabled) {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let opts = OpenOptions {
+                client_info: serde_json::json!({"name": "sluice-check", "version": env!("CARGO_PKG_VERSION")}),
+                capabilities: serde_json::json!({}),
+                protocol_version: sluice_core::version::LATEST_LEGACY.into(),
+                connect_timeout: timeout,
+                label: spec.id.clone(),
+                stderr: StderrTail::default(),
+                identity: None,
+                bearer: None,
+            };
+            let lists = match Connection::open(spec, opts, tx).await {
+                Ok(conn) => {
+                    let caps = conn.init_result().get("capabilities").cloned();
+                    let caps = caps.unwrap_or(serde_json::Value::Null);
+                    let lists = fetch_lists(&conn, &caps, timeout).await;
+                    conn.shutdown().await;
+                    lists.map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            drop(rx);
+            match lists {
+                Ok(l) => {
+                    println!("upstream {}: listed ({} tools, {} prompts, {} resources)", spec.id, l.tools.len(), l.prompts.len(), l.resources.len());
+                    out.push((spec, l));
+                }
+                Err(e) => println!("warning: upstream {}: not listed: {e}", spec.id),
+            }
+        }
+        out
+    });
+    let views: Vec<(&UpstreamSpec, sluice_config::Listed<'_>)> =
+        listed.iter().map(|(spec, l)| (*spec, l.listed())).collect();
+    sluice_config::ExposeFile::collisions(&views, &config.expose.expose)
 }
 
 /// Every sandbox of the tree with what it confines: `upstream ID` or `hook ID`; with
