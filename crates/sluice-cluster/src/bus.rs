@@ -1,5 +1,6 @@
 //! The bus between replicas: one Redis pub/sub connection per replica, subscribed to the
-//! channels every replica hears (new GET-stream events, ended sessions, upstreams' list changes) and to its own (messages
+//! channels every replica hears (new GET-stream events, ended sessions, upstreams' list changes,
+//! revoked user connections) and to its own (messages
 //! for it alone). The connection is made again whenever it drops; each new subscription is
 //! announced with [`BusMsg::Resync`], so the replica catches up on what it may have missed.
 
@@ -31,6 +32,15 @@ pub enum BusMsg {
         /// The client session whose own upstream session said it.
         session: Option<String>,
     },
+    /// Replica `from` revoked `principal`'s connection to the per-user upstream `upstream`.
+    Revoked {
+        /// The replica that revoked it.
+        from: String,
+        /// The upstream's id.
+        upstream: String,
+        /// The principal (`kind:id`).
+        principal: String,
+    },
     /// A client cancelled a request, on some replica (JSON naming the session and request).
     Cancelled(String),
     /// A message for this replica alone.
@@ -56,6 +66,14 @@ fn parse(channel: &str, payload: String, direct: &str) -> Option<BusMsg> {
         }
         "end" => Some(BusMsg::Ended(payload)),
         "cancel" => Some(BusMsg::Cancelled(payload)),
+        "revoke" => {
+            let mut words = payload.splitn(3, ' ');
+            Some(BusMsg::Revoked {
+                from: words.next()?.to_string(),
+                upstream: words.next()?.to_string(),
+                principal: words.next()?.to_string(),
+            })
+        }
         "lists" => {
             let mut words = payload.split(' ');
             Some(BusMsg::Lists {
@@ -80,6 +98,7 @@ impl Bus {
                 format!("{PREFIX}end"),
                 format!("{PREFIX}lists"),
                 format!("{PREFIX}cancel"),
+                format!("{PREFIX}revoke"),
                 direct.clone(),
             ];
             loop {
@@ -142,6 +161,16 @@ mod tests {
             Some(BusMsg::Ended("h1".into()))
         );
         assert_eq!(parse(d, "{}".into(), d), Some(BusMsg::Direct("{}".into())));
+        // A principal is everything after the upstream, spaces and all.
+        assert_eq!(
+            parse("sluice:c:revoke", "r1 crm jwt:Ann Lee".into(), d),
+            Some(BusMsg::Revoked {
+                from: "r1".into(),
+                upstream: "crm".into(),
+                principal: "jwt:Ann Lee".into()
+            })
+        );
+        assert_eq!(parse("sluice:c:revoke", "r1 crm".into(), d), None);
         assert_eq!(
             parse("sluice:c:lists", "r1 fx".into(), d),
             Some(BusMsg::Lists {

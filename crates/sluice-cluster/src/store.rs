@@ -531,6 +531,26 @@ impl Store {
         Ok(pairs.into_iter().map(|(m, s)| (s, m)).collect())
     }
 
+    /// Tell every replica that `principal`'s connection to the per-user upstream `upstream` was
+    /// revoked on `replica`: each forgets the grant it holds in memory and closes that
+    /// principal's connection.
+    pub async fn user_revoked(
+        &self,
+        replica: &str,
+        upstream: &str,
+        principal: &str,
+    ) -> Result<(), StoreError> {
+        let payload = format!("{replica} {upstream} {principal}");
+        self.with(|mut c| async move {
+            redis::cmd("PUBLISH")
+                .arg(format!("{PREFIX}revoke"))
+                .arg(payload)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
     /// Tell every replica that `upstream` said its lists changed (heard by `replica`), on its
     /// control connection, or on the upstream session of the client session `session`.
     pub async fn lists_changed(

@@ -125,6 +125,20 @@ impl Cluster {
 
     /// An upstream said its lists changed (on the upstream session of client session
     /// `session`, when given): every other replica re-reads them.
+    pub(crate) fn user_revoked(&self, upstream: &str, principal: &str) {
+        let (store, me, up, who) = (
+            self.store.clone(),
+            self.replica.clone(),
+            upstream.to_string(),
+            principal.to_string(),
+        );
+        tokio::spawn(async move {
+            if let Err(e) = store.user_revoked(&me, &up, &who).await {
+                tracing::warn!(upstream = %up, principal = %who, "other replicas not told of a revoked connection: {e}");
+            }
+        });
+    }
+
     pub(crate) fn lists_changed(&self, upstream: &str, session: Option<&str>) {
         let session = session.map(str::to_string);
         let (store, me, up) = (

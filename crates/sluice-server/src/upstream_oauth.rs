@@ -138,7 +138,9 @@ pub(crate) async fn callback(st: &Arc<State>, query: Option<&str>) -> Response {
 
 /// Write every user connection event (connect, declined, failed, revoke, refresh failure) as an
 /// audit line: its method is the event (`oauth.connect`, …), with the principal, the upstream,
-/// the outcome and the reason; never a token. Runs until the gateway shuts down.
+/// the outcome and the reason; never a token. A revoke made here is told to the other replicas
+/// of a cluster (each forgets the grant it holds in memory and closes that connection). Runs
+/// until the gateway shuts down.
 pub(crate) async fn audit_connections(st: Arc<State>) {
     use sluice_oauth::events::{self, ConnectionEventKind as Kind};
     let mut rx = events::subscribe();
@@ -156,6 +158,11 @@ pub(crate) async fn audit_connections(st: Arc<State>) {
             }
             Err(_) => return,
         };
+        if event.kind == Kind::Revoked {
+            st.rt
+                .scale()
+                .user_revoked(&event.upstream, &event.principal);
+        }
         let outcome = match event.kind {
             Kind::Connected | Kind::Revoked => "ok",
             Kind::Declined => "refused",

@@ -370,6 +370,12 @@ impl PerUser {
         principals_of(&self.ctx.vault, &self.upstream).await
     }
 
+    /// Forget what is held in memory of `principal`'s grant (it was revoked on another
+    /// replica): the next use reads the vault again.
+    pub fn forget(&self, principal: &str) {
+        self.identities.lock().remove(principal);
+    }
+
     /// End `principal`'s connection: the grant is forgotten (memory and vault) and revoked at
     /// the authorization server when it has a revocation endpoint (RFC 7009). `Ok(None)`: the
     /// principal held no grant.

@@ -1,7 +1,8 @@
 //! `sluice connections list|revoke`: the users' own connections to `per_user` upstreams, as
 //! kept in the vault: who is connected to what, until when, with which scopes (never a token),
 //! and ending one (the grant forgotten, and revoked at the authorization server when it has a
-//! revocation endpoint, RFC 7009).
+//! revocation endpoint, RFC 7009; with `cluster`, the running replicas are told through the bus
+//! to forget it too).
 
 use sluice_config::{Config, OAuthMode};
 use sluice_oauth::{Fetcher, Revoked, Status};
@@ -9,6 +10,7 @@ use sluice_upstream::identity::principals_of;
 use sluice_upstream::{OAuthContext, PerUser};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// `sluice connections …`.
 #[derive(clap::Subcommand)]
@@ -38,8 +40,12 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// What `run` works on: the per-user upstreams, the OAuth context, and with `cluster` the store
+/// whose bus tells the running replicas of a revoke.
+type Opened = (Vec<PerUser>, OAuthContext, Option<sluice_cluster::Store>);
+
 /// The tree's per-user upstreams (those `upstream` names, when given) and the OAuth context.
-fn open(home: &Path, upstream: Option<&str>) -> Result<(Vec<PerUser>, OAuthContext), String> {
+fn open(home: &Path, upstream: Option<&str>) -> Result<Opened, String> {
     let env = |k: &str| std::env::var(k).ok();
     let (config, _) = Config::load(home, &env).map_err(|e| e.to_string())?;
     let vault = sluice_server::vault_of(&config)
@@ -72,7 +78,16 @@ fn open(home: &Path, upstream: Option<&str>) -> Result<(Vec<PerUser>, OAuthConte
     if let (Some(u), true) = (upstream, users.is_empty()) {
         return Err(format!("no upstream has the id {u:?}"));
     }
-    Ok((users, ctx))
+    let store = match &config.settings.cluster {
+        Some(c) => {
+            let shown = sluice_config::builtin::redis_url_shown(&c.redis);
+            let store = sluice_cluster::Store::new(&c.redis, &shown, Duration::from_secs(2))
+                .map_err(|e| e.to_string())?;
+            Some(store)
+        }
+        None => None,
+    };
+    Ok((users, ctx, store))
 }
 
 /// One line of `list`: upstream, principal, expiry, scopes (tab-separated).
@@ -103,7 +118,7 @@ pub(crate) fn run(cmd: ConnectionsCmd) -> ExitCode {
         ConnectionsCmd::List(f) => (false, f),
         ConnectionsCmd::Revoke(f) => (true, f),
     };
-    let (users, ctx) = match open(&f.home, f.upstream.as_deref()) {
+    let (users, ctx, store) = match open(&f.home, f.upstream.as_deref()) {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
@@ -134,7 +149,16 @@ pub(crate) fn run(cmd: ConnectionsCmd) -> ExitCode {
                     );
                     continue;
                 }
-                match u.revoke(&principal).await {
+                let outcome = u.revoke(&principal).await;
+                if let (Some(store), Ok(Some(_))) = (&store, &outcome) {
+                    if let Err(e) = store.user_revoked("cli", u.upstream(), &principal).await {
+                        eprintln!(
+                            "sluice: {} {principal}: the running replicas were not told ({e}); each forgets the grant when the upstream refuses its token",
+                            u.upstream()
+                        );
+                    }
+                }
+                match outcome {
                     Ok(Some(Revoked::AtServer)) => println!(
                         "revoked {}\t{principal}\t(forgotten, and revoked at the authorization server)",
                         u.upstream()

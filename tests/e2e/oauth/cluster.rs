@@ -9,7 +9,8 @@
 //!   parked on the first goes on with the user's own grant; a 2026-07-28 client's retry on
 //!   another replica is served with its own grant (another principal's retry with its state is
 //!   refused); a parked call's stream is resumed on another replica; each user's grant is
-//!   refreshed once across the replicas.
+//!   refreshed once across the replicas; a connection revoked on one replica is forgotten by
+//!   the others (told through the bus), so no replica serves the user with the revoked grant.
 
 use super::isolation::{accept, browse, parked_call, resumed_until_reply, session_listing, sub_of};
 use super::server::OAuthServer;
@@ -192,6 +193,7 @@ async fn a_consent_started_on_one_replica_is_completed_on_another() {
         ],
     );
     let key = keygen();
+    let cluster_key = key.clone();
     let replicas: Vec<Replica> = (0..3)
         .map(|i| Replica::start(&home, &key, dir.0.join(format!("replica-{i}.log"))))
         .collect();
@@ -331,4 +333,74 @@ async fn a_consent_started_on_one_replica_is_completed_on_another() {
         assert_eq!(sub_of(&r), who, "{r}");
     }
     assert_eq!(refreshes(), 3, "one refresh per user's grant");
+
+    // alice disconnects on replica 0 (the connections tool). The test server has no revocation
+    // endpoint, so her token would still work upstream: replica 1, which holds it in memory,
+    // is told through the bus, forgets it and closes her connection, and her next call there is
+    // asked to connect again, never served with it.
+    let gone = alice
+        .call_tool(
+            "sluice_connections",
+            json!({"action": "disconnect", "upstream": "remote"}),
+        )
+        .await;
+    assert_eq!(
+        gone["result"]["structuredContent"]["disconnected"], true,
+        "{gone}"
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let asked = loop {
+        let r = alice_b.call_tool("remote_whoami", json!({})).await;
+        if r["error"]["code"] == -32042 {
+            break r;
+        }
+        assert_eq!(sub_of(&r), "alice", "{r}");
+        assert!(
+            std::time::Instant::now() < until,
+            "replica 1 still serves alice with her revoked grant"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        asked["error"]["data"]["elicitations"][0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{public}/oauth/connect/")),
+        "{asked}"
+    );
+    assert!(replicas[1]
+        .log_text()
+        .contains("a user's connection was revoked on another replica"));
+
+    // `sluice connections revoke` (another process) tells the running replicas through the bus
+    // too: bob's next call on replica 1 is asked again.
+    let out = Command::new(sluice_e2e::bin("sluice"))
+        .args(["connections", "revoke", "--home", &home.arg()])
+        .args(["--principal", "token:bob", "--upstream", "remote"])
+        .env("SLUICE_CLUSTER_KEY", &cluster_key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("revoked remote\ttoken:bob"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = modern_call(&b, "bob-token", 6, "remote_whoami", json!({})).await;
+        if r["result"]["resultType"] == "input_required" {
+            break;
+        }
+        assert_eq!(sub_of(&r), "bob", "{r}");
+        assert!(
+            std::time::Instant::now() < until,
+            "replica 1 still serves bob with his revoked grant"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -224,6 +224,21 @@ pub(crate) async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                 }
             }
             BusMsg::Lists { .. } => {}
+            BusMsg::Revoked {
+                from,
+                upstream,
+                principal,
+            } if *from != *c.replica => {
+                let Some(slot) = st.snapshot().slot(&upstream).cloned() else {
+                    continue;
+                };
+                if let Some(users) = slot.per_user() {
+                    tracing::info!(%upstream, %principal, "a user's connection was revoked on another replica: forgotten here");
+                    users.forget(&principal);
+                    tokio::spawn(async move { slot.close_user(&principal).await });
+                }
+            }
+            BusMsg::Revoked { .. } => {}
             BusMsg::Direct(payload) => {
                 let Ok(v) = serde_json::from_str::<Value>(&payload) else {
                     tracing::warn!("a bus message that is not JSON: {payload}");

@@ -179,6 +179,14 @@ impl Scale {
         }
     }
 
+    /// `principal`'s connection to the per-user upstream `upstream` was revoked here: the other
+    /// replicas forget the grant they hold in memory and close that principal's connection.
+    pub(crate) fn user_revoked(&self, upstream: &str, principal: &str) {
+        if let Scale::Cluster(c) = self {
+            c.user_revoked(upstream, principal);
+        }
+    }
+
     /// An upstream's lists changed (`session`: only that session's own upstream session's):
     /// the other replicas re-read them.
     pub(crate) fn lists_changed(&self, upstream: &str, session: Option<&Session>) {
