@@ -125,7 +125,8 @@ async fn sandbox_the_filesystem_server_reads_only_the_folder_its_sandbox_allows(
 }
 
 /// `"none"`: nothing is reachable (a new network namespace); `"loopback"`: only the server's
-/// own loopback, not the host's; `{"connect": […]}`: TCP connect to the listed ports only.
+/// own loopback, not the host's; `{"connect": […]}`: TCP connect to the listed ports only. And
+/// with any sandbox, the server cannot signal a process outside it (the gateway).
 #[tokio::test]
 async fn sandbox_network_none_loopback_and_a_connect_list() {
     let allowed = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -141,7 +142,7 @@ async fn sandbox_network_none_loopback_and_a_connect_list() {
         probe_upstream("lo", Some(json!({"network": "loopback"}))),
         probe_upstream("ports", Some(json!({"network": {"connect": [format!("127.0.0.1:{p1}")]}}))),
     ]}));
-    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let (gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
     let c = client_with(
         &url,
         &[
@@ -176,6 +177,16 @@ async fn sandbox_network_none_loopback_and_a_connect_list() {
     assert_eq!(
         call(&c, "ports_connect", to(p1)).await,
         ("connected".into(), false)
+    );
+    // Landlock's signal scope: the gateway is out of reach of a sandboxed server.
+    let gateway = json!({"pid": gw.pid()});
+    assert_eq!(
+        call(&c, "open_signal", gateway.clone()).await,
+        ("sent".into(), false)
+    );
+    assert_eq!(
+        call(&c, "none_signal", gateway).await,
+        ("EPERM".into(), true)
     );
     assert_eq!(
         call(&c, "ports_connect", to(p2)).await,

@@ -9,13 +9,14 @@
 //                           counting its processes; then kills it. Refuses to run unless
 //                           RLIMIT_NPROC is set (it must only ever run sandboxed)
 //   spin {seconds}          burns CPU for that long: "spun", unless the kernel stops it first
+//   signal {pid}            sends signal 0 to a process: "sent", or the error code
 //   whoami                  pid, uid and the limits it runs under
 import { spawn } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
 import net from "node:net";
 import readline from "node:readline";
 
-const tools = ["connect", "read", "hog", "fork_bomb", "spin", "whoami"].map((name) => ({
+const tools = ["connect", "read", "hog", "fork_bomb", "spin", "signal", "whoami"].map((name) => ({
   name,
   inputSchema: { type: "object" },
 }));
@@ -99,6 +100,8 @@ async function call(name, args) {
       try { return text(readFileSync(args.path, "utf8")); } catch (e) { return text(e.code || e.message, true); }
     case "hog": return hog(args);
     case "fork_bomb": return forkBomb(args);
+    case "signal":
+      try { process.kill(args.pid, 0); return text("sent"); } catch (e) { return text(e.code || e.message, true); }
     case "spin": {
       const end = Date.now() + (args.seconds ?? 1) * 1000;
       while (Date.now() < end) {}
