@@ -341,10 +341,18 @@ async fn sandbox_check_reports_support_and_serve_refuses_what_cannot_be_enforced
     );
 }
 
-/// A command hook is confined as an upstream is: under its sandbox it cannot read a file of the
-/// tree that the same hook, unconfined, reads.
+/// A process hook (JSON lines with ids) that refuses every event, saying whether it could read
+/// `secret.txt`.
+const PROCESS_HOOK: &str = r#"while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed 's/^{"id":\([0-9]*\),.*/\1/')
+  if cat secret.txt >/dev/null 2>&1; then why="read it"; else why="refused"; fi
+  printf '{"id":%s,"decision":"refuse","reason":"%s","agent":true}\n' "$id" "$why"
+done"#;
+
+/// A command hook and a process hook are confined as an upstream is: under its sandbox each
+/// cannot read a file of the tree that the same command hook, unconfined, reads.
 #[tokio::test]
-async fn sandbox_a_command_hook_cannot_read_outside_its_sandbox() {
+async fn sandbox_command_and_process_hooks_cannot_read_outside_their_sandbox() {
     let home = Home::new("sandbox-hook");
     home.write("secret.txt", "top secret\n");
     let script =
@@ -356,7 +364,10 @@ async fn sandbox_a_command_hook_cannot_read_outside_its_sandbox() {
              "command": script, "enabled": true,
              "sandbox": {"fs": {"read": ["/usr", "/lib", "/lib64", "/etc"], "write": ["/dev/null"]}, "network": "none"}},
             {"id": "open", "event": "PreToolUse", "matcher": "fx_add", "type": "command",
-             "command": script, "enabled": true}
+             "command": script, "enabled": true},
+            {"id": "long-lived", "event": "PreToolUse", "matcher": "fx_whoami", "type": "process",
+             "command": PROCESS_HOOK, "enabled": true,
+             "sandbox": {"fs": {"read": ["/usr", "/lib", "/lib64", "/etc"], "write": ["/dev/null"]}}}
         ]})
         .to_string(),
     );
@@ -369,4 +380,6 @@ async fn sandbox_a_command_hook_cannot_read_outside_its_sandbox() {
     assert_eq!(r["error"]["data"]["reason"], json!("refused"), "{r}");
     let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
     assert_eq!(r["error"]["data"]["reason"], json!("read it"), "{r}");
+    let r = c.call_tool("fx_whoami", json!({})).await;
+    assert_eq!(r["error"]["data"]["reason"], json!("refused"), "{r}");
 }
