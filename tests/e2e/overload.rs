@@ -148,15 +148,14 @@ async fn dribble(
     }
 }
 
-/// The attack the issue describes: 200 connections dribbling a body and 2,000 dribbling a head,
-/// all from 127.0.0.1, for 15 s (each closed one opens again). A client on 127.0.0.2, a new
-/// connection per probe, is answered within 1 s every time; every slow connection is closed
-/// within 40 s of its connect; the gateway's descriptors return to their idle count; the
-/// metrics show the actions.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_clients_from_one_address_leave_another_answered_within_a_second() {
+/// The slow-client attack: 200 connections dribbling a body and 2,000 dribbling a head, all
+/// from 127.0.0.1, for 15 s (each closed one opens again), against a gateway with `settings`.
+/// A client on 127.0.0.2, a new connection per probe, is answered within 1 s every time; every
+/// slow connection is closed within 40 s of its connect; the gateway's descriptors return to
+/// their idle count; the metrics show each of `expected` actions taken.
+async fn attack(label: &str, settings: Value, expected: &[&str]) {
     allow_descriptors(16_384);
-    let (_home, gw, url, admin) = gateway("attack", json!({"max_connections_per_ip": 900}));
+    let (_home, gw, url, admin) = gateway(label, settings);
     let to = addr_of(&url);
     let pid = gw.pid();
     // The probe: its own session, a new connection from 127.0.0.2 each time.
@@ -246,15 +245,40 @@ async fn slow_clients_from_one_address_leave_another_answered_within_a_second() 
     // The metrics name each action taken.
     let taken = actions(&admin).await;
     eprintln!("overload actions: {taken:?}");
-    for action in [
-        "per_ip_refused",
-        "header_timeout_shortened",
-        "body_too_slow",
-    ] {
-        assert!(taken[action] > 0.0, "{action}: {taken:?}");
+    for action in expected {
+        assert!(taken[*action] > 0.0, "{action}: {taken:?}");
     }
     // And the probe's session is still served.
     ping().await;
+}
+
+/// The attack against the defaults (a cap of 1,024 connections, no cap per address): the
+/// connections idle the longest are shed at the cap, the header timeout shrinks near it, slow
+/// bodies are cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_from_one_address_leave_another_answered_within_a_second() {
+    attack(
+        "attack",
+        json!({}),
+        &["shed_at_cap", "header_timeout_shortened", "body_too_slow"],
+    )
+    .await;
+}
+
+/// The same with `max_connections_per_ip`: one address's connections past 900 are closed at
+/// once, and the rest are still the overload actions' to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_past_max_connections_per_ip_are_closed_at_accept() {
+    attack(
+        "attack-per-ip",
+        json!({"max_connections_per_ip": 900}),
+        &[
+            "per_ip_refused",
+            "header_timeout_shortened",
+            "body_too_slow",
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -328,6 +352,41 @@ async fn near_the_cap_a_partial_head_gets_the_overload_header_timeout() {
     assert_eq!(either.await.as_deref(), Some(""));
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(actions(&admin).await["header_timeout_shortened"] >= 2.0);
+}
+
+#[tokio::test]
+async fn near_the_cap_an_idle_kept_alive_connection_gets_the_overload_idle_timeout() {
+    let (_home, _gw, url, admin) = gateway(
+        "idle-shortened",
+        json!({"max_connections": 4, "idle_timeout_ms": 60000,
+               "overload": {"at_percent": 50, "idle_timeout_ms": 300}}),
+    );
+    let to = addr_of(&url);
+    let from: IpAddr = [127, 0, 0, 1].into();
+    let req = b"GET /.well-known/oauth-protected-resource HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    let mut kept = Vec::new();
+    for _ in 0..2 {
+        let mut s = connect_from(from, to).await.unwrap();
+        s.write_all(req).await.unwrap();
+        let mut buf = [0u8; 512];
+        let n = timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("a response")
+            .unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 404"));
+        kept.push(s);
+    }
+    // Two of four, both idle and kept alive: one is closed within about a second (which
+    // leaves one: no longer under overload), long before the usual minute.
+    let (a, b) = kept.split_at_mut(1);
+    let either = async {
+        tokio::select! {
+            x = eof_within(&mut a[0], Duration::from_secs(5)) => x,
+            y = eof_within(&mut b[0], Duration::from_secs(5)) => y,
+        }
+    };
+    assert_eq!(either.await.as_deref(), Some(""));
+    assert_eq!(actions(&admin).await["idle_timeout_shortened"], 1.0);
 }
 
 #[tokio::test]

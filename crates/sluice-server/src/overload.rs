@@ -25,6 +25,9 @@ pub(crate) struct Overload {
     pub(crate) actions: OverloadActions,
     /// Connections open on the MCP listener (written by its accept loop and connections).
     pub(crate) open: AtomicUsize,
+    /// Open connections asked to close at the cap and not closed yet (they make room for the
+    /// connections served meanwhile).
+    pub(crate) shedding: AtomicUsize,
     /// The open connections from which the listener is under overload (written with each
     /// accept from the settings in force; read by the watchdogs and the body reader).
     pub(crate) threshold: AtomicUsize,

@@ -53,7 +53,9 @@ pub(super) async fn read(
         let earned = Duration::from_secs_f64(got as f64 / limits.min_rate as f64);
         hard.min(start + allowance() + earned)
     };
-    let mut chunks: Vec<Bytes> = Vec::new();
+    // The first piece alone (most bodies are one), the others after it.
+    let mut first: Option<Bytes> = None;
+    let mut rest: Vec<Bytes> = Vec::new();
     let mut got = 0usize;
     let mut deadline = due(0);
     let timer = tokio::time::sleep_until(deadline);
@@ -69,7 +71,10 @@ pub(super) async fn read(
                     if got > limits.max {
                         return Err(BodyError::TooLarge);
                     }
-                    chunks.push(data);
+                    match first {
+                        None => first = Some(data),
+                        Some(_) => rest.push(data),
+                    }
                     if limits.min_rate != 0 {
                         deadline = due(got);
                         timer.as_mut().reset(deadline.min(Instant::now() + Duration::from_secs(1)));
@@ -91,13 +96,14 @@ pub(super) async fn read(
             }
         }
     }
-    Ok(match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.pop().unwrap_or_default(),
-        _ => {
+    Ok(match first {
+        None => Bytes::new(),
+        Some(one) if rest.is_empty() => one,
+        Some(one) => {
             let mut all = Vec::with_capacity(got);
-            for c in &chunks {
-                all.extend_from_slice(c);
+            all.extend_from_slice(&one);
+            for piece in &rest {
+                all.extend_from_slice(piece);
             }
             Bytes::from(all)
         }

@@ -127,9 +127,9 @@ pub(crate) async fn serve(
             Some(_) => Some(ip),
             None => None,
         };
-        // The cap: at it, the connection idle the longest makes room; when none is idle, this
-        // one waits (and the next ones in the kernel's backlog) until one closes.
-        let mut asked: Option<Arc<Stats>> = None;
+        // The cap: at it, the connection idle the longest is asked to close and this one is
+        // served meanwhile (the ones asked and not closed yet do not count); when none is idle
+        // (for `MIN_IDLE`), this one waits, and the next ones in the kernel's backlog.
         loop {
             let (cap, threshold) = {
                 let snap = st.snapshot();
@@ -139,38 +139,26 @@ pub(crate) async fn serve(
             overload
                 .threshold
                 .store(threshold as usize, Ordering::Relaxed);
-            if overload.open.load(Ordering::SeqCst) < cap as usize {
+            let open = overload.open.load(Ordering::SeqCst);
+            let shedding = overload.shedding.load(Ordering::SeqCst);
+            if open.saturating_sub(shedding) < cap as usize {
                 saturated = false;
                 break;
             }
-            // One asked at a time: while it closes (it still has its counters, and has not
-            // declined), wait for it.
-            let closing = asked
-                .as_ref()
-                .is_some_and(|s| Arc::strong_count(s) > 1 && s.asked.load(Ordering::SeqCst));
-            if !closing {
-                asked = conns.oldest_idle();
-                if let Some(idle) = &asked {
-                    idle.shed.notify_one();
-                }
-            }
-            if asked.is_some() {
-                tokio::select! {
-                    () = conns.freed.notified() => {}
-                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    () = &mut shutdown => break 'serve,
-                }
+            if let Some(idle) = conns.oldest_idle(&overload.shedding) {
+                idle.shed.notify_one();
                 continue;
             }
             if !saturated {
                 saturated = true;
                 tracing::warn!(
                     max_connections = cap,
-                    "the MCP listener is at max_connections with every connection busy: new connections wait until one closes"
+                    "the MCP listener is at max_connections with no connection idle: new connections wait until one closes or idles"
                 );
             }
             tokio::select! {
                 () = conns.freed.notified() => {}
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
                 () = &mut shutdown => break 'serve,
             }
         }
@@ -181,6 +169,7 @@ pub(crate) async fn serve(
             conns: conns.clone(),
             overload: overload.clone(),
             key: conns.insert(stats.clone()),
+            stats: stats.clone(),
             ip: ip_place,
             _place: None,
         };
@@ -196,7 +185,11 @@ pub(crate) async fn serve(
         let handle = place.handle.clone();
         slot._place = Some(place);
         let (face, app, conns) = (face.clone(), app.clone(), conns.clone());
-        let peer = Peer { forwarded, conns };
+        let peer = Peer {
+            addr: peer,
+            forwarded,
+            conns,
+        };
         tasks.spawn_on(
             async move {
                 match TcpStream::from_std(stream) {
@@ -241,6 +234,7 @@ struct Release {
     conns: Arc<Conns>,
     overload: Arc<crate::overload::Overload>,
     key: usize,
+    stats: Arc<Stats>,
     ip: Option<IpAddr>,
     _place: Option<Place>,
 }
@@ -248,6 +242,9 @@ struct Release {
 impl Drop for Release {
     fn drop(&mut self) {
         self.conns.remove(self.key);
+        if self.stats.asked.swap(false, Ordering::SeqCst) {
+            self.overload.shedding.fetch_sub(1, Ordering::SeqCst);
+        }
         if let Some(ip) = self.ip {
             self.conns.give_ip(ip);
         }
@@ -259,6 +256,8 @@ impl Drop for Release {
 /// Where a connection comes from: a trusted proxy's requests are capped by the address they
 /// are forwarded for.
 struct Peer {
+    /// The peer's address (for the log).
+    addr: std::net::SocketAddr,
     forwarded: bool,
     conns: Arc<Conns>,
 }
@@ -336,7 +335,7 @@ async fn connection(
             let read = tokio::select! {
                 r = io.fill(1024) => r,
                 why = watchdog(st, &stats) => {
-                    tracing::debug!("closing a connection: {why}");
+                    tracing::debug!(peer = %peer.addr, "closing a connection: {why}");
                     return;
                 }
                 () = draining.cancelled() => return,
@@ -345,7 +344,7 @@ async fn connection(
                 Ok(0) => return,
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::debug!("connection ended: {e}");
+                    tracing::debug!(peer = %peer.addr, "connection ended: {e}");
                     return;
                 }
             }
@@ -354,7 +353,7 @@ async fn connection(
             let outcome = tokio::select! {
                 o = bare_get::serve(&mut io, &app, &draining) => o,
                 why = watchdog(st, &stats) => {
-                    tracing::debug!("closing a connection: {why}");
+                    tracing::debug!(peer = %peer.addr, "closing a connection: {why}");
                     return;
                 }
             };
@@ -412,14 +411,14 @@ async fn with_hyper(
                     Ok(()) => {
                         let _ = io.shutdown().await;
                     }
-                    Err(e) => tracing::debug!("connection ended: {e}"),
+                    Err(e) => tracing::debug!(peer = %peer.addr, "connection ended: {e}"),
                 }
                 return None;
             }
             why = watchdog(st, &stats) => {
                 // Nothing is in flight (the watchdog checks in this task, between polls of the
                 // connection): closing loses nothing.
-                tracing::debug!("closing a connection: {why}");
+                tracing::debug!(peer = %peer.addr, "closing a connection: {why}");
                 return None;
             }
             () = draining.cancelled(), if !drained => {
@@ -489,7 +488,9 @@ async fn watchdog(st: &State, stats: &Stats) -> &'static str {
                     overload.count(Action::ShedAtCap);
                     return "at max_connections, idle the longest";
                 }
-                stats.asked.store(false, Ordering::SeqCst);
+                if stats.asked.swap(false, Ordering::SeqCst) {
+                    overload.shedding.fetch_sub(1, Ordering::SeqCst);
+                }
             }
         }
     }

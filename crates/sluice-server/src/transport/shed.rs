@@ -14,9 +14,13 @@ use parking_lot::Mutex;
 use slab::Slab;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+/// How long a connection must have been idle (or its head in progress) to be closed at the cap.
+pub(super) const MIN_IDLE: Duration = Duration::from_millis(250);
 
 /// The listener's open connections and places per address.
 #[derive(Default)]
@@ -42,16 +46,21 @@ impl Conns {
         self.all.lock().try_remove(key);
     }
 
-    /// The open connection idle the longest (nothing in flight) not asked to close yet, now
-    /// marked as asked.
-    pub(super) fn oldest_idle(&self) -> Option<Arc<Stats>> {
+    /// The open connection idle the longest (nothing in flight) not asked to close yet, and
+    /// idle for at least [`MIN_IDLE`], now marked as asked and counted in `shedding` (whoever
+    /// clears its mark takes it off). The minimum spares a connection whose head has arrived
+    /// but that its thread, busy with a burst, has not read yet.
+    pub(super) fn oldest_idle(&self, shedding: &AtomicUsize) -> Option<Arc<Stats>> {
         let all = self.all.lock();
+        let before = Instant::now().checked_sub(MIN_IDLE)?;
         let oldest = all
             .iter()
             .filter(|(_, s)| !s.asked.load(Ordering::SeqCst))
             .filter_map(|(_, s)| Some((s.idle_since()?, s)))
+            .filter(|(since, _)| *since <= before)
             .min_by_key(|(since, _)| *since)
             .map(|(_, s)| s.clone())?;
+        shedding.fetch_add(1, Ordering::SeqCst);
         oldest.asked.store(true, Ordering::SeqCst);
         Some(oldest)
     }
@@ -185,22 +194,30 @@ mod tests {
     #[test]
     fn the_connection_idle_the_longest_is_chosen_once() {
         let conns = Conns::default();
+        let shedding = AtomicUsize::new(0);
         let old = Arc::new(Stats::new());
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(5));
         let busy = Arc::new(Stats::new());
         busy.inflight.store(1, Ordering::SeqCst);
         let young = Arc::new(Stats::new());
-        let keys = [
+        let mut keys = vec![
             conns.insert(young.clone()),
             conns.insert(busy),
             conns.insert(old.clone()),
         ];
-        assert!(Arc::ptr_eq(&conns.oldest_idle().unwrap(), &old));
-        assert!(Arc::ptr_eq(&conns.oldest_idle().unwrap(), &young));
         assert!(
-            conns.oldest_idle().is_none(),
-            "the busy one is never chosen"
+            conns.oldest_idle(&shedding).is_none(),
+            "none idle for MIN_IDLE yet"
         );
+        std::thread::sleep(MIN_IDLE);
+        keys.push(conns.insert(Arc::new(Stats::new())));
+        assert!(Arc::ptr_eq(&conns.oldest_idle(&shedding).unwrap(), &old));
+        assert!(Arc::ptr_eq(&conns.oldest_idle(&shedding).unwrap(), &young));
+        assert!(
+            conns.oldest_idle(&shedding).is_none(),
+            "the busy one is never chosen, the newest not before MIN_IDLE"
+        );
+        assert_eq!(shedding.load(Ordering::SeqCst), 2);
         for k in keys {
             conns.remove(k);
         }
