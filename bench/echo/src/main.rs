@@ -23,8 +23,10 @@
 //! `Authorization: Bearer <token>` (else 401 with `WWW-Authenticate: Bearer
 //! resource_metadata="<base>/.well-known/oauth-protected-resource/mcp"`), that RFC 9728 document
 //! is served, RFC 8414 metadata at `/.well-known/oauth-authorization-server` (issuer `<base>`,
-//! client credentials, `client_secret_basic`, PKCE S256 listed), and `POST /token` grants client
-//! credentials to client [`CLIENT_ID`] with secret [`CLIENT_SECRET`] (HTTP Basic): a random token,
+//! client credentials and authorization code, `client_secret_basic`, PKCE S256 and the `iss`
+//! parameter listed), `GET /authorize` approves at once (a code back to the redirect URI, with
+//! `state` and `iss`), and `POST /token` grants client credentials, or a code it handed out
+//! (once), to client [`CLIENT_ID`] with secret [`CLIENT_SECRET`] (HTTP Basic): a random token,
 //! `expires_in` 3600 (never enforced). Without the flag none of this exists: the only cost left
 //! on `/mcp` is a branch on an `Option`.
 
@@ -352,6 +354,7 @@ async fn serve_http(echo: Arc<Echo>, listen: &str, oauth: bool) -> std::io::Resu
                 "/.well-known/oauth-authorization-server",
                 get(auth_server_metadata),
             )
+            .route("/authorize", get(handle_authorize))
             .route("/token", post(handle_token));
     }
     axum::serve(listener, app.with_state(state)).await
@@ -461,6 +464,10 @@ struct OAuth {
     basic: String,
     /// Every access token granted (they never expire here).
     tokens: RwLock<HashSet<String>>,
+    /// Authorization codes handed out and not yet exchanged.
+    codes: Mutex<HashSet<String>>,
+    /// The issuer (`<base>`), sent as RFC 9207's `iss` with each code.
+    issuer: String,
 }
 
 impl OAuth {
@@ -471,15 +478,15 @@ impl OAuth {
             "authorization_servers": [base],
             "bearer_methods_supported": ["header"],
         });
-        // `authorization_endpoint` and `response_types_supported` are required by RFC 8414
-        // (and Sluice reads the first); nothing serves it: this server grants client
-        // credentials only.
+        // The authorization endpoint approves at once (a person who always says yes): what a
+        // per-user upstream's consent round trip costs without a person in it.
         let auth_server_metadata = json!({
             "issuer": base,
             "authorization_endpoint": format!("{base}/authorize"),
             "token_endpoint": format!("{base}/token"),
             "response_types_supported": ["code"],
-            "grant_types_supported": ["client_credentials"],
+            "grant_types_supported": ["client_credentials", "authorization_code"],
+            "authorization_response_iss_parameter_supported": true,
             "token_endpoint_auth_methods_supported": ["client_secret_basic"],
             "code_challenge_methods_supported": ["S256"],
         });
@@ -495,6 +502,8 @@ impl OAuth {
                 base64(format!("{CLIENT_ID}:{CLIENT_SECRET}").as_bytes())
             ),
             tokens: RwLock::new(HashSet::new()),
+            codes: Mutex::new(HashSet::new()),
+            issuer: base.to_string(),
         }
     }
 
@@ -528,7 +537,76 @@ async fn auth_server_metadata(State(st): State<Arc<HttpState>>) -> Response {
     json_response(StatusCode::OK, o.auth_server_metadata.clone())
 }
 
-/// `POST /token`: the client credentials grant, for [`CLIENT_ID`] authenticated with HTTP Basic.
+/// `GET /authorize?redirect_uri=…&state=…`: approved at once, a code sent back (with `state` and
+/// `iss`) to the redirect URI. PKCE is the client's business here: the code is all that is
+/// checked at the token endpoint.
+async fn handle_authorize(State(st): State<Arc<HttpState>>, uri: axum::http::Uri) -> Response {
+    let o = st.oauth.as_ref().expect("routed with --oauth only");
+    let query = uri.query().unwrap_or("");
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .map(percent_decode)
+    };
+    let (Some(redirect), state) = (param("redirect_uri"), param("state").unwrap_or_default())
+    else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let code = uuid::Uuid::new_v4().simple().to_string();
+    o.codes.lock().insert(code.clone());
+    let location = format!(
+        "{redirect}?code={code}&state={}&iss={}",
+        percent_encode(&state),
+        percent_encode(&o.issuer)
+    );
+    let mut r = StatusCode::FOUND.into_response();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+/// `%XX` escapes of everything but unreserved characters (RFC 3986).
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A query value with its `%XX` escapes (and `+`) decoded.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `POST /token`: the client credentials grant, and the authorization code grant for a code
+/// [`handle_authorize`] handed out (once), for [`CLIENT_ID`] authenticated with HTTP Basic.
 async fn handle_token(
     State(st): State<Arc<HttpState>>,
     headers: HeaderMap,
@@ -552,11 +630,22 @@ async fn handle_token(
         );
         return r;
     }
-    let grant = body
-        .split(|b| *b == b'&')
-        .find_map(|pair| pair.strip_prefix(b"grant_type="));
-    if grant != Some(b"client_credentials".as_slice()) {
-        return token_error(StatusCode::BAD_REQUEST, "unsupported_grant_type");
+    let field = |name: &[u8]| {
+        body.split(|b| *b == b'&').find_map(|pair| {
+            pair.strip_prefix(name)
+                .and_then(|v| v.strip_prefix(b"="))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        })
+    };
+    match field(b"grant_type").as_deref() {
+        Some("client_credentials") => {}
+        Some("authorization_code") => {
+            let code = field(b"code").unwrap_or_default();
+            if !o.codes.lock().remove(&code) {
+                return token_error(StatusCode::BAD_REQUEST, "invalid_grant");
+            }
+        }
+        _ => return token_error(StatusCode::BAD_REQUEST, "unsupported_grant_type"),
     }
     let token = format!(
         "{}{}",

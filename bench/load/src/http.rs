@@ -58,6 +58,10 @@ pub struct Response {
     pub content_type: String,
     /// `Mcp-Session-Id`, when sent.
     pub session: Option<String>,
+    /// `Location`, when sent (a redirect).
+    pub location: Option<String>,
+    /// The first `Set-Cookie`'s `name=value`, when sent.
+    pub cookie: Option<String>,
     /// The body (chunked encoding removed).
     pub body: Vec<u8>,
 }
@@ -198,7 +202,7 @@ impl Conn {
     async fn read_response(&mut self, head: bool) -> Result<Response> {
         loop {
             // Parse the head.
-            let (status, content_type, session, length, chunked, close, used) = loop {
+            let (status, content_type, session, length, chunked, close, used, location, cookie) = loop {
                 let mut hs = [httparse::EMPTY_HEADER; 32];
                 let mut resp = httparse::Response::new(&mut hs);
                 match resp
@@ -211,6 +215,8 @@ impl Conn {
                         let mut length = None;
                         let mut chunked = false;
                         let mut close = resp.version == Some(0);
+                        let mut location = None;
+                        let mut cookie = None;
                         for h in resp.headers.iter() {
                             let v = std::str::from_utf8(h.value).unwrap_or("").trim();
                             if h.name.eq_ignore_ascii_case("content-type") {
@@ -223,6 +229,11 @@ impl Conn {
                                 chunked = v.to_ascii_lowercase().contains("chunked");
                             } else if h.name.eq_ignore_ascii_case("connection") {
                                 close = v.eq_ignore_ascii_case("close");
+                            } else if h.name.eq_ignore_ascii_case("location") {
+                                location = Some(v.to_string());
+                            } else if h.name.eq_ignore_ascii_case("set-cookie") && cookie.is_none()
+                            {
+                                cookie = v.split(';').next().map(str::to_string);
                             }
                         }
                         break (
@@ -233,6 +244,8 @@ impl Conn {
                             chunked,
                             close,
                             used,
+                            location,
+                            cookie,
                         );
                     }
                     httparse::Status::Partial => self.fill().await?,
@@ -269,6 +282,8 @@ impl Conn {
                 status,
                 content_type,
                 session,
+                location,
+                cookie,
                 body,
             });
         }

@@ -76,18 +76,35 @@ pub(crate) enum UpstreamAuth {
     /// `sluice.json`: Sluice discovers the authorization server, obtains its own token and holds
     /// it in memory (`Identity::bearer()` on every request; the vault is read on refresh only).
     ClientCredentials,
+    /// `"oauth": {"mode": "per_user", …}` on the upstream, authentication on
+    /// (`auth/auth.config.json` with the static token [`BENCH_USER`]) and a `vault`: before the
+    /// rounds the suite connects that user's account once (the consent round trip: the
+    /// connections tool's link, the confirmation page and its form, the echo's authorization
+    /// endpoint, the callback), then calls as that user; each call goes through the user's own
+    /// connection with the grant held in memory.
+    PerUser,
 }
+
+/// The principal of the per-user row: its static token, and the token's SHA-256 (hex) as
+/// `auth/auth.config.json` keeps it.
+pub(crate) const BENCH_USER: (&str, &str, &str) = (
+    "bench-user",
+    "sluice-bench-user",
+    "5a0f4179d1c07fc459f6adc59fe4fdc247a86bbc6edfd9d00e90c803c087d823",
+);
 
 /// The rows that differ only in how the upstream is authenticated: each runs `sluice serve
 /// --no-admin --home TREE` whose one upstream is `sluice-bench-echo --oauth` (an OAuth-protected
-/// echo with its own authorization server, on a port of its own), and is compared with that
-/// echo called directly with a token. Rust echo only.
+/// echo with its own authorization server, on a port of its own), with its own clients
+/// authenticated the same way in every row (the static token of [`BENCH_USER`]), and is
+/// compared with that echo called directly with a token. Rust echo only.
 pub(crate) const UPSTREAM_AUTH: &[(&str, UpstreamAuth)] = &[
     ("static bearer header", UpstreamAuth::StaticBearer),
     (
         "oauth (client credentials)",
         UpstreamAuth::ClientCredentials,
     ),
+    ("oauth per user (held grant)", UpstreamAuth::PerUser),
 ];
 
 /// The client `sluice-bench-echo --oauth` knows: (client id, secret), its `CLIENT_ID` and
@@ -194,6 +211,28 @@ impl Launch {
             Launch::SluiceAuth(_) => true,
             Launch::Baseline(inner) => inner.oauth_upstream(),
             _ => false,
+        }
+    }
+
+    /// Does it authenticate its clients as one user of its own (the per-user row)?
+    pub(crate) fn per_user(&self) -> bool {
+        match self {
+            Launch::SluiceAuth(UpstreamAuth::PerUser) => true,
+            Launch::Baseline(inner) => inner.per_user(),
+            _ => false,
+        }
+    }
+
+    /// The headers its clients send: the rows that price upstream authentication authenticate
+    /// their client as [`BENCH_USER`]; the others none.
+    pub(crate) fn client_headers(&self) -> Vec<(String, String)> {
+        if self.oauth_upstream() {
+            vec![(
+                "Authorization".to_string(),
+                format!("Bearer {}", BENCH_USER.1),
+            )]
+        } else {
+            Vec::new()
         }
     }
 }

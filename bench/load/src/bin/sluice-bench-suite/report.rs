@@ -225,13 +225,34 @@ fn floor_table(md: &mut String, r: &Results) {
     }
 }
 
-/// The upstream-authentication rows side by side: the OAuth identity's gateway CPU per call
+/// The upstream-authentication rows side by side: each OAuth identity's gateway CPU per call
 /// against the static header's, with the spread of the rounds (the rows run one after the other
-/// in every round, so round i of one and of the other are neighbours in time).
+/// in every round, so round i of one and of the other are neighbours in time); and the per-user
+/// row's consent round trip.
 fn auth_table(md: &mut String, r: &Results) {
-    let [(a, _), (b, _)] = crate::plan::UPSTREAM_AUTH else {
+    let Some(((a, _), others)) = crate::plan::UPSTREAM_AUTH.split_first() else {
         return;
     };
+    for (b, _) in others {
+        auth_pair(md, r, a, b);
+    }
+    if !r.consent_ms.is_empty() {
+        let mut v = r.consent_ms.clone();
+        v.sort_by(f64::total_cmp);
+        let _ = writeln!(
+            md,
+            "\nThe per-user row's consent round trip (from the call answered with the link, through the confirmation page, \
+             its form, the authorization server approving at once and the callback): {:.1} ms (median of {}; {:.1}–{:.1}).",
+            sluice_bench_load::stats::median(&v),
+            v.len(),
+            v[0],
+            v[v.len() - 1]
+        );
+    }
+}
+
+/// Row `b` against row `a` (both of [`crate::plan::UPSTREAM_AUTH`]).
+fn auth_pair(md: &mut String, r: &Results, a: &str, b: &str) {
     let (row_a, row_b) = (format!("sluice, {a}"), format!("sluice, {b}"));
     let find = |cfg: &str, c: usize| {
         r.calls

@@ -67,6 +67,8 @@ pub(crate) struct Ctx {
     pub hook_url: std::sync::OnceLock<String>,
     /// The OAuth-protected echo of the upstream-authentication rows, once started.
     pub oauth_echo: std::sync::OnceLock<OAuthEcho>,
+    /// The per-user row's consent round trips, ms (one per start).
+    pub consents: std::sync::Mutex<Vec<f64>>,
 }
 
 /// `sluice-bench-echo --oauth`, running for the whole run.
@@ -169,6 +171,7 @@ impl Ctx {
             sluice_rev,
             hook_url: std::sync::OnceLock::new(),
             oauth_echo: std::sync::OnceLock::new(),
+            consents: std::sync::Mutex::new(Vec::new()),
             args: args.clone(),
             root,
         })
@@ -326,6 +329,10 @@ pub(crate) struct Results {
     /// Where each tools/call run's client ran: a process of its own per run, or this process.
     #[serde(default)]
     pub in_process_client: bool,
+    /// The per-user row's consent round trips, ms (from the call answered with the link to
+    /// the callback's page, the authorization server approving at once).
+    #[serde(default)]
+    pub consent_ms: Vec<f64>,
 }
 
 fn loadavg() -> String {
@@ -674,6 +681,21 @@ fn config_cmd(
                     upstream["headers"] =
                         serde_json::json!({"Authorization": format!("Bearer {}", echo.token)});
                 }
+                UpstreamAuth::PerUser => {
+                    let (id, secret) = plan::OAUTH_CLIENT;
+                    upstream["oauth"] = serde_json::json!({
+                        "mode": "per_user",
+                        "client_id": id,
+                        "client_secret": secret,
+                    });
+                    let settings = serde_json::json!({
+                        "vault": {"key": base64(&random_bytes::<32>()?), "path": "vault.db"},
+                    });
+                    std::fs::write(
+                        home.join("sluice.json"),
+                        serde_json::to_string_pretty(&settings)?,
+                    )?;
+                }
                 UpstreamAuth::ClientCredentials => {
                     let (id, secret) = plan::OAUTH_CLIENT;
                     upstream["oauth"] = serde_json::json!({
@@ -690,6 +712,18 @@ fn config_cmd(
                     )?;
                 }
             }
+            // Every row of this kind authenticates its client the same way (one static token),
+            // so they differ only in how the gateway authenticates to the upstream.
+            let (user, _, sha256) = plan::BENCH_USER;
+            let auth = serde_json::json!({
+                "enabled": true,
+                "tokens": [{"name": user, "sha256": sha256}],
+            });
+            std::fs::create_dir_all(home.join("auth"))?;
+            std::fs::write(
+                home.join("auth/auth.config.json"),
+                serde_json::to_string_pretty(&auth)?,
+            )?;
             let expose = serde_json::json!({
                 "version": 1,
                 "upstreams": [upstream],
@@ -807,9 +841,23 @@ fn start(
     ctx: &Ctx,
     rt: &Runtime,
     name: &str,
+    cmd: Command,
+    url: String,
+    tools: usize,
+) -> Result<Proc> {
+    start_as(ctx, rt, name, cmd, url, tools, &Launch::SluiceAdmin)
+}
+
+/// [`start`] a configuration whose clients authenticate as `launch` says; the per-user row's
+/// user connects their account first (the consent round trip, timed into `ctx.consents`).
+fn start_as(
+    ctx: &Ctx,
+    rt: &Runtime,
+    name: &str,
     mut cmd: Command,
     url: String,
     tools: usize,
+    launch: &Launch,
 ) -> Result<Proc> {
     let log = logged(ctx, name, &mut cmd)?;
     let child = cmd.spawn().with_context(|| format!("spawning {name}"))?;
@@ -819,9 +867,102 @@ fn start(
         child,
     };
     let timeout = Duration::from_secs(if ctx.args.quick { 20 } else { 60 });
-    wait_ready(rt, &mut p.child, &p.url, tools, timeout, &[])
+    let headers = launch.client_headers();
+    if launch.per_user() {
+        let took = connect_user(rt, &mut p.child, &p.url, &headers, timeout)
+            .map_err(|e| anyhow!("{e:#}{}", log_tail(&log)))?;
+        eprintln!(
+            "  {name}: the consent round trip took {:.1} ms",
+            took.as_secs_f64() * 1e3
+        );
+        ctx.consents
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(took.as_secs_f64() * 1e3);
+    }
+    wait_ready(rt, &mut p.child, &p.url, tools, timeout, &headers)
         .map_err(|e| anyhow!("{e:#}{}", log_tail(&log)))?;
     Ok(p)
+}
+
+/// Connect the per-user row's user to its upstream, as a person would, and time it: the
+/// connections tool's `connect` answers -32042 with the link (this client declares no URL
+/// elicitation); the link's confirmation page sets its CSRF cookie; its form, posted back,
+/// sends the browser to the echo's authorization endpoint, which approves at once and sends it
+/// to the gateway's callback, which must say connected. From the tools/call to that page.
+fn connect_user(
+    rt: &Runtime,
+    child: &mut Child,
+    url: &str,
+    headers: &[(String, String)],
+    timeout: Duration,
+) -> Result<Duration> {
+    let target = http::Target::with_headers(url, headers)?;
+    let t0 = Instant::now();
+    // The gateway answers once it listens.
+    let (s, mut conn) = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            bail!("exited ({status}) before answering");
+        }
+        let attempt = rt.block_on(async {
+            let mut conn = http::Conn::new(target.clone());
+            let s = mcp::initialize(&mut conn, load::CLIENT).await?;
+            Ok::<_, anyhow::Error>((s, conn))
+        });
+        match attempt {
+            Ok(x) => break x,
+            Err(e) if t0.elapsed() > timeout => bail!("not answering after {timeout:?}: {e:#}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    rt.block_on(async {
+        let started = Instant::now();
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "sluice_connections", "arguments": {"action": "connect", "upstream": "echo"}}});
+        let r = s.request(&mut conn, 1, call.to_string().as_bytes()).await?;
+        let link = r
+            .pointer("/error/data/elicitations/0/url")
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| anyhow!("the connect call was not answered with a link: {r}"))?
+            .to_string();
+        let mut page = http::Conn::new(http::Target::parse(&link)?);
+        let confirm = page.request("GET", &[], b"").await?;
+        let body = String::from_utf8_lossy(&confirm.body).into_owned();
+        let csrf = body
+            .split("name=csrf value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .ok_or_else(|| anyhow!("no CSRF token on the confirmation page (HTTP {})", confirm.status))?
+            .to_string();
+        let cookie = confirm
+            .cookie
+            .ok_or_else(|| anyhow!("the confirmation page set no cookie"))?;
+        let form = format!("csrf={csrf}");
+        let posted = page
+            .request(
+                "POST",
+                &[
+                    ("Cookie", cookie.as_str()),
+                    ("Content-Type", "application/x-www-form-urlencoded"),
+                ],
+                form.as_bytes(),
+            )
+            .await?;
+        // The gateway sends the browser to the authorization server, which sends it back.
+        let mut next = posted.location;
+        let mut last = posted.status;
+        for _ in 0..4 {
+            let Some(to) = next.take() else { break };
+            let mut c = http::Conn::new(http::Target::parse(&to)?);
+            let r = c.request("GET", &[], b"").await?;
+            last = r.status;
+            next = r.location;
+        }
+        if last != 200 {
+            bail!("the consent ended with HTTP {last}");
+        }
+        Ok(started.elapsed())
+    })
 }
 
 /// Start `sluice-bench-echo --oauth` and obtain a token from it: its `/token` answers once it
@@ -1022,6 +1163,11 @@ pub(crate) fn run_all(ctx: &Ctx) -> Result<Results> {
         resources(ctx, &rt, u, &configs, &runnable, &mut results)?;
     }
     results.loadavg.1 = loadavg();
+    results.consent_ms = ctx
+        .consents
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     Ok(results)
 }
 
@@ -1163,6 +1309,10 @@ fn summarise(pairs: &[(CallsReport, CallsReport)]) -> CallSummary {
     }
 }
 
+/// A configuration started for the tools/call matrix: its index, process, the direct run it is
+/// compared with, and the headers its clients send.
+type Live<'a> = (usize, Proc, &'a Direct, Vec<(String, String)>);
+
 fn call_matrix(
     ctx: &Ctx,
     rt: &Runtime,
@@ -1194,7 +1344,7 @@ fn call_matrix(
         headers: e.headers(),
     });
     // Start every configuration that can run; note why the others do not.
-    let mut live: Vec<(usize, Proc, &Direct)> = Vec::new();
+    let mut live: Vec<Live> = Vec::new();
     let mut notes: HashMap<usize, String> = HashMap::new();
     for (i, c) in configs.iter().enumerate() {
         let launch = match runnable(c) {
@@ -1219,9 +1369,9 @@ fn call_matrix(
         let name = format!("{} {}", u.name(), c.name);
         let port = free_port()?;
         let started = config_cmd(ctx, &name, &launch, u, &against.url, 1, port)
-            .and_then(|cmd| start(ctx, rt, &name, cmd, url_of(port), 1));
+            .and_then(|cmd| start_as(ctx, rt, &name, cmd, url_of(port), 1, &launch));
         match started {
-            Ok(p) => live.push((i, p, against)),
+            Ok(p) => live.push((i, p, against, launch.client_headers())),
             Err(e) => {
                 if !c.peer {
                     results.failures.push(format!("{name}: {e:#}"));
@@ -1236,7 +1386,7 @@ fn call_matrix(
         let mut broken: HashMap<usize, String> = HashMap::new();
         for round in 0..ctx.rounds {
             eprintln!("{} c={cc} round {}/{}", u.name(), round + 1, ctx.rounds);
-            for (i, p, direct) in &live {
+            for (i, p, direct, headers) in &live {
                 if broken.contains_key(i) {
                     continue;
                 }
@@ -1275,7 +1425,16 @@ fn call_matrix(
                     }
                     Via::Stdio => {}
                 }
-                let g = calls_once(ctx, rt, &c.name, &p.url, cc, watch, c.modern_client, &[]);
+                let g = calls_once(
+                    ctx,
+                    rt,
+                    &c.name,
+                    &p.url,
+                    cc,
+                    watch,
+                    c.modern_client,
+                    headers,
+                );
                 match (d, g) {
                     (Ok(d), Ok(g)) => {
                         let bad = [&d, &g].iter().find(|r| r.errors > 0).map(|r| {
