@@ -383,3 +383,46 @@ async fn sandbox_command_and_process_hooks_cannot_read_outside_their_sandbox() {
     let r = c.call_tool("fx_whoami", json!({})).await;
     assert_eq!(r["error"]["data"]["reason"], json!("refused"), "{r}");
 }
+
+/// A reload that brings a sandbox the kernel cannot enforce does not run the server unconfined:
+/// the launcher refuses, and the upstream is down with the launcher's reason.
+#[tokio::test]
+async fn sandbox_a_reload_to_an_unenforceable_sandbox_leaves_the_upstream_down_saying_why() {
+    let home = Home::new("sandbox-reload");
+    home.expose(&json!({"version": 1, "upstreams": [
+        probe_upstream("p", Some(json!({"memory_mb": 512})))
+    ]}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let c = client_with(&url, &["p_whoami"]).await;
+    assert!(!call(&c, "p_whoami", json!({})).await.1);
+
+    // As root, `processes` without `user`; as anyone else, `user` (only root switches users).
+    let (bad, why) = if is_root() {
+        (
+            json!({"processes": 10}),
+            "sandbox.processes cannot be enforced for root",
+        )
+    } else {
+        (
+            json!({"user": "nobody"}),
+            "only a gateway running as root can run a server as another user",
+        )
+    };
+    home.expose(&json!({"version": 1, "upstreams": [probe_upstream("p", Some(bad))]}));
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.call_tool("p_whoami", json!({})).await;
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        if message.contains(why) {
+            assert_eq!(r["error"]["code"], json!(-32000), "{r}");
+            assert!(
+                message.contains("Upstream 'p' is unavailable: ")
+                    && message.contains("the sandbox was not applied, the server not run: "),
+                "{r}"
+            );
+            break;
+        }
+        assert!(Instant::now() < end, "never refused: {r}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

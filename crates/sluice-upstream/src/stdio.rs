@@ -95,6 +95,11 @@ impl StdioWire {
             }
         });
 
+        // A sandboxed child's launcher says on stderr why it did not run the server; the
+        // stdout reader waits (briefly) for stderr to end, so that reason closes the connection.
+        let (stderr_done, stderr_ended) = tokio::sync::oneshot::channel::<()>();
+        let sandboxed = spec.sandbox.is_some();
+
         // Reader: every stdout line is one message.
         let r_inner = inner.clone();
         tokio::spawn(async move {
@@ -121,6 +126,9 @@ impl StdioWire {
                         tracing::warn!(upstream = %r_inner.label, "ignored a stdout line longer than {MAX_MESSAGE_LINE} bytes: {}…", head(&start))
                     }
                     None => {
+                        if sandboxed {
+                            let _ = tokio::time::timeout(LAUNCHER_WORD, stderr_ended).await;
+                        }
                         r_inner.close("the process closed its stdout (exited)".into());
                         break;
                     }
@@ -136,6 +144,7 @@ impl StdioWire {
         // than MAX_STDERR_LINE is cut there.
         let label = inner.label.clone();
         let tail = inner.stderr.clone();
+        let e_inner = inner.clone();
         tokio::spawn(async move {
             let codec = LineCodec::new(MAX_STDERR_LINE).keep_head(MAX_STDERR_LINE);
             let mut lines = framing::read_lines(stderr, codec);
@@ -145,8 +154,16 @@ impl StdioWire {
                     Line::TooLong(start) => format!("{}…", String::from_utf8_lossy(&start)),
                 };
                 tracing::info!(target: "sluice::upstream::stderr", upstream = %label, "{line}");
+                if sandboxed {
+                    if let Some(why) = line.strip_prefix(LAUNCHER_PREFIX) {
+                        e_inner.close(format!(
+                            "the sandbox was not applied, the server not run: {why}"
+                        ));
+                    }
+                }
                 tail.push(line);
             }
+            let _ = stderr_done.send(());
         });
 
         Ok(StdioWire {
@@ -177,6 +194,12 @@ impl StdioWire {
         *held = None;
     }
 }
+
+/// How a sandbox launcher's own error line starts (`sluice_sandbox::exec`).
+const LAUNCHER_PREFIX: &str = "sluice sandbox-exec: ";
+/// How long a sandboxed child's stdout end waits for its stderr to end (for the launcher's
+/// reason), at most.
+const LAUNCHER_WORD: Duration = Duration::from_millis(500);
 
 /// Characters of an ignored stdout line that go to the log.
 const LOG_HEAD: usize = 200;
