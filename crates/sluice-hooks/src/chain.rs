@@ -25,6 +25,7 @@
 use crate::builtin::{Builtin, Selection};
 use crate::civic::CivicHook;
 use crate::command::CommandHook;
+pub use crate::ctx::{Ctx, HookRecord, Trace};
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{is_failure, ClaudeFields, HookEvent, Phase};
 use crate::http::HttpHook;
@@ -32,10 +33,10 @@ use crate::mcp_tool::{McpToolHook, ToolRunner};
 use crate::process::ProcessHook;
 use crate::transcript::Transcripts;
 use parking_lot::Mutex;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use sluice_config::{AskFallback, ClaudeSettings, HookEventKind, OnError, OnFailure, ToolNameForm};
+use sluice_core::Message;
 use sluice_core::{codes, RpcError};
-use sluice_core::{Message, Principal};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,88 +81,6 @@ pub struct Hook {
     on_error: OnError,
     claude: ClaudeSettings,
     kind: Kind,
-}
-
-/// What one hook did with one message (for the log and the audit line).
-#[derive(Debug, Clone, PartialEq)]
-pub struct HookRecord {
-    /// The hook id.
-    pub id: std::sync::Arc<str>,
-    /// The phase.
-    pub phase: Phase,
-    /// `pass`, `modify`, `answer`, `refuse`, or `error` (then `on_error` decided).
-    pub decision: &'static str,
-    /// The refusal reason, or the failure.
-    pub reason: Option<String>,
-    /// How long it took, µs.
-    pub micros: u64,
-    /// When it started (places it on a trace's timeline).
-    pub started: Instant,
-}
-
-/// What the hooks did to one exchange.
-#[derive(Debug, Default, Clone)]
-pub struct Trace {
-    /// Each hook's decision, in the order they ran.
-    pub records: Vec<HookRecord>,
-    /// The reason the explain hook recorded.
-    pub explain_reason: Option<String>,
-    /// What the response controls changed, by builtin: `{"mask": 2, "pii": {"EMAIL": 1,
-    /// "CARD": 1}, "size-cap": {"blocks": 1, "bytes": 1234}}` (a refused reply counts
-    /// `"size-cap": {"refused": 1}`). Empty when they changed nothing.
-    pub controls: Map<String, Value>,
-    /// When the request phase let the request go on (a call's `duration_ms` runs from here).
-    pub dispatched: Option<Instant>,
-}
-
-impl Trace {
-    /// Did `tool-scan` find something (then even a list exchange is worth an audit line)?
-    pub fn has_findings(&self) -> bool {
-        self.controls
-            .contains_key(crate::builtin::tool_scan::TRACE_KEY)
-    }
-}
-
-/// Where an event comes from: the facts hooks select on and are shown.
-#[derive(Debug, Clone)]
-pub struct Ctx<'a> {
-    /// The client session id.
-    pub session_id: &'a str,
-    /// The method (for a reply: its request's method).
-    pub method: &'a str,
-    /// The client-facing tool name (tools/call).
-    pub tool_name: Option<&'a str>,
-    /// The upstream involved, when known.
-    pub upstream: Option<&'a str>,
-    /// `"legacy"` or `"modern"`.
-    pub era: &'static str,
-    /// The tool's definition from the catalog (tools/call), when the chain asks for it
-    /// ([`Chain::wants_tool_definitions`]; the `validate` builtin checks arguments against its
-    /// `inputSchema`).
-    pub tool: Option<&'a Value>,
-    /// Who is calling, when the listener authenticates.
-    pub principal: Option<Arc<Principal>>,
-    /// The name the upstream knows the tool by (tools/call to an upstream): with `upstream`
-    /// it makes Claude Code's `mcp__<upstream>__<tool>`.
-    pub upstream_tool: Option<&'a str>,
-    /// The call's id shown to hooks as `tool_use_id` (tools/call).
-    pub tool_use_id: Option<&'a str>,
-    /// For a client's reply to an upstream's request: that request, as the upstream sent it
-    /// (a Civic hook's `processTargetResult` is shown it as `originalRequest`).
-    pub answers: Option<&'a Message>,
-    /// The `sub` of the upstream identity whose token serves the call (an OAuth upstream's
-    /// grant, when its access token names one), never the token.
-    pub upstream_sub: Option<&'a str>,
-    /// The catalog's names, when the chain asks for them ([`Chain::wants_catalog_names`]:
-    /// `tool-scan` reads whose each listed item is and the other upstreams' tool names).
-    pub catalog: Option<&'a dyn crate::builtin::tool_scan::CatalogNames>,
-}
-
-impl Ctx<'_> {
-    /// Claude Code's name of the tool, `mcp__<upstream>__<tool>`, for an upstream's tool.
-    pub fn mcp_tool_name(&self) -> Option<String> {
-        Some(format!("mcp__{}__{}", self.upstream?, self.upstream_tool?))
-    }
 }
 
 /// A hook's `ask`: who asked, why, and what it becomes when no one can be asked.

@@ -14,6 +14,7 @@ pub mod chain;
 pub mod civic;
 mod claude;
 pub mod command;
+pub mod ctx;
 pub mod decision;
 pub mod event;
 #[doc(hidden)]

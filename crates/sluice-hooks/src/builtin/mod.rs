@@ -30,7 +30,7 @@ pub use size_cap::SizeCap;
 pub use tool_scan::ToolScan;
 pub use validate::Validate;
 
-use crate::chain::{Ctx, Trace};
+use crate::ctx::{Ctx, Trace};
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
 use regex::Regex;

@@ -10,14 +10,14 @@
 //! action, a call to a tool it would hide is refused too.
 
 use super::ToolPattern;
-use crate::chain::{Ctx, Trace};
+pub use crate::ctx::{CatalogNames, ToolNames, TRACE_KEY};
+use crate::ctx::{Ctx, Trace};
 use crate::decision::{Decision, Refusal};
 use crate::event::{HookEvent, Phase};
 use regex::Regex;
 use serde_json::{json, Map, Value};
 use sluice_config::builtin::ToolScanOptions;
 use sluice_config::OptionError;
-use std::collections::HashMap;
 
 /// What to do with an item in which something was found.
 pub use sluice_config::builtin::ScanAction as Action;
@@ -67,9 +67,6 @@ const SKIPPED: &[&str] = &[
 
 /// The `_meta` key of the note on a flagged item or result.
 pub const META_KEY: &str = "sluice/tool-scan";
-
-/// The key of the findings in the trace's `controls`.
-pub const TRACE_KEY: &str = "tool-scan";
 
 /// At most this many findings of one message go to the trace (the rest are counted).
 const MAX_RECORDED: usize = 50;
@@ -129,86 +126,6 @@ pub fn is_invisible(c: char) -> bool {
         | 0x202A..=0x202E // bidi embeddings and overrides
         | 0x2066..=0x2069 // bidi isolates
     )
-}
-
-/// Each upstream tool's names (the client-facing one, and the upstream's own when it is
-/// distinctive) and their upstreams: what a description may not mention. Built once per catalog.
-#[derive(Debug, Default)]
-pub struct ToolNames {
-    upstreams: HashMap<String, Vec<String>>,
-    re: Option<Regex>,
-}
-
-/// Is a tool name distinctive enough that a mention of it is one (`send_email`, `fx_echo`,
-/// `getUser`, not `echo` or `add`)?
-fn distinctive(name: &str) -> bool {
-    name.chars().count() >= 4
-        && (name.contains(['_', '-', '.'])
-            || name.chars().any(|c| c.is_ascii_digit())
-            || name
-                .as_bytes()
-                .windows(2)
-                .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase()))
-}
-
-impl ToolNames {
-    /// From `(upstream id, client-facing name, the upstream's own name)` for every tool.
-    pub fn new<'a>(tools: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> ToolNames {
-        let mut upstreams: HashMap<String, Vec<String>> = HashMap::new();
-        for (upstream, name, own) in tools {
-            for n in [name, own] {
-                if !distinctive(n) {
-                    continue;
-                }
-                let ups = upstreams.entry(n.to_string()).or_default();
-                if !ups.iter().any(|u| u == upstream) {
-                    ups.push(upstream.to_string());
-                }
-            }
-        }
-        let mut names: Vec<&String> = upstreams.keys().collect();
-        // Longest first: the alternation prefers `fx_echo_all` to `fx_echo`.
-        names.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
-        let re = (!names.is_empty())
-            .then(|| {
-                let alt: Vec<String> = names.iter().map(|n| regex::escape(n)).collect();
-                Regex::new(&alt.join("|")).ok()
-            })
-            .flatten();
-        ToolNames { upstreams, re }
-    }
-
-    /// The tools of upstreams other than `owner` named in `text`: `(byte start, byte end)`.
-    fn mentions<'t>(
-        &'t self,
-        text: &'t str,
-        owner: &'t str,
-    ) -> impl Iterator<Item = (usize, usize)> + 't {
-        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-        self.re
-            .iter()
-            .flat_map(move |re| re.find_iter(text))
-            .filter(move |m| {
-                !word(text[..m.start()].chars().next_back())
-                    && !word(text[m.end()..].chars().next())
-                    && self
-                        .upstreams
-                        .get(m.as_str())
-                        .is_some_and(|ups| !ups.iter().any(|u| u == owner) && !ups.is_empty())
-            })
-            .map(|m| (m.start(), m.end()))
-    }
-}
-
-/// What tool-scan reads of the catalog: whose each listed item is, and the upstreams' tool
-/// names (the server's catalog implements it; [`Ctx::catalog`]).
-pub trait CatalogNames: Sync + std::fmt::Debug {
-    /// The upstream that offers the item `key` (a tool or prompt name, a resource URI, a
-    /// template) of the list `list` (`tools`, `prompts`, `resources`, `resourceTemplates`);
-    /// `None` for the gateway's own.
-    fn owner(&self, list: &str, key: &str) -> Option<&str>;
-    /// The upstreams' tool names.
-    fn tool_names(&self) -> &ToolNames;
 }
 
 /// The tool-scan builtin.
