@@ -289,6 +289,8 @@ async fn sample_memory(st: Arc<State>) {
     loop {
         tokio::time::sleep(crate::overload::SAMPLE_EVERY).await;
         let Some(mb) = st.snapshot().settings().max_memory_mb else {
+            // No ceiling (or no longer one, after a reload): nothing sampled, nothing over.
+            overload.sampled(0, None);
             continue;
         };
         let Some(resident) = crate::overload::resident_bytes() else {
