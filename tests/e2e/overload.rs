@@ -315,6 +315,25 @@ async fn at_the_cap_the_connection_idle_the_longest_is_closed_for_a_new_one() {
         .await
         .is_none());
     assert_eq!(actions(&admin).await["shed_at_cap"], 1.0);
+    // The admin page's Overview shows it too.
+    let overview: Value = reqwest::Client::new()
+        .get(format!("{admin}/api/overview"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let overload = &overview["overload"];
+    assert_eq!(overload["actions"]["shed_at_cap"], 1, "{overload}");
+    assert_eq!(overload["actions"]["body_too_slow"], 0, "{overload}");
+    assert_eq!(overload["open_connections"], 2, "{overload}");
+    assert_eq!(
+        overload["resident_bytes"],
+        Value::Null,
+        "no ceiling: {overload}"
+    );
 }
 
 #[tokio::test]
