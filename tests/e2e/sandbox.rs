@@ -202,16 +202,28 @@ async fn sandbox_cpu_memory_and_fork_bombs_stop_at_their_caps_while_others_are_s
     let home = Home::new("sandbox-caps");
     let mut reads = node_reads();
     reads.push("/proc".into());
-    // RLIMIT_NPROC does not apply to uid 0: a gateway running as root runs the bomb as nobody.
-    let user = if is_root() {
-        json!("nobody")
-    } else {
-        Value::Null
-    };
+    // RLIMIT_NPROC does not apply to uid 0: a gateway running as root runs the bomb as nobody,
+    // who may not be able to reach this checkout (under /root, say): the probe is copied into
+    // the home folder (in the temporary folder), and the system's Node.js runs it when there is
+    // one.
+    let mut bomb = probe_upstream("bomb", None);
+    let mut sandbox = json!({"processes": 48});
+    if is_root() {
+        let copy = home.path().join("sandbox-probe.mjs");
+        std::fs::copy(probe(), &copy).unwrap();
+        bomb["args"] = json!([copy]);
+        if std::path::Path::new("/usr/bin/node").exists() {
+            bomb["command"] = json!("/usr/bin/node");
+        }
+        reads.push(home.arg());
+        sandbox["user"] = json!("nobody");
+    }
+    sandbox["fs"] = json!({"read": reads, "write": ["/dev/null"]});
+    bomb["sandbox"] = sandbox;
     home.expose(&json!({"version": 1, "upstreams": [
         probe_upstream("hog", Some(json!({"memory_mb": 256}))),
         probe_upstream("spin", Some(json!({"cpu_seconds": 1}))),
-        probe_upstream("bomb", Some(json!({"processes": 48, "user": user, "fs": {"read": reads, "write": ["/dev/null"]}}))),
+        bomb,
         {"id": "other", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio", "--name", "other"], "expose_all": true}
     ]}));
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
