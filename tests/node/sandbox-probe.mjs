@@ -5,9 +5,9 @@
 //   connect {host, port}    opens a TCP connection: "connected", or the error code
 //   read {path}             reads a file: its text, or the error code
 //   hog {mb}                allocates 16 MiB buffers up to mb: how far it got
-//   fork_bomb {seconds}     runs a shell fork bomb in a process group of its own for that long,
-//                           counting its processes; then kills it. Refuses to run unless
-//                           RLIMIT_NPROC is set (it must only ever run sandboxed)
+//   fork_bomb {seconds}     runs a shell fork bomb in this server's process group for that
+//                           long, counting its processes; then kills them. Refuses to run
+//                           unless RLIMIT_NPROC is set (it must only ever run sandboxed)
 //   spin {seconds}          burns CPU for that long: "spun", unless the kernel stops it first
 //   signal {pid}            sends signal 0 to a process: "sent", or the error code
 //   whoami                  pid, uid and the limits it runs under
@@ -43,40 +43,43 @@ function connect({ host, port }) {
   });
 }
 
-/** Processes whose process group is `pgid` (read from /proc). */
+/** Processes whose process group is `pgid` (read from /proc), but this one. */
 function members(pgid) {
-  let n = 0;
+  const out = [];
   for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(fields[2]) === pgid) n++;
+      if (Number(fields[2]) === pgid) out.push(Number(pid));
     } catch {}
   }
-  return n;
+  return out;
 }
 
+// The bomb stays in this server's process group (it leads it: the gateway started it so), so
+// that stopping the upstream stops the bomb too, whatever happens to this call.
 async function forkBomb({ seconds = 2 }) {
   if (limits()["Max processes"] === "unlimited") {
     return text("refused: RLIMIT_NPROC is not set, this would take the machine down", true);
   }
-  const bomb = spawn("sh", ["-c", "b() { b | b & }; b; sleep 60"], {
-    detached: true,
-    stdio: "ignore",
-  });
-  const pgid = bomb.pid;
+  const pgid = process.pid;
+  spawn("sh", ["-c", "b() { b | b & }; b; sleep 60"], { stdio: "ignore" });
   let max = 0;
   const end = Date.now() + seconds * 1000;
   while (Date.now() < end) {
-    max = Math.max(max, members(pgid));
+    max = Math.max(max, members(pgid).length);
     await sleep(50);
   }
-  for (let i = 0; i < 100 && members(pgid) > 0; i++) {
-    try { process.kill(-pgid, "SIGKILL"); } catch {}
-    await sleep(20);
+  for (let i = 0; i < 200; i++) {
+    const left = members(pgid);
+    if (left.length === 0) break;
+    for (const pid of left) {
+      try { process.kill(pid, "SIGKILL"); } catch {}
+    }
+    await sleep(10);
   }
-  return text(JSON.stringify({ max_processes: max, left: members(pgid) }));
+  return text(JSON.stringify({ max_processes: max, left: members(pgid).length }));
 }
 
 function hog({ mb }) {
