@@ -9,6 +9,7 @@
 
 use foldhash::HashMap;
 use parking_lot::Mutex;
+use sluice_config::Settings;
 use sluice_core::worker::Sharded;
 use sluice_telemetry::{Action, OverloadActions, OverloadCounts};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -28,9 +29,6 @@ pub(crate) struct Overload {
     /// Open connections asked to close at the cap and not closed yet (they make room for the
     /// connections served meanwhile).
     pub(crate) shedding: AtomicUsize,
-    /// The open connections from which the listener is under overload (written with each
-    /// accept from the settings in force; read by the watchdogs and the body reader).
-    pub(crate) threshold: AtomicUsize,
     /// Resident memory at the last sample, bytes (0: not sampled).
     resident: AtomicU64,
     /// Past `max_memory_mb` at the last sample.
@@ -45,10 +43,10 @@ impl Overload {
         self.actions.count(action);
     }
 
-    /// Are the open connections at or past the overload threshold?
-    pub(crate) fn pressed(&self) -> bool {
-        let threshold = self.threshold.load(Ordering::Relaxed);
-        threshold != 0 && self.open.load(Ordering::Relaxed) >= threshold
+    /// Are the open connections at or past the overload threshold of `settings`?
+    pub(crate) fn pressed(&self, settings: &Settings) -> bool {
+        let threshold = settings.overload.threshold(settings.max_connections);
+        self.open.load(Ordering::Relaxed) as u64 >= threshold
     }
 
     /// Is the resident memory past the ceiling (as last sampled)?
@@ -65,12 +63,12 @@ impl Overload {
         over
     }
 
-    /// The counts and the state now, for `/metrics` and the admin page.
-    pub(crate) fn counts(&self) -> OverloadCounts {
+    /// The counts and the state now (under `settings`), for `/metrics` and the admin page.
+    pub(crate) fn counts(&self, settings: &Settings) -> OverloadCounts {
         let resident = self.resident.load(Ordering::Relaxed);
         OverloadCounts {
             open_connections: self.open.load(Ordering::Relaxed) as u64,
-            active: self.pressed(),
+            active: self.pressed(settings),
             resident_bytes: (resident != 0).then_some(resident),
             over_memory: self.over_memory(),
             ..self.actions.snapshot()
@@ -160,16 +158,18 @@ mod tests {
     #[test]
     fn pressure_and_memory_follow_what_is_recorded() {
         let o = Overload::default();
-        assert!(!o.pressed(), "no threshold yet");
-        o.threshold.store(2, Ordering::Relaxed);
-        o.open.store(1, Ordering::Relaxed);
-        assert!(!o.pressed());
+        let settings = Settings {
+            max_connections: 4,
+            ..Settings::default()
+        };
         o.open.store(2, Ordering::Relaxed);
-        assert!(o.pressed());
+        assert!(!o.pressed(&settings), "2 of 4, under 80%");
+        o.open.store(4, Ordering::Relaxed);
+        assert!(o.pressed(&settings));
         assert!(!o.sampled(10, None));
         assert!(o.sampled(10, Some(5)));
         assert!(o.over_memory());
-        let c = o.counts();
+        let c = o.counts(&settings);
         assert_eq!(
             (c.resident_bytes, c.active, c.over_memory),
             (Some(10), true, true)

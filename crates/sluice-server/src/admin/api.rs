@@ -63,7 +63,7 @@ async fn overview(State(admin): S) -> Response {
         },
         "upstreams": upstream_rows(&admin, false),
         "traffic": admin.metrics.summary(),
-        "overload": st.rt.overload().counts().to_json(),
+        "overload": st.rt.overload().counts(st.snapshot().settings()).to_json(),
     }))
     .into_response()
 }

@@ -25,6 +25,6 @@ pub(crate) fn gauges(st: &State) -> Gauges {
         tools_listed: snap.catalog.tools().len(),
         reloads_ok: st.rt.reloads().ok.load(Ordering::Relaxed),
         reloads_failed: st.rt.reloads().failed.load(Ordering::Relaxed),
-        overload: st.rt.overload().counts(),
+        overload: st.rt.overload().counts(st.snapshot().settings()),
     }
 }

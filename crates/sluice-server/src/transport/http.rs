@@ -221,7 +221,7 @@ async fn post(
     };
     let overload = st.rt.overload();
     let allowance = || {
-        let ms = if overload.pressed() {
+        let ms = if overload.pressed(settings) {
             settings
                 .header_timeout_ms
                 .min(settings.overload.header_timeout_ms)

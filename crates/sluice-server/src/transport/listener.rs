@@ -131,14 +131,7 @@ pub(crate) async fn serve(
         // served meanwhile (the ones asked and not closed yet do not count); when none is idle
         // (for `MIN_IDLE`), this one waits, and the next ones in the kernel's backlog.
         loop {
-            let (cap, threshold) = {
-                let snap = st.snapshot();
-                let s = snap.settings();
-                (s.max_connections, s.overload.threshold(s.max_connections))
-            };
-            overload
-                .threshold
-                .store(threshold as usize, Ordering::Relaxed);
+            let cap = st.snapshot().settings().max_connections;
             let open = overload.open.load(Ordering::SeqCst);
             let shedding = overload.shedding.load(Ordering::SeqCst);
             if open.saturating_sub(shedding) < cap as usize {
@@ -441,7 +434,7 @@ async fn watchdog(st: &State, stats: &Stats) -> &'static str {
             let snap = st.snapshot();
             let s = snap.settings();
             let usual = (s.header_timeout_ms, s.idle_timeout_ms);
-            if overload.pressed() {
+            if overload.pressed(s) {
                 let o = &s.overload;
                 (
                     (
