@@ -168,7 +168,16 @@ async fn sandbox_network_none_loopback_and_a_connect_list() {
         call(&c, "none_connect", to(p1)).await,
         ("ENETUNREACH".into(), true)
     );
-    // Its own loopback is up, but the host's listener is not there.
+    // Its own loopback is up: it reaches itself; but the host's listener is not there.
+    assert_eq!(
+        call(&c, "lo_self_connect", json!({})).await,
+        ("connected".into(), false)
+    );
+    // Under "none" not even itself (its lo is down).
+    assert_eq!(
+        call(&c, "none_self_connect", json!({})).await,
+        ("ENETUNREACH".into(), true)
+    );
     assert_eq!(
         call(&c, "lo_connect", to(p1)).await,
         ("ECONNREFUSED".into(), true)
@@ -235,7 +244,7 @@ async fn sandbox_cpu_memory_and_fork_bombs_stop_at_their_caps_while_others_are_s
 
     // A second of CPU, then SIGXCPU: the call fails as for any server that exits, and the
     // upstream is started again.
-    let r = c.call_tool("spin_spin", json!({"seconds": 10})).await;
+    let r = c.call_tool("spin_spin", json!({"seconds": 5})).await;
     assert_eq!(r["error"]["code"], json!(-32000), "{r}");
     let end = Instant::now() + Duration::from_secs(30);
     loop {

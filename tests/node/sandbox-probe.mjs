@@ -3,12 +3,15 @@
 // binary and this file to be readable.
 //
 //   connect {host, port}    opens a TCP connection: "connected", or the error code
+//   self_connect            listens on 127.0.0.1 and connects to itself: "connected", or the
+//                           error code
 //   read {path}             reads a file: its text, or the error code
 //   hog {mb}                allocates 16 MiB buffers up to mb: how far it got
 //   fork_bomb {seconds}     runs a shell fork bomb in this server's process group for that
 //                           long, counting its processes; then kills them. Refuses to run
 //                           unless RLIMIT_NPROC is set (it must only ever run sandboxed)
-//   spin {seconds}          burns CPU for that long: "spun", unless the kernel stops it first
+//   spin {seconds}          burns that much CPU time (at most 50 s of wall time): "spun",
+//                           unless the kernel stops it first
 //   signal {pid}            sends signal 0 to a process: "sent", or the error code
 //   whoami                  pid, uid and the limits it runs under
 import { spawn } from "node:child_process";
@@ -16,7 +19,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import net from "node:net";
 import readline from "node:readline";
 
-const tools = ["connect", "read", "hog", "fork_bomb", "spin", "signal", "whoami"].map((name) => ({
+const tools = ["connect", "self_connect", "read", "hog", "fork_bomb", "spin", "signal", "whoami"].map((name) => ({
   name,
   inputSchema: { type: "object" },
 }));
@@ -40,6 +43,19 @@ function connect({ host, port }) {
     s.on("connect", () => { s.destroy(); resolve(text("connected")); });
     s.on("timeout", () => { s.destroy(); resolve(text("ETIMEDOUT", true)); });
     s.on("error", (e) => resolve(text(e.code || e.message, true)));
+  });
+}
+
+function selfConnect() {
+  return new Promise((resolve) => {
+    const server = net.createServer((s) => s.destroy());
+    server.on("error", (e) => resolve(text(e.code || e.message, true)));
+    server.listen(0, "127.0.0.1", () => {
+      connect({ host: "127.0.0.1", port: server.address().port }).then((r) => {
+        server.close();
+        resolve(r);
+      });
+    });
   });
 }
 
@@ -99,6 +115,7 @@ function hog({ mb }) {
 async function call(name, args) {
   switch (name) {
     case "connect": return connect(args);
+    case "self_connect": return selfConnect();
     case "read":
       try { return text(readFileSync(args.path, "utf8")); } catch (e) { return text(e.code || e.message, true); }
     case "hog": return hog(args);
@@ -106,8 +123,11 @@ async function call(name, args) {
     case "signal":
       try { process.kill(args.pid, 0); return text("sent"); } catch (e) { return text(e.code || e.message, true); }
     case "spin": {
-      const end = Date.now() + (args.seconds ?? 1) * 1000;
-      while (Date.now() < end) {}
+      const want = (args.seconds ?? 1) * 1e6;
+      const end = Date.now() + 50_000;
+      const cpu = () => { const u = process.cpuUsage(); return u.user + u.system; };
+      const start = cpu();
+      while (cpu() - start < want && Date.now() < end) {}
       return text("spun");
     }
     case "whoami":
