@@ -588,6 +588,24 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn past_the_memory_ceiling_only_finished_streams_are_dropped() {
+        let streams = HttpStreams::new(StreamBuf::new(0, 8, 1 << 20));
+        let msg = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/message"}"#)
+            .expect("a message");
+        let done = streams.new_stream(8, 1 << 20);
+        done.push(&msg);
+        done.push(&msg);
+        done.finish();
+        let open = streams.new_stream(8, 1 << 20);
+        open.push(&msg);
+        let (n, bytes) = streams.drop_finished();
+        assert_eq!((n, bytes), (1, 2 * msg.to_json().len() as u64));
+        assert!(streams.stream(1).is_none(), "the finished one is gone");
+        assert!(streams.stream(2).is_some(), "the open one stays");
+        assert_eq!(streams.drop_finished(), (0, 0));
+    }
+
+    #[test]
     fn a_touch_resets_the_idle_time_and_concurrent_touches_write_once() {
         let (s, _rx) = crate::testing::session();
         assert_eq!(s.idle_secs(), 0);
