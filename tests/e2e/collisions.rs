@@ -2,11 +2,11 @@
 //! order keep a name two upstreams produce, `"error"` lists it for neither and refuses a call to
 //! it naming both; `sluice check` reports the collisions the tree alone shows.
 
+use crate::sandbox::sluice_out;
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
 use sluice_e2e::{bin, start_sluice};
-use std::process::Command;
 
 fn fixture() -> String {
     bin("sluice-fixture").to_string_lossy().into_owned()
@@ -90,12 +90,8 @@ async fn collision_error_lists_the_name_for_neither_and_refuses_a_call_naming_bo
 fn collision_check_reports_what_the_tree_shows() {
     let home = Home::new("collision-check");
     tree(&home, "error");
-    let out = Command::new(bin("sluice"))
-        .args(["check", "--home", &home.arg()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let (code, text, _) = sluice_out(&["check", "--home", &home.arg()]);
+    assert_eq!(code, Some(0), "{text}");
     assert!(
         text.contains("collision: `as` \"fx_whoami\" of web/whoami is the name upstream fx lists its tool \"whoami\" under, if it has one\n"),
         "{text}"
@@ -109,14 +105,8 @@ fn collision_check_reports_what_the_tree_shows() {
 fn collision_check_with_lists_reports_what_the_upstreams_produce() {
     let home = Home::new("collision-lists");
     let run = |home: &Home| {
-        let out = Command::new(bin("sluice"))
-            .args(["check", "--lists", "--home", &home.arg()])
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
+        let (code, text, _) = sluice_out(&["check", "--lists", "--home", &home.arg()]);
+        (code, text)
     };
     tree(&home, "error");
     let (code, text) = run(&home);

@@ -79,6 +79,13 @@ async fn call(c: &Client, name: &str, args: Value) -> (String, bool) {
     )
 }
 
+/// Run `sluice ARGS`: its exit code, stdout and stderr.
+pub(crate) fn sluice_out(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(bin("sluice")).args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
 fn is_root() -> bool {
     let out = Command::new("id").arg("-u").output().unwrap();
     String::from_utf8_lossy(&out.stdout).trim() == "0"
@@ -310,12 +317,8 @@ async fn sandbox_check_reports_support_and_serve_refuses_what_cannot_be_enforced
         probe_upstream("boxed", Some(json!({"network": "none", "memory_mb": 64, "fs": {"read": ["/usr"], "write": []}}))),
         probe_upstream("open", None)
     ]}));
-    let out = Command::new(bin("sluice"))
-        .args(["check", "--home", &home.arg()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let (code, text, _) = sluice_out(&["check", "--home", &home.arg()]);
+    assert_eq!(code, Some(0), "{text}");
     assert!(
         text.contains("sandbox support of this kernel:\n  Landlock ABI "),
         "{text}"
@@ -336,26 +339,12 @@ async fn sandbox_check_reports_support_and_serve_refuses_what_cannot_be_enforced
     home.expose(&json!({"version": 1, "upstreams": [
         probe_upstream("bomb", Some(json!({"processes": 10})))
     ]}));
-    let out = Command::new(bin("sluice"))
-        .args(["check", "--home", &home.arg()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text, _) = sluice_out(&["check", "--home", &home.arg()]);
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("error: upstream bomb: sandbox: sandbox.processes cannot be enforced for root: the kernel does not apply RLIMIT_NPROC to uid 0"), "{text}");
-    let out = Command::new(bin("sluice"))
-        .args([
-            "serve",
-            "--no-admin",
-            "--listen",
-            "127.0.0.1:0",
-            "--home",
-            &home.arg(),
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let serve = ["serve", "--no-admin", "--listen", "127.0.0.1:0", "--home"];
+    let (code, _, err) = sluice_out(&[&serve[..], &[&home.arg()]].concat());
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("upstream bomb: sandbox: sandbox.processes cannot be enforced for root"),
         "{err}"
