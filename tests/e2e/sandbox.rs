@@ -328,7 +328,7 @@ async fn sandbox_check_reports_support_and_serve_refuses_what_cannot_be_enforced
         "{text}"
     );
     assert!(
-        text.contains("upstream boxed: sandboxed\n  files: read /usr\n  files: write nothing\n  network: none (a new network namespace)\n  memory: 64 MiB of data per process (RLIMIT_DATA)\n"),
+        text.contains("upstream boxed: sandboxed\n  files: read /usr\n  files: write nothing\n  files: Unix sockets by path not confined (Landlock governs them from ABI 9)\n  network: none (a new network namespace)\n  memory: 64 MiB of data per process (RLIMIT_DATA)\n"),
         "{text}"
     );
     assert!(!text.contains("upstream open"), "{text}");

@@ -298,6 +298,10 @@ impl Sandbox {
             };
             out.push(format!("files: read {}", list(&fs.read)));
             out.push(format!("files: write {}", list(&fs.write)));
+            out.push(
+                "files: Unix sockets by path not confined (Landlock governs them from ABI 9)"
+                    .into(),
+            );
         }
         match &self.network {
             None => {}
