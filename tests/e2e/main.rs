@@ -41,3 +41,4 @@ mod serving_threads;
 mod session_hooks;
 mod tasks;
 mod telemetry;
+mod tool_scan;

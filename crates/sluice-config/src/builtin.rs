@@ -509,6 +509,8 @@ pub struct ScanActions {
     pub shadowing: Option<ScanAction>,
     /// Exfiltration hints (URLs, "send the contents of", credential paths, AWS keys).
     pub exfiltration: Option<ScanAction>,
+    /// Over-long descriptions (longer than `max_description` characters).
+    pub long: Option<ScanAction>,
 }
 
 /// The result methods `tool-scan` can scan.
@@ -539,6 +541,9 @@ pub struct ToolScanOptions {
     #[serde(default, deserialize_with = "strings")]
     #[schemars(with = "Option<Vec<String>>")]
     pub allow_hosts: Vec<String>,
+    /// The most characters a `description` of a listed item may have before it is a `long`
+    /// finding (default 8192).
+    pub max_description: Option<u64>,
     /// Items left alone: names (tools, prompts) or URIs (resources, templates), regexes (full
     /// match), and tools whose results are left alone.
     #[serde(default, deserialize_with = "strings")]
@@ -824,6 +829,7 @@ impl Checked for ToolScanOptions {
                 ("instruction", a.instruction),
                 ("shadowing", a.shadowing),
                 ("exfiltration", a.exfiltration),
+                ("long", a.long),
             ] {
                 if action == Some(ScanAction::Strip) {
                     c.err(
@@ -842,6 +848,9 @@ impl Checked for ToolScanOptions {
             }
         }
         c.regexes("options.allow", &self.allow);
+        if self.max_description == Some(0) {
+            c.err("options.max_description", "must be at least 1");
+        }
         if self.lists == Some(false) && self.results.is_empty() {
             c.err("options", "tool-scan with `lists: false` needs `results`");
         }
@@ -1199,12 +1208,14 @@ mod tests {
         assert_eq!(
             problems(
                 "tool-scan",
-                json!({"results": ["tools/list"], "actions": {"shadowing": "strip"}, "patterns": ["(["]})
+                json!({"results": ["tools/list"], "actions": {"shadowing": "strip", "long": "strip"}, "patterns": ["(["], "max_description": 0})
             ),
             [
                 "options.results[0]: \"tools/list\" is not a result tool-scan reads (known: tools/call, prompts/get, resources/read)",
                 "options.actions.shadowing: strip removes invisible characters only (flag, hide or refuse)",
+                "options.actions.long: strip removes invisible characters only (flag, hide or refuse)",
                 "options.patterns[0]: \"([\" is not a valid regex: unclosed character class",
+                "options.max_description: must be at least 1",
             ]
         );
         assert_eq!(

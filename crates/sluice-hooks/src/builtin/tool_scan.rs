@@ -1,8 +1,9 @@
 //! The `tool-scan` builtin: finds tool poisoning in what upstreams offer — invisible and format
-//! characters (Unicode tag characters, zero-width characters, bidi controls), instructions aimed
-//! at the model, mentions of another upstream's tools (shadowing) and exfiltration hints (URLs,
-//! "send the contents of", credential paths, AWS keys) — in every string of the four lists'
-//! items and, when configured, of results. Per kind of finding it strips the invisible
+//! characters (Unicode tag characters, zero-width characters, bidi controls, variation selectors,
+//! control characters such as the ESC of ANSI escape sequences), instructions aimed at the model,
+//! mentions of another upstream's tools (shadowing), exfiltration hints (URLs, "send the contents
+//! of", credential paths, AWS keys) and over-long descriptions — in every string of the four
+//! lists' items and, when configured, of results. Per kind of finding it strips the invisible
 //! characters, flags the item (a `_meta` note), hides it from the list, or refuses the result
 //! (-32031); every finding goes to the trace (`controls["tool-scan"]`). On a list it is a pure
 //! transform of the page (its options and the catalog's tool names), so the list fast path
@@ -27,6 +28,7 @@ pub const INSTRUCTION_PATTERNS: &[&str] = &[
     // Tags that frame text for the model: <IMPORTANT>, <SYSTEM>, <instructions>, …
     r"<\s*(?:important|system|instructions?|critical|secret|hidden|admin)\s*>",
     r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|other)\s+(?:instructions|prompts?|directions|rules|guidelines|messages)",
+    r"\b(?:ignore|disregard)\s+(?:the\s+|your\s+)?user'?s?\s+(?:next\s+|last\s+|original\s+|actual\s+)?(?:instructions?|requests?|questions?|prompts?)",
     r"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|notify|alert|warn)\s+the\s+user",
     r"\b(?:do\s+not|don'?t|never)\s+(?:mention|reveal|disclose)\s+(?:that|this|these|it)\b",
     r"\bwithout\s+(?:telling|informing|notifying|alerting|asking)\s+the\s+user",
@@ -40,6 +42,9 @@ pub const INSTRUCTION_PATTERNS: &[&str] = &[
 /// URLs (see [`ToolScan`]'s `allow_hosts`).
 pub const EXFILTRATION_PATTERNS: &[&str] = &[
     r"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|e-?mail|copy)\s+(?:the\s+|all\s+|its\s+|their\s+|your\s+)?(?:full\s+|entire\s+|complete\s+)?(?:contents?|conversation|chat\s+history|credentials|secrets?|private\s+keys?|tokens?|passwords?)\b",
+    // Secrets or the conversation put into what the model sends: "include the user's API
+    // tokens", "add all previous exchanges … in the notes field".
+    r"\b(?:include|pass|attach|add|append|put|provide)\s+(?:(?:the|all|your|any|every|their|its)\s+)?(?:user'?s\s+)?(?:full\s+|entire\s+|complete\s+)?(?:api\s+(?:tokens?|keys?)|credentials|secrets|private\s+keys?|passwords?|(?:previous|prior|past|earlier)\s+(?:messages|exchanges|conversations?)|(?:chat|conversation)\s+(?:history|transcript|log)s?|conversation)\b",
     r"~/\.ssh\b|\.ssh/|\bid_(?:rsa|dsa|ecdsa|ed25519)\b",
     r"\.env\b",
     r"~/\.aws\b|\.aws/credentials|\baws_(?:secret_access_key|access_key_id|session_token)\b",
@@ -49,7 +54,8 @@ pub const EXFILTRATION_PATTERNS: &[&str] = &[
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
 ];
 
-const URL: &str = r#"\b(?:https?|ftp|wss?)://[^\s"'<>`)\]]+"#;
+/// A URL: a scheme and a host that starts with a letter or digit (`https://...` is a placeholder).
+const URL: &str = r#"\b(?:https?|ftp|wss?)://[\p{L}\p{N}\[][^\s"'<>`)\]]*"#;
 
 /// Keys whose values are not scanned: notes for programs, addresses and binary data.
 const SKIPPED: &[&str] = &[
@@ -71,6 +77,10 @@ pub const META_KEY: &str = "sluice/tool-scan";
 /// At most this many findings of one message go to the trace (the rest are counted).
 const MAX_RECORDED: usize = 50;
 
+/// The default of `max_description`: above every description of the corpus's real servers (the
+/// longest has 6,549 characters).
+pub const MAX_DESCRIPTION: u64 = 8192;
+
 /// A kind of finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -82,6 +92,8 @@ pub enum Kind {
     Shadowing,
     /// An exfiltration hint.
     Exfiltration,
+    /// A description longer than `max_description` characters.
+    Long,
 }
 
 impl Kind {
@@ -92,6 +104,7 @@ impl Kind {
             Kind::Instruction => "instruction",
             Kind::Shadowing => "shadowing",
             Kind::Exfiltration => "exfiltration",
+            Kind::Long => "long",
         }
     }
 
@@ -125,7 +138,35 @@ pub fn is_invisible(c: char) -> bool {
         | 0xFEFF // zero-width no-break space
         | 0x202A..=0x202E // bidi embeddings and overrides
         | 0x2066..=0x2069 // bidi isolates
-    )
+        | 0xE0100..=0xE01EF // variation selectors 17-256 (bytes smuggled after a character)
+        | 0x80..=0x9F // C1 controls
+    ) || is_control(c)
+}
+
+/// A C0 control character other than tab, line feed and carriage return, or DEL: the ESC of
+/// ANSI escape sequences (which hide or overwrite text on a terminal) among them.
+fn is_control(c: char) -> bool {
+    matches!(c, '\0'..='\x08' | '\x0B' | '\x0C' | '\x0E'..='\x1F' | '\x7F')
+}
+
+/// Does `s` hold a character [`is_invisible`] finds? (ASCII text is checked for controls only.)
+fn has_invisible(s: &str) -> bool {
+    if s.is_ascii() {
+        s.bytes().any(|b| is_control(char::from(b)))
+    } else {
+        s.chars().any(is_invisible)
+    }
+}
+
+/// The ASCII character an invisible one spells: tag characters spell their ASCII twin, and
+/// variation selectors 17-256 the bytes 16-255 (the emoji smuggling encoding).
+fn spelled(c: char) -> Option<char> {
+    let b = match c as u32 {
+        v @ 0xE0020..=0xE007E => v - 0xE0000,
+        v @ 0xE0100..=0xE01EF => v - 0xE0100 + 16,
+        _ => return None,
+    };
+    (0x20..0x7F).contains(&b).then(|| char::from(b as u8))
 }
 
 /// The tool-scan builtin.
@@ -133,7 +174,8 @@ pub fn is_invisible(c: char) -> bool {
 pub struct ToolScan {
     lists: bool,
     results: Vec<String>,
-    actions: [Action; 4],
+    actions: [Action; 5],
+    max_description: usize,
     instruction: Regex,
     exfiltration: Regex,
     url: Regex,
@@ -141,10 +183,12 @@ pub struct ToolScan {
     allow: Vec<ToolPattern>,
 }
 
-/// What one scan is done against: the item's upstream, the catalog's names.
+/// What one scan is done against: the item's upstream, the catalog's names, and whether it is
+/// a listed item (whose descriptions have a length limit) or a result.
 struct Scope<'a> {
     owner: Option<&'a str>,
     names: Option<&'a ToolNames>,
+    item: bool,
 }
 
 fn combined(field: &str, base: &[&str], extra: &[String]) -> Result<Regex, OptionError> {
@@ -166,11 +210,14 @@ impl ToolScan {
             a.instruction.unwrap_or(Action::Flag),
             a.shadowing.unwrap_or(Action::Flag),
             a.exfiltration.unwrap_or(Action::Flag),
+            a.long.unwrap_or(Action::Flag),
         ];
         Ok(ToolScan {
             lists: o.lists.unwrap_or(true),
             results: o.results.clone(),
             actions,
+            max_description: usize::try_from(o.max_description.unwrap_or(MAX_DESCRIPTION))
+                .unwrap_or(usize::MAX),
             instruction: combined("options.patterns", INSTRUCTION_PATTERNS, &o.patterns)?,
             exfiltration: combined(
                 "options.exfiltration_patterns",
@@ -227,16 +274,28 @@ impl ToolScan {
         self.allow.iter().any(|p| p.is_match(key))
     }
 
-    /// Every finding in `item` (a list item or a result).
+    /// Every finding in `item`, a listed item (a tool, prompt, resource or template definition).
     pub fn scan(
         &self,
         item: &Value,
         owner: Option<&str>,
         names: Option<&ToolNames>,
     ) -> Vec<Finding> {
+        self.scan_in(
+            item,
+            &Scope {
+                owner,
+                names,
+                item: true,
+            },
+        )
+    }
+
+    /// Every finding in `v` (an item, or a result).
+    fn scan_in(&self, v: &Value, scope: &Scope) -> Vec<Finding> {
         let mut out = Vec::new();
         let mut at = String::new();
-        self.scan_value(item, &mut at, &Scope { owner, names }, &mut out);
+        self.scan_value(v, &mut at, scope, &mut out);
         out
     }
 
@@ -260,11 +319,33 @@ impl ToolScan {
                     let len = at.len();
                     at.push('/');
                     at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    if let (true, "description", Value::String(d)) = (scope.item, k.as_str(), item)
+                    {
+                        self.long(d, at, out);
+                    }
                     self.scan_value(item, at, scope, out);
                     at.truncate(len);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A description longer than `max_description` characters: one finding, spanning what is
+    /// past the limit.
+    fn long(&self, d: &str, at: &str, out: &mut Vec<Finding>) {
+        if d.len() <= self.max_description {
+            return;
+        }
+        let n = d.chars().count();
+        if n > self.max_description {
+            out.push(Finding {
+                kind: Kind::Long,
+                at: at.to_string(),
+                span: (self.max_description, n),
+                text: format!("{n} characters (more than {})", self.max_description),
+                hidden: false,
+            });
         }
     }
 
@@ -274,7 +355,7 @@ impl ToolScan {
         // zero-width space does not break up "ignore previous instructions"), with offsets
         // mapped back to the string as sent.
         let mut clean: Option<(String, Vec<usize>)> = None;
-        if !s.is_ascii() {
+        if has_invisible(s) {
             let mut run: Option<(usize, String, String)> = None;
             let mut text = String::with_capacity(s.len());
             let mut map = Vec::new();
@@ -282,7 +363,7 @@ impl ToolScan {
             for (i, c) in s.chars().enumerate() {
                 n = i + 1;
                 if is_invisible(c) {
-                    let (_, points, spelled) =
+                    let (_, points, spelled_text) =
                         run.get_or_insert_with(|| (i, String::new(), String::new()));
                     if points.len() < 40 {
                         if !points.is_empty() {
@@ -290,8 +371,8 @@ impl ToolScan {
                         }
                         points.push_str(&format!("U+{:04X}", c as u32));
                     }
-                    if let 0xE0020..=0xE007E = c as u32 {
-                        spelled.push(char::from((c as u32 - 0xE0000) as u8));
+                    if let Some(a) = spelled(c) {
+                        spelled_text.push(a);
                     }
                     continue;
                 }
@@ -537,7 +618,14 @@ impl ToolScan {
         names: Option<&ToolNames>,
         log: &mut Log,
     ) -> Result<bool, Refusal> {
-        let findings = self.scan(result, owner, names);
+        let findings = self.scan_in(
+            result,
+            &Scope {
+                owner,
+                names,
+                item: false,
+            },
+        );
         if findings.is_empty() {
             return Ok(false);
         }
@@ -594,6 +682,7 @@ fn what(kind: Kind) -> &'static str {
         Kind::Instruction => "an instruction aimed at the model",
         Kind::Shadowing => "a mention of another server's tool",
         Kind::Exfiltration => "an exfiltration hint",
+        Kind::Long => "an over-long description",
     }
 }
 
@@ -619,7 +708,7 @@ fn excerpt(s: &str) -> String {
 /// Remove every invisible character from the strings tool-scan reads.
 fn strip(v: &mut Value) {
     match v {
-        Value::String(s) if !s.is_ascii() && s.chars().any(is_invisible) => {
+        Value::String(s) if has_invisible(s) => {
             s.retain(|c| !is_invisible(c));
         }
         Value::Array(items) => items.iter_mut().for_each(strip),
@@ -712,3 +801,7 @@ fn rank(a: Action) -> usize {
 #[cfg(test)]
 #[path = "tool_scan_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tool_scan_corpus.rs"]
+mod corpus;
