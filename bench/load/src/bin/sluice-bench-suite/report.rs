@@ -61,10 +61,12 @@ pub(crate) fn markdown(ctx: &Ctx, r: &Results) -> String {
     }) {
         let _ = writeln!(
             md,
-            "The \"static bearer header\" and \"oauth (client credentials)\" rows front `sluice-bench-echo --oauth` \
-             (an OAuth-protected echo with its own authorization server, on a port of its own) and are compared with it \
-             called directly with a token; they differ only in how Sluice authenticates to it: a configured \
-             `Authorization` header holding a token obtained before the run, or Sluice's own client credentials grant.\n"
+            "The \"static bearer header\", \"oauth (client credentials)\" and \"oauth per user (held grant)\" rows front \
+             `sluice-bench-echo --oauth` (an OAuth-protected echo with its own authorization server, on a port of its own), \
+             authenticate their client with the same static token, and are compared with the echo called directly with a \
+             token; they differ only in how Sluice authenticates to it: a configured `Authorization` header holding a token \
+             obtained before the run, Sluice's own client credentials grant, or the one user's own grant, connected before \
+             the rounds.\n"
         );
     }
     let _ = writeln!(md, "## tools/call (echo)\n");
