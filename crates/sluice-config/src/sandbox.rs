@@ -7,7 +7,6 @@
 //! enforced.
 
 use crate::fields::{expand_env, Fields};
-use crate::schema::{f, Field, Obj, Ty, OBJ};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -80,44 +79,6 @@ pub(crate) const SANDBOX_KNOWN: &[&str] = &[
 pub(crate) const FS_KNOWN: &[&str] = &["read", "write"];
 /// The keys of `sandbox.network` in its object form.
 pub(crate) const NETWORK_KNOWN: &[&str] = &["connect"];
-
-pub(crate) static SANDBOX_SCHEMA: Obj = Obj {
-    doc: "What the kernel confines a stdio server to (Landlock, namespaces, rlimits; see the sandbox page of the docs). Each part left out is not restricted; unknown keys are errors.",
-    known: Some(SANDBOX_KNOWN),
-    fields: &[
-        f("fs", Ty::Object(&FS_SCHEMA), "Files (Landlock): only these paths, and what is beneath them, may be used; without it files are not restricted."),
-        f("network", Ty::EnumOrObject(&["none", "loopback"], &NETWORK_SCHEMA), "`none`: a new network namespace, nothing reachable; `loopback`: a new network namespace with only its own loopback up (not the host's); `{\"connect\": [\"host:port\"]}`: TCP connect only to those ports (Landlock filters by port, not host), no TCP bind. Without it the network is not restricted."),
-        f("memory_mb", Ty::Positive, "RLIMIT_DATA of each process, MiB (heap and private writable mappings)."),
-        f("processes", Ty::Positive, "RLIMIT_NPROC: processes and threads alive at once in the sandbox (needs a non-root user: the gateway's own, or `user`)."),
-        f("cpu_seconds", Ty::Positive, "RLIMIT_CPU of each process: CPU seconds before SIGXCPU, and SIGKILL a second later."),
-        f("user", Ty::NonEmpty, "Run the server as this user (a name or a numeric uid, with its primary group); the gateway must run as root."),
-    ],
-    ..OBJ
-};
-
-pub(crate) static FS_SCHEMA: Obj = Obj {
-    doc: "Paths the server may use (absolute, `~/…`, `${env:NAME}`, or relative to the home folder); unknown keys are errors.",
-    known: Some(FS_KNOWN),
-    fields: &[
-        f("read", Ty::Strings, "Read, list and execute beneath each path.").def("[]"),
-        f("write", Ty::Strings, "Read, write, create, rename and remove beneath each path.").def("[]"),
-    ],
-    ..OBJ
-};
-
-pub(crate) static NETWORK_SCHEMA: Obj = Obj {
-    doc: "TCP connect allow-list; unknown keys are errors.",
-    known: Some(NETWORK_KNOWN),
-    fields: &[CONNECT],
-    ..OBJ
-};
-
-const CONNECT: Field = f(
-    "connect",
-    Ty::Strings,
-    "`host:port` entries (`*:443` for any host); only the port is enforced.",
-)
-.req();
 
 /// Read `sandbox` from an upstream's (or hook's) fields; `None` when absent (errors recorded).
 pub(crate) fn load(

@@ -190,7 +190,7 @@ pub(crate) struct Field {
     pub lenient: bool,
 }
 
-pub(crate) const fn f(name: &'static str, ty: Ty, doc: &'static str) -> Field {
+const fn f(name: &'static str, ty: Ty, doc: &'static str) -> Field {
     Field {
         name,
         ty,
@@ -202,13 +202,13 @@ pub(crate) const fn f(name: &'static str, ty: Ty, doc: &'static str) -> Field {
 }
 
 impl Field {
-    pub(crate) const fn req(self) -> Field {
+    const fn req(self) -> Field {
         Field {
             required: true,
             ..self
         }
     }
-    pub(crate) const fn def(self, default: &'static str) -> Field {
+    const fn def(self, default: &'static str) -> Field {
         Field {
             default: Some(default),
             ..self
@@ -252,7 +252,7 @@ pub(crate) struct Obj {
     pub builtins: bool,
 }
 
-pub(crate) const OBJ: Obj = Obj {
+const OBJ: Obj = Obj {
     doc: "",
     fields: &[],
     known: None,
@@ -427,7 +427,7 @@ pub(crate) static UPSTREAM: Obj = Obj {
         f("expose_all", Ty::Bool, "List every tool of this upstream as `<id>_<tool>`, not only its `expose` entries.").def("false"),
         f("isolation", Ty::Enum(&["shared", "session"]), "stdio: one process for every client session, or one per session.").def("\"shared\""),
         f("timeout_ms", Ty::UInt, "Request timeout for this upstream, ms (default `request_timeout_ms`)."),
-        f("sandbox", Ty::Object(&crate::sandbox::SANDBOX_SCHEMA), "stdio: confine the server with the kernel's own mechanisms (Landlock, namespaces, rlimits); a sandbox the kernel cannot enforce is an error at start."),
+        f("sandbox", Ty::Object(&SANDBOX), "stdio: confine the server with the kernel's own mechanisms (Landlock, namespaces, rlimits); a sandbox the kernel cannot enforce is an error at start."),
         f("era", Ty::Enum(&["auto", "handshake", "stateless", "legacy", "modern"]), "The protocol era: probe `server/discover` and fall back to `initialize` (auto), or only one of them: `handshake` (the `initialize` handshake and sessions, 2024-11-05 … 2025-11-25) or `stateless` (2026-07-28). `legacy` and `modern` are the deprecated names of the same two (a load warning).").def("\"auto\""),
     ],
     when: &[
@@ -506,7 +506,7 @@ pub(crate) static HOOK: Obj = Obj {
         f("builtin", Ty::Enum(BUILTINS), "builtin: which one."),
         f("options", Ty::Options, "builtin: its options (their schema depends on `builtin`)."),
         f("timeout", Ty::Number, "Seconds per event (at most 86400); absent or non-positive: 60 for command, 10 for the others."),
-        f("sandbox", Ty::Object(&crate::sandbox::SANDBOX_SCHEMA), "command/process: confine the hook's process as a stdio upstream's (Landlock, namespaces, rlimits); a sandbox the kernel cannot enforce is an error at start."),
+        f("sandbox", Ty::Object(&SANDBOX), "command/process: confine the hook's process as a stdio upstream's (Landlock, namespaces, rlimits); a sandbox the kernel cannot enforce is an error at start."),
         f("on_error", Ty::Enum(&["refuse", "pass"]), "What a timeout, crash or unreadable answer means.").def("\"refuse\""),
         f("enabled", Ty::Bool, "The manifest's state (`hooks.state.json` wins); anything but `true` is off.").def("false").lenient(),
         f("description", Ty::Str, "For people.").def("\"\""),
@@ -568,6 +568,45 @@ pub(crate) static INVOKE: Obj = Obj {
     ],
     ..OBJ
 };
+
+/// `sandbox` of a stdio upstream or a command/process hook (`sandbox.rs` loads it).
+pub(crate) static SANDBOX: Obj = Obj {
+    doc: "What the kernel confines a stdio server to (Landlock, namespaces, rlimits; see the sandbox page of the docs). Each part left out is not restricted; unknown keys are errors.",
+    known: Some(crate::sandbox::SANDBOX_KNOWN),
+    fields: &[
+        f("fs", Ty::Object(&SANDBOX_FS), "Files (Landlock): only these paths, and what is beneath them, may be used; without it files are not restricted."),
+        f("network", Ty::EnumOrObject(&["none", "loopback"], &SANDBOX_NETWORK), "`none`: a new network namespace, nothing reachable; `loopback`: a new network namespace with only its own loopback up (not the host's); `{\"connect\": [\"host:port\"]}`: TCP connect only to those ports (Landlock filters by port, not host), no TCP bind. Without it the network is not restricted."),
+        f("memory_mb", Ty::Positive, "RLIMIT_DATA of each process, MiB (heap and private writable mappings)."),
+        f("processes", Ty::Positive, "RLIMIT_NPROC: processes and threads alive at once in the sandbox (needs a non-root user: the gateway's own, or `user`)."),
+        f("cpu_seconds", Ty::Positive, "RLIMIT_CPU of each process: CPU seconds before SIGXCPU, and SIGKILL a second later."),
+        f("user", Ty::NonEmpty, "Run the server as this user (a name or a numeric uid, with its primary group); the gateway must run as root."),
+    ],
+    ..OBJ
+};
+
+pub(crate) static SANDBOX_FS: Obj = Obj {
+    doc: "Paths the server may use (absolute, `~/…`, `${env:NAME}`, or relative to the home folder); unknown keys are errors.",
+    known: Some(crate::sandbox::FS_KNOWN),
+    fields: &[
+        f("read", Ty::Strings, "Read, list and execute beneath each path.").def("[]"),
+        f("write", Ty::Strings, "Read, write, create, rename and remove beneath each path.").def("[]"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static SANDBOX_NETWORK: Obj = Obj {
+    doc: "TCP connect allow-list; unknown keys are errors.",
+    known: Some(crate::sandbox::NETWORK_KNOWN),
+    fields: &[SANDBOX_CONNECT],
+    ..OBJ
+};
+
+const SANDBOX_CONNECT: Field = f(
+    "connect",
+    Ty::Strings,
+    "`host:port` entries (`*:443` for any host); only the port is enforced.",
+)
+.req();
 
 pub(crate) static AUTH: Obj = Obj {
     doc: "Authentication of the MCP listener and access rules. Off when absent or `enabled` is false; unknown keys are errors.",

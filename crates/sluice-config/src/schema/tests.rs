@@ -104,19 +104,19 @@ fn cases() -> Vec<Case> {
             FileKind::Expose,
             json!({"upstreams": [{"id": "u", "command": "x", "sandbox": {}}]}),
             "/upstreams/0/sandbox",
-            &crate::sandbox::SANDBOX_SCHEMA,
+            &SANDBOX,
         ),
         c(
             FileKind::Expose,
             json!({"upstreams": [{"id": "u", "command": "x", "sandbox": {"fs": {}}}]}),
             "/upstreams/0/sandbox/fs",
-            &crate::sandbox::FS_SCHEMA,
+            &SANDBOX_FS,
         ),
         c(
             FileKind::Expose,
             json!({"upstreams": [{"id": "u", "command": "x", "sandbox": {"network": {"connect": ["*:443"]}}}]}),
             "/upstreams/0/sandbox/network",
-            &crate::sandbox::NETWORK_SCHEMA,
+            &SANDBOX_NETWORK,
         ),
         c(
             FileKind::Expose,
@@ -357,9 +357,9 @@ fn every_known_key_has_a_row() {
         &AUTH,
         &TOKEN,
         &RULE,
-        &crate::sandbox::SANDBOX_SCHEMA,
-        &crate::sandbox::FS_SCHEMA,
-        &crate::sandbox::NETWORK_SCHEMA,
+        &SANDBOX,
+        &SANDBOX_FS,
+        &SANDBOX_NETWORK,
     ] {
         let known = obj.known.unwrap();
         let missing: Vec<&str> = obj
