@@ -23,39 +23,42 @@ use sluice_config::OptionError;
 /// What to do with an item in which something was found.
 pub use sluice_config::builtin::ScanAction as Action;
 
-/// The instruction patterns aimed at the model (searched case-insensitively).
+/// The instruction patterns aimed at the model (searched case-insensitively). Their word
+/// boundaries are ASCII ones, `(?-u:\b)`: with a Unicode `\b` the regex engine leaves its fast
+/// automaton for its slowest one on any text with a non-ASCII character, and long real
+/// descriptions (with an arrow or an emoji) took several times longer to scan.
 pub const INSTRUCTION_PATTERNS: &[&str] = &[
     // Tags that frame text for the model: <IMPORTANT>, <SYSTEM>, <instructions>, …
     r"<\s*(?:important|system|instructions?|critical|secret|hidden|admin)\s*>",
-    r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|other)\s+(?:instructions|prompts?|directions|rules|guidelines|messages)",
-    r"\b(?:ignore|disregard)\s+(?:the\s+|your\s+)?user'?s?\s+(?:next\s+|last\s+|original\s+|actual\s+)?(?:instructions?|requests?|questions?|prompts?)",
-    r"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|notify|alert|warn)\s+the\s+user",
-    r"\b(?:do\s+not|don'?t|never)\s+(?:mention|reveal|disclose)\s+(?:that|this|these|it)\b",
-    r"\bwithout\s+(?:telling|informing|notifying|alerting|asking)\s+the\s+user",
-    r"\bthe\s+user\s+(?:must|should)\s+not\s+(?:know|see|be\s+told|notice)",
-    r"\bbefore\s+(?:using|calling|invoking|running)\s+(?:this|the|any)\s+tool\b[^.\n]{0,100}?\b(?:read|open|fetch|cat|load|send)\b",
-    r"\bwhen\s+this\s+tool\s+is\s+(?:available|present|loaded|installed)",
-    r"\b(?:reveal|print|output|repeat|leak)\s+(?:your|the)\s+(?:system\s+prompt|instructions)",
+    r"(?-u:\b)(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|other)\s+(?:instructions|prompts?|directions|rules|guidelines|messages)",
+    r"(?-u:\b)(?:ignore|disregard)\s+(?:the\s+|your\s+)?user'?s?\s+(?:next\s+|last\s+|original\s+|actual\s+)?(?:instructions?|requests?|questions?|prompts?)",
+    r"(?-u:\b)(?:do\s+not|don'?t|never)\s+(?:tell|inform|notify|alert|warn)\s+the\s+user",
+    r"(?-u:\b)(?:do\s+not|don'?t|never)\s+(?:mention|reveal|disclose)\s+(?:that|this|these|it)(?-u:\b)",
+    r"(?-u:\b)without\s+(?:telling|informing|notifying|alerting|asking)\s+the\s+user",
+    r"(?-u:\b)the\s+user\s+(?:must|should)\s+not\s+(?:know|see|be\s+told|notice)",
+    r"(?-u:\b)before\s+(?:using|calling|invoking|running)\s+(?:this|the|any)\s+tool(?-u:\b)[^.\n]{0,100}?(?-u:\b)(?:read|open|fetch|cat|load|send)(?-u:\b)",
+    r"(?-u:\b)when\s+this\s+tool\s+is\s+(?:available|present|loaded|installed)",
+    r"(?-u:\b)(?:reveal|print|output|repeat|leak)\s+(?:your|the)\s+(?:system\s+prompt|instructions)",
 ];
 
 /// The exfiltration patterns (searched case-insensitively; AWS key ids case-sensitively), and
 /// URLs (see [`ToolScan`]'s `allow_hosts`).
 pub const EXFILTRATION_PATTERNS: &[&str] = &[
-    r"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|e-?mail|copy)\s+(?:the\s+|all\s+|its\s+|their\s+|your\s+)?(?:full\s+|entire\s+|complete\s+)?(?:contents?|conversation|chat\s+history|credentials|secrets?|private\s+keys?|tokens?|passwords?)\b",
+    r"(?-u:\b)(?:send|post|upload|forward|transmit|exfiltrate|leak|e-?mail|copy)\s+(?:the\s+|all\s+|its\s+|their\s+|your\s+)?(?:full\s+|entire\s+|complete\s+)?(?:contents?|conversation|chat\s+history|credentials|secrets?|private\s+keys?|tokens?|passwords?)(?-u:\b)",
     // Secrets or the conversation put into what the model sends: "include the user's API
     // tokens", "add all previous exchanges … in the notes field".
-    r"\b(?:include|pass|attach|add|append|put|provide)\s+(?:(?:the|all|your|any|every|their|its)\s+)?(?:user'?s\s+)?(?:full\s+|entire\s+|complete\s+)?(?:api\s+(?:tokens?|keys?)|credentials|secrets|private\s+keys?|passwords?|(?:previous|prior|past|earlier)\s+(?:messages|exchanges|conversations?)|(?:chat|conversation)\s+(?:history|transcript|log)s?|conversation)\b",
-    r"~/\.ssh\b|\.ssh/|\bid_(?:rsa|dsa|ecdsa|ed25519)\b",
-    r"\.env\b",
-    r"~/\.aws\b|\.aws/credentials|\baws_(?:secret_access_key|access_key_id|session_token)\b",
-    r"(?-i:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)",
-    r"\.npmrc\b|\.netrc\b|\.pgpass\b|\.git-credentials\b|\.docker/config\.json|\.kube/config\b|/etc/(?:passwd|shadow)\b",
+    r"(?-u:\b)(?:include|pass|attach|add|append|put|provide)\s+(?:(?:the|all|your|any|every|their|its)\s+)?(?:user'?s\s+)?(?:full\s+|entire\s+|complete\s+)?(?:api\s+(?:tokens?|keys?)|credentials|secrets|private\s+keys?|passwords?|(?:previous|prior|past|earlier)\s+(?:messages|exchanges|conversations?)|(?:chat|conversation)\s+(?:history|transcript|log)s?|conversation)(?-u:\b)",
+    r"~/\.ssh(?-u:\b)|\.ssh/|(?-u:\b)id_(?:rsa|dsa|ecdsa|ed25519)(?-u:\b)",
+    r"\.env(?-u:\b)",
+    r"~/\.aws(?-u:\b)|\.aws/credentials|(?-u:\b)aws_(?:secret_access_key|access_key_id|session_token)(?-u:\b)",
+    r"(?-i:(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b))",
+    r"\.npmrc(?-u:\b)|\.netrc(?-u:\b)|\.pgpass(?-u:\b)|\.git-credentials(?-u:\b)|\.docker/config\.json|\.kube/config(?-u:\b)|/etc/(?:passwd|shadow)(?-u:\b)",
     r"\.cursor/mcp\.json|claude_desktop_config\.json",
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
 ];
 
 /// A URL: a scheme and a host that starts with a letter or digit (`https://...` is a placeholder).
-const URL: &str = r#"\b(?:https?|ftp|wss?)://[\p{L}\p{N}\[][^\s"'<>`)\]]*"#;
+const URL: &str = r#"(?-u:\b)(?:https?|ftp|wss?)://[\p{L}\p{N}\[][^\s"'<>`)\]]*"#;
 
 /// Keys whose values are not scanned: notes for programs, addresses and binary data.
 const SKIPPED: &[&str] = &[
