@@ -47,39 +47,32 @@ pub(crate) async fn prepare(snap: &Snapshot, session: &Arc<Session>) {
     if !has_own_sessions(snap, session) {
         return;
     }
-    // A per-user upstream's connection is the principal's, opened at its first call (after
-    // its consent), not the session's.
-    let opens = snap.slots.iter().filter(|slot| {
-        !session.is_modern()
-            && slot.per_session()
-            && slot.per_user().is_none()
-            && slot.is_up()
-            && !slot.has_session_connection(&session.id)
-    });
-    let opens = opens.map(|slot| async move {
+    // A session's own connection to an upstream that gives it one (a per-user upstream's is
+    // the principal's, opened at its first call, after its consent); and a principal holding a
+    // grant (in memory) whose connection is not open, so its lists are known (read as it
+    // opens). Usually none: after the first request every one is open, and nothing is built.
+    let needs_open = |slot: &Arc<Slot>| match slot.per_user() {
+        Some(users) => session.principal_key().is_some_and(|p| {
+            users.holds(p)
+                && slot.is_up()
+                && !slot.has_session_connection(&sluice_upstream::slot::user_key(p))
+        }),
+        None => {
+            !session.is_modern()
+                && slot.per_session()
+                && slot.is_up()
+                && !slot.has_session_connection(&session.id)
+        }
+    };
+    if !snap.slots.iter().any(needs_open) {
+        return;
+    }
+    let opens = snap.slots.iter().filter(|s| needs_open(s)).map(|slot| async move {
         if let Err(e) = slot.connection_for(session.upstream_ref()).await {
-            tracing::debug!(upstream = %slot.spec.id, session = %session.id, "opening the session's connection: {}", e.message);
+            tracing::debug!(upstream = %slot.spec.id, session = %session.id, "opening the session's own connection: {}", e.message);
         }
     });
-    let opens: Vec<_> = opens.collect();
-    // A principal holding a grant (in memory) whose connection is not open: open it, so its
-    // lists are known (they are read as it opens).
-    let users = snap.slots.iter().filter_map(|slot| {
-        let principal = session.principal_key()?;
-        let users = slot.per_user()?;
-        let open = users.holds(principal)
-            && slot.is_up()
-            && !slot.has_session_connection(&sluice_upstream::slot::user_key(principal));
-        open.then_some(slot)
-    });
-    let users = users.map(|slot| async move {
-        if let Err(e) = slot.connection_for(session.upstream_ref()).await {
-            tracing::debug!(upstream = %slot.spec.id, session = %session.id, "opening the principal's connection: {}", e.message);
-        }
-    });
-    let users: Vec<_> = users.collect();
     futures_util::future::join_all(opens).await;
-    futures_util::future::join_all(users).await;
 }
 
 /// The catalog `session` sees: the gateway's (borrowed: a call does not write its reference
