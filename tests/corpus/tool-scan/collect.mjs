@@ -2,13 +2,16 @@
 // one JSON file per server into negatives/: the false-positive half of the tool-scan corpus.
 //
 // Run from tests/node (its node_modules has the MCP TypeScript SDK):
-//   node ../corpus/tool-scan/collect.mjs SERVERS.json
-// SERVERS.json: [{"registry": "npm"|"pypi", "package", "version", "command", "args"?, "env"?}]
-// Each server is installed beforehand at that exact version (npm install / uv pip install);
-// the environment values are placeholders (no server is given a real key or reaches a network
-// service while it lists).
+//   PATH=<the servers' bin folders>:$PATH CORPUS_WORK=/tmp/corpus-work \
+//     node ../corpus/tool-scan/collect.mjs ../corpus/tool-scan/servers.json
+// servers.json: [{"registry": "npm"|"pypi", "package", "version", "command", "args"?, "env"?}],
+// `WORK` in an argument or a value standing for CORPUS_WORK (a scratch folder, also the servers'
+// HOME). Each server is installed beforehand at that exact version (`npm install
+// --ignore-scripts`, a virtual environment per PyPI package); the environment values are
+// placeholders (no server is given a real key or reaches a network service while it lists).
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -18,6 +21,8 @@ const { Client } = await sdk("@modelcontextprotocol/sdk/client/index.js");
 const { StdioClientTransport } = await sdk("@modelcontextprotocol/sdk/client/stdio.js");
 
 const out = join(dirname(fileURLToPath(import.meta.url)), "negatives");
+const work = process.env.CORPUS_WORK ?? join(tmpdir(), "corpus-work");
+const local = (v) => v.replaceAll("WORK", work);
 const servers = JSON.parse(readFileSync(process.argv[2], "utf8"));
 
 async function all(list, key) {
@@ -36,8 +41,12 @@ for (const s of servers) {
   const client = new Client({ name: "sluice-corpus", version: "0" });
   const transport = new StdioClientTransport({
     command: s.command,
-    args: s.args ?? [],
-    env: { PATH: process.env.PATH, HOME: "/tmp/corpus/home", ...(s.env ?? {}) },
+    args: (s.args ?? []).map(local),
+    env: {
+      PATH: process.env.PATH,
+      HOME: work,
+      ...Object.fromEntries(Object.entries(s.env ?? {}).map(([k, v]) => [k, local(v)])),
+    },
     stderr: "ignore",
   });
   let timer;
