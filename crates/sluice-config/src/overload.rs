@@ -4,7 +4,6 @@
 //! on calls in flight per principal, and the memory ceiling.
 
 use crate::fields::Fields;
-use crate::settings::Settings;
 use ipnet::IpNet;
 use serde_json::Value;
 
@@ -44,8 +43,36 @@ impl OverloadSettings {
     }
 }
 
+/// The default of `min_body_bytes_per_sec`.
+pub(crate) const MIN_BODY_BYTES_PER_SEC: u64 = 1024;
+
+/// The overload fields of `sluice.json`, as read (the settings loader puts them in `Settings`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Limits {
+    /// `max_connections_per_ip`.
+    pub max_connections_per_ip: Option<u64>,
+    /// `max_inflight_per_principal`.
+    pub max_inflight_per_principal: Option<u64>,
+    /// `max_memory_mb`.
+    pub max_memory_mb: Option<u64>,
+    /// `min_body_bytes_per_sec`.
+    pub min_body_bytes_per_sec: u64,
+    /// `trusted_proxies`.
+    pub trusted_proxies: Vec<IpNet>,
+    /// `overload`.
+    pub overload: OverloadSettings,
+}
+
 /// The overload fields of `sluice.json` (called by the settings loader).
-pub(crate) fn load(f: &mut Fields, s: &mut Settings) {
+pub(crate) fn load(f: &mut Fields) -> Limits {
+    let mut s = Limits {
+        max_connections_per_ip: None,
+        max_inflight_per_principal: None,
+        max_memory_mb: None,
+        min_body_bytes_per_sec: MIN_BODY_BYTES_PER_SEC,
+        trusted_proxies: Vec::new(),
+        overload: OverloadSettings::default(),
+    };
     let optional_positive = |f: &mut Fields, key: &str| -> Option<u64> {
         match f.u64(key) {
             Some(0) => {
@@ -83,6 +110,7 @@ pub(crate) fn load(f: &mut Fields, s: &mut Settings) {
         }
         Some(_) => f.err("overload", "must be an object"),
     }
+    s
 }
 
 /// An address (`10.1.2.3`, `::1`: that one address) or a CIDR block (`10.0.0.0/8`).
@@ -129,10 +157,9 @@ mod tests {
     use super::*;
     use crate::error::ConfigError;
 
-    fn load_text(text: &str) -> (Settings, Vec<String>) {
+    fn load_text(text: &str) -> (Limits, Vec<String>) {
         let obj: serde_json::Map<String, Value> = serde_json::from_str(text).unwrap();
         let mut errors: Vec<ConfigError> = Vec::new();
-        let mut s = Settings::default();
         let file = std::path::Path::new("sluice.json");
         let mut f = Fields {
             file,
@@ -140,7 +167,7 @@ mod tests {
             obj: &obj,
             errors: &mut errors,
         };
-        load(&mut f, &mut s);
+        let s = load(&mut f);
         let errors = errors
             .into_iter()
             .map(|e| format!("{}: {}", e.field, e.message))

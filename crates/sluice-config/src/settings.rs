@@ -161,7 +161,7 @@ impl Default for Settings {
             drain_ms: 10_000,
             max_connections_per_ip: None,
             trusted_proxies: Vec::new(),
-            min_body_bytes_per_sec: 1024,
+            min_body_bytes_per_sec: crate::overload::MIN_BODY_BYTES_PER_SEC,
             overload: crate::overload::OverloadSettings::default(),
             max_inflight_per_principal: None,
             max_memory_mb: None,
@@ -291,7 +291,13 @@ pub(crate) fn load(
         &mut s.max_sessions_per_principal,
     );
     positive(&mut f, "drain_ms", &mut s.drain_ms);
-    crate::overload::load(&mut f, &mut s);
+    let limits = crate::overload::load(&mut f);
+    s.max_connections_per_ip = limits.max_connections_per_ip;
+    s.max_inflight_per_principal = limits.max_inflight_per_principal;
+    s.max_memory_mb = limits.max_memory_mb;
+    s.min_body_bytes_per_sec = limits.min_body_bytes_per_sec;
+    s.trusted_proxies = limits.trusted_proxies;
+    s.overload = limits.overload;
     s.allowed_origins = f.strings("allowed_origins");
     s.allowed_hosts = f.strings("allowed_hosts");
     for (i, h) in s.allowed_hosts.iter().enumerate() {
