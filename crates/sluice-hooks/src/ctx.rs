@@ -3,7 +3,7 @@
 //! ([`CatalogNames`], [`ToolNames`]): the values the chain and the builtins share, below both.
 
 use crate::event::Phase;
-use regex::Regex;
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use serde_json::{Map, Value};
 use sluice_core::{Message, Principal};
 use std::collections::HashMap;
@@ -99,7 +99,7 @@ impl Ctx<'_> {
 #[derive(Debug, Default)]
 pub struct ToolNames {
     upstreams: HashMap<String, Vec<String>>,
-    re: Option<Regex>,
+    re: Option<AhoCorasick>,
 }
 
 /// Is a tool name distinctive enough that a mention of it is one (`send_email`, `fx_echo`,
@@ -129,13 +129,14 @@ impl ToolNames {
                 }
             }
         }
-        let mut names: Vec<&String> = upstreams.keys().collect();
-        // Longest first: the alternation prefers `fx_echo_all` to `fx_echo`.
-        names.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
-        let re = (!names.is_empty())
+        // Leftmost-longest: at one place `fx_echo_all` is found rather than `fx_echo`.
+        let re = (!upstreams.is_empty())
             .then(|| {
-                let alt: Vec<String> = names.iter().map(|n| regex::escape(n)).collect();
-                Regex::new(&alt.join("|")).ok()
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .kind(Some(AhoCorasickKind::DFA))
+                    .build(upstreams.keys())
+                    .ok()
             })
             .flatten();
         ToolNames { upstreams, re }
@@ -156,7 +157,7 @@ impl ToolNames {
                     && !word(text[m.end()..].chars().next())
                     && self
                         .upstreams
-                        .get(m.as_str())
+                        .get(&text[m.start()..m.end()])
                         .is_some_and(|ups| !ups.iter().any(|u| u == owner) && !ups.is_empty())
             })
             .map(|m| (m.start(), m.end()))
