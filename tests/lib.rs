@@ -36,8 +36,25 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
+/// A free TCP port on 127.0.0.1 (bound, read, released), below the kernel's ephemeral range
+/// (32768 and up on Linux): between the release and the listen of the test's server, no test's
+/// outgoing connection can be given it as its source port (the attack tests open thousands).
+/// Picked from 20000–32767 with a per-process start and a shared counter, so parallel test
+/// processes rarely try the same ones; a port that does not bind is skipped.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_768;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n.wrapping_mul(7_919)) % SPAN) as u16;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            drop(l);
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
