@@ -681,25 +681,14 @@ fn config_cmd(
                     upstream["headers"] =
                         serde_json::json!({"Authorization": format!("Bearer {}", echo.token)});
                 }
-                UpstreamAuth::PerUser => {
+                UpstreamAuth::PerUser | UpstreamAuth::ClientCredentials => {
+                    let mode = match auth {
+                        UpstreamAuth::PerUser => "per_user",
+                        _ => "client_credentials",
+                    };
                     let (id, secret) = plan::OAUTH_CLIENT;
                     upstream["oauth"] = serde_json::json!({
-                        "mode": "per_user",
-                        "client_id": id,
-                        "client_secret": secret,
-                    });
-                    let settings = serde_json::json!({
-                        "vault": {"key": base64(&random_bytes::<32>()?), "path": "vault.db"},
-                    });
-                    std::fs::write(
-                        home.join("sluice.json"),
-                        serde_json::to_string_pretty(&settings)?,
-                    )?;
-                }
-                UpstreamAuth::ClientCredentials => {
-                    let (id, secret) = plan::OAUTH_CLIENT;
-                    upstream["oauth"] = serde_json::json!({
-                        "mode": "client_credentials",
+                        "mode": mode,
                         "client_id": id,
                         "client_secret": secret,
                     });
