@@ -39,17 +39,29 @@ pub fn bin(name: &str) -> PathBuf {
 /// A free TCP port on 127.0.0.1 (bound, read, released), below the kernel's ephemeral range
 /// (32768 and up on Linux): between the release and the listen of the test's server, no test's
 /// outgoing connection can be given it as its source port (the attack tests open thousands).
-/// Picked from 20000–32767 with a per-process start and a shared counter, so parallel test
-/// processes rarely try the same ones; a port that does not bind is skipped.
+/// Picked from 20000–32767 with a per-process start and a shared counter, and reserved across
+/// the run's test processes (nextest runs each test in its own) by a marker file created
+/// exclusively in a directory of that run: two tests running at once never get the same port,
+/// which a port handed out but not yet listened on would otherwise allow. A port that does not
+/// bind is skipped.
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     const LOW: u32 = 20_000;
     const SPAN: u32 = 12_768;
     static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = port_markers();
     let start = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
     for _ in 0..SPAN {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let port = (LOW + (start + n.wrapping_mul(7_919)) % SPAN) as u16;
+        let reserved = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(dir.join(port.to_string()))
+            .is_ok();
+        if !reserved {
+            continue;
+        }
         if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
             drop(l);
             return port;
@@ -59,6 +71,34 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")
+}
+
+/// The directory of this run's port markers: one per nextest run (`NEXTEST_RUN_ID`), else one per
+/// process. Other runs' directories older than a day are removed on the way.
+fn port_markers() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = std::env::temp_dir().join("sluice-test-ports");
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            for e in entries.flatten() {
+                let old = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > Duration::from_secs(24 * 3600));
+                if old {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let run = std::env::var("NEXTEST_RUN_ID")
+            .unwrap_or_else(|_| format!("pid-{}", std::process::id()));
+        let dir = root.join(run);
+        std::fs::create_dir_all(&dir).expect("the port marker directory");
+        dir
+    })
+    .clone()
 }
 
 /// Wait until something accepts TCP connections on `port` of 127.0.0.1 (at most `timeout`).
