@@ -224,6 +224,7 @@ fn schema_prints_each_files_schema_and_a_tree_may_point_at_them() {
         kinds,
         [
             ("expose", "mcp/expose.json"),
+            ("endpoints", "mcp/endpoints.json"),
             ("hooks", "hooks/hooks.manifest.json"),
             ("tools", "tools/tools.register.json"),
             ("settings", "sluice.json"),
@@ -263,7 +264,7 @@ fn schema_prints_each_files_schema_and_a_tree_may_point_at_them() {
     let (code, _, err) = schema(&["logs"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("unknown file kind \"logs\" (known: expose, hooks, tools, settings, auth"),
+        err.contains("unknown file kind \"logs\" (known: expose, endpoints, hooks, tools, settings, auth"),
         "{err}"
     );
 }

@@ -404,7 +404,7 @@ pub(crate) const RULE_KEYS: &[&str] = &[
     "description",
 ];
 
-fn parse_rule(mut r: Fields<'_>) -> Option<AccessRule> {
+pub(crate) fn parse_rule(mut r: Fields<'_>) -> Option<AccessRule> {
     for key in r.obj.keys() {
         if !RULE_KEYS.contains(&key.as_str()) {
             let field = r.field_path(key);

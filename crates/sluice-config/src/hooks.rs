@@ -376,12 +376,62 @@ pub(crate) fn load(
     if let Some(d) = top.string("hooksDir") {
         out.hooks_dir = PathBuf::from(d);
     }
-    let hooks_dir_str = out.hooks_dir.to_string_lossy().into_owned();
     let entries = top.array("hooks");
     let state = overlay(&dir.join("hooks.state.json"), warnings);
-    let mut ids = HashSet::new();
+    let list = List {
+        file: &file,
+        field: "hooks",
+        hooks_dir: &out.hooks_dir,
+        overlay: &|id| state.get(id).copied(),
+        on_by_default: false,
+    };
+    out.hooks = entries_of(
+        home,
+        &list,
+        &entries,
+        &mut HashSet::new(),
+        env,
+        errors,
+        warnings,
+    );
+    order_warnings(&file, &out.hooks, warnings);
+    out
+}
+
+/// Where a list of hook entries is (the manifest's `hooks`, or an endpoint's in
+/// `mcp/endpoints.json`) and how its entries' `enabled` is decided.
+pub(crate) struct List<'a> {
+    /// The file the entries are in.
+    pub file: &'a Path,
+    /// The list's field path (`hooks`, `endpoints[0].hooks`).
+    pub field: &'a str,
+    /// `${HOOKS_DIR}`.
+    pub hooks_dir: &'a Path,
+    /// A hook's `enabled` by its id, when something other than its entry says (the
+    /// manifest's overlay, which wins over the entry).
+    pub overlay: &'a dyn Fn(&str) -> Option<bool>,
+    /// `enabled` when neither says: off in the manifest (as toolfunnel does), on in an
+    /// endpoint.
+    pub on_by_default: bool,
+}
+
+/// The hooks of a list of manifest entries (`ids`: the ids taken so far; a duplicate is an
+/// error).
+pub(crate) fn entries_of(
+    home: &Path,
+    list: &List<'_>,
+    entries: &[Value],
+    ids: &mut HashSet<String>,
+    env: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<String>,
+) -> Vec<HookSpec> {
+    let file = list.file;
+    let dir = home.join("hooks");
+    let hooks_dir_str = list.hooks_dir.to_string_lossy().into_owned();
+    let mut out = Vec::new();
     for (i, h) in entries.iter().enumerate() {
-        let Some(mut f) = entry(&file, "hooks", i, h, errors) else {
+        let Some(mut f) = entry(file, list.field, i, h, errors) else {
             continue;
         };
         let obj = f.obj;
@@ -584,8 +634,10 @@ pub(crate) fn load(
         };
         // As toolfunnel does: the manifest's `enabled` is normalised to a strict boolean (omitted = false);
         // the overlay wins.
-        let seed_enabled = obj.get("enabled").and_then(Value::as_bool).unwrap_or(false);
-        let enabled = state.get(&id).copied().unwrap_or(seed_enabled);
+        let seed_enabled = obj.get("enabled").and_then(Value::as_bool);
+        let enabled = (list.overlay)(&id)
+            .or(seed_enabled)
+            .unwrap_or(list.on_by_default);
         let methods = match obj.get("methods") {
             Some(_) => f.strings("methods"),
             // A response control sees tools/call replies, and rate-limit tools/call requests,
@@ -630,7 +682,7 @@ pub(crate) fn load(
             ));
         }
         if let (Some(event), Some(kind)) = (event, kind) {
-            out.hooks.push(HookSpec {
+            out.push(HookSpec {
                 id,
                 event,
                 matcher,
@@ -645,7 +697,6 @@ pub(crate) fn load(
             });
         }
     }
-    order_warnings(&file, &out.hooks, warnings);
     out
 }
 

@@ -12,6 +12,7 @@ pub mod claude_plugin;
 mod cluster;
 pub mod collisions;
 pub mod drift;
+pub mod endpoints;
 mod error;
 mod expose;
 mod fields;
@@ -33,6 +34,7 @@ pub use auth::{
 pub use builtin::{BuiltinOptions, ExplainOptions, OptionError, BUILTINS, EXPLAIN_PRESETS};
 pub use cluster::ClusterSettings;
 pub use collisions::{Collisions, Listed};
+pub use endpoints::{Endpoint, EndpointsFile, Selection};
 pub use error::{ConfigError, ConfigErrors};
 pub use expose::{Era, ExposeEntry, ExposeFile, Isolation, OnCollision, Transport, UpstreamSpec};
 pub use hooks::{
@@ -67,6 +69,8 @@ pub struct Config {
     pub register: tools::Register,
     /// `auth/auth.config.json`: authentication and access rules.
     pub auth: AuthConfig,
+    /// `mcp/endpoints.json`: the endpoints served at `/mcp/<name>` (none without the file).
+    pub endpoints: EndpointsFile,
 }
 
 /// Non-fatal findings of a load (shown by `sluice check` and logged at start).
@@ -127,6 +131,7 @@ impl Config {
         let logs = logs::load(&home, &mut errors);
         let register = tools::load(&home, &mut errors);
         let auth = auth::load(&home, env, &mut errors);
+        let endpoints = endpoints::load(&home, &expose, &hooks, env, &mut errors, &mut warnings);
         if settings.vault.is_none() {
             if let Some(u) = expose.upstreams.iter().find(|u| u.oauth.is_some()) {
                 errors.push(ConfigError::new(
@@ -150,6 +155,7 @@ impl Config {
                     logs,
                     register,
                     auth,
+                    endpoints,
                 },
                 warnings,
             ))
@@ -193,6 +199,7 @@ impl Config {
             logs: LogConfig::default(),
             register: tools::Register::default(),
             auth: AuthConfig::default(),
+            endpoints: EndpointsFile::default(),
         }
     }
 }

@@ -168,7 +168,8 @@ pub(crate) fn load(
     Some(out)
 }
 
-fn unknown_keys(f: &mut Fields<'_>, known: &[&str]) {
+/// Every key of `f`'s object that is not `known` is an error naming it.
+pub(crate) fn unknown_keys(f: &mut Fields<'_>, known: &[&str]) {
     let unknown: Vec<String> = f
         .obj
         .keys()

@@ -42,12 +42,15 @@ pub enum FileKind {
     Tools,
     /// `auth/auth.config.json`.
     Auth,
+    /// `mcp/endpoints.json`.
+    Endpoints,
 }
 
 impl FileKind {
     /// Every kind, in the order `sluice schema --list` prints them.
-    pub const ALL: [FileKind; 5] = [
+    pub const ALL: [FileKind; 6] = [
         FileKind::Expose,
+        FileKind::Endpoints,
         FileKind::Hooks,
         FileKind::Tools,
         FileKind::Settings,
@@ -62,6 +65,7 @@ impl FileKind {
             FileKind::Hooks => "hooks",
             FileKind::Tools => "tools",
             FileKind::Auth => "auth",
+            FileKind::Endpoints => "endpoints",
         }
     }
 
@@ -73,6 +77,7 @@ impl FileKind {
             FileKind::Hooks => "hooks/hooks.manifest.json",
             FileKind::Tools => "tools/tools.register.json",
             FileKind::Auth => "auth/auth.config.json",
+            FileKind::Endpoints => crate::endpoints::FILE,
         }
     }
 
@@ -101,6 +106,10 @@ impl FileKind {
             FileKind::Auth => (
                 &AUTH,
                 "Sluice authentication and access rules (auth/auth.config.json)",
+            ),
+            FileKind::Endpoints => (
+                &ENDPOINTS,
+                "Sluice endpoints served at /mcp/<name> (mcp/endpoints.json)",
             ),
         };
         let mut generator = SchemaSettings::draft2020_12().into_generator();
@@ -678,6 +687,39 @@ pub(crate) static RULE: Obj = Obj {
         f("description", Ty::Str, "For people (not read).").lenient(),
     ],
     one_of_lists: &["tools", "prompts", "resources"],
+    ..OBJ
+};
+
+pub(crate) static ENDPOINTS: Obj = Obj {
+    doc: "Named endpoints, each served at `/mcp/<name>` beside `/mcp` with a curated selection of the gateway's tools, prompts and resources; unknown keys are errors.",
+    known: Some(crate::endpoints::KNOWN),
+    fields: &[
+        SCHEMA_KEY,
+        f("version", Ty::UInt, "Format version: 1.").req(),
+        f("endpoints", Ty::Array(&ENDPOINT), "The endpoints (names unique).").req(),
+    ],
+    ..OBJ
+};
+
+pub(crate) static ENDPOINT: Obj = Obj {
+    doc: "One endpoint, served at `/mcp/<name>`. An item is served when its upstream is among `upstreams` (if given), a tool's category among `categories` (if given), and its name matches one of its kind's globs; a kind without globs is served whole when `upstreams` or `categories` is given, else not at all. Unknown keys are errors.",
+    known: Some(crate::endpoints::ENDPOINT_KEYS),
+    fields: &[
+        f("name", Ty::Pattern(crate::endpoints::NAME_PATTERN), "The URL's last segment (`/mcp/<name>`), also the `endpoint` label of metrics, audit lines and traces.").req(),
+        f("description", Ty::Str, "For people (the admin page shows it).").def("\"\""),
+        f("tools", Ty::Strings, "Globs over the tools' final (client-facing) names."),
+        f("prompts", Ty::Strings, "Globs over prompt names."),
+        f("resources", Ty::Strings, "Globs over resource URIs and resource templates' `uriTemplate`."),
+        f("upstreams", Ty::Strings, "Upstream ids of `mcp/expose.json` (`local`: the register's tools)."),
+        f("categories", Ty::Strings, "Tool categories (an expose entry's or register tool's `category`, else the upstream id)."),
+        f("hooks", Ty::Array(&HOOK), "Hooks run after the manifest's, for this endpoint only (manifest entries; on unless `enabled` is false).").def("[]"),
+        f("rules", Ty::Array(&RULE), "Access rules applied with `auth/auth.config.json`'s, for this endpoint only.").def("[]"),
+        f("funnel", Ty::Bool, "List the funnel's meta-tools, over this endpoint's tools. Default: as `sluice.json` says."),
+        f("tool_search", Ty::Bool, "List `<prefix>_search_tools`, searching this endpoint's tools. Default: as `sluice.json` says."),
+        f("discovery", Ty::Enum(&["all", "search"]), "What this endpoint's `tools/list` shows: every tool it selects (`all`), or only the search and run tools (`search`). Default: as `sluice.json` says."),
+        f("instructions", Ty::Str, "The `instructions` of its `initialize` result (default the gateway's)."),
+        f("server_name", Ty::NonEmpty, "The `serverInfo.name` of its `initialize` result (default `sluice`)."),
+    ],
     ..OBJ
 };
 

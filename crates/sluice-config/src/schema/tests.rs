@@ -181,6 +181,18 @@ fn cases() -> Vec<Case> {
             "/rules/0",
             &RULE,
         ),
+        c(
+            FileKind::Endpoints,
+            json!({"version": 1, "endpoints": [{"name": "a", "tools": ["x"]}]}),
+            "",
+            &ENDPOINTS,
+        ),
+        c(
+            FileKind::Endpoints,
+            json!({"version": 1, "endpoints": [{"name": "a", "tools": ["x"]}]}),
+            "/endpoints/0",
+            &ENDPOINT,
+        ),
     ]
 }
 
@@ -360,6 +372,8 @@ fn every_known_key_has_a_row() {
         &SANDBOX,
         &SANDBOX_FS,
         &SANDBOX_NETWORK,
+        &ENDPOINTS,
+        &ENDPOINT,
     ] {
         let known = obj.known.unwrap();
         let missing: Vec<&str> = obj
