@@ -1,6 +1,6 @@
 //! The bus between replicas: one Redis pub/sub connection per replica, subscribed to the
-//! channels every replica hears (new GET-stream events, ended sessions, upstreams' list changes,
-//! revoked user connections) and to its own (messages
+//! channels every replica hears (new GET-stream events, ended sessions, changes of a session's
+//! state, upstreams' list changes, revoked user connections) and to its own (messages
 //! for it alone). The connection is made again whenever it drops; each new subscription is
 //! announced with [`BusMsg::Resync`], so the replica catches up on what it may have missed.
 
@@ -22,6 +22,16 @@ pub enum BusMsg {
     },
     /// The session with this handle ended (DELETE on some replica).
     Ended(String),
+    /// A field of the state of the session with this handle was set (`value`) or removed
+    /// (None) on some replica: its log level, a subscription, what its GET stream delivered.
+    State {
+        /// The session's handle.
+        handle: String,
+        /// The field (`level`, `sub:<uri>`, `gd`).
+        field: String,
+        /// Its new value; None: removed.
+        value: Option<String>,
+    },
     /// Replica `from` heard `upstream` say its lists changed (for every client, or on the
     /// upstream session of one client session).
     Lists {
@@ -65,6 +75,14 @@ fn parse(channel: &str, payload: String, direct: &str) -> Option<BusMsg> {
             })
         }
         "end" => Some(BusMsg::Ended(payload)),
+        "state" => {
+            let mut parts = payload.splitn(3, '\n');
+            Some(BusMsg::State {
+                handle: parts.next()?.to_string(),
+                field: parts.next()?.to_string(),
+                value: parts.next().map(str::to_string),
+            })
+        }
         "cancel" => Some(BusMsg::Cancelled(payload)),
         "revoke" => {
             let mut words = payload.splitn(3, ' ');
@@ -96,6 +114,7 @@ impl Bus {
             let channels = [
                 format!("{PREFIX}ev"),
                 format!("{PREFIX}end"),
+                format!("{PREFIX}state"),
                 format!("{PREFIX}lists"),
                 format!("{PREFIX}cancel"),
                 format!("{PREFIX}revoke"),
@@ -160,6 +179,23 @@ mod tests {
             parse("sluice:c:end", "h1".into(), d),
             Some(BusMsg::Ended("h1".into()))
         );
+        assert_eq!(
+            parse("sluice:c:state", "h1\nsub:file:///a b\n1".into(), d),
+            Some(BusMsg::State {
+                handle: "h1".into(),
+                field: "sub:file:///a b".into(),
+                value: Some("1".into())
+            })
+        );
+        assert_eq!(
+            parse("sluice:c:state", "h1\nsub:x".into(), d),
+            Some(BusMsg::State {
+                handle: "h1".into(),
+                field: "sub:x".into(),
+                value: None
+            })
+        );
+        assert_eq!(parse("sluice:c:state", "h1".into(), d), None);
         assert_eq!(parse(d, "{}".into(), d), Some(BusMsg::Direct("{}".into())));
         // A principal is everything after the upstream, spaces and all.
         assert_eq!(

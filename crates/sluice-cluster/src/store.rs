@@ -6,7 +6,8 @@
 //! Keys, under the prefix `sluice:c:`: `s:<handle>` (the hash), `s:<handle>:ev` (events, a
 //! sorted set by sequence number), `s:<handle>:n` (the last sequence number). Channels: `ev`
 //! (`<handle> <seq>`: an event was added), `end` (`<handle>`: the session ended), `lists`
-//! (`<replica> <upstream>`: an upstream said its lists changed), `cancel` (a client cancelled a
+//! (`<replica> <upstream>`: an upstream said its lists changed), `state` (`<handle>\n<field>`
+//! and, when set, `\n<value>`: a field of a session's state changed), `cancel` (a client cancelled a
 //! request that may run elsewhere), `r:<replica>`
 //! (a message for one replica). Every call is bounded by the store's timeout.
 
@@ -71,6 +72,20 @@ end
 return v
 ";
 
+/// Sets (ARGV[4] given) or removes a field of a live session's state and announces it. KEYS:
+/// the session's hash; ARGV: channel, payload, field, value. HSET on an expired key would bring
+/// it back without an expiry: nothing happens when the session is gone (0).
+const CHANGE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[4] then
+  redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
+else
+  redis.call('HDEL', KEYS[1], ARGV[3])
+end
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 1
+";
+
 /// What [`Store::claim_upstream`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamClaim {
@@ -98,6 +113,7 @@ pub struct Store {
     conn: tokio::sync::OnceCell<ConnectionManager>,
     timeout: Duration,
     push: redis::Script,
+    change: redis::Script,
     /// Why the store is not usable now (None: it answered the last check).
     down: Mutex<Option<String>>,
 }
@@ -124,6 +140,7 @@ impl Store {
             conn: tokio::sync::OnceCell::new(),
             timeout,
             push: redis::Script::new(PUSH),
+            change: redis::Script::new(CHANGE),
             down: Mutex::new(Some(format!("redis {shown}: not checked yet"))),
         })
     }
@@ -260,22 +277,66 @@ impl Store {
         Ok((alive == 1).then_some(fields))
     }
 
-    /// Set a field of a live session's state (nothing when it ended).
-    pub async fn set(&self, handle: &str, field: &str, value: &str) -> Result<(), StoreError> {
+    /// Renew a session's expiry (its state and its events) without reading it: false when it
+    /// ended or expired. What a replica holding the session sends every few seconds of use.
+    pub async fn renew(&self, handle: &str, ttl: Duration) -> Result<bool, StoreError> {
         let k = key(handle);
-        let (field, value) = (field.to_string(), value.to_string());
+        let ms = ttl.as_millis() as i64;
+        let (alive, _, _): (i64, i64, i64) = self
+            .with(|mut c| async move {
+                redis::pipe()
+                    .pexpire(&k, ms)
+                    .pexpire(format!("{k}:ev"), ms)
+                    .pexpire(format!("{k}:n"), ms)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(alive == 1)
+    }
+
+    /// A session's state without renewing it; None when it ended or expired.
+    pub async fn state(&self, handle: &str) -> Result<Option<HashMap<String, String>>, StoreError> {
+        let k = key(handle);
+        let fields: HashMap<String, String> = self
+            .with(|mut c| async move { redis::cmd("HGETALL").arg(&k).query_async(&mut c).await })
+            .await?;
+        // A live session's state always has its creation time.
+        Ok((!fields.is_empty()).then_some(fields))
+    }
+
+    /// Set a field of a live session's state (nothing when it ended), and tell every replica
+    /// (channel `state`), in one script: replicas holding the session learn the change from
+    /// the bus instead of reading the state on every request.
+    pub async fn set(&self, handle: &str, field: &str, value: &str) -> Result<(), StoreError> {
+        self.change(handle, field, Some(value)).await
+    }
+
+    /// Remove a field of a session's state, and tell every replica (as [`Store::set`]).
+    pub async fn unset(&self, handle: &str, field: &str) -> Result<(), StoreError> {
+        self.change(handle, field, None).await
+    }
+
+    async fn change(
+        &self,
+        handle: &str,
+        field: &str,
+        value: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let k = key(handle);
+        let payload = match value {
+            Some(v) => format!("{handle}\n{field}\n{v}"),
+            None => format!("{handle}\n{field}"),
+        };
+        let (field, value) = (field.to_string(), value.map(str::to_string));
+        let script = &self.change;
         self.with(|mut c| async move {
-            // HSET on an expired key would bring it back without an expiry: only when it lives.
-            let exists: bool = redis::cmd("EXISTS").arg(&k).query_async(&mut c).await?;
-            if exists {
-                redis::cmd("HSET")
-                    .arg(&k)
-                    .arg(field)
-                    .arg(value)
-                    .query_async::<()>(&mut c)
-                    .await?;
+            let mut call = script.key(&k);
+            call.arg(format!("{PREFIX}state")).arg(payload).arg(field);
+            if let Some(v) = value {
+                call.arg(v);
             }
-            Ok(())
+            call.invoke_async::<i64>(&mut c).await.map(|_| ())
         })
         .await
     }
@@ -301,20 +362,6 @@ impl Store {
             .arg(value)
             .invoke_async::<Option<String>>(&mut c)
             .await
-        })
-        .await
-    }
-
-    /// Remove a field of a session's state.
-    pub async fn unset(&self, handle: &str, field: &str) -> Result<(), StoreError> {
-        let k = key(handle);
-        let field = field.to_string();
-        self.with(|mut c| async move {
-            redis::cmd("HDEL")
-                .arg(&k)
-                .arg(field)
-                .query_async::<()>(&mut c)
-                .await
         })
         .await
     }

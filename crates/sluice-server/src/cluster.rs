@@ -32,8 +32,11 @@ pub(crate) struct Cluster {
     /// Raw SSE of streams another replica replays for a `Last-Event-ID` that reached this
     /// one, by correlation id (`Err`: it has no such stream).
     pub replaying: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<Result<String, ()>>>>,
-    /// Local sessions by handle.
-    by_handle: Mutex<HashMap<String, String>>,
+    /// Local sessions by handle: the session's id, and when this replica last renewed its
+    /// record in the store (ms on [`Cluster::clock`]).
+    by_handle: Mutex<HashMap<String, (String, u64)>>,
+    /// The start of this replica's renewal clock.
+    clock: std::time::Instant,
     /// Retries of 2026-07-28 calls handed to the replica holding them, by correlation id:
     /// where that replica's messages for the client go.
     pub handed: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<sluice_core::Message>>>,
@@ -63,6 +66,7 @@ impl Cluster {
             store: Arc::new(store),
             replica: replica.into(),
             by_handle: Mutex::new(HashMap::new()),
+            clock: std::time::Instant::now(),
             handed: Mutex::new(HashMap::new()),
             replaying: Mutex::new(HashMap::new()),
         })
@@ -111,16 +115,36 @@ impl Cluster {
         })
     }
 
-    /// A local session now serves `handle`.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.clock.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A local session now serves `handle` (its record was just written or renewed).
     pub(crate) fn remember(&self, handle: &str, id: &str) {
+        let now = self.now_ms();
         self.by_handle
             .lock()
-            .insert(handle.to_string(), id.to_string());
+            .insert(handle.to_string(), (id.to_string(), now));
     }
 
     /// The local session serving `handle`.
     pub(crate) fn local(&self, handle: &str) -> Option<String> {
-        self.by_handle.lock().get(handle).cloned()
+        self.by_handle.lock().get(handle).map(|(id, _)| id.clone())
+    }
+
+    /// Is the local session of `handle` due to renew its record (last renewed `every` ago or
+    /// more)? When it is, it counts as renewed now: one renewal per interval, however many
+    /// requests arrive meanwhile.
+    pub(crate) fn renew_due(&self, handle: &str, every: Duration) -> bool {
+        let now = self.now_ms();
+        let every = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+        match self.by_handle.lock().get_mut(handle) {
+            Some((_, last)) if now.saturating_sub(*last) >= every => {
+                *last = now;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// An upstream said its lists changed (on the upstream session of client session

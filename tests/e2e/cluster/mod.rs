@@ -127,6 +127,35 @@ impl Redis {
         String::from_utf8_lossy(&buf[..n]).into_owned()
     }
 
+    /// Redis's count of every command it ran since it started (`INFO commandstats`), by name
+    /// (`pexpire`, `hgetall`, …).
+    pub(crate) fn command_counts(&self) -> std::collections::HashMap<String, u64> {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n")
+            .unwrap();
+        let mut r = BufReader::new(s);
+        let mut head = String::new();
+        r.read_line(&mut head).unwrap();
+        let len: usize = head.trim().trim_start_matches('$').parse().unwrap();
+        let mut body = vec![0u8; len];
+        r.read_exact(&mut body).unwrap();
+        String::from_utf8_lossy(&body)
+            .lines()
+            .filter_map(|l| {
+                let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = rest
+                    .strip_prefix("calls=")?
+                    .split(',')
+                    .next()?
+                    .parse()
+                    .ok()?;
+                Some((name.to_string(), calls))
+            })
+            .collect()
+    }
+
     /// The keys of every session's state.
     pub(crate) fn session_keys(&self) -> Vec<String> {
         self.command(&["KEYS", "sluice:c:s:*"])

@@ -4,6 +4,49 @@
 use super::{fixture_home, keygen, Cluster, Replica, NOT_FOUND};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
+use std::time::{Duration, Instant};
+
+/// The staleness bound docs/deployment.md gives: within this time of a DELETE's answer every
+/// other replica answers 404 (the end travels on the bus).
+const END_BOUND: Duration = Duration::from_secs(1);
+
+/// How often a replica renews a session it serves, with the default `session_idle_secs`
+/// (3600): every 5 s at most, and the record lives that much longer than the idle timeout.
+const RENEW: Duration = Duration::from_secs(5);
+
+/// Ask `url` for the session `id` until it answers 404, at most `END_BOUND` after `since`;
+/// when it did.
+async fn not_found_within_bound(url: &str, id: &str, since: Instant) -> Duration {
+    let c = on(url, id, None);
+    loop {
+        let (status, body) = status_and_body(&c, "tools/list").await;
+        let at = since.elapsed();
+        if status == 404 {
+            assert_eq!(body, NOT_FOUND);
+            return at;
+        }
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            at <= END_BOUND,
+            "{url} still serves the ended session {at:?} after the DELETE"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// DELETE the session `id` on `url`.
+async fn delete(url: &str, id: &str) -> u16 {
+    let c = on(url, id, None);
+    let req = c
+        .builder()
+        .build()
+        .map(|mut req| {
+            *req.method_mut() = reqwest::Method::DELETE;
+            req
+        })
+        .unwrap();
+    c.http.execute(req).await.unwrap().status().as_u16()
+}
 
 /// A raw client on `url` that uses the session `id`.
 fn on(url: &str, id: &str, token: Option<&str>) -> Client {
@@ -79,8 +122,8 @@ async fn any_replica_serves_any_legacy_session_behind_round_robin_nginx() {
     let ttl = cl.redis.command(&["PTTL", &keys[0]]);
     let ttl: i64 = ttl.trim().trim_start_matches(':').parse().unwrap();
     assert!(
-        ttl > 3_500_000 && ttl <= 3_600_000,
-        "expires with session_idle_secs: {ttl}"
+        ttl > 3_500_000 && ttl <= 3_600_000 + RENEW.as_millis() as i64,
+        "expires with session_idle_secs and one renewal interval: {ttl}"
     );
 
     // The level reaches every replica's upstream: the fixture logs at info, which "error"
@@ -104,21 +147,12 @@ async fn any_replica_serves_any_legacy_session_behind_round_robin_nginx() {
         );
     }
 
-    // DELETE on one replica ends it on all: the next request anywhere is 404, and Redis
-    // forgets it.
-    let r = c
-        .builder()
-        .build()
-        .map(|mut req| {
-            *req.method_mut() = reqwest::Method::DELETE;
-            req
-        })
-        .unwrap();
-    let resp = c.http.execute(r).await.unwrap();
-    assert_eq!(resp.status(), 200);
+    // DELETE on one replica ends it on all: Redis forgets it at once, every other replica
+    // answers 404 within the bound (it hears the end on the bus).
+    let deleted = Instant::now();
+    assert_eq!(delete(&cl.nginx.url(), &id).await, 200);
     for r in &cl.replicas {
-        let (status, body) = status_and_body(&on(&r.url(), &id, None), "tools/list").await;
-        assert_eq!((status, body.as_str()), (404, NOT_FOUND));
+        not_found_within_bound(&r.url(), &id, deleted).await;
     }
     assert!(cl.redis.session_keys().is_empty());
     // Every replica ended its part (and closed its upstream connections for it).
@@ -283,4 +317,85 @@ async fn a_rotated_key_still_opens_sessions_sealed_under_the_old_one() {
     let (status, _) = status_and_body(&on(&cl.replicas[1].url(), &nid, None), "tools/list").await;
     assert_eq!(status, 404);
     r.kill9();
+}
+
+/// A session a replica holds costs it no Redis command per request (its record renewed at most
+/// every 5 s, not per call); a DELETE on one replica is 404 on every other within a second.
+#[tokio::test]
+async fn held_sessions_cost_no_redis_command_per_request_and_a_delete_is_404_everywhere_within_a_second(
+) {
+    let cl = Cluster::start("held", fixture_home("cluster-held"), json!({}));
+    let urls: Vec<String> = cl.replicas.iter().map(Replica::url).collect();
+    // Five sessions, each begun on one replica and taken up by the two others.
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let mut c = Client::new(&urls[i % 3]);
+        c.initialize(json!({})).await;
+        ids.push(c.session.clone().unwrap());
+    }
+    let held = Instant::now();
+    for id in &ids {
+        for url in &urls {
+            let r = on(url, id, None)
+                .call_tool("fx_echo", json!({"n": 0}))
+                .await;
+            assert_eq!(r["result"]["structuredContent"], json!({"n": 0}), "{r}");
+        }
+        assert_eq!(cl.taken_up_by(id), 2);
+    }
+
+    // Steady state: 150 calls (10 per session on every replica).
+    let before = cl.redis.command_counts();
+    let mut calls = 0;
+    for n in 1..=10 {
+        for id in &ids {
+            for url in &urls {
+                let r = on(url, id, None)
+                    .call_tool("fx_echo", json!({"n": n}))
+                    .await;
+                assert_eq!(r["result"]["structuredContent"], json!({"n": n}), "{r}");
+                calls += 1;
+            }
+        }
+    }
+    let after = cl.redis.command_counts();
+    let ran =
+        |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
+    // Nothing is read or written for a call; the only commands are the replicas' health
+    // checks (`ping`, once a second each), the count itself (`info`) and renewals: at most
+    // 3 PEXPIREs per session and replica per interval since the sessions were taken up.
+    let intervals = held.elapsed().as_millis().div_ceil(RENEW.as_millis()) as u64;
+    let renewals = ran("pexpire");
+    assert!(
+        renewals <= 3 * 15 * intervals,
+        "{renewals} PEXPIREs over {intervals} renewal intervals for {calls} calls"
+    );
+    let others: Vec<(String, u64)> = after
+        .keys()
+        .filter(|k| !["ping", "info", "pexpire"].contains(&k.as_str()))
+        .map(|k| (k.clone(), ran(k)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert_eq!(
+        others,
+        Vec::<(String, u64)>::new(),
+        "Redis commands for {calls} calls"
+    );
+
+    // A DELETE on the replica that began each session: every other one says 404 within the
+    // bound, and the store forgets it.
+    let mut slowest = Duration::ZERO;
+    for (i, id) in ids.iter().enumerate() {
+        let deleted = Instant::now();
+        assert_eq!(delete(&urls[i % 3], id).await, 200);
+        for (j, url) in urls.iter().enumerate() {
+            if j != i % 3 {
+                slowest = slowest.max(not_found_within_bound(url, id, deleted).await);
+            }
+        }
+        let (status, _) = status_and_body(&on(&urls[i % 3], id, None), "tools/list").await;
+        assert_eq!(status, 404);
+    }
+    assert!(cl.redis.session_keys().is_empty());
+    eprintln!("the slowest replica said 404 {slowest:?} after a DELETE elsewhere");
 }

@@ -41,62 +41,139 @@ pub(crate) fn owned_by(session: &Session, principal: Option<&Principal>) -> bool
     }
 }
 
-/// The session named `id`, on this replica or taken up from the store; its live state renewed
-/// and read from the store. A store that does not answer does not stop a session this replica
-/// serves already (single-replica work goes on).
+/// The session named `id`, on this replica or taken up from the store. A session this replica
+/// holds costs no Redis command: its liveness is renewed in the background at most every
+/// [`renew_every`] (not per request), its end and the changes of its state arrive on the bus.
+/// A session taken up here is read from the store (and renewed); a store that does not answer
+/// stops only those.
 pub(crate) async fn find(
     st: &Arc<State>,
-    c: &Cluster,
+    c: &Arc<Cluster>,
     id: &str,
     principal: Option<&Arc<Principal>>,
 ) -> Result<Arc<Session>, Miss> {
-    let ttl = Duration::from_secs(st.snapshot().settings().session_idle_secs);
-    let local = st.rt.sessions().get(id);
-    let (handle, sealed) = match &local {
-        Some(s) => {
-            if !owned_by(s, principal.map(|p| &**p)) {
-                return Err(Miss::NotFound);
-            }
-            match &s.shared {
-                Some(sh) => (sh.handle.clone(), None),
-                None => return Ok(s.clone()),
+    let idle = Duration::from_secs(st.snapshot().settings().session_idle_secs);
+    if let Some(s) = st.rt.sessions().get(id) {
+        if !owned_by(&s, principal.map(|p| &**p)) {
+            return Err(Miss::NotFound);
+        }
+        if let Some(sh) = &s.shared {
+            if c.renew_due(&sh.handle, renew_every(idle)) {
+                renew(st, c, id, &sh.handle, record_ttl(idle));
             }
         }
-        None => {
-            let sealed = c.open(id).ok_or(Miss::NotFound)?;
-            if !same_principal(principal.map(|p| &**p), sealed.principal.as_ref()) {
-                return Err(Miss::NotFound);
-            }
-            (sealed.handle.clone(), Some(sealed))
-        }
-    };
-    match (c.store.touch(&handle, ttl).await, local, sealed) {
-        (Ok(None), local, _) => {
-            if local.is_some() {
-                // Gone from the store: expired there (a DELETE elsewhere reaches us on the bus).
-                control::end_session(st, id, sluice_hooks::EndReason::Idle).await;
-            }
-            Err(Miss::NotFound)
-        }
-        (Ok(Some(fields)), Some(s), _) => {
-            if let Some(level) = s.apply_shared(&fields) {
-                tell_level(st, &s, level).await;
-            }
-            Ok(s)
-        }
-        (Ok(Some(fields)), None, Some(sealed)) => {
+        return Ok(s);
+    }
+    let sealed = c.open(id).ok_or(Miss::NotFound)?;
+    if !same_principal(principal.map(|p| &**p), sealed.principal.as_ref()) {
+        return Err(Miss::NotFound);
+    }
+    let ttl = record_ttl(idle);
+    match c.store.touch(&sealed.handle, ttl).await {
+        Ok(None) => Err(Miss::NotFound),
+        Ok(Some(fields)) => {
             let (s, level) = take_up(st, c, id, sealed, &fields, ttl, principal);
             if let Some(level) = level {
                 tell_level(st, &s, level).await;
             }
             Ok(s)
         }
-        (Err(e), Some(s), _) => {
-            tracing::warn!(session = %id, "serving without the cluster store: {e}");
-            Ok(s)
+        Err(e) => Err(Miss::Unavailable(e.0)),
+    }
+}
+
+/// How often a replica renews the liveness of a session it serves, at most: a quarter of
+/// `session_idle_secs`, and never more than every 5 s.
+pub(crate) fn renew_every(idle: Duration) -> Duration {
+    (idle / 4).min(Duration::from_secs(5))
+}
+
+/// How long a session's record lives in the store past its last renewal: `session_idle_secs`
+/// plus [`renew_every`], so it outlives its last request by `session_idle_secs` at least (and
+/// by one renewal interval more at most).
+pub(crate) fn record_ttl(idle: Duration) -> Duration {
+    idle + renew_every(idle)
+}
+
+/// Renew a session's record in the background; when the store says it is gone (expired, or
+/// ended while this replica's bus was away), this replica ends its part too.
+fn renew(st: &Arc<State>, c: &Arc<Cluster>, id: &str, handle: &str, ttl: Duration) {
+    let (st, c, id, handle) = (st.clone(), c.clone(), id.to_string(), handle.to_string());
+    tokio::spawn(async move {
+        match c.store.renew(&handle, ttl).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!(session = %id, "the session is gone from the cluster store: ended here");
+                control::end_session(&st, &id, sluice_hooks::EndReason::Idle).await;
+            }
+            Err(e) => {
+                // Tried again after the next interval (single-replica work goes on meanwhile).
+                tracing::warn!(session = %id, "serving without the cluster store: {e}");
+            }
         }
-        (Err(e), None, _) => Err(Miss::Unavailable(e.0)),
-        (Ok(Some(_)), None, None) => Err(Miss::NotFound),
+    });
+}
+
+/// A field of a session's state changed on some replica (heard on the bus): the same change
+/// here. Returns the log level when it is new here.
+fn apply_field(s: &Session, field: &str, value: Option<&str>) -> Option<String> {
+    if let Some(uri) = field.strip_prefix("sub:") {
+        let mut subs = s.live.subscriptions.lock();
+        match value {
+            Some(_) => subs.insert(uri.to_string()),
+            None => subs.remove(uri),
+        };
+        return None;
+    }
+    match (field, value) {
+        ("level", Some(level)) => {
+            let mut l = s.live.log_level.lock();
+            if l.as_deref() == Some(level) {
+                return None;
+            }
+            *l = Some(level.to_string());
+            Some(level.to_string())
+        }
+        ("gd", Some(d)) => {
+            if let (Ok(d), Some(http)) = (d.parse(), s.http()) {
+                http.get_delivered
+                    .fetch_max(d, std::sync::atomic::Ordering::SeqCst);
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// The bus was away (or is new): every session served here is checked against the store, its
+/// state read again; those gone from it end here.
+async fn resync(st: &Arc<State>, c: &Cluster) {
+    let held: Vec<Arc<Session>> = st
+        .rt
+        .sessions()
+        .all()
+        .into_iter()
+        .filter(|s| s.shared.is_some())
+        .collect();
+    for s in held {
+        let Some(sh) = &s.shared else { continue };
+        match c.store.state(&sh.handle).await {
+            Ok(None) => {
+                tracing::info!(session = %s.id, "the session ended while the cluster bus was away: ended here");
+                control::end_session(st, &s.id, sluice_hooks::EndReason::Deleted).await;
+            }
+            Ok(Some(fields)) => {
+                if let Some(level) = s.apply_shared(&fields) {
+                    tell_level(st, &s, level).await;
+                }
+                if attached(&s) {
+                    let _ = feed(c, &s).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(session = %s.id, "not checked against the cluster store after the bus came back: {e}");
+            }
+        }
     }
 }
 
@@ -157,6 +234,18 @@ pub(crate) async fn feed(c: &Cluster, session: &Session) -> Result<(), StoreErro
     Ok(())
 }
 
+/// Read from the store what the session's GET streams delivered (the last may have been held
+/// by another replica, which wrote it as it closed).
+pub(crate) async fn delivered(c: &Cluster, session: &Session) -> Result<(), StoreError> {
+    let Some(sh) = &session.shared else {
+        return Ok(());
+    };
+    if let Some(fields) = c.store.state(&sh.handle).await? {
+        apply_field(session, "gd", fields.get("gd").map(String::as_str));
+    }
+    Ok(())
+}
+
 /// Is the session's GET stream attached on this replica?
 fn attached(session: &Session) -> bool {
     session.http().is_some_and(|h| h.get_attached())
@@ -189,6 +278,19 @@ pub(crate) async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
                             tracing::warn!(session = %s.id, "GET stream not fed: {e}");
                         }
                     });
+                }
+            }
+            BusMsg::State {
+                handle,
+                field,
+                value,
+            } => {
+                let Some(s) = c.local(&handle).and_then(|id| st.rt.sessions().get(&id)) else {
+                    continue;
+                };
+                if let Some(level) = apply_field(&s, &field, value.as_deref()) {
+                    let st = st.clone();
+                    tokio::spawn(async move { tell_level(&st, &s, level).await });
                 }
             }
             BusMsg::Ended(handle) => {
@@ -298,14 +400,8 @@ pub(crate) async fn run(st: Arc<State>, rounds: Arc<Rounds>) {
             }
             BusMsg::Cancelled(payload) => handover::on_cancelled(&st, &c, &payload),
             BusMsg::Resync => {
-                for s in st.rt.sessions().all() {
-                    if s.shared.is_some() && attached(&s) {
-                        let c = c.clone();
-                        tokio::spawn(async move {
-                            let _ = feed(&c, &s).await;
-                        });
-                    }
-                }
+                let (st, c) = (st.clone(), c.clone());
+                tokio::spawn(async move { resync(&st, &c).await });
             }
         }
     }

@@ -5,8 +5,10 @@
 //! call these methods and never ask whether there is a cluster; only the composition
 //! (`control.rs`, `lib.rs`) and the bus listener see the [`Cluster`] itself.
 
-use super::{feed, find, forward_cancel, forward_reply, hand_retry, owned_by, replay_elsewhere};
-use super::{shared, Miss};
+use super::{
+    delivered, feed, find, forward_cancel, forward_reply, hand_retry, owned_by, replay_elsewhere,
+};
+use super::{record_ttl, shared, Miss};
 use crate::channel::Sink;
 use crate::cluster::Cluster;
 use crate::modern::rounds::Rounds;
@@ -53,7 +55,7 @@ impl Scale {
 
     /// The identity of a session being initialised: a fresh id alone; in a cluster an id
     /// sealed with what the client said (any replica opens it), its shared part, and streams
-    /// numbered for this replica.
+    /// numbered for this replica. `ttl`: `session_idle_secs`.
     pub(crate) fn new_session(
         &self,
         init: &Init,
@@ -71,7 +73,7 @@ impl Scale {
                 let (id, handle) = c.seal(init, principal);
                 NewSession {
                     id,
-                    shared: Some(shared(c, handle, ttl, replay_events)),
+                    shared: Some(shared(c, handle, record_ttl(ttl), replay_events)),
                     stream_base: c.stream_base(),
                 }
             }
@@ -80,12 +82,13 @@ impl Scale {
 
     /// The session was initialised: in a cluster every replica learns of it through the store
     /// before the client has its id. `Err`: the store's reason (the session is not admitted).
+    /// `ttl`: `session_idle_secs`.
     pub(crate) async fn admit(&self, session: &Session, ttl: Duration) -> Result<(), String> {
         let (Scale::Cluster(c), Some(sh)) = (self, &session.shared) else {
             return Ok(());
         };
         sh.store
-            .create(&sh.handle, ttl)
+            .create(&sh.handle, record_ttl(ttl))
             .await
             .map_err(|e| e.0.clone())?;
         c.remember(&sh.handle, &session.id);
@@ -106,11 +109,15 @@ impl Scale {
         false
     }
 
-    /// Bring a session's GET stream up to date with the events other replicas added.
+    /// A GET stream opens: bring it up to date with the events other replicas added, after
+    /// what the session's last GET stream delivered (read from the store, not only heard).
     pub(crate) async fn feed(&self, session: &Session) -> Result<(), StoreError> {
         match self {
             Scale::Alone => Ok(()),
-            Scale::Cluster(c) => feed(c, session).await,
+            Scale::Cluster(c) => {
+                delivered(c, session).await?;
+                feed(c, session).await
+            }
         }
     }
 
