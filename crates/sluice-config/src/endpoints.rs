@@ -85,8 +85,8 @@ pub struct Endpoint {
 
 /// What an endpoint selects. An item is served when its upstream is among `upstreams` (if
 /// given), a tool's category among `categories` (if given), and its name matches one of its
-/// kind's globs. A kind without globs is served whole when `upstreams` or `categories` is
-/// given (every tool, prompt, resource and template of those), and not at all otherwise.
+/// kind's globs. A kind without globs is served whole when `upstreams` is given (tools: or
+/// `categories`), and not at all otherwise.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Selection {
     /// Globs over the tools' final (client-facing) names.
@@ -116,8 +116,9 @@ impl Selection {
         .all(empty)
     }
 
-    /// Is a kind served whole when it has no globs (`upstreams` or `categories` is given)?
-    pub fn whole_kinds(&self) -> bool {
+    /// Are the tools served whole when `tools` has no globs (`upstreams` or `categories` is
+    /// given)? Prompts and resources are, when `upstreams` is.
+    pub fn whole_tools(&self) -> bool {
         self.upstreams.is_some() || self.categories.is_some()
     }
 }
@@ -348,7 +349,7 @@ mod tests {
             Some(&["crm_*".to_string(), "kb_search".to_string()][..])
         );
         assert_eq!(e.select.prompts, None);
-        assert!(e.select.whole_kinds());
+        assert!(e.select.whole_tools());
         assert_eq!(e.hooks.len(), 1);
         assert_eq!(e.hooks[0].id, "support-limit");
         assert!(

@@ -702,7 +702,7 @@ pub(crate) static ENDPOINTS: Obj = Obj {
 };
 
 pub(crate) static ENDPOINT: Obj = Obj {
-    doc: "One endpoint, served at `/mcp/<name>`. An item is served when its upstream is among `upstreams` (if given), a tool's category among `categories` (if given), and its name matches one of its kind's globs; a kind without globs is served whole when `upstreams` or `categories` is given, else not at all. Unknown keys are errors.",
+    doc: "One endpoint, served at `/mcp/<name>`. An item is served when its upstream is among `upstreams` (if given), a tool's category among `categories` (if given), and its name matches one of its kind's globs; a kind without globs is served whole when `upstreams` is given (tools: or `categories`), else not at all. Unknown keys are errors.",
     known: Some(crate::endpoints::ENDPOINT_KEYS),
     fields: &[
         f("name", Ty::Pattern(crate::endpoints::NAME_PATTERN), "The URL's last segment (`/mcp/<name>`), also the `endpoint` label of metrics, audit lines and traces.").req(),

@@ -680,5 +680,8 @@ fn parse_cursor(c: &str) -> Option<usize> {
 }
 
 mod collisions;
+mod select;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use select::Keeps;

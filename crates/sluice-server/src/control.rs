@@ -5,6 +5,7 @@
 //! shuts down. [`apply_tree`] is the one way an edit of the tree becomes live, whichever face
 //! made it.
 
+mod endpoints;
 mod plan;
 
 pub(crate) use plan::ReloadReport;
@@ -94,6 +95,8 @@ pub(crate) fn build(mut config: Config) -> (Arc<State>, Inbound) {
         slots,
         catalog: Arc::new(Catalog::default()),
         config: Arc::new(config),
+        endpoint: None,
+        endpoints: Arc::new([]),
     };
     let inbound = Inbound {
         slots: slot_rx,
@@ -162,25 +165,39 @@ pub(crate) fn rebuild_catalog(st: &State, also: Option<&'static str>) -> Vec<&'s
         let _swap = st.rt.swapping().lock();
         let now = st.snapshot();
         let catalog = build_catalog(st, &now.config, &now.slots, now.funnel_prefix.is_some());
-        let next = now.with_catalog(catalog);
-        let new = next.catalog.clone();
-        st.store(next);
-        (now.catalog.clone(), new)
+        let next = Arc::new(endpoints::attach(now.with_catalog(catalog), &now));
+        st.store_arc(next.clone());
+        (now, next)
     };
-    let mut changed = changed_lists(&old, &new);
+    let mut changed = changed_lists(&old.catalog, &new.catalog);
+    let mut per_endpoint = endpoints::changes(&old, &new, false);
     if let Some(said) = also {
-        if !changed.contains(&said) {
-            changed.push(said);
+        for lists in std::iter::once(&mut changed).chain(per_endpoint.iter_mut().map(|e| &mut e.1))
+        {
+            if !lists.contains(&said) {
+                lists.push(said);
+            }
         }
     }
-    publish(st, new.version, changed.clone());
+    publish(st, new.catalog.version, changed.clone(), per_endpoint);
     changed
 }
 
-/// Hand changed lists to the inbound driver, which tells sessions and listen streams.
-fn publish(st: &State, version: u64, lists: Vec<&'static str>) {
-    if !lists.is_empty() {
-        let _ = st.rt.changes().send(Changed { version, lists });
+/// Hand changed lists (`/mcp`'s, and each endpoint's) to the inbound driver, which tells
+/// sessions and listen streams.
+fn publish(
+    st: &State,
+    version: u64,
+    lists: Vec<&'static str>,
+    endpoints: Vec<(String, Vec<&'static str>)>,
+) {
+    let changed = Changed {
+        version,
+        lists,
+        endpoints,
+    };
+    if !changed.is_empty() {
+        let _ = st.rt.changes().send(changed);
     }
 }
 
@@ -193,7 +210,7 @@ fn build_catalog(st: &State, config: &Config, slots: &Arc<[Arc<Slot>]>, funnel: 
         .map(|(s, l)| (&s.spec, l.as_ref()))
         .collect();
     let version = st.rt.catalog_version().fetch_add(1, Ordering::Relaxed) + 1;
-    let (catalog, warnings) = catalog_over(config, slots, &pairs, version, funnel);
+    let (catalog, warnings) = catalog_over(config, slots, &pairs, version, funnel, None);
     crate::drift::check(config, slots, &lists);
     for w in warnings {
         tracing::warn!("{w}");
@@ -212,6 +229,7 @@ pub(crate) fn catalog_over(
     )],
     version: u64,
     funnel: bool,
+    endpoint: Option<&sluice_config::Endpoint>,
 ) -> (Catalog, Vec<String>) {
     let settings = &config.settings;
     let mut own = Vec::new();
@@ -245,6 +263,9 @@ pub(crate) fn catalog_over(
         config.expose.on_collision,
     );
     catalog.slots = slots.clone();
+    if let Some(ep) = endpoint {
+        catalog.keep_only(&endpoints::Selected { ep, config, slots });
+    }
     if search {
         // The search tool says what it searches: how many tools, from which servers.
         let reachable = catalog.reachable_tools();
@@ -434,11 +455,11 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
     let funnel_prefix = funnel_prefix_of(&plan.config);
     let config = Arc::new(plan.config);
     // One swap: every part of the new configuration comes into force together.
-    let old_catalog = {
+    let (before, after) = {
         let _swap = st.rt.swapping().lock();
         let catalog = build_catalog(st, &config, &slots, funnel_prefix.is_some());
         let before = st.snapshot();
-        st.store(Snapshot {
+        let root = Snapshot {
             config,
             slots,
             catalog: Arc::new(catalog),
@@ -447,23 +468,52 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
             auth,
             audit,
             funnel_prefix,
-        });
-        before.catalog.clone()
+            endpoint: None,
+            endpoints: Arc::new([]),
+        };
+        let after = Arc::new(endpoints::attach(root, &before));
+        st.store_arc(after.clone());
+        (before, after)
     };
-    if plan.hooks {
-        let old_chain = now.chain.clone();
+    // The chains no longer in force stop (the manifest's, and endpoints' of their own).
+    let in_force: Vec<&Arc<Chain>> = std::iter::once(&after.chain)
+        .chain(after.endpoints.iter().map(|e| &e.chain))
+        .collect();
+    let mut stopping: Vec<Arc<Chain>> = Vec::new();
+    for old in std::iter::once(&now.chain).chain(now.endpoints.iter().map(|e| &e.chain)) {
+        let kept = in_force.iter().any(|c| Arc::ptr_eq(c, old));
+        if !kept && !stopping.iter().any(|c| Arc::ptr_eq(c, old)) {
+            stopping.push(old.clone());
+        }
+    }
+    for old_chain in stopping {
         tokio::spawn(async move { old_chain.shutdown().await });
     }
     for s in &gone {
         // Its supervisor ends, and every session's own connection to it closes.
         s.stop();
     }
-    let catalog = st.snapshot().catalog.clone();
+    let catalog = &after.catalog;
+    let per_endpoint = endpoints::changes(&before, &after, plan.rules);
     if plan.rules {
         // What each caller may see changed: every list may look different to someone.
-        publish(st, catalog.version, ALL_LISTS.to_vec());
+        publish(st, catalog.version, ALL_LISTS.to_vec(), per_endpoint);
     } else {
-        publish(st, catalog.version, changed_lists(&old_catalog, &catalog));
+        let lists = changed_lists(&before.catalog, catalog);
+        publish(st, catalog.version, lists, per_endpoint);
+    }
+    // A removed endpoint's sessions end: their next request is answered 404.
+    let removed = endpoints::removed(&before, &after);
+    if !removed.is_empty() {
+        for s in st.rt.sessions().all() {
+            if s.init
+                .endpoint
+                .as_deref()
+                .is_some_and(|e| removed.iter().any(|r| r == e))
+            {
+                end_session(st, &s.id, sluice_hooks::EndReason::Shutdown).await;
+            }
+        }
     }
     start_slots(st, &fresh).await;
     // Started slots rebuild the catalog when they come up; this covers none starting.
@@ -483,6 +533,7 @@ pub(crate) async fn watch(st: Arc<State>, every: Duration) {
         "logs/log.config.json",
         "tools/tools.register.json",
         "auth/auth.config.json",
+        sluice_config::endpoints::FILE,
     ];
     let stamp = || -> Vec<Option<(std::time::SystemTime, u64)>> {
         files
@@ -523,7 +574,7 @@ pub(crate) async fn end_session(st: &State, id: &str, why: sluice_hooks::EndReas
     if let Some(http) = session.http() {
         http.get.finish();
     }
-    let snap = st.snapshot();
+    let snap = st.snapshot_for(&session);
     for slot in snap.slots.iter() {
         slot.close_session(id).await;
     }

@@ -16,6 +16,7 @@ mod cluster;
 mod connect_page;
 mod control;
 mod drift;
+mod endpoints;
 mod features;
 mod gateway_tools;
 mod hook_tools;
@@ -33,6 +34,7 @@ mod stream;
 mod task_table;
 #[cfg(test)]
 mod testing;
+mod traffic;
 mod transport;
 mod upstream_oauth;
 mod views;
@@ -155,7 +157,44 @@ impl Server {
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
         W: tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        transport::stdio::serve(self.state.clone(), self.rounds.clone(), input, output).await;
+        let (st, rounds) = (self.state.clone(), self.rounds.clone());
+        transport::stdio::serve(st, rounds, None, input, output).await;
+    }
+
+    /// [`Server::serve_stdio`], serving the endpoint of this name of `mcp/endpoints.json`
+    /// (`None`: what `/mcp` serves). Errors when there is no such endpoint (nothing is served).
+    pub async fn serve_stdio_on<R, W>(
+        &self,
+        endpoint: Option<&str>,
+        input: R,
+        output: W,
+    ) -> Result<(), String>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        if let Some(name) = endpoint {
+            let config = self.state.snapshot().config.clone();
+            if config.endpoints.get(name).is_none() {
+                let known: Vec<&str> = config
+                    .endpoints
+                    .endpoints
+                    .iter()
+                    .map(|e| e.name.as_str())
+                    .collect();
+                let known = if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                };
+                return Err(format!(
+                    "no endpoint {name:?} in mcp/endpoints.json (known: {known})"
+                ));
+            }
+        }
+        let (st, rounds) = (self.state.clone(), self.rounds.clone());
+        transport::stdio::serve(st, rounds, endpoint.map(Arc::from), input, output).await;
+        Ok(())
     }
 
     /// Shut down: supervisors stop, sessions end, connections close.

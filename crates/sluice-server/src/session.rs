@@ -39,6 +39,8 @@ pub(crate) struct Init {
     pub capabilities: Arc<Value>,
     /// `clientInfo` from the client's `initialize`.
     pub client_info: Arc<Value>,
+    /// The endpoint it was initialised on (`mcp/endpoints.json`); `None`: `/mcp`.
+    pub endpoint: Option<Arc<str>>,
 }
 
 impl Init {
@@ -54,7 +56,14 @@ impl Init {
             protocol_version: protocol_version.into(),
             capabilities: interned(capabilities),
             client_info: interned(client_info),
+            endpoint: None,
         }
+    }
+
+    /// What a client said, on the endpoint of this name (`None`: `/mcp`).
+    pub(crate) fn on_endpoint(mut self, endpoint: Option<&str>) -> Init {
+        self.endpoint = endpoint.map(Arc::from);
+        self
     }
 
     /// What an `initialize` request's params say, at the negotiated `version`.

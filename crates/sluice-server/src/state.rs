@@ -9,6 +9,9 @@ use crate::calls::CallTable;
 use crate::catalog::Catalog;
 use crate::listeners::Listeners;
 use crate::session::Session;
+pub(crate) use crate::traffic::Traffic;
+#[cfg(test)]
+pub(crate) use crate::traffic::Watcher;
 use arc_swap::ArcSwap;
 use foldhash::{HashMap, HashSet};
 use parking_lot::Mutex;
@@ -18,9 +21,9 @@ use sluice_core::worker::PerThread;
 use sluice_hooks::Chain;
 use sluice_telemetry::{Audit, Caller, Ended, Exchange, Telemetry};
 use sluice_upstream::{Slot, SlotEnv, Timing};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// The whole state: what is in force, and what is happening.
@@ -40,6 +43,13 @@ pub(crate) struct State {
 // Not redundant: the outer `Arc` is the thread's own, the point of the type.
 #[allow(clippy::redundant_allocation)]
 pub(crate) struct Held(Arc<Arc<Snapshot>>);
+
+impl Held {
+    /// A handle of a request's own on `snapshot` (an endpoint's, served at `/mcp/<name>`).
+    pub(crate) fn of(snapshot: Arc<Snapshot>) -> Held {
+        Held(Arc::new(snapshot))
+    }
+}
 
 impl std::ops::Deref for Held {
     type Target = Snapshot;
@@ -79,7 +89,12 @@ impl State {
 
     /// Put a new snapshot in force (callers hold `rt.swapping`).
     pub(crate) fn store(&self, snapshot: Snapshot) {
-        self.snapshot.store(Arc::new(snapshot));
+        self.store_arc(Arc::new(snapshot));
+    }
+
+    /// [`State::store`], of a snapshot already shared.
+    pub(crate) fn store_arc(&self, snapshot: Arc<Snapshot>) {
+        self.snapshot.store(snapshot);
         for held in self.held.mine_first() {
             let old = held.lock().take();
             // Dropped unlocked: it may be the last handle on the old snapshot.
@@ -116,6 +131,7 @@ impl State {
         };
         let mut exchange = Exchange::new(caller, call);
         exchange.task = task.map(str::to_string);
+        exchange.endpoint = snap.endpoint_name().map(str::to_string);
         snap.audit.write(&exchange);
         if !watchers && counted.is_none() {
             return;
@@ -329,8 +345,11 @@ impl Runtime {
 pub(crate) struct Changed {
     /// The catalog version the change produced.
     pub version: u64,
-    /// `notifications/…/list_changed`, one per list.
+    /// `notifications/…/list_changed`, one per list (for `/mcp`'s sessions).
     pub lists: Vec<&'static str>,
+    /// What changed for each endpoint's sessions, by endpoint name (an endpoint not named:
+    /// nothing).
+    pub endpoints: Vec<(String, Vec<&'static str>)>,
 }
 
 /// The registry of live client sessions: one table for all, and what each serving thread has
@@ -510,6 +529,11 @@ pub struct Snapshot {
     pub audit: Arc<Audit>,
     /// The funnel's meta-tool prefix, when the funnel is on.
     pub funnel_prefix: Option<String>,
+    /// The endpoint this snapshot serves (`mcp/endpoints.json`); `None`: `/mcp`.
+    pub endpoint: Option<Arc<sluice_config::Endpoint>>,
+    /// `/mcp`'s snapshot: the snapshot of each endpoint, in file order (built by
+    /// `control/endpoints.rs`); an endpoint's own has none.
+    pub endpoints: Arc<[Arc<Snapshot>]>,
 }
 
 impl Snapshot {
@@ -531,15 +555,22 @@ impl Snapshot {
         }
     }
 
-    /// This snapshot with another authenticator (the listener's real address is known).
+    /// This snapshot with another authenticator (the listener's real address is known), its
+    /// endpoints' too.
     pub fn with_auth(&self, auth: Option<Arc<Authenticator>>) -> Snapshot {
+        let endpoints = self
+            .endpoints
+            .iter()
+            .map(|e| Arc::new(e.with_auth(auth.clone())))
+            .collect();
         Snapshot {
             auth,
+            endpoints,
             ..self.clone_parts()
         }
     }
 
-    fn clone_parts(&self) -> Snapshot {
+    pub(crate) fn clone_parts(&self) -> Snapshot {
         Snapshot {
             config: self.config.clone(),
             slots: self.slots.clone(),
@@ -549,67 +580,9 @@ impl Snapshot {
             auth: self.auth.clone(),
             audit: self.audit.clone(),
             funnel_prefix: self.funnel_prefix.clone(),
+            endpoint: self.endpoint.clone(),
+            endpoints: self.endpoints.clone(),
         }
-    }
-}
-
-/// Live traffic: a broadcast of every recorded exchange, and how many watch it, in a count
-/// that a call only reads (a broadcast channel's own count is behind its lock).
-pub(crate) struct Traffic {
-    tx: broadcast::Sender<Arc<Exchange>>,
-    watchers: Arc<AtomicUsize>,
-}
-
-impl Traffic {
-    /// A channel keeping the last `capacity` exchanges for slow watchers.
-    pub(crate) fn new(capacity: usize) -> Traffic {
-        Traffic {
-            tx: broadcast::channel(capacity).0,
-            watchers: Arc::new(AtomicUsize::new(0)),
-        }
-    }
-
-    /// Does anyone watch?
-    pub(crate) fn watched(&self) -> bool {
-        self.watchers.load(Ordering::Relaxed) > 0
-    }
-
-    /// Watch from now on, until the watcher is dropped.
-    pub(crate) fn subscribe(&self) -> Watcher {
-        self.watchers.fetch_add(1, Ordering::Relaxed);
-        Watcher {
-            rx: self.tx.subscribe(),
-            watchers: self.watchers.clone(),
-        }
-    }
-
-    fn send(&self, exchange: Arc<Exchange>) {
-        let _ = self.tx.send(exchange);
-    }
-}
-
-/// One watcher of the live traffic.
-pub(crate) struct Watcher {
-    rx: broadcast::Receiver<Arc<Exchange>>,
-    watchers: Arc<AtomicUsize>,
-}
-
-impl Watcher {
-    /// The next exchange (`Lagged`: this many were missed).
-    pub(crate) async fn recv(&mut self) -> Result<Arc<Exchange>, broadcast::error::RecvError> {
-        self.rx.recv().await
-    }
-
-    /// The next exchange if one is there (the tests').
-    #[cfg(test)]
-    pub(crate) fn try_recv(&mut self) -> Result<Arc<Exchange>, broadcast::error::TryRecvError> {
-        self.rx.try_recv()
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.watchers.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -682,18 +655,5 @@ mod tests {
         assert!(old.upgrade().is_none(), "no thread keeps the old snapshot");
         let now = on(1);
         assert!(Arc::ptr_eq(&*now.0, &st.snapshot()), "the new one in force");
-    }
-
-    /// Live traffic counts its watchers as they come and go.
-    #[test]
-    fn traffic_is_watched_while_a_watcher_lives() {
-        let traffic = Traffic::new(4);
-        assert!(!traffic.watched());
-        let one = traffic.subscribe();
-        let two = traffic.subscribe();
-        drop(one);
-        assert!(traffic.watched(), "one watcher is left");
-        drop(two);
-        assert!(!traffic.watched());
     }
 }

@@ -130,6 +130,7 @@ fn own_catalog(snap: &Snapshot, session: &Session) -> Option<Arc<Catalog>> {
         &pairs,
         snap.catalog.version,
         snap.funnel_prefix.is_some(),
+        snap.endpoint.as_deref(),
     );
     let catalog = Arc::new(catalog);
     view.base = snap.catalog.version;

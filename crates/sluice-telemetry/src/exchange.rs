@@ -43,6 +43,9 @@ pub struct Exchange {
     /// The task the exchange created or collected (the gateway's task id), when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// The endpoint it was served on (`mcp/endpoints.json`'s name); absent for `/mcp`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 /// One hook's decision in an [`Exchange`].
@@ -120,6 +123,7 @@ impl Exchange {
             controls: call.trace.controls.clone(),
             hooks,
             task: None,
+            endpoint: None,
         }
     }
 

@@ -40,6 +40,9 @@ const SERIES_SECS: u64 = 120;
 struct Store {
     /// (method, upstream, tool, outcome) → count.
     calls: BTreeMap<(String, String, String, String), u64>,
+    /// Exchanges served on an endpoint of `mcp/endpoints.json`, by endpoint, method and
+    /// outcome (none for `/mcp`'s).
+    endpoint_calls: BTreeMap<(String, String, String), u64>,
     /// (upstream, tool) → latency.
     latency: BTreeMap<(String, String), Hist>,
     /// (hook, phase, decision) → count.
@@ -113,6 +116,11 @@ impl Metrics {
         let ms = ev.duration_ms;
         let now = now_secs();
         let mut s = self.store.lock();
+        if let Some(endpoint) = &ev.endpoint {
+            *s.endpoint_calls
+                .entry((endpoint.clone(), method.clone(), outcome.clone()))
+                .or_default() += 1;
+        }
         *s.calls
             .entry((method, upstream.clone(), tool.clone(), outcome.clone()))
             .or_default() += 1;
@@ -229,6 +237,22 @@ impl Metrics {
                 esc(t),
                 esc(out)
             );
+        }
+        if !s.endpoint_calls.is_empty() {
+            let _ = writeln!(
+                o,
+                "# HELP sluice_endpoint_calls_total Recorded exchanges served on an endpoint of mcp/endpoints.json (/mcp/<name>), by endpoint, method and outcome."
+            );
+            let _ = writeln!(o, "# TYPE sluice_endpoint_calls_total counter");
+            for ((e, m, out), v) in &s.endpoint_calls {
+                let _ = writeln!(
+                    o,
+                    "sluice_endpoint_calls_total{{endpoint=\"{}\",method=\"{}\",outcome=\"{}\"}} {v}",
+                    esc(e),
+                    esc(m),
+                    esc(out)
+                );
+            }
         }
         let mut errors: BTreeMap<(&str, &str), u64> = BTreeMap::new();
         for ((_, u, t, out), v) in &s.calls {
@@ -363,6 +387,7 @@ mod tests {
             error: None,
             explain_reason: None,
             controls: Default::default(),
+            endpoint: None,
             hooks: vec![HookLine {
                 id: hook.into(),
                 phase: "request",

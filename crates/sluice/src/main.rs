@@ -152,6 +152,10 @@ struct ServeArgs {
     /// Serve one client on stdin/stdout instead of HTTP.
     #[arg(long)]
     stdio: bool,
+    /// With --stdio: serve the endpoint of this name of mcp/endpoints.json (what /mcp/NAME
+    /// serves over HTTP) instead of what /mcp serves.
+    #[arg(long, value_name = "NAME", requires = "stdio")]
+    endpoint: Option<String>,
     /// Front one upstream transparently: a URL (Streamable HTTP; a URL ending in /sse uses the
     /// legacy SSE transport), or, with no value, the command after `--`.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
@@ -602,10 +606,19 @@ async fn serve(args: ServeArgs) -> Result<()> {
         tokio::spawn(server.clone().watch(std::time::Duration::from_millis(500)));
     }
     if args.stdio {
+        if let Some(name) = &args.endpoint {
+            if server.snapshot().config.endpoints.get(name).is_none() {
+                bail!("--endpoint {name:?}: mcp/endpoints.json has no endpoint of that name");
+            }
+        }
         server.start().await;
-        server
-            .serve_stdio(tokio::io::stdin(), tokio::io::stdout())
-            .await;
+        let (stdin, stdout) = (tokio::io::stdin(), tokio::io::stdout());
+        if let Err(e) = server
+            .serve_stdio_on(args.endpoint.as_deref(), stdin, stdout)
+            .await
+        {
+            bail!("--endpoint: {e}");
+        }
         return Ok(());
     }
     let listen = server.snapshot().settings().listen.clone();

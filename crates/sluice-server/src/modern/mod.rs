@@ -150,7 +150,7 @@ pub(crate) fn admit(
     Ok(match method {
         "server/discover" => {
             let id = msg.id().cloned().unwrap_or(Value::Null);
-            Admitted::Discover(decorate(st, method, discover(st, id)))
+            Admitted::Discover(decorate(st, None, method, discover(st, id)))
         }
         "subscriptions/listen" => Admitted::Listen,
         _ => Admitted::Call { requested },
@@ -224,6 +224,19 @@ pub(crate) fn ephemeral_session(
     requested: &str,
     principal: Option<Arc<Principal>>,
 ) -> Arc<Session> {
+    ephemeral_session_on(st, authorization, msg, requested, principal, None)
+}
+
+/// [`ephemeral_session`] on an endpoint of `mcp/endpoints.json` (`None`: `/mcp`): the URL the
+/// request came to judges it.
+pub(crate) fn ephemeral_session_on(
+    st: &State,
+    authorization: Option<&str>,
+    msg: &Message,
+    requested: &str,
+    principal: Option<Arc<Principal>>,
+    endpoint: Option<&str>,
+) -> Arc<Session> {
     let m = meta_of(msg);
     let init = Init::new(
         requested,
@@ -233,7 +246,8 @@ pub(crate) fn ephemeral_session(
         m.and_then(|m| m.get(meta::CLIENT_INFO))
             .cloned()
             .unwrap_or(Value::Null),
-    );
+    )
+    .on_endpoint(endpoint);
     let snap = st.snapshot();
     let buf = StreamBuf::new(
         0,
@@ -304,16 +318,19 @@ fn server_info(snap: &crate::state::Snapshot) -> Value {
             state.init.as_ref()?.get("serverInfo").cloned()
         })
         .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
-        .unwrap_or_else(|| json!({"name": "sluice", "version": env!("CARGO_PKG_VERSION")}))
+        .unwrap_or_else(|| json!({"name": crate::proxy::server_name(snap), "version": env!("CARGO_PKG_VERSION")}))
 }
 
 /// Mark a reply for a modern client: `resultType`, `ttlMs` / `cacheScope` on cacheable results,
-/// and the gateway's `serverInfo` in `_meta`.
-fn decorate(st: &State, method: &str, mut reply: Message) -> Message {
+/// and the gateway's `serverInfo` in `_meta` (an endpoint's, for a session of one).
+fn decorate(st: &State, session: Option<&Session>, method: &str, mut reply: Message) -> Message {
     if reply.kind() != Kind::Response {
         return reply;
     }
-    let snap = st.snapshot();
+    let snap = match session {
+        Some(s) => st.snapshot_for(s),
+        None => st.snapshot(),
+    };
     let private = snap.auth.is_some() && !snap.policy.is_open();
     let complete = ("resultType", json!("complete"));
     let absent = if CACHEABLE.contains(&method) {

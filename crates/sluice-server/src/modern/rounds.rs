@@ -171,7 +171,7 @@ pub(crate) async fn start(
         let st = st.clone();
         let session = session.clone();
         tokio::spawn(async move {
-            let snap = st.snapshot();
+            let snap = st.snapshot_for(&session);
             let outcome = proxy::modern_request(&st, &snap, &session, msg, &tx).await;
             let _ = tx.send(Out::Msg(outcome.into_reply()));
         })
@@ -218,12 +218,14 @@ async fn round(
             call.guard.armed = m.error_code() == Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY);
             let mut m = m;
             m.set_id(request.id);
-            let _ = out.send(decorate(&st, &request.method, m));
+            let _ = out.send(decorate(&st, Some(&call.session), &request.method, m));
             return;
         }
         if m.kind() == Kind::Request {
             let method = request.method.clone();
-            let reply = decorate(&st, &method, park(&rounds, call, m, request));
+            let session = call.session.clone();
+            let parked = park(&rounds, call, m, request);
+            let reply = decorate(&st, Some(&session), &method, parked);
             let _ = out.send(reply);
             return;
         }

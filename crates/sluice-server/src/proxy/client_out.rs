@@ -153,7 +153,7 @@ pub(crate) async fn to_client(
     msg: Message,
     upstream: Option<&str>,
 ) -> Result<Message, Refusal> {
-    let snap = st.snapshot();
+    let snap = st.snapshot_for(session);
     if snap.chain.is_empty() {
         return Ok(msg);
     }

@@ -112,13 +112,14 @@ fn on_slot_event(st: &Arc<State>, ev: SlotEvent) {
 /// Tell every session and listen stream that these lists changed (not a session that began on
 /// the changed catalog or a later one: it listed what is there now).
 fn announce(st: &Arc<State>, changed: &Changed) {
-    if changed.lists.is_empty() {
+    if changed.is_empty() {
         return;
     }
     for m in &changed.lists {
         st.rt.listeners().announce(m, changed.version);
     }
-    let hooked = !st.snapshot().chain.is_empty();
+    let snap = st.snapshot();
+    let hooked = !snap.chain.is_empty() || snap.endpoints.iter().any(|e| !e.chain.is_empty());
     for s in st.rt.sessions().all() {
         if s.live
             .catalog_seen
@@ -127,7 +128,8 @@ fn announce(st: &Arc<State>, changed: &Changed) {
         {
             continue;
         }
-        for m in &changed.lists {
+        // What changed for the session's own endpoint (`/mcp`'s lists, or its endpoint's).
+        for m in changed.lists_for(s.init.endpoint.as_deref()) {
             let msg = Message::notification(m, None);
             if hooked {
                 // Response hooks see gateway notifications too; run them beside.
@@ -357,6 +359,7 @@ mod tests {
         announce(
             &st,
             &Changed {
+                endpoints: Vec::new(),
                 version: 5,
                 lists: tools.clone(),
             },
@@ -366,6 +369,7 @@ mod tests {
         announce(
             &st,
             &Changed {
+                endpoints: Vec::new(),
                 version: 6,
                 lists: tools.clone(),
             },
@@ -373,6 +377,7 @@ mod tests {
         announce(
             &st,
             &Changed {
+                endpoints: Vec::new(),
                 version: 6,
                 lists: tools,
             },

@@ -428,7 +428,7 @@ async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outc
 /// A client notification or a client's reply to an upstream request: request hooks (a refusal
 /// drops it, logged and audited), then on.
 pub(crate) async fn client_message(st: &Arc<State>, session: &Arc<Session>, msg: Message) {
-    let snap = st.snapshot();
+    let snap = st.snapshot_for(session);
     let msg = if snap.chain.is_empty() {
         msg
     } else {
@@ -529,7 +529,7 @@ pub(crate) async fn initialize(
     msg: Message,
     version: &str,
 ) -> Result<Message, Message> {
-    let snap = st.snapshot();
+    let snap = st.snapshot_for(session);
     // The session begins on this catalog: changes up to it are nothing to announce.
     session
         .live
@@ -607,13 +607,24 @@ pub(crate) fn initialize_result(snap: &Snapshot, version: &str) -> Value {
     json!({
         "protocolVersion": version,
         "capabilities": capabilities,
-        "serverInfo": {"name": "sluice", "title": "Sluice MCP gateway", "version": env!("CARGO_PKG_VERSION")},
+        "serverInfo": {"name": server_name(snap), "title": "Sluice MCP gateway", "version": env!("CARGO_PKG_VERSION")},
         "instructions": instructions(snap),
     })
 }
 
-/// The gateway's own `instructions`: how its tools are named, then each upstream's.
+/// The `serverInfo.name` the gateway answers with: `sluice`, or the endpoint's own.
+pub(crate) fn server_name(snap: &Snapshot) -> &str {
+    snap.endpoint
+        .as_ref()
+        .and_then(|e| e.server_name.as_deref())
+        .unwrap_or("sluice")
+}
+
+/// The gateway's own `instructions` (an endpoint's own, when it has them): how its tools are named, then each upstream's.
 fn instructions(snap: &Snapshot) -> String {
+    if let Some(own) = snap.endpoint.as_ref().and_then(|e| e.instructions.as_ref()) {
+        return own.clone();
+    }
     let mut parts = vec!["Sluice gateway. Tools are named <upstream>_<tool>.".to_string()];
     for slot in snap.slots.iter() {
         if let Some(i) = slot

@@ -1,5 +1,5 @@
-//! The downstream Streamable HTTP transport (2025-11-25): one `/mcp` endpoint for POST, GET and
-//! DELETE; sessions by `Mcp-Session-Id`; replies as JSON, or as SSE when a request produces
+//! The downstream Streamable HTTP transport (2025-11-25): `/mcp` for POST, GET and DELETE (and
+//! `/mcp/<name>` for each endpoint of `mcp/endpoints.json`, served from its own snapshot); sessions by `Mcp-Session-Id`; replies as JSON, or as SSE when a request produces
 //! related messages; the GET stream; `Last-Event-ID` resumption; and the exact HTTP errors for
 //! bad input (400, 403, 404, 405, 406, 413, 415).
 
@@ -41,6 +41,7 @@ pub(crate) fn router(face: Arc<HttpFace>) -> Router {
     Router::new()
         .route("/mcp", any(mcp))
         .route("/mcp/", any(mcp))
+        .route("/mcp/{endpoint}", any(mcp_endpoint))
         .route(
             "/.well-known/oauth-protected-resource",
             axum::routing::get(resource_metadata),
@@ -72,16 +73,41 @@ async fn mcp(AxState(face): AxState<Arc<HttpFace>>, req: axum::extract::Request)
     serve(face, req).await
 }
 
+async fn mcp_endpoint(
+    AxState(face): AxState<Arc<HttpFace>>,
+    axum::extract::Path(endpoint): axum::extract::Path<String>,
+    req: axum::extract::Request,
+) -> Response {
+    let snap = match face.st.held().endpoint(&endpoint) {
+        Some(e) => Held::of(e.clone()),
+        None => {
+            return json_error(
+                StatusCode::NOT_FOUND,
+                RpcError::invalid_request(format!(
+                    "No endpoint {endpoint:?} here (mcp/endpoints.json names the endpoints served at /mcp/<name>)"
+                )),
+                None,
+            )
+        }
+    };
+    serve_from(face, req, snap).await
+}
+
 /// Serve one request to `/mcp`. The MCP listener calls this for each request to that path on a
 /// connection, with that connection's own `face` (whose count only the connection's thread
 /// writes); the router's route (`mcp`) is the same for anyone serving [`router`].
 pub(crate) async fn serve(face: Arc<HttpFace>, req: axum::extract::Request) -> Response {
+    // What is in force, loaded once for the whole request (through this thread's handle).
+    let snap = face.st.held();
+    serve_from(face, req, snap).await
+}
+
+/// Serve one request from `snap`: `/mcp`'s, or an endpoint's (whose sessions it alone finds).
+async fn serve_from(face: Arc<HttpFace>, req: axum::extract::Request, snap: Held) -> Response {
     // Taken apart rather than extracted: the `HeaderMap` extractor would clone the headers.
     let (parts, body) = req.into_parts();
     let (method, headers) = (parts.method, parts.headers);
     let st = &face.st;
-    // What is in force, loaded once for the whole request (through this thread's handle).
-    let snap = st.held();
     if let Err(r) = rules::check(&snap, &headers) {
         return r;
     }
@@ -109,8 +135,16 @@ pub(crate) async fn serve(face: Arc<HttpFace>, req: axum::extract::Request) -> R
         },
         // Boxed: the POST path is the hot one, and the future of this handler is as large as
         // its largest branch (it is moved into axum's box for every request).
-        Method::GET => Box::pin(super::http_get::get(st, headers, principal)).await,
-        Method::DELETE => Box::pin(delete(st, headers, principal)).await,
+        Method::GET => {
+            Box::pin(super::http_get::get(
+                st,
+                headers,
+                principal,
+                snap.endpoint_name(),
+            ))
+            .await
+        }
+        Method::DELETE => Box::pin(delete(st, headers, principal, snap.endpoint_name())).await,
         _ => {
             let mut r = json_error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -279,6 +313,7 @@ async fn post(
             &headers,
             msg,
             principal,
+            snap.endpoint_name(),
         ))
         .await;
     }
@@ -288,7 +323,7 @@ async fn post(
     if let Err(r) = rules::check_version(&headers) {
         return r;
     }
-    let session = match find_session(st, &headers, principal).await {
+    let session = match find_session(st, &headers, principal, snap.endpoint_name()).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -330,7 +365,7 @@ async fn initialize(
     let params = msg.params().cloned().unwrap_or(Value::Null);
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let version = version::negotiate(requested);
-    let init = Init::of_initialize(&params, version);
+    let init = Init::of_initialize(&params, version).on_endpoint(snap.endpoint_name());
     let ttl = std::time::Duration::from_secs(settings.session_idle_secs);
     let new = st
         .rt
@@ -568,11 +603,12 @@ async fn delete(
     st: &Arc<State>,
     headers: HeaderMap,
     principal: Option<Arc<Principal>>,
+    endpoint: Option<&str>,
 ) -> Response {
     if let Err(r) = rules::check_version(&headers) {
         return r;
     }
-    let session = match find_session(st, &headers, principal).await {
+    let session = match find_session(st, &headers, principal, endpoint).await {
         Ok(s) => s,
         Err(r) => return r,
     };

@@ -20,6 +20,7 @@ pub(super) async fn get(
     st: &Arc<State>,
     headers: HeaderMap,
     principal: Option<Arc<Principal>>,
+    endpoint: Option<&str>,
 ) -> Response {
     if !accepts_all(&headers, ["text/event-stream"]) {
         return json_error(
@@ -31,7 +32,7 @@ pub(super) async fn get(
     if let Err(r) = rules::check_version(&headers) {
         return r;
     }
-    let session = match find_session(st, &headers, principal).await {
+    let session = match find_session(st, &headers, principal, endpoint).await {
         Ok(s) => s,
         Err(r) => return r,
     };

@@ -37,6 +37,7 @@ pub(crate) async fn post(
     headers: &HeaderMap,
     msg: Message,
     principal: Option<Arc<Principal>>,
+    endpoint: Option<&str>,
 ) -> Response {
     match msg.kind() {
         Kind::Request => {}
@@ -80,7 +81,8 @@ pub(crate) async fn post(
     if let Some(rx) = handed {
         return respond(rx).await;
     }
-    let session = modern::ephemeral_session(&st, authorization, &msg, &requested, principal);
+    let session =
+        modern::ephemeral_session_on(&st, authorization, &msg, &requested, principal, endpoint);
     let (out, out_rx) = mpsc::unbounded_channel::<Message>();
     tokio::spawn(start(st, rounds, session, msg, out));
     respond(out_rx).await

@@ -15,9 +15,15 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-/// Serve one client over the given reader and writer until the reader ends.
-pub(crate) async fn serve<R, W>(st: Arc<State>, rounds: Arc<Rounds>, input: R, output: W)
-where
+/// Serve one client over the given reader and writer until the reader ends, on `endpoint`
+/// (`mcp/endpoints.json`'s; `None`: what `/mcp` serves).
+pub(crate) async fn serve<R, W>(
+    st: Arc<State>,
+    rounds: Arc<Rounds>,
+    endpoint: Option<Arc<str>>,
+    input: R,
+    output: W,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -42,7 +48,7 @@ where
     let mut session: Option<Arc<Session>> = None;
     // Modern-era requests (no initialize; `_meta` on each) are served beside, until a legacy
     // client initialises.
-    let modern = super::stdio_modern::Stdio::default();
+    let modern = super::stdio_modern::Stdio::on(endpoint.clone());
     let limit = st.snapshot().settings().max_body_bytes as usize;
     // Bounded lines: one over the limit is answered as soon as it passes the limit, and the rest
     // of it is discarded unread; one that is not UTF-8 fails to parse (-32700) like any bad JSON.
@@ -89,7 +95,7 @@ where
                         version::negotiate(params.get("protocolVersion").and_then(Value::as_str));
                     let s = Arc::new(Session::new(
                         "stdio".into(),
-                        Init::of_initialize(&params, version),
+                        Init::of_initialize(&params, version).on_endpoint(endpoint.as_deref()),
                         Outbound::Stdio(out_tx.clone()),
                     ));
                     // The process that started Sluice: the local user, trusted by the OS.
@@ -132,7 +138,7 @@ where
                 let st = st.clone();
                 let out = out_tx.clone();
                 tasks.spawn(async move {
-                    let snap = st.snapshot();
+                    let snap = st.snapshot_for(&s);
                     match proxy::client_request(&st, &snap, &s, msg, &out).await {
                         Outcome::Reply(r) => {
                             let _ = out.send(Out::Msg(r));

@@ -18,9 +18,19 @@ use tokio::sync::mpsc;
 #[derive(Default)]
 pub(crate) struct Stdio {
     running: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
+    /// The endpoint served (`None`: `/mcp`'s).
+    endpoint: Option<Arc<str>>,
 }
 
 impl Stdio {
+    /// Serving `endpoint` (`None`: what `/mcp` serves).
+    pub(crate) fn on(endpoint: Option<Arc<str>>) -> Stdio {
+        Stdio {
+            endpoint,
+            ..Stdio::default()
+        }
+    }
+
     /// Is this message for the modern side: a request naming a modern version in `_meta` (or
     /// `server/discover`), or the cancellation of one?
     pub(crate) fn wants(&self, msg: &Message) -> bool {
@@ -62,7 +72,9 @@ impl Stdio {
             }
             Ok(Admitted::Call { requested }) => {
                 let principal = Some(Arc::new(Principal::stdio()));
-                let session = modern::ephemeral_session(st, None, &msg, &requested, principal);
+                let endpoint = self.endpoint.as_deref();
+                let session =
+                    modern::ephemeral_session_on(st, None, &msg, &requested, principal, endpoint);
                 tokio::spawn(start(st.clone(), rounds.clone(), session, msg, msg_out));
             }
         }
