@@ -84,12 +84,16 @@ impl Cluster {
 
     /// Seal a new session's id: `(id, handle)`.
     pub(crate) fn seal(&self, init: &Init, principal: Option<&Principal>) -> (String, String) {
-        let doc = json!({
+        let mut doc = json!({
             "v": init.protocol_version,
             "c": *init.capabilities,
             "i": *init.client_info,
             "p": principal.map(|p| json!([p.id, p.kind])),
         });
+        // The endpoint it began on (`mcp/endpoints.json`): any replica serves it there alone.
+        if let Some(e) = &init.endpoint {
+            doc["e"] = json!(**e);
+        }
         self.keys.seal(doc.to_string().as_bytes())
     }
 
@@ -110,7 +114,8 @@ impl Cluster {
                 doc.get("v")?.as_str()?,
                 doc.get("c").cloned().unwrap_or_else(|| json!({})),
                 doc.get("i").cloned().unwrap_or(Value::Null),
-            ),
+            )
+            .on_endpoint(doc.get("e").and_then(Value::as_str)),
             principal,
         })
     }
@@ -351,5 +356,12 @@ mod tests {
         // Another cluster's key opens nothing; neither does the plain id of a lone gateway.
         assert!(cluster(8).open(&id).is_none());
         assert!(c.open("0123456789abcdef0123456789abcdef").is_none());
+        // The endpoint a session began on travels too; `/mcp`'s says none.
+        assert_eq!(s.init.endpoint, None);
+        let (id, _) = c.seal(&init.clone().on_endpoint(Some("support")), None);
+        assert_eq!(
+            c.open(&id).unwrap().init.endpoint.as_deref(),
+            Some("support")
+        );
     }
 }
