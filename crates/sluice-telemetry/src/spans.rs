@@ -225,6 +225,15 @@ fn mcp_attrs(op: &Operation, failure: Option<&Failure>) -> Vec<(&'static str, At
 }
 
 impl RequestSpan {
+    /// Name the endpoint of `mcp/endpoints.json` the request came to (`sluice.endpoint`; none
+    /// for `/mcp`).
+    pub fn on_endpoint(mut self, endpoint: Option<&str>) -> RequestSpan {
+        if let Some(e) = endpoint {
+            self.net.push(("sluice.endpoint", e.to_string()));
+        }
+        self
+    }
+
     /// Run the router under this span (its upstream call becomes a child). The task-local
     /// future itself: no `async fn` around it, which would hold `fut` twice.
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {

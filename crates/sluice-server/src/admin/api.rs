@@ -45,6 +45,32 @@ pub(crate) fn routes() -> Router<Arc<Admin>> {
         .route("/api/log/set", post(log_set))
 }
 
+/// Each endpoint of `mcp/endpoints.json`: its path, what it lists, its live sessions.
+fn endpoint_rows(st: &crate::state::State) -> Vec<Value> {
+    let snap = st.snapshot();
+    let sessions = st.rt.sessions().all();
+    snap.endpoints
+        .iter()
+        .filter_map(|e| {
+            let def = e.endpoint.as_ref()?;
+            let live = sessions
+                .iter()
+                .filter(|s| s.init.endpoint.as_deref() == Some(def.name.as_str()))
+                .count();
+            Some(json!({
+                "name": def.name,
+                "path": format!("/mcp/{}", def.name),
+                "description": def.description,
+                "tools_listed": e.catalog.tools().len(),
+                "sessions": live,
+                "discovery": if e.settings().discovery == sluice_config::Discovery::Search { "search" } else { "all" },
+                "hooks": def.hooks.len(),
+                "rules": def.rules.len(),
+            }))
+        })
+        .collect()
+}
+
 async fn overview(State(admin): S) -> Response {
     let st = &admin.st;
     let config = st.snapshot().config.clone();
@@ -62,6 +88,7 @@ async fn overview(State(admin): S) -> Response {
             "last_error": st.rt.reloads().last_error.lock().clone(),
         },
         "upstreams": upstream_rows(&admin, false),
+        "endpoints": endpoint_rows(st),
         "traffic": admin.metrics.summary(),
         "overload": st.rt.overload().counts(st.snapshot().settings()).to_json(),
     }))

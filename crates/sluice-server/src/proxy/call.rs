@@ -143,7 +143,10 @@ impl<'c> Call<'c> {
             let facts = call.request_facts(msg);
             let peer = super::peer(session);
             call.watch = Some(Box::new(Watch {
-                span: tel.map(|t| t.start_request(msg, &peer, facts.upstream.as_deref())),
+                span: tel.map(|t| {
+                    t.start_request(msg, &peer, facts.upstream.as_deref())
+                        .on_endpoint(snap.endpoint_name())
+                }),
                 op: Some(ServerOp::start(msg, &peer)),
                 facts,
                 trace: Trace::default(),
@@ -159,7 +162,8 @@ impl<'c> Call<'c> {
         let peer = super::peer(self.session);
         let tel = self.st.rt.telemetry().as_ref();
         if let Some(w) = self.watch.as_mut() {
-            w.span = tel.map(|t| t.start_request(msg, &peer, None));
+            let endpoint = self.snap.endpoint_name();
+            w.span = tel.map(|t| t.start_request(msg, &peer, None).on_endpoint(endpoint));
             w.op = Some(ServerOp::start(msg, &peer));
         }
         self

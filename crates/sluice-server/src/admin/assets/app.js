@@ -121,6 +121,11 @@ async function loadOverview() {
     h('td', {}, u.transport),
     h('td', {}, badge(u.status), u.reason ? h('div', { class: 'muted' }, u.reason) : null),
     h('td', {}, u.tools), h('td', {}, u.restarts), h('td', { class: 'mono' }, u.target))));
+  $('#ov-endpoints-section').hidden = !o.endpoints.length;
+  $('#ov-endpoints').replaceChildren(...o.endpoints.map((e) => h('tr', { dataset: { endpoint: e.name } },
+    h('td', {}, h('code', {}, e.path), e.description ? h('div', { class: 'muted' }, e.description) : null),
+    h('td', {}, e.tools_listed), h('td', {}, e.discovery), h('td', {}, e.hooks), h('td', {}, e.rules),
+    h('td', {}, e.sessions))));
   const r = o.reloads;
   $('#ov-reload').textContent = `Tree: ${o.home} · live reloads: ${r.ok} applied, ${r.failed} rejected` +
     (r.last_error ? ` · last rejected edit: ${r.last_error}` : '') + ` · audit log ${o.audit_log.enabled ? 'on' : 'off'}`;
@@ -396,9 +401,10 @@ const MAX_ROWS = 500;
 function trafficRow(e, fresh) {
   const hooks = (e.hooks || []).map((k) => h('div', { class: 'hook' }, badge(k.decision, k.decision), ' ', k.id,
     h('span', { class: 'muted' }, ` ${k.phase} · ${k.us} µs`), k.reason ? h('span', { class: 'muted' }, ' — ' + k.reason) : null));
-  const row = h('tr', { class: fresh ? 'new' : '', dataset: { tool: e.tool || '' } },
+  const row = h('tr', { class: fresh ? 'new' : '', dataset: { tool: e.tool || '', endpoint: e.endpoint || '' } },
     h('td', { class: 'mono' }, (e.time || '').replace('T', ' ').replace('Z', '')),
-    h('td', {}, h('code', {}, e.tool || e.method)), h('td', {}, e.upstream || ''),
+    h('td', {}, h('code', {}, e.tool || e.method), e.endpoint ? h('div', { class: 'muted mono' }, '/mcp/' + e.endpoint) : null),
+    h('td', {}, e.upstream || ''),
     h('td', {}, e.principal || e.client || '', h('div', { class: 'muted mono' }, (e.session || '').slice(0, 8))),
     h('td', {}, (e.duration_ms || 0).toFixed(1)),
     h('td', {}, badge(e.outcome), e.error ? h('div', { class: 'muted' }, e.error) : null),
