@@ -139,7 +139,7 @@ pub(crate) fn strip_ansi(text: &str) -> String {
 }
 
 /// The `checks.json` the suite wrote somewhere under `dir` (it adds a timestamped folder).
-fn find_checks(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn find_checks(dir: &Path) -> Option<PathBuf> {
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
         if path.is_dir() {

@@ -13,6 +13,8 @@ mod client;
 mod cluster;
 mod collisions;
 mod conformance;
+mod conformance_client;
+mod endpoints;
 mod exact_ids;
 mod faults;
 mod funnel;

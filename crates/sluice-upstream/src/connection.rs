@@ -100,6 +100,17 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// Is `error` an `UnsupportedProtocolVersion` (-32022) whose `data.supported` names the
+/// 2026-07-28 version?
+fn offers_modern(error: &Value) -> bool {
+    error.get("code").and_then(Value::as_i64)
+        == Some(sluice_core::codes::UNSUPPORTED_PROTOCOL_VERSION)
+        && error
+            .pointer("/data/supported")
+            .and_then(Value::as_array)
+            .is_some_and(|v| v.iter().any(|x| x == MODERN))
+}
+
 impl Connection {
     /// Start or reach the upstream and run the `initialize` handshake.
     pub async fn open(
@@ -186,7 +197,7 @@ impl Connection {
                 Some(Wire::Http(w)) => {
                     let done = Message::notification("notifications/initialized", None);
                     w.send_and_wait(&inner, &done).await?;
-                    w.open_get_stream(&inner);
+                    w.open_get_stream(&inner).await;
                 }
                 _ => conn.notify("notifications/initialized", None)?,
             }
@@ -280,6 +291,13 @@ impl Connection {
         self.inner.modern.get().is_some()
     }
 
+    /// Does a `tools/call` on this connection mirror `x-mcp-header` parameters into
+    /// `Mcp-Param-*` headers (2026-07-28 over Streamable HTTP)? Then tools whose declarations
+    /// are invalid must be rejected ([`crate::tool_headers`]).
+    pub fn mirrors_param_headers(&self) -> bool {
+        self.is_modern() && matches!(self.wire.get(), Some(Wire::Http(_)))
+    }
+
     /// Probe with `server/discover`: the upstream speaks 2026-07-28 when it answers with that
     /// version among `supportedVersions`. Returns an `initialize`-shaped result then; `None`
     /// (and the wire back in the handshake era) otherwise. A probe refused for want of a
@@ -300,22 +318,34 @@ impl Connection {
         if let Some(Wire::Http(w)) = self.wire.get() {
             w.set_modern(true, MODERN);
         }
-        let id = self.next_id();
-        let msg = Message::request(
-            json!(id),
-            "server/discover",
-            Some(json!({"_meta": envelope.clone()})),
-        );
-        let probe = tokio::time::timeout(
-            (deadline / 3).min(Duration::from_secs(5)),
-            self.request(id, msg, deadline, &ExtraHeaders::NONE),
-        )
-        .await;
-        let result = match probe {
-            Ok(Ok(Answer::Reply(reply))) => reply.result().cloned(),
-            Ok(Ok(Answer::Failed(e @ UpstreamError::Auth(_)))) => return Err(e),
-            _ => None,
-        };
+        let mut result = None;
+        // A server that refuses the version (-32022) names those it supports: when 2026-07-28
+        // is among them, the probe is sent once more (as version negotiation asks).
+        for attempt in 0..2 {
+            let id = self.next_id();
+            let msg = Message::request(
+                json!(id),
+                "server/discover",
+                Some(json!({"_meta": envelope.clone()})),
+            );
+            let probe = tokio::time::timeout(
+                (deadline / 3).min(Duration::from_secs(5)),
+                self.request(id, msg, deadline, &ExtraHeaders::NONE),
+            )
+            .await;
+            match probe {
+                Ok(Ok(Answer::Reply(reply))) => {
+                    result = reply.result().cloned();
+                    let again = attempt == 0 && reply.error_obj().is_some_and(offers_modern);
+                    if !again {
+                        break;
+                    }
+                    tracing::info!(upstream = %self.inner.label, "server/discover: the version was refused, and {MODERN} is supported: asking again");
+                }
+                Ok(Ok(Answer::Failed(e @ UpstreamError::Auth(_)))) => return Err(e),
+                _ => break,
+            }
+        }
         let speaks = result
             .as_ref()
             .and_then(|r| r.get("supportedVersions"))

@@ -17,11 +17,16 @@ use sluice_http::{Client, Reply};
 use sluice_oauth::{Challenge, Identity};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// `Mcp-Session-Id` and `MCP-Protocol-Version`, on every request of a session (as names: a
 /// header looked up or inserted by its text is parsed every time).
 const SESSION_ID: HeaderName = HeaderName::from_static(headers::SESSION_ID);
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(headers::PROTOCOL_VERSION);
+
+/// How long opening a session waits for the server to answer its GET stream (a server that
+/// holds the answer back is not waited for longer; the stream opens when it answers).
+const GET_STREAM_WAIT: Duration = Duration::from_secs(1);
 
 pub(crate) fn header_map(spec: &UpstreamSpec) -> Result<HeaderMap, UpstreamError> {
     let mut headers = HeaderMap::new();
@@ -427,12 +432,18 @@ impl HttpWire {
         post(&self.core, inner, h, body, None, false).await
     }
 
-    /// Open the GET stream for messages unrelated to any request (405 = the server has none).
-    pub(crate) fn open_get_stream(&self, inner: &Arc<Inner>) {
+    /// Open the GET stream for messages unrelated to any request (405 = the server has none),
+    /// and wait (at most [`GET_STREAM_WAIT`]) until the server has answered it, so that it is
+    /// open before the session's first request: a server then never takes a GET arriving
+    /// during a request for the client resuming that request's stream.
+    pub(crate) async fn open_get_stream(&self, inner: &Arc<Inner>) {
         let inner = inner.clone();
         let core = self.core.clone();
+        let (opened, answered) = oneshot::channel::<()>();
         tokio::spawn(async move {
-            match core.get_stream(None).await {
+            let resp = core.get_stream(None).await;
+            let _ = opened.send(());
+            match resp {
                 Ok(resp) if resp.status.is_success() => {
                     let _ = read_sse(resp, &inner, None).await;
                 }
@@ -442,6 +453,7 @@ impl HttpWire {
                 Err(e) => tracing::debug!(upstream = %inner.label, "GET stream failed: {e}"),
             }
         });
+        let _ = tokio::time::timeout(GET_STREAM_WAIT, answered).await;
     }
 
     pub(crate) async fn shutdown(&self) {
@@ -524,6 +536,13 @@ async fn post(
             status: status.as_u16(),
             body: Some(String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned()),
         }),
+        // A notification (or a reply) is accepted with a 202 and no body; a server that
+        // accepts it with a 200 and a body that is no message (some answer `{"result": {}}`)
+        // has still accepted it.
+        Err(e) if request_id.is_none() => {
+            tracing::debug!(upstream = %inner.label, "ignored the body of an accepted notification: {}", e.error.message);
+            Ok(())
+        }
         Err(e) => Err(ProtocolError::NotJsonRpc(e.error.message).into()),
     }
 }
@@ -583,7 +602,8 @@ async fn sse_reply(
     // The stream ended before the reply: resume it with `Last-Event-ID` (bounded).
     if let Some(id) = request_id {
         for _ in 0..5 {
-            if end.answered || inner.is_closed() {
+            // Answered (on this stream, or on another one) or closed: nothing to resume.
+            if end.answered || inner.is_closed() || !inner.is_pending(id) {
                 break;
             }
             let Some((event_id, retry)) = end.last.clone() else {

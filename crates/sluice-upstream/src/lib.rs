@@ -22,12 +22,14 @@ mod inline;
 mod lists;
 pub mod local;
 mod pump;
+mod rounds;
 mod session_lists;
 pub mod shared;
 pub mod slot;
 mod slot_events;
 mod sse;
 mod stdio;
+pub mod tool_headers;
 
 pub use self::core::{failure_reply, Answer, Event, ExtraHeaders, Held, Incoming, StderrTail};
 pub use connection::{Connection, OpenOptions};
@@ -35,6 +37,7 @@ pub use error::{ConnectError, ProtocolError, Source, UpstreamError};
 pub use http::header_value;
 pub use identity::{exchanger_for, IdentityError, OAuthContext, PerUser};
 pub use lists::{fetch_lists, ListError, UpstreamLists};
+pub use rounds::call_with_rounds;
 pub use shared::{end_shared, Claimed, SharedError, SharedSessions, UpstreamSession};
 pub use slot::{
     client_info, Done, SessionRef, Slot, SlotEnv, SlotEvent, SlotState, Status, Timing,

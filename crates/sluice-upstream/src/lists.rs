@@ -1,5 +1,6 @@
 //! An upstream's lists: what it offers (tools, prompts, resources, resource templates), read
-//! page by page over a connection as its capabilities announce them.
+//! page by page over a connection as its capabilities announce them (a 2026-07-28 HTTP
+//! upstream's tools with invalid `x-mcp-header` declarations left out).
 
 use crate::{Connection, UpstreamError};
 use serde_json::{json, Value};
@@ -96,6 +97,13 @@ pub async fn fetch_lists(
     let mut lists = UpstreamLists::default();
     if caps.get("tools").is_some() {
         lists.tools = fetch_all(conn, "tools/list", "tools", timeout).await?;
+        // A 2026-07-28 Streamable HTTP client must reject a tool whose `x-mcp-header`
+        // parameters are declared wrongly: it is not offered, and so never called.
+        if conn.mirrors_param_headers() {
+            for (name, why) in crate::tool_headers::retain_valid_tools(&mut lists.tools) {
+                tracing::warn!(upstream = %conn.label(), "left out the tool {name:?}: {why}");
+            }
+        }
     }
     if caps.get("prompts").is_some() {
         lists.prompts = fetch_all(conn, "prompts/list", "prompts", timeout).await?;

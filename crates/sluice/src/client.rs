@@ -2,15 +2,23 @@
 //! (Streamable HTTP, the legacy HTTP+SSE transport, or a stdio server it starts), in either
 //! protocol era, through the gateway's own upstream connections ([`sluice_upstream::Connection`]):
 //! list tools, prompts, resources and templates (every page), call a tool, get a prompt, read a
-//! resource, or show the server's initialize result. Output is readable by default and the raw
+//! resource, or show the server's initialize result. The server's elicitation is answered as
+//! `--elicit` says (refused, declined, or accepted with its defaults: `client/elicit.rs`), also
+//! in a 2026-07-28 request's `input_required` rounds. Output is readable by default and the raw
 //! result with `--output json`. Exit codes: 0 ok, 1 when the server answered with a JSON-RPC
 //! error or a tool result with `isError: true`, 2 for usage and connection errors.
 
+mod elicit;
+
 use clap::{Args, ValueEnum};
+use elicit::Elicit;
 use serde_json::{json, Map, Value};
 use sluice_config::{Era, Transport, UpstreamSpec};
 use sluice_core::{codes, Kind, Message, RpcError};
-use sluice_upstream::{Connection, Event, OpenOptions, ProtocolError, StderrTail, UpstreamError};
+use sluice_upstream::{
+    call_with_rounds, tool_headers, Connection, Event, ExtraHeaders, OpenOptions, ProtocolError,
+    StderrTail, UpstreamError,
+};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -75,6 +83,10 @@ pub(crate) struct ClientArgs {
     /// Seconds to wait for the connection and for each reply.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     timeout: f64,
+    /// How to answer the server's elicitation: refuse it (no user to ask), decline it, or
+    /// accept a form with its fields' defaults.
+    #[arg(long, value_enum, default_value_t = Elicit::Refuse)]
+    elicit: Elicit,
     /// The stdio server's command, for `--stdio -- CMD ARGS…`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -406,7 +418,7 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let (conn_tx, conn_rx) = oneshot::channel();
-    let pump = tokio::spawn(pump(rx, conn_rx, readable));
+    let pump = tokio::spawn(pump(rx, conn_rx, readable, args.elicit));
     let stderr = StderrTail::default();
     // A server asking for a token gets Sluice's own sign-in, unless a token was given.
     let identity = match &target {
@@ -440,7 +452,7 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
     };
     let opts = OpenOptions {
         client_info: json!({"name": "sluice-client", "title": "sluice client", "version": env!("CARGO_PKG_VERSION")}),
-        capabilities: json!({}),
+        capabilities: args.elicit.capabilities(),
         protocol_version: sluice_core::version::LATEST_LEGACY.into(),
         connect_timeout: timeout,
         label: "client".into(),
@@ -453,7 +465,7 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
         Err(e) => return Err(Failure::Connect(connect_message(&where_, &e, &stderr))),
     };
     let _ = conn_tx.send(conn.clone());
-    let outcome = act(&conn, &action, timeout, readable).await;
+    let outcome = act(&conn, &action, timeout, readable, args.elicit).await;
     let outcome = outcome.map_err(|f| match f {
         Failure::Connect(m) => Failure::Connect(connect_message_text(&where_, &m, &stderr)),
         other => other,
@@ -516,12 +528,13 @@ async fn pump(
     mut rx: mpsc::UnboundedReceiver<Event>,
     conn: oneshot::Receiver<Connection>,
     readable: bool,
+    elicit: Elicit,
 ) {
     let Ok(conn) = conn.await else { return };
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Reply(held) => conn.resolve(held),
-            Event::Message(incoming) => on_message(&conn, &incoming.msg, readable),
+            Event::Message(incoming) => on_message(&conn, &incoming.msg, readable, elicit),
             Event::Stream { .. } => {}
             Event::Closed(_) => break,
         }
@@ -529,13 +542,17 @@ async fn pump(
     }
 }
 
-fn on_message(conn: &Connection, msg: &Message, readable: bool) {
+fn on_message(conn: &Connection, msg: &Message, readable: bool, elicit: Elicit) {
     let method = msg.method().unwrap_or("");
     match msg.kind() {
         Kind::Request => {
             let id = msg.id().cloned().unwrap_or(Value::Null);
+            let elicited = (method == "elicitation/create")
+                .then(|| elicit.answer(msg.params().unwrap_or(&Value::Null)));
             let reply = if method == "ping" {
                 Message::response(id, json!({}))
+            } else if let Some(Ok(answer)) = elicited {
+                Message::response(id, answer)
             } else {
                 eprintln!("sluice client: the server asked for {method}; refused (a command-line client has no model, no user to ask and no roots)");
                 Message::error(
@@ -594,6 +611,72 @@ async fn request(
         .call(method, params, timeout)
         .await
         .map_err(|e| Failure::Connect(format!("{method}: {e}")))?;
+    result_of(method, reply)
+}
+
+/// How many `input_required` rounds one request may take.
+const INPUT_ROUNDS: usize = 8;
+
+/// A request that may need input (`tools/call`, `prompts/get`, `resources/read`): its
+/// 2026-07-28 `input_required` rounds are run, answering elicitation as `--elicit` says (a
+/// request for anything else ends them, and the run: see [`input_required`]).
+async fn request_with_input(
+    conn: &Connection,
+    method: &str,
+    params: Map<String, Value>,
+    extra: &ExtraHeaders,
+    timeout: Duration,
+    elicit: Elicit,
+) -> Result<Value, Failure> {
+    let answer = |_key: String, request: Value| async move {
+        if request.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+            return None;
+        }
+        elicit
+            .answer(request.get("params").unwrap_or(&Value::Null))
+            .ok()
+    };
+    let reply = call_with_rounds(conn, method, params, extra, timeout, INPUT_ROUNDS, answer)
+        .await
+        .map_err(|e| Failure::Connect(format!("{method}: {e}")))?;
+    let result = result_of(method, reply)?;
+    input_required(&result)?;
+    Ok(result)
+}
+
+/// The headers of a `tools/call` of `tool` with `args`: on a connection that mirrors
+/// `x-mcp-header` parameters, those of the tool's definition (read from `tools/list`), and a
+/// refusal when that definition must be rejected.
+async fn call_headers(
+    conn: &Connection,
+    tool: &str,
+    args: &Map<String, Value>,
+    timeout: Duration,
+) -> Result<ExtraHeaders, Failure> {
+    if !conn.mirrors_param_headers() {
+        return Ok(ExtraHeaders::NONE);
+    }
+    let tools = list_all(conn, ListKind::Tools, timeout).await?;
+    let Some(schema) = tools
+        .iter()
+        .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+        .and_then(|t| t.get("inputSchema"))
+    else {
+        return Ok(ExtraHeaders::NONE);
+    };
+    if let Some(why) = tool_headers::invalid_declaration(schema) {
+        return Err(Failure::Result(format!(
+            "not calling {tool}: its definition is invalid ({why}), and a 2026-07-28 client must reject it"
+        )));
+    }
+    Ok(tool_headers::param_headers(
+        schema,
+        &Value::Object(args.clone()),
+    ))
+}
+
+/// A reply's result, or the failure it is.
+fn result_of(method: &str, reply: Message) -> Result<Value, Failure> {
     if let Some(r) = reply.result() {
         return Ok(r.clone());
     }
@@ -633,6 +716,7 @@ async fn act(
     action: &Action,
     timeout: Duration,
     readable: bool,
+    elicit: Elicit,
 ) -> Result<(), Failure> {
     match action {
         Action::Info => {
@@ -645,7 +729,12 @@ async fn act(
             Ok(())
         }
         Action::List(kind) => {
-            let items = list_all(conn, *kind, timeout).await?;
+            let mut items = list_all(conn, *kind, timeout).await?;
+            if *kind == ListKind::Tools && conn.mirrors_param_headers() {
+                for (name, why) in tool_headers::retain_valid_tools(&mut items) {
+                    eprintln!("sluice client: left out the tool {name}: {why} (a 2026-07-28 client must reject its definition)");
+                }
+            }
             if readable {
                 if items.is_empty() {
                     eprintln!("(no {})", kind.noun());
@@ -657,13 +746,16 @@ async fn act(
             Ok(())
         }
         Action::Call { tool, args } => {
-            let mut params = json!({"name": tool, "arguments": args});
+            let extra = call_headers(conn, tool, args, timeout).await?;
+            let mut params = Map::new();
+            params.insert("name".into(), json!(tool));
+            params.insert("arguments".into(), Value::Object(args.clone()));
             if readable {
                 // A progress token, so that progress shows on stderr.
-                params["_meta"] = json!({"progressToken": "sluice-client"});
+                params.insert("_meta".into(), json!({"progressToken": "sluice-client"}));
             }
-            let result = request(conn, "tools/call", Some(params), timeout).await?;
-            input_required(&result)?;
+            let result =
+                request_with_input(conn, "tools/call", params, &extra, timeout, elicit).await?;
             let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
             if readable {
                 let text = render_call(&result);
@@ -683,9 +775,12 @@ async fn act(
             Ok(())
         }
         Action::Prompt { name, args } => {
-            let params = json!({"name": name, "arguments": args});
-            let result = request(conn, "prompts/get", Some(params), timeout).await?;
-            input_required(&result)?;
+            let mut params = Map::new();
+            params.insert("name".into(), json!(name));
+            params.insert("arguments".into(), Value::Object(args.clone()));
+            let none = &ExtraHeaders::NONE;
+            let result =
+                request_with_input(conn, "prompts/get", params, none, timeout, elicit).await?;
             if readable {
                 print!("{}", render_prompt(&result));
             } else {
@@ -694,9 +789,11 @@ async fn act(
             Ok(())
         }
         Action::Read(uri) => {
+            let mut params = Map::new();
+            params.insert("uri".into(), json!(uri));
+            let none = &ExtraHeaders::NONE;
             let result =
-                request(conn, "resources/read", Some(json!({"uri": uri})), timeout).await?;
-            input_required(&result)?;
+                request_with_input(conn, "resources/read", params, none, timeout, elicit).await?;
             if readable {
                 print!("{}", render_read(&result));
             } else {

@@ -61,23 +61,9 @@ impl Suite {
 
     /// The `auth/*` scenarios listed with `tag` (`2025-11-25`, `2026-07-28`, `extension`).
     fn scenarios(self, tag: &str) -> Vec<String> {
-        let mut cmd = Command::new(node22());
-        cmd.current_dir(node_dir()).arg(self.cli()).arg("list");
-        let listed = run_with_timeout(cmd, Duration::from_secs(60));
-        assert!(listed.success(), "`conformance list`: {}", listed.stderr);
-        listed
-            .stdout
-            .lines()
-            .filter_map(|l| l.trim_start().strip_prefix("- "))
-            .filter_map(|rest| {
-                let (name, tags) = rest.split_once(' ')?;
-                let tagged = tags
-                    .trim_matches(|c| c == '[' || c == ']')
-                    .split(',')
-                    .any(|t| t.trim() == tag);
-                (name.starts_with("auth/") && tagged).then(|| name.to_string())
-            })
-            .collect()
+        let mut all = crate::conformance_client::client_scenarios_tagged(&self.cli(), tag);
+        all.retain(|s| s.starts_with("auth/"));
+        all
     }
 }
 
