@@ -14,7 +14,6 @@ mod cluster;
 mod collisions;
 mod conformance;
 mod conformance_client;
-mod endpoints;
 mod exact_ids;
 mod faults;
 mod funnel;
