@@ -8,7 +8,7 @@ use crate::channel::{Outcome, Sink};
 use crate::session::Session;
 use crate::state::{Snapshot, State};
 use serde_json::{json, Value};
-use sluice_core::{codes, headers, member, Message, RpcError};
+use sluice_core::{codes, member, Message, RpcError};
 use sluice_telemetry::{ClientOp, UpstreamSpan};
 use sluice_upstream::{failure_reply, Answer, ExtraHeaders, Slot, Status, UpstreamError};
 use std::sync::Arc;
@@ -411,18 +411,9 @@ fn modern_upstream_request(
         return;
     };
     let args = msg.param("arguments").unwrap_or(&Value::Null);
-    let mut wanted = Vec::new();
-    headers::header_params(&schema, args, &mut wanted);
-    for (name, value) in wanted {
-        let text = match &value {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        extra.push(
-            headers::param_header(&name),
-            sluice_upstream::header_value(&text),
-        );
-    }
+    extra
+        .0
+        .extend(sluice_upstream::tool_headers::param_headers(&schema, args).0);
 }
 
 /// Send `logging/setLevel` to every connected upstream that has the logging capability.
