@@ -22,15 +22,20 @@
 // A server's elicitation is accepted with no content: `sluice client --elicit defaults` and the
 // SDK client (which declares `applyDefaults`) fill in the schema's defaults.
 //
+// The sign-in scenarios (`auth/*`) are handed to tests/conformance/auth-client.sh or
+// auth-gateway.sh, so that a whole requirement set runs with this one command, e.g.
+//   conformance client --requirements 2026-07-28 --command "node conformance-client.mjs client"
+//
 // Exit status: 0 when the server answered every tools/list and tools/call (a JSON-RPC error, or
 // a tool result with isError, is an answer), 1 otherwise (the reason on stderr), 2 on a usage
 // error.
 
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
@@ -44,6 +49,15 @@ const sluice = process.env.SLUICE_BIN;
 if (!sluice) {
   process.stderr.write("conformance-client: SLUICE_BIN must name the sluice binary\n");
   process.exit(2);
+}
+// The sign-in scenarios have client commands of their own (tests/conformance/auth-*.sh, see
+// tests/e2e/oauth/conformance.rs): handing them over lets a whole requirement set
+// (`--requirements 2026-07-28`, which runs them too) run with this command.
+if ((process.env.MCP_CONFORMANCE_SCENARIO ?? "").startsWith("auth/")) {
+  const script = mode === "client" ? "auth-client.sh" : "auth-gateway.sh";
+  const here = dirname(fileURLToPath(import.meta.url));
+  const done = spawnSync(join(here, "..", "conformance", script), [url], { stdio: "inherit" });
+  process.exit(done.status ?? 1);
 }
 const stateless = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION === "2026-07-28";
 const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}");
