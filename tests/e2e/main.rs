@@ -14,6 +14,7 @@ mod cluster;
 mod collisions;
 mod conformance;
 mod conformance_client;
+mod endpoints;
 mod exact_ids;
 mod faults;
 mod funnel;

@@ -95,8 +95,8 @@ fn config_of(root: &Snapshot, ep: &Endpoint) -> Config {
 }
 
 /// What changed for each endpoint's sessions between two snapshots in force (`all`: every
-/// list, for everyone: the access rules changed). An endpoint whose definition changed gets
-/// every list; a new one has no sessions yet.
+/// list, for everyone: the access rules changed). An endpoint whose own rules changed gets
+/// every list (what each caller may see changed); a new one has no sessions yet.
 pub(super) fn changes(
     before: &Snapshot,
     after: &Snapshot,
@@ -108,7 +108,8 @@ pub(super) fn changes(
         .filter_map(|e| {
             let name = e.endpoint_name()?;
             let old = before.endpoint(name)?;
-            let lists = if all || old.endpoint != e.endpoint {
+            let rules = |s: &Snapshot| s.endpoint.as_ref().map(|e| e.rules.clone());
+            let lists = if all || rules(old) != rules(e) {
                 ALL_LISTS.to_vec()
             } else {
                 changed_lists(&old.catalog, &e.catalog)

@@ -1,0 +1,509 @@
+//! Endpoints (`mcp/endpoints.json`) through the real binary, in front of the fixture upstream
+//! and the reference filesystem server (`@modelcontextprotocol/server-filesystem`, installed by
+//! `scripts/test`): two endpoints beside `/mcp`, each serving what it selects in both eras (a
+//! call outside it is an unknown tool), with its own access rules, rate limit, discovery,
+//! instructions and serverInfo name; sessions bound to their endpoint; the audit line and
+//! `/metrics` naming it; endpoints added, changed and removed by a live reload; and
+//! `sluice serve --stdio --endpoint`.
+
+use crate::interop::{node22, node_dir};
+use serde_json::{json, Value};
+use sluice_e2e::mcp::{Client, SseReader};
+use sluice_e2e::tree::Home;
+use sluice_e2e::{bin, free_port, start_sluice, Proc};
+use std::io::{BufRead, BufReader, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const ADMIN_TOKEN: &str = "endpoints-admin-token-0123456789";
+
+/// The filesystem server's tools, under the `fs_` prefix, in its order.
+const FS_TOOLS: [&str; 14] = [
+    "fs_read_file",
+    "fs_read_text_file",
+    "fs_read_media_file",
+    "fs_read_multiple_files",
+    "fs_write_file",
+    "fs_edit_file",
+    "fs_create_directory",
+    "fs_list_directory",
+    "fs_list_directory_with_sizes",
+    "fs_directory_tree",
+    "fs_move_file",
+    "fs_search_files",
+    "fs_get_file_info",
+    "fs_list_allowed_directories",
+];
+
+/// A tree with the fixture (`fix`) and the filesystem server (`fs`, over `files/`), every tool
+/// exposed, the audit log on, and `endpoints` as `mcp/endpoints.json`.
+fn home(label: &str, endpoints: &Value, settings: Value) -> Home {
+    let home = Home::new(label);
+    home.write("files/readme.txt", "hello\n");
+    let files = home.path().join("files").to_string_lossy().into_owned();
+    let server = node_dir()
+        .join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+        .to_string_lossy()
+        .into_owned();
+    home.expose(&json!({"version": 1, "upstreams": [
+        {"id": "fix", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio"], "expose_all": true},
+        {"id": "fs", "command": node22().to_string_lossy(), "args": [server, files], "expose_all": true}
+    ]}));
+    home.write("mcp/endpoints.json", &endpoints.to_string());
+    home.write("logs/log.config.json", r#"{"enabled": true}"#);
+    home.write("sluice.json", &settings.to_string());
+    home
+}
+
+/// `support`: three tools by name, one of them denied by its own rule, a rate limit of its own,
+/// its own instructions and serverInfo name. `coding`: the filesystem server, whole.
+fn two_endpoints() -> Value {
+    json!({"version": 1, "endpoints": [
+        {"name": "support", "tools": ["fix_add", "fix_echo", "fs_list_allowed_directories"],
+         "rules": [{"effect": "deny", "tools": ["fix_echo"]}],
+         "hooks": [{"id": "support-limit", "type": "builtin", "builtin": "rate-limit",
+                    "options": {"per_tool": {"fix_add": {"rate": 3, "per": "minute", "burst": 3}}}}],
+         "instructions": "Help customers.", "server_name": "support-gw"},
+        {"name": "coding", "upstreams": ["fs"]}
+    ]})
+}
+
+/// Run `sluice client --era modern URL ARGS… --output json`: its exit code, JSON and stderr.
+fn modern(url: &str, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(bin("sluice"))
+        .args(["client", "--era", "modern", url])
+        .args(args)
+        .args(["--output", "json"])
+        .env_remove("SLUICE_TOKEN")
+        .output()
+        .expect("run sluice client");
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("a name").to_string())
+        .collect()
+}
+
+async fn session(url: &str) -> Client {
+    let mut c = Client::new(url);
+    c.initialize(json!({})).await;
+    c
+}
+
+/// Wait (at most 20 s) until `f` says so.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, mut f: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f().await {
+        assert!(Instant::now() < deadline, "not within 20 s: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The audit log's lines so far.
+fn audit(home: &Home) -> Vec<Value> {
+    std::fs::read_to_string(home.path().join("logs/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_serve_only_what_they_select_in_both_eras() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let home = home(
+        "endpoints-isolation",
+        &two_endpoints(),
+        json!({"admin_token": ADMIN_TOKEN}),
+    );
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--admin", &admin]);
+    let (support, coding) = (format!("{url}/support"), format!("{url}/coding"));
+
+    // A handshake session on each: each lists what it selects, /mcp lists everything.
+    let mut s = Client::new(&support);
+    let init = s.initialize(json!({})).await;
+    assert_eq!(init["serverInfo"]["name"], "support-gw");
+    assert_eq!(init["instructions"], "Help customers.");
+    assert_eq!(
+        s.tool_names().await,
+        ["fix_add", "fs_list_allowed_directories"]
+    );
+    let c = session(&coding).await;
+    assert_eq!(c.tool_names().await, FS_TOOLS);
+    let root = session(&url).await;
+    let all = root.tool_names().await;
+    for t in ["fix_add", "fix_echo", "fs_read_text_file"] {
+        assert!(all.contains(&t.to_string()), "{t} on /mcp: {all:?}");
+    }
+    let init = Client::new(&url).initialize(json!({})).await;
+    assert_eq!(init["serverInfo"]["name"], "sluice");
+
+    // A call outside the endpoint, or denied by its own rule, is an unknown tool; inside, it runs.
+    let unknown = |name: &str| json!({"code": -32602, "message": format!("Unknown tool: {name}")});
+    assert_eq!(
+        s.call_tool("fix_echo", json!({"message": "hi"})).await["error"],
+        unknown("fix_echo")
+    );
+    assert_eq!(
+        s.call_tool("fs_read_text_file", json!({"path": "x"})).await["error"],
+        unknown("fs_read_text_file")
+    );
+    assert_eq!(
+        c.call_tool("fix_add", json!({"a": 1, "b": 2})).await["error"],
+        unknown("fix_add")
+    );
+    let r = s.call_tool("fix_add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(r["result"]["structuredContent"], json!({"sum": 3}), "{r}");
+    let r = c.call_tool("fs_list_allowed_directories", json!({})).await;
+    assert!(r["result"]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.contains("files")));
+    // /mcp is not bound by an endpoint's rules.
+    let r = root.call_tool("fix_echo", json!({"message": "hi"})).await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"message": "hi"}),
+        "{r}"
+    );
+
+    // A session belongs to its endpoint: on another URL it is unknown (404).
+    let elsewhere = |client: &Client, to: &str| {
+        let mut other = Client::new(to);
+        other.session = client.session.clone();
+        other
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"});
+    assert_eq!(elsewhere(&s, &url).post(list.clone()).await.status, 404);
+    assert_eq!(elsewhere(&s, &coding).post(list.clone()).await.status, 404);
+    assert_eq!(
+        elsewhere(&root, &support).post(list.clone()).await.status,
+        404
+    );
+    let nope = Client::new(&format!("{url}/nope"))
+        .post(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        .await;
+    assert_eq!(nope.status, 404, "{}", nope.body);
+
+    // The admin page's overview lists the endpoints and their live sessions.
+    let overview: Value = reqwest::Client::new()
+        .get(format!("http://{admin}/api/overview"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("GET /api/overview")
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overview["endpoints"][0]["path"], "/mcp/support");
+    assert_eq!(
+        overview["endpoints"][0]["tools_listed"], 3,
+        "selected (one hidden by its rule)"
+    );
+    assert_eq!(overview["endpoints"][0]["sessions"], 1);
+    assert_eq!(overview["endpoints"][1]["sessions"], 1);
+    assert_eq!(overview["endpoints"][1]["tools_listed"], FS_TOOLS.len());
+
+    // The 2026-07-28 era: each request judged by the endpoint in its URL.
+    let (code, list, err) = modern(&support, &["tools"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(names(&list), ["fix_add", "fs_list_allowed_directories"]);
+    let (code, _, err) = modern(&support, &["call", "fix_echo", "message=hi"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("error -32602: Unknown tool: fix_echo"),
+        "{err}"
+    );
+    let (code, _, err) = modern(&coding, &["call", "fix_add", "a=1", "b=2"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("error -32602: Unknown tool: fix_add"), "{err}");
+    let (code, r, err) = modern(&support, &["call", "fix_add", "a=2", "b=3"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["structuredContent"], json!({"sum": 5}));
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "support-gw",
+        "{r}"
+    );
+    let (code, list, err) = modern(&url, &["tools"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(names(&list).contains(&"fix_echo".to_string()));
+
+    // support's own rate limit: fix_add three times a minute there (two calls so far), and
+    // /mcp is not limited by it.
+    let r = s.call_tool("fix_add", json!({"a": 1, "b": 1})).await;
+    assert_eq!(r["result"]["structuredContent"], json!({"sum": 2}), "{r}");
+    let r = s.call_tool("fix_add", json!({"a": 1, "b": 1})).await;
+    assert_eq!(r["error"]["code"], -32029, "{r}");
+    for _ in 0..4 {
+        let r = root.call_tool("fix_add", json!({"a": 1, "b": 1})).await;
+        assert_eq!(r["result"]["structuredContent"], json!({"sum": 2}), "{r}");
+    }
+
+    // The audit line names the endpoint (and /mcp's names none).
+    until("the audit lines", || async {
+        audit(&home)
+            .iter()
+            .filter(|l| l["tool"] == "fix_add")
+            .count()
+            >= 8
+    })
+    .await;
+    let lines = audit(&home);
+    let on = |e: Option<&str>, outcome: &str| {
+        lines
+            .iter()
+            .filter(|l| {
+                l["tool"] == "fix_add"
+                    && l["outcome"] == outcome
+                    && l.get("endpoint").and_then(Value::as_str) == e
+            })
+            .count()
+    };
+    assert_eq!(on(Some("support"), "ok"), 3, "{lines:#?}");
+    assert_eq!(on(Some("support"), "refused"), 1, "{lines:#?}");
+    assert_eq!(on(None, "ok"), 4, "{lines:#?}");
+    assert!(lines.iter().any(|l| l["tool"] == "fix_echo"
+        && l["endpoint"] == "support"
+        && l["outcome"] == "refused"));
+
+    // /metrics counts each endpoint's exchanges.
+    let metrics = reqwest::Client::new()
+        .get(format!("http://{admin}/metrics"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "sluice_endpoint_calls_total{endpoint=\"support\",method=\"tools/call\",outcome=\"ok\"} 3"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains(
+        "sluice_endpoint_calls_total{endpoint=\"support\",method=\"tools/call\",outcome=\"refused\"} "
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_discovery_on_an_endpoint_finds_only_its_tools() {
+    let endpoints = json!({"version": 1, "endpoints": [
+        {"name": "coding", "upstreams": ["fs"], "discovery": "search"}
+    ]});
+    let home = home("endpoints-search", &endpoints, json!({"tool_search": true}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let coding = format!("{url}/coding");
+    let c = session(&coding).await;
+    let list = c.request("tools/list", json!({})).await;
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let listed: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(listed, ["sluice_run_tool", "sluice_search_tools"]);
+    // Its description counts the endpoint's tools and servers, not the gateway's.
+    let search = &tools[1]["description"];
+    assert!(
+        search.as_str().unwrap().starts_with(&format!(
+            "Search the {} tools this gateway reaches, from 1 server (fs),",
+            FS_TOOLS.len()
+        )),
+        "{search}"
+    );
+    // The fixture's fix_add is the best match on /mcp; on the endpoint it is never found.
+    let root = session(&url).await;
+    let query = |q: &str, limit: u64| json!({"query": q, "limit": limit});
+    let r = root
+        .call_tool("sluice_search_tools", query("add two numbers", 1))
+        .await;
+    assert_eq!(names(&r["result"]["structuredContent"]), ["fix_add"], "{r}");
+    let r = c
+        .call_tool("sluice_search_tools", query("add two numbers", 50))
+        .await;
+    assert_eq!(
+        names(&r["result"]["structuredContent"]),
+        Vec::<String>::new(),
+        "{r}"
+    );
+    let r = c
+        .call_tool("sluice_search_tools", query("directory", 50))
+        .await;
+    let found = names(&r["result"]["structuredContent"]);
+    assert!(
+        found.len() >= 4 && found.iter().all(|n| n.starts_with("fs_")),
+        "only the endpoint's tools: {found:?}"
+    );
+    let r = c
+        .call_tool("sluice_search_tools", query("list allowed directories", 1))
+        .await;
+    assert_eq!(
+        names(&r["result"]["structuredContent"]),
+        ["fs_list_allowed_directories"]
+    );
+    // Search, then run: the endpoint's tool runs, another's is unknown.
+    let run = |name: &str, args: Value| json!({"name": name, "args": args});
+    let r = c
+        .call_tool(
+            "sluice_run_tool",
+            run("fs_list_allowed_directories", json!({})),
+        )
+        .await;
+    let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("files"), "{r}");
+    let r = c
+        .call_tool("sluice_run_tool", run("fix_add", json!({"a": 1, "b": 2})))
+        .await;
+    assert_eq!(r["error"]["message"], "Unknown tool: fix_add", "{r}");
+    // The same for a 2026-07-28 client.
+    let call = |url: &str, q: &str, limit: &str| {
+        let (code, r, err) = modern(
+            url,
+            &[
+                "call",
+                "sluice_search_tools",
+                &format!("query={q}"),
+                &format!("limit={limit}"),
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        names(&r["structuredContent"])
+    };
+    assert_eq!(call(&coding, "add two numbers", "50"), Vec::<String>::new());
+    let found = call(&coding, "directory", "50");
+    assert!(
+        found.len() >= 4 && found.iter().all(|n| n.starts_with("fs_")),
+        "{found:?}"
+    );
+    assert_eq!(call(&url, "add two numbers", "1"), ["fix_add"]);
+    // /mcp keeps every tool in its list.
+    let listed = root.tool_names().await;
+    assert!(
+        listed.contains(&"fix_add".to_string()) && listed.contains(&"fs_read_file".to_string())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_reload_adds_changes_and_removes_endpoints() {
+    let first = json!({"version": 1, "endpoints": [{"name": "support", "tools": ["fix_add"]}]});
+    let home = home("endpoints-reload", &first, json!({}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let (support, coding) = (format!("{url}/support"), format!("{url}/coding"));
+    let s = session(&support).await;
+    assert_eq!(s.tool_names().await, ["fix_add"]);
+    let mut get = SseReader::new(s.open_get(None).await);
+    // coding does not exist yet.
+    let probe = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    assert_eq!(Client::new(&coding).post(probe.clone()).await.status, 404);
+
+    // Add coding, and give support one more tool.
+    home.write(
+        "mcp/endpoints.json",
+        &json!({"version": 1, "endpoints": [
+            {"name": "support", "tools": ["fix_add", "fix_echo"]},
+            {"name": "coding", "upstreams": ["fs"]}
+        ]})
+        .to_string(),
+    );
+    until("coding is served", || {
+        let (coding, probe) = (coding.clone(), probe.clone());
+        async move { Client::new(&coding).post(probe).await.status == 200 }
+    })
+    .await;
+    // support's session hears that its tools changed (only they), and lists the new one.
+    let (_, note) = get.next().await.expect("an event");
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    assert_eq!(s.tool_names().await, ["fix_echo", "fix_add"]);
+    let c = session(&coding).await;
+    assert_eq!(c.tool_names().await, FS_TOOLS);
+
+    // Remove support: its session ends (its next request is 404, its GET stream ends), and it
+    // cannot be begun again; coding goes on.
+    home.write(
+        "mcp/endpoints.json",
+        &json!({"version": 1, "endpoints": [{"name": "coding", "upstreams": ["fs"]}]}).to_string(),
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"});
+    until("support's session ends", || {
+        let (s, list) = (&s, list.clone());
+        async move { s.post(list).await.status == 404 }
+    })
+    .await;
+    let next = get.next().await;
+    assert!(next.is_none(), "the GET stream ended, not {next:?}");
+    assert_eq!(Client::new(&support).post(probe).await.status, 404);
+    assert_eq!(c.tool_names().await, FS_TOOLS);
+}
+
+#[test]
+fn serve_stdio_serves_one_endpoint() {
+    let home = home("endpoints-stdio", &two_endpoints(), json!({}));
+    let mut cmd = Command::new(bin("sluice"));
+    cmd.args([
+        "serve",
+        "--stdio",
+        "--home",
+        &home.arg(),
+        "--endpoint",
+        "support",
+    ]);
+    let mut p = Proc::spawn_piped(cmd);
+    let mut stdin = p.child.stdin.take().unwrap();
+    let mut out = BufReader::new(p.child.stdout.take().unwrap());
+    let mut ask = |msg: Value| -> Value {
+        writeln!(stdin, "{msg}").unwrap();
+        let mut line = String::new();
+        out.read_line(&mut line).expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    let init = ask(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "support-gw", "{init}");
+    let list = ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert_eq!(
+        names(&list["result"]),
+        ["fix_add", "fs_list_allowed_directories"]
+    );
+    let r = ask(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "fs_read_text_file", "arguments": {"path": "x"}}}));
+    assert_eq!(
+        r["error"]["message"], "Unknown tool: fs_read_text_file",
+        "{r}"
+    );
+    let r = ask(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                       "params": {"name": "fix_add", "arguments": {"a": 20, "b": 22}}}));
+    assert_eq!(r["result"]["structuredContent"], json!({"sum": 42}), "{r}");
+    drop(p);
+
+    // An endpoint the file does not have: nothing is served, and the error names it.
+    let out = Command::new(bin("sluice"))
+        .args([
+            "serve",
+            "--stdio",
+            "--home",
+            &home.arg(),
+            "--endpoint",
+            "nope",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run sluice");
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--endpoint \"nope\": mcp/endpoints.json has no endpoint of that name"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
