@@ -741,6 +741,21 @@ mod tests {
         assert!(matches!(later, UpstreamError::SessionEnded), "{later:?}");
     }
 
+    /// A refused `server/discover` is asked again only when the refusal is -32022 naming
+    /// 2026-07-28 among the supported versions.
+    #[test]
+    fn a_refused_version_is_retried_only_when_2026_07_28_is_supported() {
+        let refusal = |code: i64, supported: Value| json!({"code": code, "message": "m", "data": {"supported": supported, "requested": "x"}});
+        assert!(offers_modern(&refusal(-32022, json!(["2026-07-28"]))));
+        assert!(offers_modern(&refusal(
+            -32022,
+            json!(["2025-11-25", "2026-07-28"])
+        )));
+        assert!(!offers_modern(&refusal(-32022, json!(["2025-11-25"]))));
+        assert!(!offers_modern(&refusal(-32600, json!(["2026-07-28"]))));
+        assert!(!offers_modern(&json!({"code": -32022, "message": "m"})));
+    }
+
     /// A 404 without a session (nothing to end) is an HTTP status, not the end of a session.
     #[tokio::test]
     async fn a_404_before_a_session_is_a_status() {
