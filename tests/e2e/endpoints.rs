@@ -215,6 +215,14 @@ async fn endpoints_serve_only_what_they_select_in_both_eras() {
     assert_eq!(overview["endpoints"][1]["tools_listed"], FS_TOOLS.len());
 
     // The 2026-07-28 era: each request judged by the endpoint in its URL.
+    let (code, info, err) = modern(&support, &["info"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(info["protocolVersion"], "2026-07-28", "{info}");
+    assert_eq!(
+        info["serverInfo"]["name"], "support-gw",
+        "server/discover: {info}"
+    );
+    assert_eq!(info["instructions"], "Help customers.");
     let (code, list, err) = modern(&support, &["tools"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(names(&list), ["fix_add", "fs_list_allowed_directories"]);

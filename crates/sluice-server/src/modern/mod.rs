@@ -150,7 +150,8 @@ pub(crate) fn admit(
     Ok(match method {
         "server/discover" => {
             let id = msg.id().cloned().unwrap_or(Value::Null);
-            Admitted::Discover(decorate(st, None, method, discover(st, id)))
+            let snap = st.snapshot();
+            Admitted::Discover(decorate_with(&snap, method, discover(&snap, id)))
         }
         "subscriptions/listen" => Admitted::Listen,
         _ => Admitted::Call { requested },
@@ -288,8 +289,8 @@ fn strip_meta(mut msg: Message) -> Message {
 }
 
 /// `server/discover`: the versions and capabilities of the gateway.
-fn discover(st: &State, id: Value) -> Message {
-    let init = crate::proxy::initialize_result(&st.snapshot(), version::LATEST_LEGACY);
+fn discover(snap: &crate::state::Snapshot, id: Value) -> Message {
+    let init = crate::proxy::initialize_result(snap, version::LATEST_LEGACY);
     let mut capabilities = init.get("capabilities").cloned().unwrap_or(json!({}));
     if let Some(c) = capabilities.as_object_mut() {
         // Modern clients subscribe through subscriptions/listen; there is no logging/setLevel.
@@ -323,14 +324,25 @@ fn server_info(snap: &crate::state::Snapshot) -> Value {
 
 /// Mark a reply for a modern client: `resultType`, `ttlMs` / `cacheScope` on cacheable results,
 /// and the gateway's `serverInfo` in `_meta` (an endpoint's, for a session of one).
-fn decorate(st: &State, session: Option<&Session>, method: &str, mut reply: Message) -> Message {
+fn decorate(st: &State, session: &Session, method: &str, reply: Message) -> Message {
     if reply.kind() != Kind::Response {
         return reply;
     }
-    let snap = match session {
-        Some(s) => st.snapshot_for(s),
-        None => st.snapshot(),
-    };
+    decorate_with(&st.snapshot_for(session), method, reply)
+}
+
+/// `server/discover` as the endpoint of this name answers it (its own instructions and
+/// serverInfo name), when there is one.
+pub(crate) fn discover_on(st: &State, endpoint: &str, id: Value) -> Option<Message> {
+    let snap = st.snapshot().endpoint(endpoint)?.clone();
+    Some(decorate_with(&snap, "server/discover", discover(&snap, id)))
+}
+
+/// [`decorate`], from `snap`.
+fn decorate_with(snap: &crate::state::Snapshot, method: &str, mut reply: Message) -> Message {
+    if reply.kind() != Kind::Response {
+        return reply;
+    }
     let private = snap.auth.is_some() && !snap.policy.is_open();
     let complete = ("resultType", json!("complete"));
     let absent = if CACHEABLE.contains(&method) {
@@ -343,7 +355,7 @@ fn decorate(st: &State, session: Option<&Session>, method: &str, mut reply: Mess
     } else {
         vec![complete]
     };
-    reply.extend_result(&absent, (meta::SERVER_INFO, server_info(&snap)));
+    reply.extend_result(&absent, (meta::SERVER_INFO, server_info(snap)));
     reply
 }
 

@@ -218,14 +218,14 @@ async fn round(
             call.guard.armed = m.error_code() == Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY);
             let mut m = m;
             m.set_id(request.id);
-            let _ = out.send(decorate(&st, Some(&call.session), &request.method, m));
+            let _ = out.send(decorate(&st, &call.session, &request.method, m));
             return;
         }
         if m.kind() == Kind::Request {
             let method = request.method.clone();
             let session = call.session.clone();
             let parked = park(&rounds, call, m, request);
-            let reply = decorate(&st, Some(&session), &method, parked);
+            let reply = decorate(&st, &session, &method, parked);
             let _ = out.send(reply);
             return;
         }

@@ -55,7 +55,11 @@ pub(crate) async fn post(
     }
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let requested = match modern::admit(&st, &msg, Some(headers)) {
-        Ok(Admitted::Discover(reply)) => return json_reply(reply),
+        Ok(Admitted::Discover(reply)) => {
+            // An endpoint's own instructions and serverInfo name.
+            let own = endpoint.and_then(|e| modern::discover_on(&st, e, id.clone()));
+            return json_reply(own.unwrap_or(reply));
+        }
         Ok(Admitted::Listen) => {
             let (ack, rx) = listen::subscribe(&st, id, &msg);
             let body = Body::from_stream(stream::live(rx, Some(ack), KEEPALIVE));

@@ -63,7 +63,11 @@ impl Stdio {
         let (msg_out, mut msg_rx) = mpsc::unbounded_channel::<Message>();
         match modern::admit(st, &msg, None) {
             Err(refusal) => return send(Message::error(id, &refusal.error)),
-            Ok(Admitted::Discover(reply)) => return send(reply),
+            Ok(Admitted::Discover(reply)) => {
+                let own = self.endpoint.as_deref();
+                let own = own.and_then(|e| modern::discover_on(st, e, id.clone()));
+                return send(own.unwrap_or(reply));
+            }
             Ok(Admitted::Listen) => {
                 let (ack, rx) = listen::subscribe(st, id, &msg);
                 send(ack);
