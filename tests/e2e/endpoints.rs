@@ -109,6 +109,34 @@ async fn until<F: std::future::Future<Output = bool>>(what: &str, mut f: impl Fn
     }
 }
 
+/// A 2026-07-28 `subscriptions/listen` stream for tools/list_changed at `url`, past its
+/// acknowledgement.
+async fn listen(url: &str) -> SseReader {
+    let body = json!({"jsonrpc": "2.0", "id": 42, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "sluice-e2e", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let resp = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST subscriptions/listen");
+    assert_eq!(resp.status(), 200);
+    let mut events = SseReader::new(resp);
+    let (_, ack) = events.next().await.expect("the acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    events
+}
+
 /// The audit log's lines so far.
 fn audit(home: &Home) -> Vec<Value> {
     std::fs::read_to_string(home.path().join("logs/audit.jsonl"))
@@ -408,6 +436,8 @@ async fn a_live_reload_adds_changes_and_removes_endpoints() {
     let s = session(&support).await;
     assert_eq!(s.tool_names().await, ["fix_add"]);
     let mut get = SseReader::new(s.open_get(None).await);
+    let mut support_listen = listen(&support).await;
+    let mut root_listen = listen(&url).await;
     // coding does not exist yet.
     let probe = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -430,6 +460,12 @@ async fn a_live_reload_adds_changes_and_removes_endpoints() {
     // support's session hears that its tools changed (only they), and lists the new one.
     let (_, note) = get.next().await.expect("an event");
     assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    // So does a 2026-07-28 listen stream opened on support, and not one opened on /mcp, whose
+    // lists did not change (both are told at once: one is told nothing).
+    let (_, note) = support_listen.next().await.expect("an event");
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    let nothing = tokio::time::timeout(Duration::from_millis(500), root_listen.next()).await;
+    assert!(nothing.is_err(), "/mcp's listen stream heard {nothing:?}");
     assert_eq!(s.tool_names().await, ["fix_echo", "fix_add"]);
     let c = session(&coding).await;
     assert_eq!(c.tool_names().await, FS_TOOLS);

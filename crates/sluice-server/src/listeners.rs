@@ -26,6 +26,9 @@ pub(crate) struct Listener {
     pub since: u64,
     /// The stream.
     pub tx: mpsc::UnboundedSender<Message>,
+    /// The endpoint of `mcp/endpoints.json` it was opened on (`None`: `/mcp`): it hears that
+    /// endpoint's list changes only.
+    pub endpoint: Option<std::sync::Arc<str>>,
 }
 
 /// Every open listen stream.
@@ -43,12 +46,14 @@ impl Listeners {
         self.0.lock().clear();
     }
 
-    /// Send a list_changed notification, of the change that made catalog `version`, to the
-    /// listen streams that asked for it and began on an older catalog.
-    pub(crate) fn announce(&self, method: &str, version: u64) {
+    /// Send a list_changed notification, of the change that made catalog `version` in the
+    /// lists of `endpoint` (`None`: `/mcp`), to the listen streams opened there that asked for
+    /// it and began on an older catalog.
+    pub(crate) fn announce(&self, method: &str, version: u64, endpoint: Option<&str>) {
         let mut listeners = self.0.lock();
         listeners.retain(|l| !l.tx.is_closed());
-        for l in listeners.iter().filter(|l| l.since < version) {
+        let here = |l: &&Listener| l.since < version && l.endpoint.as_deref() == endpoint;
+        for l in listeners.iter().filter(here) {
             let wanted = match method {
                 "notifications/tools/list_changed" => l.tools,
                 "notifications/prompts/list_changed" => l.prompts,
@@ -91,6 +96,7 @@ mod tests {
             uris: HashSet::new(),
             since,
             tx,
+            endpoint: None,
         };
         (l, rx)
     }
@@ -102,7 +108,7 @@ mod tests {
         let (new, mut new_rx) = listener(5);
         all.add(old);
         all.add(new);
-        all.announce("notifications/tools/list_changed", 5);
+        all.announce("notifications/tools/list_changed", 5, None);
         let got = old_rx
             .try_recv()
             .expect("the older stream hears of version 5");
@@ -111,10 +117,13 @@ mod tests {
         assert_eq!(got["params"], json!({"_meta": {meta::SUBSCRIPTION_ID: 7}}));
         assert!(new_rx.try_recv().is_err(), "the stream began on version 5");
         // Lists the streams did not ask for are not sent.
-        all.announce("notifications/prompts/list_changed", 6);
+        all.announce("notifications/prompts/list_changed", 6, None);
         assert!(old_rx.try_recv().is_err());
         assert!(new_rx.try_recv().is_err());
-        all.announce("notifications/tools/list_changed", 6);
+        // An endpoint's changes are not theirs.
+        all.announce("notifications/tools/list_changed", 6, Some("support"));
+        assert!(old_rx.try_recv().is_err());
+        all.announce("notifications/tools/list_changed", 6, None);
         assert!(old_rx.try_recv().is_ok());
         assert!(new_rx.try_recv().is_ok());
     }

@@ -38,6 +38,7 @@ pub(crate) fn subscribe(
     st: &State,
     id: Value,
     msg: &Message,
+    endpoint: Option<&str>,
 ) -> (Message, mpsc::UnboundedReceiver<Message>) {
     let filter = msg
         .params()
@@ -62,7 +63,13 @@ pub(crate) fn subscribe(
     }
     // Resource updates: for the URIs an upstream serves, Sluice subscribes upstream (once per
     // URI) and relays the updates; URIs nobody serves are left out of the acknowledgement.
-    let catalog = st.snapshot().catalog.clone();
+    let root = st.snapshot();
+    let catalog = match endpoint {
+        None => root.catalog.clone(),
+        Some(name) => root
+            .endpoint(name)
+            .map_or_else(Default::default, |e| e.catalog.clone()),
+    };
     let mut uris = std::collections::HashSet::new();
     for uri in filter
         .get("resourceSubscriptions")
@@ -94,6 +101,7 @@ pub(crate) fn subscribe(
         uris,
         since: catalog.version,
         tx,
+        endpoint: endpoint.map(Into::into),
     });
     (ack, rx)
 }

@@ -116,7 +116,14 @@ fn announce(st: &Arc<State>, changed: &Changed) {
         return;
     }
     for m in &changed.lists {
-        st.rt.listeners().announce(m, changed.version);
+        st.rt.listeners().announce(m, changed.version, None);
+    }
+    for (endpoint, lists) in &changed.endpoints {
+        for m in lists {
+            st.rt
+                .listeners()
+                .announce(m, changed.version, Some(endpoint));
+        }
     }
     let snap = st.snapshot();
     let hooked = !snap.chain.is_empty() || snap.endpoints.iter().any(|e| !e.chain.is_empty());

@@ -61,7 +61,7 @@ pub(crate) async fn post(
             return json_reply(own.unwrap_or(reply));
         }
         Ok(Admitted::Listen) => {
-            let (ack, rx) = listen::subscribe(&st, id, &msg);
+            let (ack, rx) = listen::subscribe(&st, id, &msg, endpoint);
             let body = Body::from_stream(stream::live(rx, Some(ack), KEEPALIVE));
             return sse_headers(body.into_response());
         }

@@ -69,7 +69,7 @@ impl Stdio {
                 return send(own.unwrap_or(reply));
             }
             Ok(Admitted::Listen) => {
-                let (ack, rx) = listen::subscribe(st, id, &msg);
+                let (ack, rx) = listen::subscribe(st, id, &msg, self.endpoint.as_deref());
                 send(ack);
                 msg_rx = rx;
                 drop(msg_out);
