@@ -249,4 +249,6 @@ pub(crate) fn answer(
 }
 
 #[cfg(test)]
+mod relevance;
+#[cfg(test)]
 mod tests;
