@@ -551,3 +551,85 @@ fn serve_stdio_serves_one_endpoint() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// Calls keep running on an endpoint while reloads change it (its instructions, its tools, a hook
+/// of its own): none is lost or fails, in either era.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_on_an_endpoint_go_on_through_reloads() {
+    let version = |n: u32, extra: Value| {
+        let mut e = json!({"name": "support", "tools": ["fix_add"], "instructions": format!("version {n}")});
+        e.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"version": 1, "endpoints": [e]})
+    };
+    let home = home("endpoints-under-load", &version(0, json!({})), json!({}));
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let support = format!("{url}/support");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for n in 0..3u64 {
+        let (support, stop) = (support.clone(), stop.clone());
+        callers.push(tokio::spawn(async move {
+            let c = session(&support).await;
+            let mut done = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = c.call_tool("fix_add", json!({"a": n, "b": done})).await;
+                assert_eq!(
+                    r["result"]["structuredContent"],
+                    json!({"sum": n + done}),
+                    "{r}"
+                );
+                done += 1;
+            }
+            done
+        }));
+    }
+    let modern_caller = {
+        let (support, stop) = (support.clone(), stop.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut done = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (code, r, err) =
+                    modern(&support, &["call", "fix_add", "a=1", &format!("b={done}")]);
+                assert_eq!(code, 0, "{err}");
+                assert_eq!(r["structuredContent"], json!({"sum": 1 + done}), "{r}");
+                done += 1;
+            }
+            done
+        })
+    };
+    let changes = [
+        version(1, json!({})),
+        version(2, json!({"tools": ["fix_add", "fix_echo"]})),
+        version(
+            3,
+            json!({"hooks": [{"id": "support-pii", "type": "builtin", "builtin": "pii"}]}),
+        ),
+        version(
+            4,
+            json!({"rules": [{"effect": "deny", "tools": ["fix_echo"]}]}),
+        ),
+    ];
+    for (n, change) in changes.iter().enumerate() {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        home.write("mcp/endpoints.json", &change.to_string());
+        let want = format!("version {}", n + 1);
+        until("the reload is in force", || {
+            let (support, want) = (support.clone(), want.clone());
+            async move { Client::new(&support).initialize(json!({})).await["instructions"] == want }
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut calls = 0;
+    for c in callers {
+        calls += c.await.expect("a caller");
+    }
+    let modern_calls = modern_caller.await.expect("the modern caller");
+    assert!(calls > 0 && modern_calls > 0, "{calls} / {modern_calls}");
+    println!(
+        "{calls} handshake-era and {modern_calls} 2026-07-28 calls through 4 reloads, none lost"
+    );
+}
