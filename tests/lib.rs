@@ -101,6 +101,21 @@ fn port_markers() -> std::path::PathBuf {
     .clone()
 }
 
+/// Poll `check` every 100 ms until it holds; panic naming `what` after 10 s.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..100 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what} did not happen within 10 s");
+}
+
 /// Wait until something accepts TCP connections on `port` of 127.0.0.1 (at most `timeout`).
 pub fn wait_for_port(port: u16, timeout: Duration) {
     wait_for_addr(SocketAddr::from(([127, 0, 0, 1], port)), timeout);

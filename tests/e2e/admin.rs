@@ -601,13 +601,15 @@ fn the_page_in_chromium() {
     let script = node_dir().join("admin-browser.mjs");
     node_module_file("playwright-core/package.json");
     let home = Home::new("admin-browser");
-    // A curated tool whose accepted fingerprint is not the upstream's: the page flags its drift.
+    // A curated tool whose approved definition is not the upstream's: the page flags the change.
     home.expose(&json!({"version": 1, "upstreams": [fixture_upstream("fx")],
         "expose": [{"upstream": "fx", "tool": "test_simple_text", "as": "simple_text"}]}));
     home.write(
-        "mcp/drift.json",
-        &json!({"version": 1, "tools": {"simple_text": {"accepted": "0000000000000000", "current": "0000000000000000"}}})
-            .to_string(),
+        "mcp/pins.json",
+        &json!({"version": 1, "upstreams": {"fx": {"tools": {"test_simple_text": {
+            "digest": format!("sha256:{}", "0".repeat(64)),
+            "definition": {"name": "test_simple_text", "description": "An older description."}}}}}})
+        .to_string(),
     );
     home.write(
         "hooks/hooks.manifest.json",

@@ -264,7 +264,9 @@ fn schema_prints_each_files_schema_and_a_tree_may_point_at_them() {
     let (code, _, err) = schema(&["logs"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("unknown file kind \"logs\" (known: expose, endpoints, hooks, tools, settings, auth"),
+        err.contains(
+            "unknown file kind \"logs\" (known: expose, endpoints, hooks, tools, settings, auth"
+        ),
         "{err}"
     );
 }

@@ -33,6 +33,7 @@ mod oauth;
 mod orphans;
 mod overload;
 mod passthrough;
+mod pins;
 mod python_sdk;
 mod ratelimit;
 mod reload;

@@ -352,21 +352,39 @@ async fn drift_of_curated_tools_is_flagged_until_accepted() {
     let mut c = Client::new(&url);
     c.initialize(json!({})).await;
     assert_eq!(c.tool_names().await, ["shout"]);
-    let marks = || -> serde_json::Value {
-        std::fs::read_to_string(home.path().join("mcp/drift.json"))
+    let pins = || -> serde_json::Value {
+        std::fs::read_to_string(home.path().join("mcp/pins.json"))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(json!(null))
     };
-    let first = marks();
-    let accepted = first["tools"]["shout"]["accepted"]
-        .as_str()
-        .expect("a fingerprint")
-        .to_string();
-    assert_eq!(first["tools"]["shout"]["current"], json!(accepted));
+    // The curated tool is pinned as first seen (its upstream is not pinned otherwise).
+    let mut first = pins();
+    for _ in 0..100 {
+        if first["upstreams"]["fx"]["tools"]["echo"]["digest"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        first = pins();
+    }
+    let echo = &first["upstreams"]["fx"]["tools"]["echo"];
+    let accepted = echo["digest"].as_str().expect("a digest").to_string();
+    assert!(accepted.starts_with("sha256:"), "{first}");
+    assert_eq!(echo["definition"]["name"], json!("echo"));
+    assert_eq!(echo.get("seen"), None, "{first}");
+    assert_eq!(
+        first["upstreams"].as_object().unwrap().len(),
+        1,
+        "only the curated tool's upstream: {first}"
+    );
+    assert_eq!(
+        first["upstreams"]["fx"]["tools"].as_object().unwrap().len(),
+        1,
+        "only the curated tool: {first}"
+    );
     assert_eq!(sluice(&["tool", "list", "--home", &h]).1, "");
 
-    // The upstream changes the tool's description: flagged.
+    // The upstream changes the tool's description: flagged (and still served).
     home.expose(&tree(json!([
         "--stdio",
         "--describe",
@@ -374,11 +392,14 @@ async fn drift_of_curated_tools_is_flagged_until_accepted() {
     ])));
     let mut drifted = false;
     for _ in 0..100 {
-        let m = marks();
-        if m["tools"]["shout"]["current"]
-            .as_str()
-            .is_some_and(|c| c != accepted)
+        let m = pins();
+        if m["upstreams"]["fx"]["tools"]["echo"]["seen"]["definition"]["description"]
+            == json!("Echo, now with a different contract")
         {
+            assert_eq!(
+                m["upstreams"]["fx"]["tools"]["echo"]["digest"],
+                json!(accepted)
+            );
             drifted = true;
             break;
         }
@@ -409,6 +430,8 @@ async fn drift_of_curated_tools_is_flagged_until_accepted() {
         .unwrap()
         .clone();
     assert_eq!(row["drifted"], json!(true));
+    assert_eq!(row["pin"], json!("changed"));
+    assert_eq!(row["review"], json!("fx/echo"));
     let r = http
         .post(format!("{api}/tools/accept"))
         .bearer_auth("drift-token-0123456789")
@@ -424,11 +447,5 @@ async fn drift_of_curated_tools_is_flagged_until_accepted() {
         "accepted shout\n"
     );
     let (code, _, err) = sluice(&["tool", "accept", "--home", &h, "nope"]);
-    assert_eq!(
-        (code, err.trim()),
-        (
-            1,
-            "sluice: no curated tool \"nope\" is being tracked for drift"
-        )
-    );
+    assert_eq!((code, err.trim()), (1, "sluice: no curated tool \"nope\""));
 }

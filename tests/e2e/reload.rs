@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use sluice_e2e::mcp::{Client, SseReader};
 use sluice_e2e::tree::Home;
-use sluice_e2e::{bin, start_sluice};
+use sluice_e2e::{bin, eventually, start_sluice};
 use std::time::Duration;
 
 fn fixture() -> String {
@@ -21,21 +21,6 @@ fn pid_of(r: &Value) -> String {
         .next()
         .unwrap_or("")
         .to_string()
-}
-
-/// Poll `check` (bounded) until it holds.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..100 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what} did not happen within 10 s");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@
 //
 // Checks, in order: the page loads with the token; a tool call appears in Live traffic with its
 // hook decisions; disabling a tool on the Tools page changes the connected client's tools/list;
-// a drifted curated tool is flagged and Accept clears it; "Try it" on a hook shows its decision; and a screenshot of each page is written to SHOTS.
+// a curated tool its upstream changed is flagged with its diff and Approve clears it; "Try it" on a hook shows its decision; and a screenshot of each page is written to SHOTS.
 // Exits 0 when every check passed, 1 (with the reason on stderr) otherwise.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -92,17 +92,21 @@ try {
   if ((await page.locator('#tools-error').innerText()).trim()) throw new Error('the Tools page shows an error');
   await page.fill('#tools-search', '');
 
-  step('a drifted curated tool is flagged, and accepting it clears the flag');
+  step('a curated tool whose upstream changed it is flagged with its diff, and approving it clears the flag');
   const drifted = page.locator('#tools-rows tr[data-tool="simple_text"]');
   await drifted.locator('.badge.drifted').waitFor();
+  if ((await drifted.locator('.badge.drifted').innerText()).trim() !== 'changed') throw new Error('simple_text is not flagged as changed');
+  await drifted.locator('details.pin-diff summary').click();
+  const diff = await drifted.locator('pre.diff').innerText();
+  if (!diff.includes('-  "description": "An older description."') || !diff.includes('+  "description": "Tests simple text content response"')) throw new Error('the diff is not the change: ' + diff);
   await shot('tools');
-  await drifted.locator('button.accept').click();
+  await drifted.locator('button.approve').click();
   await page.waitForSelector('#tools-rows tr[data-tool="simple_text"] button.toggle');
   for (let i = 0; i < 50 && (await drifted.locator('.badge.drifted').count()) > 0; i++) await sleep(100);
-  if ((await drifted.locator('.badge.drifted').count()) > 0) throw new Error('simple_text is still flagged as drifted after Accept');
+  if ((await drifted.locator('.badge.drifted').count()) > 0) throw new Error('simple_text is still flagged after Approve');
   const listed = (await api('/api/tools')).tools.find((t) => t.name === 'simple_text');
-  if (!listed || listed.drifted !== false) throw new Error('the API still reports simple_text as drifted: ' + JSON.stringify(listed));
-  if ((await page.locator('#tools-error').innerText()).trim()) throw new Error('the Tools page shows an error after Accept');
+  if (!listed || listed.drifted !== false || listed.pin !== 'pinned') throw new Error('the API still reports simple_text as changed: ' + JSON.stringify(listed));
+  if ((await page.locator('#tools-error').innerText()).trim()) throw new Error('the Tools page shows an error after Approve');
 
   step('try a hook');
   await nav('hooks');

@@ -183,6 +183,7 @@ mod tests {
             upstreams: vec![a, a_b, c],
             expose: vec![entry("c", "t", "a_search"), entry("c", "u", "c_u")],
             on_collision: OnCollision::Error,
+            pins: Default::default(),
         };
         assert_eq!(
             file.collision_risks(),

@@ -144,6 +144,8 @@ pub struct ExposeFile {
     pub expose: Vec<ExposeEntry>,
     /// What two upstreams producing one final name means.
     pub on_collision: OnCollision,
+    /// Each upstream's pin policy (`"pin"` and `"new"`), by id; absent: unpinned.
+    pub pins: BTreeMap<String, crate::pins::PinPolicy>,
 }
 
 /// What happens when two upstreams produce one final name (a tool, a prompt, a resource URI),
@@ -208,6 +210,7 @@ pub(crate) fn load(
         upstreams: Vec::new(),
         expose: Vec::new(),
         on_collision: OnCollision::First,
+        pins: BTreeMap::new(),
     };
     let Some(root) = read_object(&file, errors) else {
         return out;
@@ -300,6 +303,27 @@ pub(crate) fn load(
                 "era",
                 "the legacy HTTP+SSE transport cannot speak 2026-07-28 (use transport \"http\")",
             );
+        }
+        let pin = match f.string("pin").as_deref() {
+            None | Some("off") => crate::pins::PinMode::Off,
+            Some("hold") => crate::pins::PinMode::Hold,
+            Some("warn") => crate::pins::PinMode::Warn,
+            Some(other) => {
+                f.err("pin", format!("unknown pin {other:?} (hold, warn or off)"));
+                crate::pins::PinMode::Off
+            }
+        };
+        let new = match f.string("new").as_deref() {
+            None | Some("allow") => crate::pins::NewMode::Allow,
+            Some("hold") => crate::pins::NewMode::Hold,
+            Some(other) => {
+                f.err("new", format!("unknown new {other:?} (hold or allow)"));
+                crate::pins::NewMode::Allow
+            }
+        };
+        if pin != crate::pins::PinMode::Off || new != crate::pins::NewMode::Allow {
+            out.pins
+                .insert(id.clone(), crate::pins::PinPolicy { pin, new });
         }
         spec.isolation = match f.string("isolation").as_deref() {
             None | Some("shared") => Isolation::Shared,

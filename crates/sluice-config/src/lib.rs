@@ -11,7 +11,6 @@ pub mod claude_import;
 pub mod claude_plugin;
 mod cluster;
 pub mod collisions;
-pub mod drift;
 pub mod endpoints;
 mod error;
 mod expose;
@@ -21,6 +20,7 @@ mod logs;
 pub mod manage;
 mod oauth;
 mod overload;
+pub mod pins;
 mod sandbox;
 pub mod schema;
 mod settings;
@@ -71,6 +71,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// `mcp/endpoints.json`: the endpoints served at `/mcp/<name>` (none without the file).
     pub endpoints: EndpointsFile,
+    /// `mcp/pins.json`: the approved definitions of what upstreams offer.
+    pub pins: pins::PinFile,
 }
 
 /// Non-fatal findings of a load (shown by `sluice check` and logged at start).
@@ -145,6 +147,10 @@ impl Config {
             }
         }
         principals_needed(&home, &expose, &auth, &mut errors);
+        let pins = pins::PinFile::load(&home).unwrap_or_else(|e| {
+            errors.push(e);
+            pins::PinFile::default()
+        });
         if errors.is_empty() {
             Ok((
                 Config {
@@ -156,6 +162,7 @@ impl Config {
                     register,
                     auth,
                     endpoints,
+                    pins,
                 },
                 warnings,
             ))
@@ -194,12 +201,14 @@ impl Config {
                 // A tree Sluice makes: a collision is an error (with one upstream, only with the
                 // gateway's own tools).
                 on_collision: OnCollision::Error,
+                pins: Default::default(),
             },
             hooks: HooksFile::default(),
             logs: LogConfig::default(),
             register: tools::Register::default(),
             auth: AuthConfig::default(),
             endpoints: EndpointsFile::default(),
+            pins: pins::PinFile::default(),
         }
     }
 }

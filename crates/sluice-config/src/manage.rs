@@ -440,17 +440,36 @@ pub fn import_claude_hooks(
     Ok((ids, t.warnings))
 }
 
-/// Accept a drifted curated tool: its current definition becomes the accepted one.
+/// Accept the change of a curated tool (by its `as` name): what its upstream offers now
+/// becomes its pin (`mcp/pins.json`), as `sluice pins approve UPSTREAM/TOOL` does.
 pub fn tool_accept(home: &Path, name: &str) -> Result<(), ManageError> {
-    let mut marks = crate::drift::load(home);
-    let Some(m) = marks.get_mut(name) else {
-        return Err(ManageError::Bad(format!(
-            "no curated tool {name:?} is being tracked for drift"
-        )));
+    let env = |n: &str| std::env::var(n).ok();
+    let expose = crate::expose::load(home, &env, &mut Vec::new(), &mut Vec::new());
+    let Some(e) = expose.expose.iter().find(|e| e.name == name) else {
+        return Err(ManageError::Bad(format!("no curated tool {name:?}")));
     };
-    m.accepted = m.current.clone();
-    crate::drift::save(home, &marks)?;
+    let which = crate::pins::Selector::Item(e.upstream.clone(), e.tool.clone());
+    pins_approve(home, &which)?;
     Ok(())
+}
+
+/// Approve the pending definitions `which` selects: what each upstream offers now becomes its
+/// pin. Writes `mcp/pins.json` atomically (a running gateway applies it live). Returns what was
+/// approved as `upstream/name` (nothing pending is not an error: approving twice is harmless).
+pub fn pins_approve(
+    home: &Path,
+    which: &crate::pins::Selector,
+) -> Result<Vec<String>, ManageError> {
+    let mut file = crate::pins::PinFile::load(home)
+        .map_err(|e| ManageError::Invalid(ConfigErrors(vec![e])))?;
+    let done = file.approve(which);
+    if !done.is_empty() {
+        file.save(home)?;
+    }
+    Ok(done
+        .into_iter()
+        .map(|(u, _, key, _)| format!("{u}/{key}"))
+        .collect())
 }
 
 #[cfg(test)]

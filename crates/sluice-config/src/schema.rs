@@ -435,6 +435,8 @@ pub(crate) static UPSTREAM: Obj = Obj {
         f("description", Ty::Str, "A note for people.").def("\"\""),
         f("expose_all", Ty::Bool, "List every tool of this upstream as `<id>_<tool>`, not only its `expose` entries.").def("false"),
         f("isolation", Ty::Enum(&["shared", "session"]), "stdio: one process for every client session, or one per session.").def("\"shared\""),
+        f("pin", Ty::Enum(&["hold", "warn", "off"]), "Pin what it offers (`mcp/pins.json`): a tool, prompt or resource template whose definition differs from the approved one is held (not listed, calls refused) or served and flagged; `off` pins only curated tools, as `warn`.").def("\"off\""),
+        f("new", Ty::Enum(&["hold", "allow"]), "With `pin` on: a definition never approved is held until `sluice pins approve`, or served and pinned as first seen.").def("\"allow\""),
         f("timeout_ms", Ty::UInt, "Request timeout for this upstream, ms (default `request_timeout_ms`)."),
         f("sandbox", Ty::Object(&SANDBOX), "stdio: confine the server with the kernel's own mechanisms (Landlock, namespaces, rlimits); a sandbox the kernel cannot enforce is an error at start."),
         f("era", Ty::Enum(&["auto", "handshake", "stateless", "legacy", "modern"]), "The protocol era: probe `server/discover` and fall back to `initialize` (auto), or only one of them: `handshake` (the `initialize` handshake and sessions, 2024-11-05 … 2025-11-25) or `stateless` (2026-07-28). `legacy` and `modern` are the deprecated names of the same two (a load warning).").def("\"auto\""),

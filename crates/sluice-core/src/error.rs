@@ -18,6 +18,9 @@ pub mod codes {
     /// The upstream that owns the target is not connected, or its connection closed
     /// (the TypeScript SDK's `ConnectionClosed`).
     pub const UPSTREAM_UNAVAILABLE: i64 = -32000;
+    /// A tool or prompt its pin holds: its definition changed since it was approved, or it is
+    /// new and not yet approved (`mcp/pins.json`).
+    pub const HELD_BY_PIN: i64 = -32000;
     /// The upstream did not answer within the configured timeout
     /// (the TypeScript SDK's `RequestTimeout`).
     pub const REQUEST_TIMEOUT: i64 = -32001;

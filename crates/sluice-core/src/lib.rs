@@ -6,6 +6,7 @@
 //! The main types are [`Message`] (one parsed JSON-RPC message, classified by [`Kind`]) and
 //! [`RpcError`] (a JSON-RPC error object the gateway produces).
 
+pub mod canonical;
 pub mod error;
 pub mod exact;
 pub mod glob;

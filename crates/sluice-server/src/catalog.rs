@@ -104,6 +104,9 @@ pub struct Catalog {
     listed: Option<Vec<Value>>,
     /// Names two upstreams produce, listed for neither (`"on_collision": "error"`).
     collided: Collisions,
+    /// Tools and prompts their pins hold out, by the names a client would call them.
+    held_tools: HashMap<String, crate::pins::Held>,
+    held_prompts: HashMap<String, crate::pins::Held>,
     /// What is worked out from this catalog once, the first time it is asked (the tool search's
     /// index: see [`Catalog::derived`]).
     derived: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
@@ -680,6 +683,7 @@ fn parse_cursor(c: &str) -> Option<usize> {
 }
 
 mod collisions;
+mod held;
 mod select;
 #[cfg(test)]
 mod tests;

@@ -201,7 +201,7 @@ fn publish(
     }
 }
 
-/// A catalog over `slots`' current lists (and the drift check of curated tools).
+/// A catalog over `slots`' current lists (and what they offer recorded against the pins).
 fn build_catalog(st: &State, config: &Config, slots: &Arc<[Arc<Slot>]>, funnel: bool) -> Catalog {
     let lists: Vec<_> = slots.iter().map(|s| s.state.lock().lists.clone()).collect();
     let pairs: Vec<_> = slots
@@ -211,15 +211,17 @@ fn build_catalog(st: &State, config: &Config, slots: &Arc<[Arc<Slot>]>, funnel: 
         .collect();
     let version = st.rt.catalog_version().fetch_add(1, Ordering::Relaxed) + 1;
     let (catalog, warnings) = catalog_over(config, slots, &pairs, version, funnel, None);
-    crate::drift::check(config, slots, &lists);
+    let specs: Vec<_> = slots.iter().map(|s| &s.spec).collect();
+    crate::pins::record(&st.snapshot().audit, config, &specs, &lists);
     for w in warnings {
         tracing::warn!("{w}");
     }
     catalog
 }
 
-/// The catalog of `config` over these lists of `slots` (no drift check, no new version): the
-/// gateway's, or one session's view (`views.rs`). Returns it and its warnings.
+/// The catalog of `config` over these lists of `slots`, as the pins let them be listed (nothing
+/// recorded, no new version): the gateway's, or one session's view (`views.rs`). Returns it and
+/// its warnings.
 pub(crate) fn catalog_over(
     config: &Config,
     slots: &Arc<[Arc<Slot>]>,
@@ -254,6 +256,10 @@ pub(crate) fn catalog_over(
     if config.expose.upstreams.iter().any(per_user) {
         own.push(gateway_tools::connections_tool(&settings.funnel_prefix));
     }
+    let mut judged = crate::pins::judge(config, pairs);
+    let held = judged.as_mut().map(|j| std::mem::take(&mut j.held));
+    let judged_pairs = judged.as_ref().map(|j| j.pairs(pairs));
+    let pairs = judged_pairs.as_deref().unwrap_or(pairs);
     let (mut catalog, warnings) = Catalog::build_deciding(
         version,
         pairs,
@@ -263,6 +269,9 @@ pub(crate) fn catalog_over(
         config.expose.on_collision,
     );
     catalog.slots = slots.clone();
+    if let Some(held) = held {
+        catalog.hold(held, pairs, &config.expose.expose);
+    }
     if let Some(ep) = endpoint {
         catalog.keep_only(&endpoints::Selected { ep, config, slots });
     }
@@ -453,6 +462,9 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
         (now.auth.clone(), now.policy.clone())
     };
     let funnel_prefix = funnel_prefix_of(&plan.config);
+    if plan.config.pins != now.config.pins {
+        crate::pins::audit_approvals(&audit, &plan.config, &now.config.pins);
+    }
     let config = Arc::new(plan.config);
     // One swap: every part of the new configuration comes into force together.
     let (before, after) = {
@@ -534,6 +546,7 @@ pub(crate) async fn watch(st: Arc<State>, every: Duration) {
         "tools/tools.register.json",
         "auth/auth.config.json",
         sluice_config::endpoints::FILE,
+        "mcp/pins.json",
     ];
     let stamp = || -> Vec<Option<(std::time::SystemTime, u64)>> {
         files

@@ -16,6 +16,7 @@ mod log;
 mod log_fields;
 mod login;
 mod manage;
+mod pins;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -78,6 +79,9 @@ enum Command {
     /// The vault of grants toward OAuth upstreams.
     #[command(subcommand)]
     Vault(VaultCmd),
+    /// Review and approve what upstreams offer against their pins (mcp/pins.json).
+    #[command(subcommand)]
+    Pins(pins::PinsCmd),
     /// Users' own connections to per-user OAuth upstreams: list them, or revoke them.
     #[command(subcommand)]
     Connections(connections::ConnectionsCmd),
@@ -227,6 +231,7 @@ fn main() -> ExitCode {
         }
         Command::Vault(VaultCmd::Rotate { home }) => login::rotate(&home),
         Command::Connections(c) => connections::run(c),
+        Command::Pins(c) => pins::run(c),
         Command::Serve(args) => {
             // Held to the end: dropping it writes what is still queued.
             let _log = init_logging("info");

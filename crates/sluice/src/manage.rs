@@ -353,9 +353,19 @@ pub(crate) fn tool(cmd: ToolCmd) -> ExitCode {
                     t.summary
                 );
             }
-            for (name, mark) in sluice_config::drift::load(&home) {
-                if mark.drifted() {
-                    println!("{name}\t(curated)\t\tdrifted\tthe upstream changed it; `sluice tool accept {name}`");
+            // Curated tools whose upstream changed them since their pin was approved.
+            {
+                for e in &config.expose.expose {
+                    let changed = config
+                        .pins
+                        .get(&e.upstream, sluice_config::pins::Kind::Tool, &e.tool)
+                        .is_some_and(|p| p.approved.is_some() && p.seen.is_some());
+                    if changed {
+                        println!(
+                            "{}\t(curated)\t\tdrifted\tthe upstream changed it; `sluice tool accept {}`",
+                            e.name, e.name
+                        );
+                    }
                 }
             }
             ExitCode::SUCCESS

@@ -100,9 +100,10 @@ async fn tools(State(admin): S) -> Response {
     let config = st.snapshot().config.clone();
     let catalog = st.snapshot().catalog.clone();
     let mut rows = Vec::new();
+    // Read from disk: what the gateway recorded a moment ago, before the watcher applies it.
+    let pins = sluice_config::pins::PinFile::load(&config.home).unwrap_or_default();
     let listed =
         |name: &str, slot: usize| catalog.tool(name).is_some_and(|r| r.slot() == Some(slot));
-    let drift = sluice_config::drift::load(&config.home);
     for (i, slot) in catalog.slots.iter().enumerate() {
         let spec = &slot.spec;
         if spec.transport == Transport::Local {
@@ -120,10 +121,14 @@ async fn tools(State(admin): S) -> Response {
                 .iter()
                 .filter(|e| e.upstream == spec.id && e.tool == tname)
                 .collect();
-            let base = json!({
+            let mut base = json!({
                 "upstream": spec.id, "tool": tname, "source": "upstream",
                 "description": tool["description"],
             });
+            let pin = super::pins::row_state(&pins, &spec.id, tname);
+            if let (Some(b), Value::Object(p)) = (base.as_object_mut(), pin) {
+                b.extend(p);
+            }
             if curated.is_empty() {
                 let name = if spec.transparent {
                     tname.to_string()
@@ -145,7 +150,7 @@ async fn tools(State(admin): S) -> Response {
                 r["listed"] = json!(listed(&e.name, i));
                 r["category"] = json!(e.category);
                 r["curated"] = json!(true);
-                r["drifted"] = json!(drift.get(&e.name).is_some_and(|m| m.drifted()));
+                r["drifted"] = json!(r["pin"] == "changed");
                 rows.push(r);
             }
         }

@@ -22,6 +22,7 @@ pub(crate) mod api;
 pub(crate) mod assets;
 mod connections;
 pub(crate) mod metrics;
+mod pins;
 mod reply;
 pub(crate) mod traffic;
 mod upstreams;
@@ -121,6 +122,7 @@ pub(crate) fn router(admin: Arc<Admin>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .merge(api::routes())
+        .merge(pins::routes())
         .merge(connections::routes())
         .merge(traffic::routes())
         .layer(axum::middleware::from_fn_with_state(

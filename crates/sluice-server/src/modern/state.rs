@@ -162,40 +162,11 @@ pub(crate) fn digest_of(msg: &Message) -> String {
 }
 
 fn digest_entries(method: &str, params: Option<Vec<(&str, &Value)>>) -> String {
-    fn write<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-        serde_json::to_writer(out, v).expect("a JSON value always serialises");
-    }
-    fn object<'a>(entries: impl Iterator<Item = (&'a str, &'a Value)>, out: &mut Vec<u8>) {
-        let mut entries: Vec<(&str, &Value)> = entries.collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        out.push(b'{');
-        for (k, v) in entries {
-            write(out, k);
-            out.push(b':');
-            canonical(v, out);
-            out.push(b',');
-        }
-        out.push(b'}');
-    }
-    fn canonical(v: &Value, out: &mut Vec<u8>) {
-        match v {
-            Value::Object(m) => object(m.iter().map(|(k, v)| (k.as_str(), v)), out),
-            Value::Array(a) => {
-                out.push(b'[');
-                for i in a {
-                    canonical(i, out);
-                    out.push(b',');
-                }
-                out.push(b']');
-            }
-            other => write(out, other),
-        }
-    }
     let mut text = Vec::with_capacity(256);
     text.extend_from_slice(method.as_bytes());
     if let Some(p) = params {
         let round_keys = ["_meta", "inputResponses", "requestState"];
-        object(
+        sluice_core::canonical::write_object(
             p.into_iter().filter(|(k, _)| !round_keys.contains(k)),
             &mut text,
         );

@@ -152,9 +152,9 @@ pub(crate) fn resolve_in<'c>(
                         rounds: true,
                         subscription: None,
                     }),
-                    (None, None) => {
-                        local(RpcError::invalid_params(format!("Unknown tool: {name}")))
-                    }
+                    (None, None) => local(catalog.held_tool(name).unwrap_or_else(|| {
+                        RpcError::invalid_params(format!("Unknown tool: {name}"))
+                    })),
                 },
             }
         }
@@ -164,6 +164,9 @@ pub(crate) fn resolve_in<'c>(
             };
             if let Some(ids) = catalog.collided_prompt(name) {
                 return local(collision("Prompt", name, Some(ids)));
+            }
+            if let Some(refusal) = catalog.held_prompt(name) {
+                return local(refusal);
             }
             match (catalog.prompt(name), passthrough(catalog)) {
                 (Some(r), _) => Target::Upstream(Upstream {

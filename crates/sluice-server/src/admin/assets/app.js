@@ -167,12 +167,17 @@ function toolRow(t) {
   const set = (fields) => act('#tools-error', Object.assign({}, ident, fields), '/api/tools/set', loadTools);
   const state = [t.listed ? badge('listed', 'ok') : badge(t.enabled ? 'not listed' : 'disabled', 'off')];
   if (t.hidden) state.push(badge('hidden', 'off'));
-  if (t.drifted) state.push(badge('drifted', 'drifted'), h('div', { class: 'muted' }, 'the upstream changed its description or schema since it was accepted'));
+  if (t.pin === 'changed' || t.pin === 'new') {
+    state.push(badge(t.pin, 'drifted'), h('div', { class: 'muted' }, t.pin === 'changed'
+      ? 'the upstream changed its definition since it was approved'
+      : 'new: never approved'),
+    h('details', { class: 'pin-diff' }, h('summary', {}, 'diff'), h('pre', { class: 'diff' }, t.diff || '')));
+  }
   if (t.note) state.push(h('div', { class: 'muted' }, t.note));
   const actions = h('td', { class: 'actions' },
     h('button', { class: 'toggle', onclick: () => set({ enabled: !t.enabled }) }, t.enabled ? 'Disable' : 'Enable'));
-  if (t.drifted) {
-    actions.append(h('button', { class: 'accept primary', onclick: () => act('#tools-error', { name: t.name }, '/api/tools/accept', loadTools) }, 'Accept'));
+  if (t.review) {
+    actions.append(h('button', { class: 'approve primary', onclick: () => act('#tools-error', { which: t.review }, '/api/pins/approve', loadTools) }, 'Approve'));
   }
   if (t.source === 'register') {
     actions.append(h('button', { class: 'hide', onclick: () => set({ hidden: !t.hidden }) }, t.hidden ? 'Unhide' : 'Hide'));
