@@ -5,7 +5,13 @@
 //! ```text
 //! sluice-bench-soak [--sluice PATH] [--echo PATH] [-c 8] [--duration 60] [--kill-every 10]
 //!                   [--edit-every 7] [--slow-every 5] [--slow 4] [--hang-after 15]
+//! sluice-bench-soak --cluster [-c 32] [--replicas 3] [--replica-kill-every 60] [--rolling-at 30]
+//!                   [--redis-restart-at S] [--calls-per-session 50] [--sample-every 60]
+//!                   [--growth-from 120] [--duration …] [--kill-every …] [--edit-every …]
 //! ```
+//!
+//! With `--cluster`, the soak across replicas ([`cluster`]): replicas behind nginx sharing one
+//! Redis, replicas killed and rolled, Redis restarted.
 //!
 //! It starts `sluice-bench-echo --listen` (the HTTP upstream `h`) and `sluice serve --home` on
 //! a fresh tree whose `mcp/expose.json` also has a stdio upstream `s` (`sluice-bench-echo
@@ -31,7 +37,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod cluster;
+
 struct Options {
+    cluster: bool,
+    replicas: usize,
+    replica_kill_every: Duration,
+    rolling_at: Duration,
+    redis_restart_at: Duration,
+    calls_per_session: u64,
+    sample_every: Duration,
+    growth_from: Duration,
     sluice: PathBuf,
     echo: PathBuf,
     concurrency: usize,
@@ -43,7 +59,8 @@ struct Options {
     hang_after: Duration,
 }
 
-const USAGE: &str = "usage: sluice-bench-soak [--sluice PATH] [--echo PATH] [-c C] [--duration S] [--kill-every S] [--edit-every S] [--slow-every S] [--slow N] [--hang-after S]";
+const USAGE: &str = "usage: sluice-bench-soak [--sluice PATH] [--echo PATH] [-c C] [--duration S] [--kill-every S] [--edit-every S] [--slow-every S] [--slow N] [--hang-after S]
+       sluice-bench-soak --cluster [--replicas N] [--replica-kill-every S] [--rolling-at S] [--redis-restart-at S] [--calls-per-session N] [--sample-every S] [--growth-from S] [-c C] [--duration S] [--kill-every S] [--edit-every S] [--hang-after S]";
 
 fn sibling(name: &str) -> PathBuf {
     std::env::current_exe()
@@ -54,6 +71,14 @@ fn sibling(name: &str) -> PathBuf {
 
 fn parse_args() -> Result<Options> {
     let mut o = Options {
+        cluster: false,
+        replicas: 3,
+        replica_kill_every: Duration::from_secs(60),
+        rolling_at: Duration::from_secs(30),
+        redis_restart_at: Duration::ZERO,
+        calls_per_session: 50,
+        sample_every: Duration::from_secs(60),
+        growth_from: Duration::from_secs(120),
         sluice: std::env::var_os("SLUICE_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| sibling("sluice")),
@@ -67,6 +92,7 @@ fn parse_args() -> Result<Options> {
         hang_after: Duration::from_secs(15),
     };
     let mut it = std::env::args().skip(1);
+    let (mut concurrency, mut redis_at) = (None, None);
     while let Some(a) = it.next() {
         let mut val = || {
             it.next()
@@ -78,7 +104,15 @@ fn parse_args() -> Result<Options> {
         match a.as_str() {
             "--sluice" => o.sluice = val()?.into(),
             "--echo" => o.echo = val()?.into(),
-            "-c" | "--concurrency" => o.concurrency = val()?.parse()?,
+            "-c" | "--concurrency" => concurrency = Some(val()?.parse()?),
+            "--cluster" => o.cluster = true,
+            "--replicas" => o.replicas = val()?.parse()?,
+            "--replica-kill-every" => o.replica_kill_every = secs(val()?)?,
+            "--rolling-at" => o.rolling_at = secs(val()?)?,
+            "--redis-restart-at" => redis_at = Some(secs(val()?)?),
+            "--calls-per-session" => o.calls_per_session = val()?.parse::<u64>()?.max(1),
+            "--sample-every" => o.sample_every = secs(val()?)?,
+            "--growth-from" => o.growth_from = secs(val()?)?,
             "--duration" => o.duration = secs(val()?)?,
             "--kill-every" => o.kill_every = secs(val()?)?,
             "--edit-every" => o.edit_every = secs(val()?)?,
@@ -87,6 +121,11 @@ fn parse_args() -> Result<Options> {
             "--hang-after" => o.hang_after = secs(val()?)?,
             _ => bail!("unknown argument {a}\n{USAGE}"),
         }
+    }
+    o.concurrency = concurrency.unwrap_or(if o.cluster { 32 } else { 8 });
+    o.redis_restart_at = redis_at.unwrap_or(o.duration / 2);
+    if o.cluster && o.replicas == 0 {
+        bail!("--replicas must be at least 1");
     }
     Ok(o)
 }
@@ -130,12 +169,13 @@ fn expose(echo: &Path, http_url: &str, extra: bool) -> Value {
         json!({"upstream": "h", "tool": "echo", "as": "h_echo"}),
     ];
     if extra {
-        tools.push(json!({"upstream": "s", "tool": "echo", "as": "s_echo_extra"}));
+        // Another of the stdio echo's tools (one upstream tool is exposed once).
+        tools.push(json!({"upstream": "s", "tool": "echo_0001", "as": "s_echo_extra"}));
     }
     json!({
         "version": 1,
         "upstreams": [
-            {"id": "s", "transport": "stdio", "command": echo.display().to_string(), "args": ["--stdio"]},
+            {"id": "s", "transport": "stdio", "command": echo.display().to_string(), "args": ["--stdio", "--tools", "2"]},
             {"id": "h", "transport": "http", "url": http_url},
         ],
         "expose": tools,
@@ -167,6 +207,18 @@ fn stdio_children(gateway: u32) -> Vec<u32> {
                 .unwrap_or(false)
         })
         .collect()
+}
+
+/// The call numbered `id` of a session: `s_echo` and `h_echo` in turn (the tool, the body, the
+/// arguments the reply must echo).
+fn echo_call(s: &mcp::Session, id: u64) -> (&'static str, Vec<u8>, Value) {
+    let tool = if id.is_multiple_of(2) {
+        "s_echo"
+    } else {
+        "h_echo"
+    };
+    let (body, args) = s.echo_call(id, tool, "soak");
+    (tool, body, args)
 }
 
 /// One worker: a session on its own connection, calls until the deadline.
@@ -201,12 +253,7 @@ async fn worker(
         }
         let s = session.as_ref().expect("a session");
         id += 1;
-        let tool = if id.is_multiple_of(2) {
-            "s_echo"
-        } else {
-            "h_echo"
-        };
-        let (body, args) = s.echo_call(id, tool, "soak");
+        let (tool, body, args) = echo_call(s, id);
         match tokio::time::timeout(hang_after, s.call(&mut conn, id, tool, &body)).await {
             Err(_) => {
                 counts.bad(
@@ -292,6 +339,9 @@ fn run() -> Result<bool> {
             );
         }
     }
+    if o.cluster {
+        return cluster::run(&o);
+    }
     let home = std::env::temp_dir().join(format!("sluice-soak-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
     std::fs::create_dir_all(home.join("mcp"))?;
@@ -338,18 +388,8 @@ fn run() -> Result<bool> {
     result
 }
 
-async fn soak(
-    o: &Options,
-    gw_pid: u32,
-    gw_port: u16,
-    http_port: u16,
-    expose_path: &Path,
-    http_url: &str,
-    echo: &mut Child,
-) -> Result<bool> {
-    let url = format!("http://127.0.0.1:{gw_port}/mcp");
-    let target = Target::parse(&url)?;
-    // Ready: a session opens and both tools answer.
+/// Wait until the gateway is ready: a session opens and both tools answer (30 s at most).
+async fn ready(target: &Arc<Target>) -> Result<()> {
     let ready_by = Instant::now() + Duration::from_secs(30);
     loop {
         let mut c = Conn::new(target.clone());
@@ -363,11 +403,25 @@ async fn soak(
         }
         .await;
         match ok {
-            Ok(()) => break,
+            Ok(()) => return Ok(()),
             Err(e) if Instant::now() > ready_by => bail!("the gateway is not ready: {e:#}"),
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
+}
+
+async fn soak(
+    o: &Options,
+    gw_pid: u32,
+    gw_port: u16,
+    http_port: u16,
+    expose_path: &Path,
+    http_url: &str,
+    echo: &mut Child,
+) -> Result<bool> {
+    let url = format!("http://127.0.0.1:{gw_port}/mcp");
+    let target = Target::parse(&url)?;
+    ready(&target).await?;
     let rss_start = procfs::rss_kb(gw_pid).unwrap_or(0);
     let counts = Arc::new(Counts::default());
     let start = Instant::now();
