@@ -633,3 +633,50 @@ async fn calls_on_an_endpoint_go_on_through_reloads() {
         "{calls} handshake-era and {modern_calls} 2026-07-28 calls through 4 reloads, none lost"
     );
 }
+
+/// Across replicas: three replicas of one tree and one cluster key, Redis between them. A
+/// session begun on `/mcp/support` at one replica is served at another as support's (its
+/// sealed id carries the endpoint): the same list, a tool outside it unknown, and on `/mcp`
+/// 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_replica_serves_a_session_on_its_endpoint() {
+    let home = crate::cluster::fixture_home("endpoints-cluster");
+    home.write(
+        "mcp/endpoints.json",
+        &json!({"version": 1, "endpoints": [{"name": "support", "tools": ["fx_add"]}]}).to_string(),
+    );
+    let cluster = crate::cluster::Cluster::start("endpoints-cluster", home, json!({}));
+    let at = |i: usize, path: &str| format!("{}{path}", cluster.replicas[i].url());
+    let mut first = Client::new(&at(0, "/support"));
+    first.initialize(json!({})).await;
+    assert_eq!(first.tool_names().await, ["fx_add"]);
+    let id = first.session.clone().expect("a session id");
+    let on = |url: String| {
+        let mut c = Client::new(&url);
+        c.session = Some(id.clone());
+        c
+    };
+    for i in [1, 2] {
+        let c = on(at(i, "/support"));
+        assert_eq!(c.tool_names().await, ["fx_add"], "replica {i}");
+        let r = c.call_tool("fx_echo", json!({"message": "hi"})).await;
+        assert_eq!(
+            r["error"]["message"], "Unknown tool: fx_echo",
+            "replica {i}: {r}"
+        );
+        let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
+        assert_eq!(
+            r["result"]["structuredContent"],
+            json!({"sum": 3}),
+            "replica {i}: {r}"
+        );
+        let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+        let r = on(at(i, "")).post(list).await;
+        assert_eq!(
+            (r.status, r.body.as_str()),
+            (404, crate::cluster::NOT_FOUND),
+            "replica {i}"
+        );
+    }
+    assert_eq!(cluster.taken_up_by(&id), 2);
+}
