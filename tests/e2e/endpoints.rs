@@ -486,6 +486,48 @@ async fn a_live_reload_adds_changes_and_removes_endpoints() {
     assert!(next.is_none(), "the GET stream ended, not {next:?}");
     assert_eq!(Client::new(&support).post(probe).await.status, 404);
     assert_eq!(c.tool_names().await, FS_TOOLS);
+
+    // An invalid file is refused whole, naming the file and the field (sluice check says the
+    // same), and what runs stays: coding keeps its session and its tools.
+    home.write(
+        "mcp/endpoints.json",
+        &json!({"version": 1, "endpoints": [
+            {"name": "coding", "upstreams": ["fs"]}, {"name": "coding", "tools": ["x"]}
+        ]})
+        .to_string(),
+    );
+    let out = Command::new(bin("sluice"))
+        .args(["check", "--home", &home.arg()])
+        .output()
+        .expect("run sluice check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let file = home.path().join("mcp/endpoints.json");
+    assert!(
+        text.contains(&format!(
+            "error: {}: endpoints[1].name: duplicate endpoint name \"coding\"",
+            file.display()
+        )),
+        "{text}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(c.tool_names().await, FS_TOOLS);
+    let mut again = Client::new(&coding);
+    again.initialize(json!({})).await;
+    // A valid file again: sluice check names the endpoints it serves.
+    home.write(
+        "mcp/endpoints.json",
+        &json!({"version": 1, "endpoints": [{"name": "coding", "upstreams": ["fs"]}]}).to_string(),
+    );
+    let out = Command::new(bin("sluice"))
+        .args(["check", "--home", &home.arg()])
+        .output()
+        .expect("run sluice check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("endpoint coding: served at /mcp/coding\n"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -378,6 +378,9 @@ fn check(home: &std::path::Path, lists: bool) -> ExitCode {
                 println!("{sandboxes} sandbox(es) the kernel cannot enforce");
                 return ExitCode::from(1);
             }
+            for e in &config.endpoints.endpoints {
+                println!("endpoint {}: served at /mcp/{}", e.name, e.name);
+            }
             println!(
                 "{}: ok ({} upstreams, {} curated tools)",
                 config.home.display(),
