@@ -138,7 +138,8 @@ impl Connection {
             let conn = Connection::of(inner.clone(), wire.clone(), Value::Null);
             let probe = match (spec.era, spec.transport) {
                 (_, Transport::Sse | Transport::Local) | (Era::Legacy, _) => None,
-                (Era::Auto | Era::Modern, _) => conn.discover(&opts, deadline).await?,
+                (Era::Auto, _) => conn.discover(&opts, deadline, false).await?,
+                (Era::Modern, _) => conn.discover(&opts, deadline, true).await?,
             };
             if let Some(init) = probe {
                 return Ok(init);
@@ -302,12 +303,20 @@ impl Connection {
     /// version among `supportedVersions`. Returns an `initialize`-shaped result then; `None`
     /// (and the wire back in the handshake era) otherwise. A probe refused for want of a
     /// credential the identity cannot get (a person must sign in again) is that error: the
-    /// upstream's era is unknown, not the handshake one.
+    /// upstream's era is unknown, not the handshake one. A probe that may fall back to the
+    /// handshake waits at most a third of `deadline` (5 s at most); one that may not (`pinned`:
+    /// the configuration says 2026-07-28) waits the whole of it.
     async fn discover(
         &self,
         opts: &OpenOptions,
         deadline: Duration,
+        pinned: bool,
     ) -> Result<Option<Value>, UpstreamError> {
+        let wait = if pinned {
+            deadline
+        } else {
+            (deadline / 3).min(Duration::from_secs(5))
+        };
         let mut envelope = Map::new();
         envelope.insert(version::meta::PROTOCOL_VERSION.into(), json!(MODERN));
         envelope.insert(
@@ -328,11 +337,9 @@ impl Connection {
                 "server/discover",
                 Some(json!({"_meta": envelope.clone()})),
             );
-            let probe = tokio::time::timeout(
-                (deadline / 3).min(Duration::from_secs(5)),
-                self.request(id, msg, deadline, &ExtraHeaders::NONE),
-            )
-            .await;
+            let probe =
+                tokio::time::timeout(wait, self.request(id, msg, deadline, &ExtraHeaders::NONE))
+                    .await;
             match probe {
                 Ok(Ok(Answer::Reply(reply))) => {
                     result = reply.result().cloned();
