@@ -96,10 +96,15 @@ async fn mcp_endpoint(
 /// Serve one request to `/mcp`. The MCP listener calls this for each request to that path on a
 /// connection, with that connection's own `face` (whose count only the connection's thread
 /// writes); the router's route (`mcp`) is the same for anyone serving [`router`].
-pub(crate) async fn serve(face: Arc<HttpFace>, req: axum::extract::Request) -> Response {
+/// A plain function returning the future, not an `async fn` around it: the future is moved into
+/// a box for every request, and a wrapper's state would hold the inner future once more.
+pub(crate) fn serve(
+    face: Arc<HttpFace>,
+    req: axum::extract::Request,
+) -> impl std::future::Future<Output = Response> {
     // What is in force, loaded once for the whole request (through this thread's handle).
     let snap = face.st.held();
-    serve_from(face, req, snap).await
+    serve_from(face, req, snap)
 }
 
 /// Serve one request from `snap`: `/mcp`'s, or an endpoint's (whose sessions it alone finds).
