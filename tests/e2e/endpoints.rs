@@ -722,3 +722,74 @@ async fn any_replica_serves_a_session_on_its_endpoint() {
     }
     assert_eq!(cluster.taken_up_by(&id), 2);
 }
+
+/// Traces say which endpoint: a request's span carries `sluice.endpoint` on `/mcp/<name>` and
+/// none on `/mcp` (a local OTLP/HTTP receiver collects what the gateway exports).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_name_the_endpoint() {
+    type Bodies = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+    let bodies: Bodies = Default::default();
+    let app = {
+        let bodies = bodies.clone();
+        axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let bodies = bodies.clone();
+                async move {
+                    let v: Value = serde_json::from_slice(&body).expect("OTLP JSON");
+                    bodies.lock().unwrap().push(v);
+                    axum::Json(json!({}))
+                }
+            }),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let receiver = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let endpoints = json!({"version": 1, "endpoints": [{"name": "support", "tools": ["fix_add"]}]});
+    let home = home(
+        "endpoints-spans",
+        &endpoints,
+        json!({"telemetry": {"otlp_endpoint": receiver, "service_name": "sluice-e2e"}}),
+    );
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let support = session(&format!("{url}/support")).await;
+    support.call_tool("fix_add", json!({"a": 1, "b": 2})).await;
+    let root = session(&url).await;
+    root.call_tool("fix_add", json!({"a": 3, "b": 4})).await;
+    // The tools/call SERVER spans, by the `sluice.endpoint` attribute each carries (if any).
+    let endpoint_of = |span: &Value| {
+        span["attributes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["key"] == "sluice.endpoint")
+            .map(|a| a["value"]["stringValue"].as_str().unwrap_or("").to_string())
+    };
+    let collected = |bodies: &Bodies| -> Vec<Option<String>> {
+        bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|b| b["resourceSpans"].as_array().cloned().unwrap_or_default())
+            .flat_map(|rs| rs["scopeSpans"].as_array().cloned().unwrap_or_default())
+            .flat_map(|ss| ss["spans"].as_array().cloned().unwrap_or_default())
+            // SERVER spans (kind 2): the upstream calls' CLIENT spans have the same name.
+            .filter(|s| s["kind"] == 2)
+            .filter(|s| {
+                s["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("tools/call"))
+            })
+            .map(|s| endpoint_of(&s))
+            .collect()
+    };
+    until("both calls' spans", || {
+        let n = collected(&bodies).len();
+        async move { n >= 2 }
+    })
+    .await;
+    let mut seen = collected(&bodies);
+    seen.sort();
+    assert_eq!(seen, [None, Some("support".to_string())]);
+}
