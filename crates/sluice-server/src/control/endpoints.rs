@@ -320,6 +320,61 @@ mod tests {
         assert_eq!(globs.catalog.version, root.catalog.version);
     }
 
+    /// An endpoint's funnel and search reach its own tools only: its funnel lists them, its
+    /// search tool's description counts them, and its discovery lists the search and run tools
+    /// alone; `/mcp` keeps its own settings.
+    #[test]
+    fn the_funnel_and_search_of_an_endpoint_are_its_own() {
+        let st = testing::state(
+            &tree(json!({"version": 1, "endpoints": [
+                {"name": "crm", "tools": ["crm_get*"], "funnel": true, "discovery": "search"}
+            ]})),
+            &[
+                (
+                    "crm",
+                    lists(&["get_customer", "get_order", "delete"], "p", "crm://a"),
+                    json!({"tools": {}}),
+                ),
+                (
+                    "kb",
+                    lists(&["search", "add"], "q", "kb://b"),
+                    json!({"tools": {}}),
+                ),
+            ],
+        );
+        let root = st.snapshot();
+        let crm = root.endpoint("crm").unwrap();
+        let funnel: Vec<&str> = crm
+            .catalog
+            .funnel_tools()
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
+        assert_eq!(funnel, ["crm_get_customer", "crm_get_order"]);
+        assert!(crm.catalog.tool("crm_delete").is_none() && crm.catalog.tool("kb_add").is_none());
+        assert_eq!(
+            names(&crm.catalog, ListKind::Tools),
+            ["sluice_run_tool", "sluice_search_tools"]
+        );
+        let search = crm
+            .catalog
+            .tools()
+            .iter()
+            .find(|t| t["name"] == "sluice_search_tools")
+            .unwrap();
+        let description = search["description"].as_str().unwrap();
+        assert!(
+            description
+                .starts_with("Search the 2 tools this gateway reaches, from 1 server (crm),"),
+            "{description}"
+        );
+        assert!(
+            root.catalog.funnel_tools().is_empty(),
+            "/mcp's funnel is off"
+        );
+        assert!(root.catalog.tool("sluice_search_tools").is_none());
+    }
+
     /// A list change reaches only the endpoints whose lists it changes; an endpoint's access
     /// rules and hooks are the file's and the manifest's, then its own.
     #[test]
