@@ -51,16 +51,17 @@ return n
 ";
 
 /// Claims a session's upstream session field (see [`Store::claim_upstream`]). KEYS: the
-/// session's hash; ARGV: field, replica, now (ms), lease end (ms), dead id (may be empty).
-/// Returns false (the session is gone), `+mine`, or the field's value (a record, or another
-/// replica's `pending:<replica>:<until>`).
+/// session's hash; ARGV: field, replica, now (ms), lease end (ms), dead id (may be empty), a
+/// replica known gone (may be empty). Returns false (the session is gone), `+mine`, or the
+/// field's value (a record, or another replica's `pending:<replica>:<until>`).
 const CLAIM_UPSTREAM: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 local take = not v
 if v and string.sub(v, 1, 8) == 'pending:' then
   local till = tonumber(string.match(v, ':(%d+)$')) or 0
-  take = till < tonumber(ARGV[3])
+  local gone = 'pending:' .. ARGV[6] .. ':'
+  take = till < tonumber(ARGV[3]) or (ARGV[6] ~= '' and string.sub(v, 1, #gone) == gone)
 elseif v and ARGV[5] ~= '' then
   local ok, rec = pcall(cjson.decode, v)
   take = ok and type(rec) == 'table' and rec.id == ARGV[5]
@@ -93,8 +94,8 @@ pub enum UpstreamClaim {
     Gone,
     /// Open it, then record it.
     Mine,
-    /// Another replica is opening it.
-    Pending,
+    /// Another replica (this one) is opening it.
+    Pending(String),
     /// The record (JSON).
     Held(String),
 }
@@ -409,8 +410,9 @@ impl Store {
     }
 
     /// The upstream session of a session's `field` (`up:<upstream>`), or the right to open it:
-    /// race-free in one script. A field that is empty, holds a claim whose lease ran out, or a
-    /// record whose id is `dead` is claimed for `replica` (lease `lease`).
+    /// race-free in one script. A field that is empty, holds a claim whose lease ran out or that
+    /// the replica `gone` holds, or a record whose id is `dead` is claimed for `replica` (lease
+    /// `lease`).
     pub async fn claim_upstream(
         &self,
         handle: &str,
@@ -418,12 +420,14 @@ impl Store {
         replica: &str,
         lease: Duration,
         dead: Option<&str>,
+        gone: Option<&str>,
     ) -> Result<UpstreamClaim, StoreError> {
         let k = key(handle);
-        let (field, replica, dead) = (
+        let (field, replica, dead, gone) = (
             field.to_string(),
             replica.to_string(),
             dead.unwrap_or("").to_string(),
+            gone.unwrap_or("").to_string(),
         );
         let now = now_ms();
         let until = now + lease.as_millis() as u64;
@@ -436,6 +440,7 @@ impl Store {
                     .arg(now)
                     .arg(until)
                     .arg(dead)
+                    .arg(gone)
                     .invoke_async(&mut c)
                     .await
             })
@@ -443,7 +448,13 @@ impl Store {
         Ok(match got.as_deref() {
             None => UpstreamClaim::Gone,
             Some("+mine") => UpstreamClaim::Mine,
-            Some(v) if v.starts_with("pending:") => UpstreamClaim::Pending,
+            Some(v) if v.starts_with("pending:") => UpstreamClaim::Pending(
+                v["pending:".len()..]
+                    .split(':')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
             Some(v) => UpstreamClaim::Held(v.to_string()),
         })
     }
@@ -630,6 +641,21 @@ impl Store {
                 .arg(payload)
                 .query_async::<()>(&mut c)
                 .await
+        })
+        .await
+    }
+
+    /// Is `replica` listening on its bus now? (A replica killed with `kill -9` is not: Redis
+    /// drops its subscription as its connection closes.)
+    pub async fn listening(&self, replica: &str) -> Result<bool, StoreError> {
+        let ch = format!("{PREFIX}r:{replica}");
+        self.with(|mut c| async move {
+            redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(ch)
+                .query_async::<(String, u64)>(&mut c)
+                .await
+                .map(|(_, n)| n > 0)
         })
         .await
     }

@@ -14,11 +14,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a replica's claim to open an upstream session holds before another may take over
-/// (the opener was killed during the handshake).
+/// (the opener hangs in the handshake; one killed during it is taken over sooner, see
+/// [`PROBE`]).
 const LEASE: Duration = Duration::from_secs(20);
 
 /// How often a replica waiting for another's record looks again.
 const POLL: Duration = Duration::from_millis(25);
+
+/// How often a replica waiting for another's record asks whether that replica is still there
+/// (one that is gone, killed while opening it, is taken over without waiting for its lease).
+const PROBE: Duration = Duration::from_millis(250);
 
 /// The store field of an upstream's session.
 fn field(upstream: &str) -> String {
@@ -93,11 +98,22 @@ impl Share {
     ) -> Result<Claimed, ShareError> {
         let handle = self.handle(session)?;
         let started = Instant::now();
+        // The claimant found gone (killed while opening it): its claim is taken over at once
+        // instead of after its lease.
+        let mut gone: Option<String> = None;
+        let mut checked = None::<Instant>;
         loop {
             let got = self
                 .0
                 .store
-                .claim_upstream(&handle, &field(upstream), &self.0.replica, LEASE, dead)
+                .claim_upstream(
+                    &handle,
+                    &field(upstream),
+                    &self.0.replica,
+                    LEASE,
+                    dead,
+                    gone.as_deref(),
+                )
                 .await
                 .map_err(ShareError::Store)?;
             match got {
@@ -111,10 +127,23 @@ impl Share {
                     let first_id = self.first_id(&handle, upstream).await?;
                     return Ok(Claimed::Theirs { session, first_id });
                 }
-                UpstreamClaim::Pending if started.elapsed() > LEASE + POLL * 40 => {
+                UpstreamClaim::Pending(_) if started.elapsed() > LEASE + POLL * 40 => {
                     return Err(ShareError::StillOpening)
                 }
-                UpstreamClaim::Pending => tokio::time::sleep(POLL).await,
+                UpstreamClaim::Pending(owner) => {
+                    // Is the claimant still there? Asked at most every PROBE.
+                    if checked.is_none_or(|t| t.elapsed() >= PROBE) {
+                        checked = Some(Instant::now());
+                        if owner != *self.0.replica
+                            && matches!(self.0.store.listening(&owner).await, Ok(false))
+                        {
+                            tracing::info!(session, upstream, replica = %owner, "the replica opening the shared upstream session is gone: taken over");
+                            gone = Some(owner);
+                            continue;
+                        }
+                    }
+                    tokio::time::sleep(POLL).await
+                }
             }
         }
     }

@@ -213,3 +213,45 @@ async fn replicas_share_one_upstream_session_per_client_session_and_end_it_once(
         assert_eq!(holding, 1, "{recorded:?}");
     }
 }
+
+/// A replica killed while it opened a client session's upstream session leaves its claim in
+/// Redis (`pending:<replica>:<lease end>`). Another replica that finds the claimant gone from
+/// the bus takes the claim over at once instead of waiting for the lease (a minute here: the call
+/// would fail when it ran out).
+#[tokio::test]
+async fn a_claim_left_by_a_gone_replica_is_taken_over_without_waiting_for_its_lease() {
+    let dir = Scratch::new("fixture-http-claim");
+    let fx = HttpFixture::start(dir.0.join("fixture.log"));
+    let home = Home::new("cluster-claim");
+    home.expose(&json!({"upstreams": [
+        {"id": "fx", "transport": "http", "url": fx.url(), "expose_all": true, "era": "handshake"}
+    ]}));
+    let cl = Cluster::start("claim", home, json!({}));
+    let mut c = Client::new(&cl.replicas[0].url());
+    c.initialize(json!({})).await;
+    let keys = cl.redis.session_keys();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    // What a replica killed during the upstream handshake leaves behind.
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 60_000;
+    let claim = format!("pending:0badcafe:{until}");
+    cl.redis.command(&["HSET", &keys[0], "up:fx", &claim]);
+    assert!(cl
+        .redis
+        .command(&["HGET", &keys[0], "up:fx"])
+        .contains(&claim));
+    // A replica that has not served the session claims its upstream session: the claimant is
+    // gone, so it opens one itself, records it, and the call is answered.
+    let mut other = Client::new(&cl.replicas[1].url());
+    other.session = c.session.clone();
+    let r = other.call_tool("fx_whoami", json!({})).await;
+    let opened = fixture_session(&r);
+    let record = cl.redis.command(&["HGET", &keys[0], "up:fx"]);
+    assert!(record.contains(&format!("\"id\":\"{opened}\"")), "{record}");
+    assert!(cl.replicas[1]
+        .log_text()
+        .contains("the replica opening the shared upstream session is gone: taken over"));
+}
