@@ -137,6 +137,18 @@ async fn listen(url: &str) -> SseReader {
     events
 }
 
+/// GET `path` on the admin listener at `admin`, with the token: the body.
+async fn admin_get(admin: &str, path: &str) -> String {
+    let r = reqwest::Client::new()
+        .get(format!("http://{admin}{path}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("GET on the admin listener");
+    assert_eq!(r.status(), 200, "GET {path}");
+    r.text().await.expect("a body")
+}
+
 /// The audit log's lines so far.
 fn audit(home: &Home) -> Vec<Value> {
     std::fs::read_to_string(home.path().join("logs/audit.jsonl"))
@@ -224,15 +236,8 @@ async fn endpoints_serve_only_what_they_select_in_both_eras() {
     assert_eq!(nope.status, 404, "{}", nope.body);
 
     // The admin page's overview lists the endpoints and their live sessions.
-    let overview: Value = reqwest::Client::new()
-        .get(format!("http://{admin}/api/overview"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .expect("GET /api/overview")
-        .json()
-        .await
-        .unwrap();
+    let overview: Value =
+        serde_json::from_str(&admin_get(&admin, "/api/overview").await).expect("JSON");
     assert_eq!(overview["endpoints"][0]["path"], "/mcp/support");
     assert_eq!(
         overview["endpoints"][0]["tools_listed"], 3,
@@ -313,15 +318,7 @@ async fn endpoints_serve_only_what_they_select_in_both_eras() {
         && l["outcome"] == "refused"));
 
     // /metrics counts each endpoint's exchanges.
-    let metrics = reqwest::Client::new()
-        .get(format!("http://{admin}/metrics"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .unwrap();
+    let metrics = admin_get(&admin, "/metrics").await;
     assert!(
         metrics.contains(
             "sluice_endpoint_calls_total{endpoint=\"support\",method=\"tools/call\",outcome=\"ok\"} 3"
