@@ -1,12 +1,14 @@
 //! Civic hook servers (built with `@civic/hook-common` from npm, pinned) through the real
-//! binary: modify, abort and answer on client requests and their results and errors, on an
-//! upstream's request to the client and the client's reply; and the explain hook's Civic preset.
+//! binary: modify, refuse and answer on client requests and their results and errors, on an
+//! upstream's request to the client and the client's reply; 2026-07-28 clients'
+//! `server/discover`, `subscriptions/listen` and input rounds; and the explain hook's Civic
+//! preset.
 
 use crate::claude_hooks::{
     ask_client, fixture, manifest, node22, node_dir, serve, sluice, write_manifest,
 };
-use serde_json::json;
-use sluice_e2e::mcp::Client;
+use serde_json::{json, Value};
+use sluice_e2e::mcp::{finish, Client, SseReader};
 use sluice_e2e::tree::Home;
 use sluice_e2e::{free_port, wait_for_port, Proc};
 use std::path::PathBuf;
@@ -17,11 +19,16 @@ use std::time::Duration;
 /// `mode`, in a directory of its own under `home` (where it writes `calls.log`): the process,
 /// its port and that directory.
 fn civic_server(home: &Home, mode: &str) -> (Proc, u16, PathBuf) {
+    civic_script(home, "civic-hook.mjs", mode)
+}
+
+/// [`civic_server`] running `script` (in tests/node/hooks).
+fn civic_script(home: &Home, script: &str, mode: &str) -> (Proc, u16, PathBuf) {
     let dir = home.path().join(mode);
     std::fs::create_dir_all(&dir).unwrap();
     let port = free_port();
     let mut cmd = Command::new(node22());
-    cmd.arg(node_dir().join("hooks/civic-hook.mjs"))
+    cmd.arg(node_dir().join("hooks").join(script))
         .arg(port.to_string())
         .arg(mode)
         .current_dir(&dir);
@@ -70,11 +77,11 @@ async fn civic_hook_servers_modify_abort_and_answer() {
         json!({"x": 1, "civic": true}),
         "{r}"
     );
-    // The second aborts by throwing an McpError with a reason.
+    // The second refuses by throwing an McpError: the client gets its code and message.
     let r = c.call_tool("fx_add", json!({"a": 1, "b": 2})).await;
     assert_eq!(
         r["error"],
-        json!({"code": -32030, "message": "Request rejected", "data": {"reason": "Civic says no to fx_add"}})
+        json!({"code": -32600, "message": "Civic says no to fx_add"})
     );
     // A result the second refuses in the response phase: -32031 with its reason.
     let r = c.call_tool("fx_echo", json!({"note": "a secret"})).await;
@@ -123,7 +130,7 @@ async fn civic_hook_servers_modify_abort_and_answer() {
             "processCallToolResult fx_echo",
             "processCallToolRequest fx_add session",
             // The abort's error travels back through the hooks the request reached.
-            "processCallToolError fx_add -32030",
+            "processCallToolError fx_add -32600",
             // (The response-phase refusal stops the phase: this server never sees that reply.)
             "processCallToolRequest fx_echo session",
             "processCallToolRequest fx_missing session",
@@ -282,7 +289,8 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
         json!(["Elicitation not supported or error: MCP error -32031: Response rejected"]),
         "{r}"
     );
-    // The request refused on its way to the client: the client is not asked.
+    // The request refused on its way to the client (an McpError): the client is not asked,
+    // the upstream gets the hook's error.
     let r = ask_client(
         "legacy",
         &url,
@@ -293,7 +301,7 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
     assert_eq!(r["asked"], json!([]), "{r}");
     assert_eq!(
         r["result"]["text"],
-        json!(["Elicitation not supported or error: MCP error -32031: Response rejected"]),
+        json!(["Elicitation not supported or error: MCP error -32600: Civic will not ask that"]),
         "{r}"
     );
 
@@ -322,5 +330,184 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
     assert!(
         text.starts_with("User response: action=accept, content={\"response\":\"civic answered "),
         "{r}"
+    );
+}
+
+/// A 2026-07-28 request to `url` (its `_meta` envelope and mirrored headers; the client can
+/// answer elicitations): the HTTP response.
+async fn modern(url: &str, id: u64, method: &str, mut params: Value) -> reqwest::Response {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "sluice-e2e", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    });
+    let mut rb = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params["name"].as_str() {
+        rb = rb.header("mcp-name", name);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    rb.body(body.to_string()).send().await.unwrap()
+}
+
+/// [`modern`]'s whole answer, a single JSON reply (HTTP 200).
+async fn modern_reply(url: &str, id: u64, method: &str, params: Value) -> Value {
+    let r = finish(modern(url, id, method, params).await).await;
+    assert_eq!(r.status, 200, "{method}: {}", r.body);
+    r.reply()
+}
+
+/// A call of the fixture's elicitation tool by a 2026-07-28 client: its first round, which must
+/// ask for input (the question asked), and the retry answering `answer` (its reply).
+async fn modern_elicitation(url: &str, id: u64, message: &str, answer: Value) -> (Value, Value) {
+    let params = json!({"name": "fxl_test_elicitation", "arguments": {"message": message}});
+    let first = modern_reply(url, id, "tools/call", params.clone()).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let asked = first["result"]["inputRequests"]["sluice-1"].clone();
+    let mut retry = params;
+    retry["requestState"] = first["result"]["requestState"].clone();
+    retry["inputResponses"] = json!({"sluice-1": answer});
+    (asked, modern_reply(url, id + 1, "tools/call", retry).await)
+}
+
+/// Civic hook servers with 2026-07-28 clients, as with a legacy session: `server/discover` and
+/// `subscriptions/listen` reach `processOtherRequest` (and discover's answer
+/// `processOtherResult`), an input round's question `processTargetRequest` and the retry's
+/// answer `processTargetResult`; a thrown McpError refuses with its code and message. A legacy
+/// session's `subscriptions/listen` and `server/discover` reach the same procedures.
+#[tokio::test]
+async fn civic_hook_servers_see_modern_discovery_listening_and_input_rounds() {
+    let home = Home::new("cc-civic-modern");
+    // Pinned to 2025-11-25: its elicitation becomes an input round for a modern client.
+    home.expose(&json!({"upstreams": [
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "handshake"}
+    ]}));
+    let (_h, port, dir) = civic_script(&home, "civic-modern.mjs", "modern");
+    write_manifest(
+        &home,
+        &json!([{"id": "civic-modern", "type": "civic", "url": format!("http://127.0.0.1:{port}"), "enabled": true}]),
+    );
+    let (_gw, url) = serve(&home, &[]);
+
+    // server/discover: the result as the hook changed it.
+    let r = modern_reply(&url, 1, "server/discover", json!({})).await;
+    assert_eq!(r["result"]["instructions"], "civic saw discover", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete");
+    assert_eq!(r["result"]["supportedVersions"][0], "2026-07-28");
+
+    // subscriptions/listen let through: the stream opens with its acknowledgement.
+    let resp = modern(
+        &url,
+        2,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let mut events = SseReader::new(resp);
+    let (_, ack) = events.next().await.expect("the acknowledgement");
+    assert_eq!(
+        ack,
+        json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+               "params": {"notifications": {"toolsListChanged": true},
+                          "_meta": {"io.modelcontextprotocol/subscriptionId": 2}}})
+    );
+    drop(events);
+    // Refused by a thrown McpError: its code and message, and no stream.
+    let r = modern_reply(
+        &url,
+        3,
+        "subscriptions/listen",
+        json!({"notifications": {"promptsListChanged": true}}),
+    )
+    .await;
+    assert_eq!(
+        r,
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32042, "message": "no prompt news"}})
+    );
+
+    // An input round: the question changed on its way out, the answer on its way back.
+    let answer = json!({"action": "accept", "content": {"response": "Ada"}});
+    let (asked, done) = modern_elicitation(&url, 10, "Your name?", answer.clone()).await;
+    assert_eq!(asked["params"]["message"], "[civic] Your name?", "{asked}");
+    assert_eq!(
+        done["result"]["content"],
+        json!([{"type": "text", "text": "User response: action=accept, content={\"response\":\"Ada\",\"civic\":true}"}]),
+        "{done}"
+    );
+    // The answer refused by an McpError: the upstream gets the hook's error.
+    let (_, done) = modern_elicitation(&url, 20, "Your secret?", answer).await;
+    assert_eq!(
+        done["result"]["content"],
+        json!([{"type": "text", "text": "Elicitation not supported or error: MCP error -32044: Civic keeps that answer"}]),
+        "{done}"
+    );
+    // The question refused: no input round, the upstream gets the hook's error.
+    let params =
+        json!({"name": "fxl_test_elicitation", "arguments": {"message": "Something forbidden?"}});
+    let r = modern_reply(&url, 30, "tools/call", params).await;
+    assert_eq!(
+        r["result"]["content"],
+        json!([{"type": "text", "text": "Elicitation not supported or error: MCP error -32043: Civic will not ask that"}]),
+        "{r}"
+    );
+
+    // A legacy session: the same procedures, the same error.
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let r = c
+        .request(
+            "subscriptions/listen",
+            json!({"notifications": {"promptsListChanged": true}}),
+        )
+        .await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32042, "message": "no prompt news"}),
+        "{r}"
+    );
+    let r = c.request("server/discover", json!({})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32601, "message": "Method not found: server/discover"}),
+        "{r}"
+    );
+
+    let calls = std::fs::read_to_string(dir.join("calls.log")).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(
+        calls,
+        [
+            // The hook sees the request without the era's _meta, under the client's id.
+            "processOtherRequest server/discover {} 1",
+            "processOtherResult server/discover 1",
+            r#"processOtherRequest subscriptions/listen {"notifications":{"toolsListChanged":true}} 2"#,
+            r#"processOtherRequest subscriptions/listen {"notifications":{"promptsListChanged":true}} 3"#,
+            // The refusal's error travels back through the hook, as in a legacy session.
+            "processOtherError subscriptions/listen -32042",
+            // The input request and the answer, under the input request's key; the call's
+            // result once, when it completes (an input_required round is not its result).
+            "processCallToolRequest fxl_test_elicitation 10",
+            "processTargetRequest elicitation/create Your name? sluice-1",
+            "processTargetResult elicitation/create accept sluice-1",
+            "processCallToolResult fxl_test_elicitation -",
+            "processCallToolRequest fxl_test_elicitation 20",
+            "processTargetRequest elicitation/create Your secret? sluice-1",
+            "processTargetResult elicitation/create accept sluice-1",
+            "processCallToolResult fxl_test_elicitation -",
+            "processCallToolRequest fxl_test_elicitation 30",
+            "processTargetRequest elicitation/create Something forbidden? sluice-1",
+            "processCallToolResult fxl_test_elicitation -",
+            // The legacy session.
+            r#"processOtherRequest subscriptions/listen {"notifications":{"promptsListChanged":true}} 1"#,
+            "processOtherError subscriptions/listen -32042",
+            "processOtherRequest server/discover {} 2",
+            "processOtherError server/discover -32601",
+        ],
+        "{calls:#?}"
     );
 }

@@ -21,13 +21,21 @@
 //! | client reply to an upstream request (a result) | `processTargetResult` (`{response, originalRequest, originalRequestExtra}`) | `continue` with `response` → pass / modify |
 //! | client reply to an upstream request (an error) | `processTargetError` (`{error, originalRequest, originalRequestExtra}`) | `continue` → pass; `respond` with `response` → the error is replaced by that result |
 //!
-//! `requestExtra` is `{"requestId": <the JSON-RPC id>, "sessionId": <the session>}`. An abort —
-//! in 0.9.0 a thrown error (an `McpError` or any `Error`) whose message is the reason; before
-//! it, `{"resultType": "abort", "reason": …}` — refuses: -32030 in the request phase, -32031 in
-//! the response phase, with the reason for the agent (`MCP error -32001: ` in front of it is
-//! taken off); an upstream's request to the client, or the client's reply to it, refused so
-//! is answered to the upstream with -32031 and the reason. An input the server's schemas reject (`BAD_REQUEST`), an unreadable answer, a
-//! timeout or a refused connection is a failure (the hook's `on_error`).
+//! `requestExtra` is `{"requestId": <the JSON-RPC id>, "sessionId": <the session>}`.
+//!
+//! A refusal. In 0.9.0 a hook refuses by throwing. A thrown `McpError(code, message)` reaches
+//! the wire as a tRPC error whose message is `MCP error <code>: <message>` (tRPC keeps neither
+//! the code nor `data` apart): Sluice answers with exactly that error, `{"code": <code>,
+//! "message": <message>}`, so the client's SDK rebuilds the `McpError` the hook threw. (Civic's
+//! passthrough means to keep the code and message too, but gives a remote hook's refusal as
+//! -32603 `MCP error -32603: MCP error <code>: <message>` with tRPC's stack in `data`.) In the
+//! request phase the request goes no further; in the response phase the client gets the error
+//! instead of the result; an upstream's request to the client, or the client's reply to it,
+//! refused so is answered to the upstream with that error. Any other thrown `Error` (its
+//! message the reason), and before 0.9.0 `{"resultType": "abort", "reason": …}`, refuses as
+//! Sluice's hooks do: -32030 in the request phase, -32031 in the response phase, with the
+//! reason for the agent. An input the server's schemas reject (`BAD_REQUEST`), an unreadable
+//! answer, a timeout or a refused connection is a failure (the hook's `on_error`).
 
 use crate::decision::{Decision, HookFailure, Refusal};
 use crate::event::{HookEvent, Phase};
@@ -36,7 +44,7 @@ use crate::wire::{replace, truncate_chars};
 use parking_lot::Mutex;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
-use sluice_core::{Kind, Message};
+use sluice_core::{Kind, Message, RpcError};
 use sluice_http::Client;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -99,6 +107,14 @@ impl CivicHook {
             Called::Aborted(reason) => {
                 return Ok(Decision::Refuse(Refusal::for_agent(reason)));
             }
+            Called::Threw(code, message) => {
+                let error = RpcError::new(code, message.clone());
+                return Ok(Decision::Refuse(Refusal {
+                    reason: message,
+                    for_agent: true,
+                    error: Some(Box::new(error)),
+                }));
+            }
         };
         read_output(ev, &procedure, &output)
     }
@@ -131,8 +147,10 @@ enum Called {
     Output(Value),
     /// The server has no such procedure, or says it is not implemented: continue.
     NotImplemented,
-    /// The hook threw: the reason.
+    /// The hook threw an `Error` (or answered `abort`): the reason.
     Aborted(String),
+    /// The hook threw an `McpError`: its code and message.
+    Threw(i64, String),
 }
 
 /// Read a tRPC answer.
@@ -165,7 +183,10 @@ fn read_answer(
                 truncate_chars(message, 300)
             )));
         }
-        return Ok(Called::Aborted(abort_reason(message)));
+        return Ok(match mcp_error(message) {
+            Some((code, message)) => Called::Threw(code, message.to_string()),
+            None => Called::Aborted(abort_reason(message)),
+        });
     }
     if !status.is_success() {
         return Err(unreadable());
@@ -176,15 +197,21 @@ fn read_answer(
     }
 }
 
-/// A thrown error's message as the reason: `MCP error -32001: ` (how `McpError` words its
-/// message) taken off.
+/// An `McpError`'s code and message, from the message it reaches the wire with
+/// (`MCP error <code>: <message>`, how the MCP SDK words it).
+fn mcp_error(message: &str) -> Option<(i64, &str)> {
+    let (code, rest) = message
+        .trim()
+        .strip_prefix("MCP error ")?
+        .split_once(": ")?;
+    Some((code.parse().ok()?, rest))
+}
+
+/// A reason as the agent is shown it: `MCP error -32001: ` (how an older `abort` reached the
+/// wire) taken off.
 fn abort_reason(message: &str) -> String {
     let m = message.trim();
-    let rest = m.strip_prefix("MCP error ").and_then(|r| {
-        let (code, tail) = r.split_once(": ")?;
-        code.parse::<i64>().ok().map(|_| tail)
-    });
-    let reason = rest.unwrap_or(m).trim();
+    let reason = mcp_error(m).map_or(m, |(_, rest)| rest).trim();
     if reason.is_empty() {
         "refused by the Civic hook server".into()
     } else {
@@ -437,8 +464,19 @@ mod tests {
         );
         assert_eq!(
             read_answer("p", bad, br#"{"error":{"json":{"message":"MCP error -32001: no deletes","code":-32603,"data":{"code":"INTERNAL_SERVER_ERROR"}}}}"#).unwrap(),
-            Called::Aborted("no deletes".into())
+            Called::Threw(-32001, "no deletes".into())
         );
+        // An McpError's code and message (however long); a plain Error's message.
+        assert_eq!(
+            read_answer("p", bad, br#"{"error":{"json":{"message":"MCP error -32042: no: not now","code":-32603,"data":{"code":"INTERNAL_SERVER_ERROR","stack":"McpError: ..."}}}}"#).unwrap(),
+            Called::Threw(-32042, "no: not now".into())
+        );
+        assert_eq!(
+            read_answer("p", bad, br#"{"error":{"json":{"message":"the result holds a secret","code":-32603,"data":{"code":"INTERNAL_SERVER_ERROR"}}}}"#).unwrap(),
+            Called::Aborted("the result holds a secret".into())
+        );
+        assert_eq!(mcp_error("MCP error 7: x"), Some((7, "x")));
+        assert_eq!(mcp_error("MCP error x: y"), None);
         assert!(read_answer(
             "p",
             reqwest::StatusCode::BAD_REQUEST,

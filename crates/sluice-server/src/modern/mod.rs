@@ -4,10 +4,12 @@
 //! (-32022) and its method), answers `server/discover`, and marks results for modern clients
 //! (`resultType`, `ttlMs` / `cacheScope`). Its parts: [`headers`] (the `Mcp-*` rules), [`state`]
 //! (the signed `requestState`), [`rounds`] (a call's rounds: run, park for the client's input,
-//! resume), [`listen`] (`subscriptions/listen`). The faces that carry it are
+//! resume), [`listen`] (`subscriptions/listen`), [`hooked`] (`server/discover` and
+//! `subscriptions/listen` through the hooks). The faces that carry it are
 //! `transport::http_modern` and `transport::stdio_modern`.
 
 pub(crate) mod headers;
+pub(crate) mod hooked;
 pub(crate) mod listen;
 pub(crate) mod rounds;
 pub(crate) mod state;

@@ -11,7 +11,8 @@
 //!         + "inputResponses": {"<input request key>": <the client's result>, …}
 //! ```
 //!
-//! Answers missing from a retry are asked for again, under a fresh state.
+//! Answers missing from a retry are asked for again, under a fresh state. Each answer goes
+//! through the request hooks as a legacy client's reply would (`proxy::client_message`).
 
 use super::state::{self, Claims, Signer};
 use super::{decorate, log_rank, strip_meta, wanted_log_rank};
@@ -357,10 +358,12 @@ async fn resume(
     let mut missing = Vec::new();
     for (key, request) in pending {
         match responses.get(&key) {
-            Some(answer) => crate::proxy::client_out::relay_client_reply(
-                &call.session,
-                Message::response(json!(key), answer.clone()),
-            ),
+            // Through the request hooks, as a legacy client's reply to the upstream's request
+            // (a refusal answers the upstream with the hook's error).
+            Some(answer) => {
+                let reply = Message::response(json!(key), answer.clone());
+                crate::proxy::client_message(&st, &call.session, reply).await;
+            }
             None => missing.push((key, request)),
         }
     }

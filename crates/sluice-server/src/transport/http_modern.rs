@@ -7,7 +7,7 @@
 use crate::channel::is_reply;
 use crate::http_parts::{header_str, json_error, json_reply, sse_headers, KEEPALIVE};
 use crate::modern::rounds::{start, Rounds};
-use crate::modern::{self, listen, Admitted, HeaderSource};
+use crate::modern::{self, hooked, listen, Admitted, HeaderSource};
 use crate::state::State;
 use crate::stream;
 use axum::body::Body;
@@ -58,9 +58,17 @@ pub(crate) async fn post(
         Ok(Admitted::Discover(reply)) => {
             // An endpoint's own instructions and serverInfo name.
             let own = endpoint.and_then(|e| modern::discover_on(&st, e, id.clone()));
-            return json_reply(own.unwrap_or(reply));
+            let authorization = header_str(headers, axum::http::header::AUTHORIZATION);
+            let reply = own.unwrap_or(reply);
+            let reply = hooked::discover(&st, msg, authorization, principal, endpoint, reply).await;
+            return json_reply(reply);
         }
         Ok(Admitted::Listen) => {
+            let authorization = header_str(headers, axum::http::header::AUTHORIZATION);
+            let msg = match hooked::listen(&st, msg, authorization, principal, endpoint).await {
+                Ok(msg) => msg,
+                Err(reply) => return json_reply(reply),
+            };
             let (ack, rx) = listen::subscribe(&st, id, &msg, endpoint);
             let body = Body::from_stream(stream::live(rx, Some(ack), KEEPALIVE));
             return sse_headers(body.into_response());

@@ -5,7 +5,7 @@
 
 use crate::channel::Out;
 use crate::modern::rounds::{start, Rounds};
-use crate::modern::{self, listen, Admitted};
+use crate::modern::{self, hooked, listen, Admitted};
 use crate::state::State;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -65,14 +65,39 @@ impl Stdio {
             Err(refusal) => return send(Message::error(id, &refusal.error)),
             Ok(Admitted::Discover(reply)) => {
                 let own = self.endpoint.as_deref();
-                let own = own.and_then(|e| modern::discover_on(st, e, id.clone()));
-                return send(own.unwrap_or(reply));
+                let reply = own
+                    .and_then(|e| modern::discover_on(st, e, id.clone()))
+                    .unwrap_or(reply);
+                let (st, endpoint) = (st.clone(), self.endpoint.clone());
+                tokio::spawn(async move {
+                    let principal = Some(Arc::new(Principal::stdio()));
+                    let endpoint = endpoint.as_deref();
+                    let reply = hooked::discover(&st, msg, None, principal, endpoint, reply).await;
+                    let _ = msg_out.send(reply);
+                });
             }
             Ok(Admitted::Listen) => {
-                let (ack, rx) = listen::subscribe(st, id, &msg, self.endpoint.as_deref());
-                send(ack);
-                msg_rx = rx;
-                drop(msg_out);
+                // Through the hooks, then the stream (until the request is cancelled).
+                let (st, endpoint) = (st.clone(), self.endpoint.clone());
+                tokio::spawn(async move {
+                    let principal = Some(Arc::new(Principal::stdio()));
+                    let endpoint = endpoint.as_deref();
+                    let msg = match hooked::listen(&st, msg, None, principal, endpoint).await {
+                        Ok(msg) => msg,
+                        Err(reply) => return drop(msg_out.send(reply)),
+                    };
+                    let (ack, mut rx) = listen::subscribe(&st, id, &msg, endpoint);
+                    let _ = msg_out.send(ack);
+                    loop {
+                        let m = tokio::select! {
+                            m = rx.recv() => m,
+                            () = msg_out.closed() => None,
+                        };
+                        if m.is_none_or(|m| msg_out.send(m).is_err()) {
+                            return;
+                        }
+                    }
+                });
             }
             Ok(Admitted::Call { requested }) => {
                 let principal = Some(Arc::new(Principal::stdio()));
