@@ -5,11 +5,11 @@
 //!
 //! The deadline is that of Apache's `mod_reqtimeout` with `MinRate`: the allowance, plus a
 //! second for every `min_body_bytes_per_sec` bytes received, and never past the body timeout.
-//! A body that is whole at the first look (most are: it came with the head) costs one timer,
-//! as `tokio::time::timeout` did; only a body still arriving looks at the rate again, at most
-//! once a second.
+//! A body that is whole at the first look (most are: it came with the head) is read without a
+//! timer; only a body still arriving gets one, and looks at the rate again at most once a second.
 
 use axum::body::{Body, Bytes};
+use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -57,42 +57,65 @@ pub(super) async fn read(
     let mut first: Option<Bytes> = None;
     let mut rest: Vec<Bytes> = Vec::new();
     let mut got = 0usize;
-    let mut deadline = due(0);
-    let timer = tokio::time::sleep_until(deadline);
-    tokio::pin!(timer);
+    let mut keep = |data: Bytes, got: &mut usize| -> Result<(), BodyError> {
+        *got += data.len();
+        if *got > limits.max {
+            return Err(BodyError::TooLarge);
+        }
+        match first {
+            None => first = Some(data),
+            Some(_) => rest.push(data),
+        }
+        Ok(())
+    };
+    // A body whole at the first look (it came with the head) is read without a timer.
+    let mut whole = false;
     loop {
-        tokio::select! {
-            biased;
-            frame = body.frame() => match frame {
-                None => break,
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else { continue };
-                    got += data.len();
-                    if got > limits.max {
-                        return Err(BodyError::TooLarge);
-                    }
-                    match first {
-                        None => first = Some(data),
-                        Some(_) => rest.push(data),
-                    }
-                    if limits.min_rate != 0 {
-                        deadline = due(got);
-                        timer.as_mut().reset(deadline.min(Instant::now() + Duration::from_secs(1)));
-                    }
+        match body.frame().now_or_never() {
+            Some(None) => {
+                whole = true;
+                break;
+            }
+            Some(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    keep(data, &mut got)?;
                 }
-                Some(Err(_)) => return Err(BodyError::TooLarge),
-            },
-            () = &mut timer => {
-                let now = Instant::now();
-                if now >= hard {
-                    return Err(BodyError::TimedOut);
+            }
+            Some(Some(Err(_))) => return Err(BodyError::TooLarge),
+            None => break,
+        }
+    }
+    if !whole {
+        let mut deadline = due(got);
+        let timer = tokio::time::sleep_until(deadline.min(Instant::now() + Duration::from_secs(1)));
+        tokio::pin!(timer);
+        loop {
+            tokio::select! {
+                biased;
+                frame = body.frame() => match frame {
+                    None => break,
+                    Some(Ok(frame)) => {
+                        let Ok(data) = frame.into_data() else { continue };
+                        keep(data, &mut got)?;
+                        if limits.min_rate != 0 {
+                            deadline = due(got);
+                            timer.as_mut().reset(deadline.min(Instant::now() + Duration::from_secs(1)));
+                        }
+                    }
+                    Some(Err(_)) => return Err(BodyError::TooLarge),
+                },
+                () = &mut timer => {
+                    let now = Instant::now();
+                    if now >= hard {
+                        return Err(BodyError::TimedOut);
+                    }
+                    // The allowance may have shrunk since (overload): look again.
+                    deadline = due(got);
+                    if now >= deadline {
+                        return Err(BodyError::TooSlow);
+                    }
+                    timer.as_mut().reset(deadline.min(now + Duration::from_secs(1)));
                 }
-                // The allowance may have shrunk since (overload): look again.
-                deadline = due(got);
-                if now >= deadline {
-                    return Err(BodyError::TooSlow);
-                }
-                timer.as_mut().reset(deadline.min(now + Duration::from_secs(1)));
             }
         }
     }
