@@ -4,7 +4,7 @@
 //! Nothing here runs per call: a call to a held item is refused from the catalog's note.
 
 use serde_json::{json, Value};
-use sluice_config::pins::{self, Action, Def, Kind, PinFile, PinPolicy, Verdict};
+use sluice_config::pins::{self, Action, Def, Kind, PinFile, PinMode, PinPolicy, Verdict};
 use sluice_config::{Config, UpstreamSpec};
 use sluice_telemetry::Audit;
 use sluice_upstream::UpstreamLists;
@@ -110,8 +110,13 @@ pub(crate) fn judge(
             ..UpstreamLists::default()
         };
         for (kind, key, item, policy) in items(config, spec, policy, lists) {
-            let def = Def::of(kind, item);
-            let verdict = config.pins.judge(&spec.id, kind, key, &def.digest);
+            // Not pinned (an unpinned upstream's tool that no `expose` entry curates): as it is.
+            let verdict = if policy.pin == PinMode::Off {
+                Verdict::Pinned
+            } else {
+                let def = Def::of(kind, item);
+                config.pins.judge(&spec.id, kind, key, &def.digest)
+            };
             let item = match policy.action(verdict) {
                 Action::Serve | Action::Adopt => item.clone(),
                 Action::Flag => {
@@ -195,6 +200,9 @@ pub(crate) fn record(
             continue;
         };
         for (kind, key, item, policy) in items(config, spec, policy, lists) {
+            if policy.pin == PinMode::Off {
+                continue;
+            }
             let def = Def::of(kind, item);
             let verdict = file.judge(&spec.id, kind, key, &def.digest);
             let action = policy.action(verdict);
@@ -283,3 +291,6 @@ fn audit(audit_log: &Audit, what: &str, upstream: &str, name: &str, outcome: &st
     );
     audit_log.write(&line);
 }
+
+#[cfg(test)]
+mod tests;
