@@ -333,6 +333,21 @@ async fn civic_hook_servers_answer_change_or_refuse_an_upstreams_request_and_the
     );
 }
 
+/// A tree with the fixture pinned to 2025-11-25 (its elicitation becomes an input round for a
+/// modern client) and the hook server of civic-modern.mjs: the tree, the server, its folder.
+fn modern_tree(label: &str) -> (Home, Proc, PathBuf) {
+    let home = Home::new(label);
+    home.expose(&json!({"upstreams": [
+        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "handshake"}
+    ]}));
+    let (server, port, dir) = civic_script(&home, "civic-modern.mjs", "modern");
+    write_manifest(
+        &home,
+        &json!([{"id": "civic-modern", "type": "civic", "url": format!("http://127.0.0.1:{port}"), "enabled": true}]),
+    );
+    (home, server, dir)
+}
+
 /// A 2026-07-28 request to `url` (its `_meta` envelope and mirrored headers; the client can
 /// answer elicitations): the HTTP response.
 async fn modern(url: &str, id: u64, method: &str, mut params: Value) -> reqwest::Response {
@@ -381,16 +396,7 @@ async fn modern_elicitation(url: &str, id: u64, message: &str, answer: Value) ->
 /// session's `subscriptions/listen` and `server/discover` reach the same procedures.
 #[tokio::test]
 async fn civic_hook_servers_see_modern_discovery_listening_and_input_rounds() {
-    let home = Home::new("cc-civic-modern");
-    // Pinned to 2025-11-25: its elicitation becomes an input round for a modern client.
-    home.expose(&json!({"upstreams": [
-        {"id": "fxl", "command": fixture(), "args": ["--stdio"], "expose_all": true, "era": "handshake"}
-    ]}));
-    let (_h, port, dir) = civic_script(&home, "civic-modern.mjs", "modern");
-    write_manifest(
-        &home,
-        &json!([{"id": "civic-modern", "type": "civic", "url": format!("http://127.0.0.1:{port}"), "enabled": true}]),
-    );
+    let (home, _h, dir) = modern_tree("cc-civic-modern");
     let (_gw, url) = serve(&home, &[]);
 
     // server/discover: the result as the hook changed it.
@@ -509,5 +515,71 @@ async fn civic_hook_servers_see_modern_discovery_listening_and_input_rounds() {
             "processOtherError server/discover -32601",
         ],
         "{calls:#?}"
+    );
+}
+
+/// The same on the 2026-07-28 era over stdio (`sluice serve --stdio`): `server/discover` as the
+/// hook changed it, `subscriptions/listen` let through (its acknowledgement) and refused (the
+/// McpError's code and message).
+#[test]
+fn civic_hook_servers_see_modern_discovery_and_listening_on_stdio() {
+    use std::io::{BufRead, Write};
+    let (home, _h, dir) = modern_tree("cc-civic-modern-stdio");
+    let mut cmd = Command::new(sluice_e2e::bin("sluice"));
+    cmd.args(["serve", "--stdio", "--no-admin", "--home", &home.arg()]);
+    let mut gw = Proc::spawn_piped(cmd);
+    let mut stdin = gw.child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(gw.child.stdout.take().unwrap()).lines();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let mut ask = |id: u64, method: &str, mut params: Value| -> Value {
+        params["_meta"] = meta.clone();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{body}").unwrap();
+        stdin.flush().unwrap();
+        // The first line about this request (its reply, or a listen stream's first message).
+        loop {
+            let line = lines.next().expect("a line").unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            let about = v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone();
+            if v["id"] == json!(id) || about == json!(id) {
+                return v;
+            }
+        }
+    };
+    let d = ask(1, "server/discover", json!({}));
+    assert_eq!(d["result"]["instructions"], "civic saw discover", "{d}");
+    let ack = ask(
+        2,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    assert_eq!(
+        ack,
+        json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+               "params": {"notifications": {"toolsListChanged": true},
+                          "_meta": {"io.modelcontextprotocol/subscriptionId": 2}}})
+    );
+    let r = ask(
+        3,
+        "subscriptions/listen",
+        json!({"notifications": {"promptsListChanged": true}}),
+    );
+    assert_eq!(
+        r,
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32042, "message": "no prompt news"}})
+    );
+    let calls = std::fs::read_to_string(dir.join("calls.log")).unwrap();
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        [
+            "processOtherRequest server/discover {} 1",
+            "processOtherResult server/discover 1",
+            r#"processOtherRequest subscriptions/listen {"notifications":{"toolsListChanged":true}} 2"#,
+            r#"processOtherRequest subscriptions/listen {"notifications":{"promptsListChanged":true}} 3"#,
+            "processOtherError subscriptions/listen -32042",
+        ]
     );
 }
