@@ -25,7 +25,9 @@
 //! was killed before it answered. Each replica's RSS and open descriptors are sampled at
 //! the start, every `--sample-every` s (60) and at the end. It fails when any call was wrong,
 //! hung or dropped, any session was lost, or (when the run is long enough to measure it) a
-//! replica that lived from `--growth-from` s (120) to the end grew by more than 10%.
+//! replica that lived from `--growth-from` s (120) to the end grew by more than 10%. Its folder is
+//! kept then, with the replicas' logs and nginx's log of every request that took a second or more
+//! (`nginx-slow.log`: which replica, status, time, session).
 
 use super::{expose, free_port, sigkill, spawn_echo, stdio_children, write_atomic, Options};
 use anyhow::{bail, Context, Result};
@@ -203,7 +205,11 @@ pid {d}/nginx.pid;
 error_log {d}/nginx-error.log warn;
 events {{ worker_connections 4096; }}
 http {{
-    access_log off;
+    # Only requests that took a second or more are logged (which replica, how long, the
+    # session): what a hung call leaves behind.
+    map $request_time $slow {{ "~^[1-9]" 1; default 0; }}
+    log_format slow '$time_iso8601 $upstream_addr $status $request_time $upstream_response_time $http_mcp_session_id';
+    access_log {d}/nginx-slow.log slow if=$slow;
     client_body_temp_path {d}/body;
     proxy_temp_path {d}/proxy;
     fastcgi_temp_path {d}/fastcgi;
