@@ -3,8 +3,8 @@
 //! differs (`seen`, awaiting review); the judgement of a definition against its pin, the review
 //! diff, and approval.
 
+use crate::error::ConfigError;
 use crate::store;
-use crate::{ConfigError, ExposeEntry};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -549,13 +549,6 @@ fn def_in(p: &Value, at: &str) -> Result<Option<Def>, (String, String)> {
             "digest (\"sha256:…\") and definition go together".into(),
         )),
     }
-}
-
-/// Is the upstream tool `tool` of `upstream` curated by an enabled `expose` entry?
-pub fn curated(expose: &[ExposeEntry], upstream: &str, tool: &str) -> bool {
-    expose
-        .iter()
-        .any(|e| e.enabled && e.upstream == upstream && e.tool == tool)
 }
 
 #[cfg(test)]

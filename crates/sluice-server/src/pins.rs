@@ -63,6 +63,13 @@ fn policy_of(config: &Config, spec: &UpstreamSpec) -> Option<PinPolicy> {
     (policy != PinPolicy::default() || curated).then_some(policy)
 }
 
+/// Is the upstream tool `tool` of `upstream` curated by an enabled `expose` entry?
+fn curated(expose: &[sluice_config::ExposeEntry], upstream: &str, tool: &str) -> bool {
+    expose
+        .iter()
+        .any(|e| e.enabled && e.upstream == upstream && e.tool == tool)
+}
+
 /// Is anything of this tree pinned or tracked? (Nothing to do otherwise.)
 fn any(config: &Config) -> bool {
     !config.expose.pins.is_empty() || config.expose.expose.iter().any(|e| e.enabled)
@@ -78,7 +85,7 @@ fn items<'a>(
     let of = move |kind: Kind, list: &'a [Value]| {
         list.iter().filter_map(move |item| {
             let key = kind.item_key(item)?;
-            let curated = kind == Kind::Tool && pins::curated(&config.expose.expose, &spec.id, key);
+            let curated = kind == Kind::Tool && curated(&config.expose.expose, &spec.id, key);
             Some((kind, key, item, policy.effective(curated)))
         })
     };
@@ -250,7 +257,7 @@ pub(crate) fn audit_approvals(audit_log: &Audit, config: &Config, old: &PinFile)
                     .get(id, *kind, key)
                     .and_then(|p| p.approved.as_ref())
                     .map(|a| a.digest.as_str());
-                let curated = *kind == Kind::Tool && pins::curated(&config.expose.expose, id, key);
+                let curated = *kind == Kind::Tool && curated(&config.expose.expose, id, key);
                 let approval = match before {
                     Some(b) => b != now.digest,
                     None => policy.effective(curated).new == pins::NewMode::Hold,
