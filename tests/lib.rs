@@ -101,6 +101,24 @@ fn port_markers() -> std::path::PathBuf {
     .clone()
 }
 
+/// Run `sluice client --era modern URL ARGS… --output json`, a 2026-07-28 client (no
+/// `SLUICE_TOKEN` taken from the environment): its exit code, the JSON on its stdout (null when
+/// there is none) and its stderr.
+pub fn modern_client(url: &str, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = Command::new(bin("sluice"))
+        .args(["client", "--era", "modern", url])
+        .args(args)
+        .args(["--output", "json"])
+        .env_remove("SLUICE_TOKEN")
+        .output()
+        .expect("run sluice client");
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Poll `check` every 100 ms until it holds; panic naming `what` after 10 s.
 pub async fn eventually<F, Fut>(what: &str, mut check: F)
 where

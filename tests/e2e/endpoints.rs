@@ -9,6 +9,7 @@
 use crate::interop::{node22, node_dir};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::{Client, SseReader};
+use sluice_e2e::modern_client as modern;
 use sluice_e2e::tree::Home;
 use sluice_e2e::{bin, free_port, start_sluice, Proc};
 use std::io::{BufRead, BufReader, Write};
@@ -66,23 +67,6 @@ fn two_endpoints() -> Value {
          "instructions": "Help customers.", "server_name": "support-gw"},
         {"name": "coding", "upstreams": ["fs"]}
     ]})
-}
-
-/// Run `sluice client --era modern URL ARGS… --output json`: its exit code, JSON and stderr.
-fn modern(url: &str, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(bin("sluice"))
-        .args(["client", "--era", "modern", url])
-        .args(args)
-        .args(["--output", "json"])
-        .env_remove("SLUICE_TOKEN")
-        .output()
-        .expect("run sluice client");
-    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        json,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn names(list: &Value) -> Vec<String> {

@@ -249,15 +249,11 @@ async fn warn_serves_and_flags_and_new_definitions_wait_for_approval() {
         "only fx's template: {templates}"
     );
     // A 2026-07-28 client gets the same refusal.
-    let out = Command::new(bin("sluice"))
-        .args(["client", "--era", "modern", &url, "call", "fy_echo", "n=1"])
-        .output()
-        .unwrap();
-    assert_ne!(out.status.code(), Some(0));
+    let (code, _, stderr) = sluice_e2e::modern_client(&url, &["call", "fy_echo", "n=1"]);
+    assert_ne!(code, 0);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Tool fy_echo is held by its pin: it is new"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("Tool fy_echo is held by its pin: it is new"),
+        "{stderr}"
     );
 
     // The review lists fy's items as new (with the whole definition added) and fx's change.

@@ -8,7 +8,6 @@
 use serde_json::{json, Value};
 use sluice_e2e::tree::Home;
 use sluice_e2e::{bin, start_sluice};
-use std::process::Command;
 use std::time::Duration;
 
 /// The fixture upstream `fix` (its own tools and `bulk_0` … `bulk_299`), every tool exposed,
@@ -31,20 +30,10 @@ fn home(label: &str, settings: Value) -> Home {
 
 /// Run `sluice client --era modern URL ARGS… --output json` and read its JSON.
 fn modern(url: &str, args: &[&str]) -> Value {
-    let out = Command::new(bin("sluice"))
-        .args(["client", "--era", "modern", url])
-        .args(args)
-        .args(["--output", "json"])
-        .env_remove("SLUICE_TOKEN")
-        .output()
-        .expect("run sluice client");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    let (code, json, stderr) = sluice_e2e::modern_client(url, args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!json.is_null(), "JSON on stdout: {stderr}");
+    json
 }
 
 fn names(structured: &Value) -> Vec<&str> {
