@@ -324,4 +324,20 @@ async fn a_malformed_lock_file_is_an_error_naming_it_and_an_unknown_policy_too()
         out.contains("upstreams[0].pin: unknown pin \"lock\" (hold, warn or off)"),
         "{out}"
     );
+    // Neither review nor approval goes on over a malformed lock file, and nothing is written.
+    let before = std::fs::read_to_string(home.path().join("mcp/pins.json")).unwrap();
+    let named =
+        "mcp/pins.json: upstreams.fx.tools.echo: digest (\"sha256:…\") and definition go together";
+    for args in [&["pins", "diff"][..], &["pins", "approve", "--all"][..]] {
+        let (code, out, err) = sluice(&[args, &["--home", &h]].concat());
+        assert_eq!((code, out.as_str()), (1, ""), "{args:?}: {err}");
+        assert!(
+            err.starts_with("sluice: ") && err.contains(named),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("mcp/pins.json")).unwrap(),
+        before
+    );
 }
