@@ -44,9 +44,35 @@ impl Overload {
     }
 
     /// Are the open connections at or past the overload threshold of `settings`?
+    /// Connections asked to close and not closed yet do not count.
     pub(crate) fn pressed(&self, settings: &Settings) -> bool {
         let threshold = settings.overload.threshold(settings.max_connections);
-        self.open.load(Ordering::Relaxed) as u64 >= threshold
+        let open = self.open.load(Ordering::SeqCst);
+        open.saturating_sub(self.shedding.load(Ordering::SeqCst)) as u64 >= threshold
+    }
+
+    /// Take one connection out of the count under overload, for a connection about to close
+    /// on the overload idle timeout: true (and one more in `shedding`, which its owner takes
+    /// off when it closes) while the open connections are still at the threshold. Connections
+    /// that reach the timeout together close only as many as bring the count under it.
+    pub(crate) fn claim_close(&self, settings: &Settings) -> bool {
+        let threshold = settings.overload.threshold(settings.max_connections);
+        let mut shedding = self.shedding.load(Ordering::SeqCst);
+        loop {
+            let open = self.open.load(Ordering::SeqCst);
+            if (open.saturating_sub(shedding) as u64) < threshold {
+                return false;
+            }
+            match self.shedding.compare_exchange(
+                shedding,
+                shedding + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(now) => shedding = now,
+            }
+        }
     }
 
     /// Is the resident memory past the ceiling (as last sampled)?
@@ -175,5 +201,22 @@ mod tests {
             (Some(10), true, true)
         );
         assert!(resident_bytes().is_some_and(|b| b > 0));
+    }
+
+    #[test]
+    fn connections_idle_together_claim_only_enough_closes_to_end_the_overload() {
+        let o = Overload::default();
+        let settings = Settings {
+            max_connections: 4,
+            ..Settings::default()
+        };
+        // 80% of 4 is 3: with 4 open, two closes bring the count under it.
+        o.open.store(4, Ordering::SeqCst);
+        assert!(o.claim_close(&settings));
+        assert!(o.pressed(&settings), "3 counted: still at the threshold");
+        assert!(o.claim_close(&settings));
+        assert!(!o.pressed(&settings), "2 counted");
+        assert!(!o.claim_close(&settings), "a third close is not needed");
+        assert_eq!(o.shedding.load(Ordering::SeqCst), 2);
     }
 }

@@ -466,13 +466,23 @@ async fn watchdog(st: &State, stats: &Stats) -> &'static str {
                 let free = stats.free_since.load(Ordering::SeqCst);
                 let due = free.saturating_add(idle);
                 if now >= due {
-                    if now < free.saturating_add(usual_idle) {
+                    if now >= free.saturating_add(usual_idle) {
+                        return "idle for idle_timeout_ms";
+                    }
+                    // Connections idle together close only as many as end the overload.
+                    let asked = stats.asked.load(Ordering::SeqCst);
+                    if asked || overload.claim_close(st.snapshot().settings()) {
+                        if !asked && stats.asked.swap(true, Ordering::SeqCst) {
+                            overload.shedding.fetch_sub(1, Ordering::SeqCst);
+                        }
                         overload.count(Action::IdleTimeoutShortened);
                         return "idle for the overload idle timeout";
                     }
-                    return "idle for idle_timeout_ms";
+                    // No longer under overload: the usual idle timeout holds.
+                    usual_idle.saturating_add(free).saturating_sub(now)
+                } else {
+                    due - now
                 }
-                due - now
             }
         };
         // Look again at least every second: bytes may arrive, settings may change.
