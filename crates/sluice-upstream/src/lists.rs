@@ -1,6 +1,7 @@
-//! An upstream's lists: what it offers (tools, prompts, resources, resource templates), read
-//! page by page over a connection as its capabilities announce them (a 2026-07-28 HTTP
-//! upstream's tools with invalid `x-mcp-header` declarations left out).
+//! An upstream's lists: what it offers (tools, prompts, resources, resource templates, and the
+//! skills of the Skills extension), read page by page over a connection as its capabilities
+//! announce them (a 2026-07-28 HTTP upstream's tools with invalid `x-mcp-header` declarations
+//! left out).
 
 use crate::{Connection, UpstreamError};
 use serde_json::{json, Value};
@@ -39,6 +40,8 @@ pub struct UpstreamLists {
     pub resources: Vec<Value>,
     /// `resources/templates/list`, every page.
     pub templates: Vec<Value>,
+    /// `skills/list`, every page (the Skills extension, when the upstream declares it).
+    pub skills: Vec<Value>,
 }
 
 impl UpstreamLists {
@@ -119,6 +122,13 @@ pub async fn fetch_lists(
         )
         .await
         .unwrap_or_default();
+    }
+    if sluice_skills::declared(caps).is_some() {
+        // The entries only: no skill file is read ahead of need.
+        match fetch_all(conn, "skills/list", "skills", timeout).await {
+            Ok(skills) => lists.skills = skills,
+            Err(e) => tracing::warn!(upstream = %conn.label(), "no skills listed: {e}"),
+        }
     }
     Ok(lists)
 }

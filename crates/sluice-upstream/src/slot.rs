@@ -901,10 +901,12 @@ impl Slot {
         self: &Arc<Slot>,
     ) -> Result<(Connection, UpstreamLists, tokio::task::JoinHandle<()>), StartError> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let skills = json!({ sluice_skills::EXTENSION: {} });
         let caps = if self.per_session() {
-            json!({})
+            json!({"extensions": skills})
         } else {
-            json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}})
+            json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {},
+                   "extensions": skills})
         };
         let identity = match &self.per_user {
             Some(users) => self.lister(users).await,
