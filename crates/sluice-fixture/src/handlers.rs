@@ -3,6 +3,8 @@
 //! eras. Modern (2026-07-28) requests also get `server/discover` and `subscriptions/listen`,
 //! lose the handshake-era methods, and have their results completed with `resultType`, the
 //! `io.modelcontextprotocol/serverInfo` stamp and, where cacheable, `ttlMs`/`cacheScope`.
+//! With `--skills`, both eras also get the Skills extension's methods and the skill files
+//! (see [`crate::skills`]).
 
 use std::sync::Arc;
 
@@ -15,15 +17,18 @@ use crate::protocol::{
     self, id_key, RpcError, META_SERVER_INFO, META_SUBSCRIPTION_ID, RESOURCE_NOT_FOUND,
 };
 use crate::session::{Ctx, Era, Filter, Out, Session};
+use crate::skills;
 
 /// Methods whose complete modern results carry caching hints (`server/utilities/caching`).
-const CACHEABLE: [&str; 6] = [
+const CACHEABLE: [&str; 8] = [
     "server/discover",
     "tools/list",
     "prompts/list",
     "resources/list",
     "resources/templates/list",
     "resources/read",
+    "skills/list",
+    "skills/get",
 ];
 
 /// The capabilities this fixture announces.
@@ -35,12 +40,19 @@ fn capabilities(ctx: &Ctx) -> Value {
         "logging": {},
         "completions": {}
     });
+    let mut extensions = Map::new();
     if ctx.session.fixture.config.tasks {
         if ctx.is_modern() {
-            caps["extensions"] = json!({ crate::tasks::EXTENSION: {} });
+            extensions.insert(crate::tasks::EXTENSION.into(), json!({}));
         } else {
             caps["tasks"] = crate::task_methods::legacy_capability();
         }
+    }
+    if ctx.session.fixture.skills.is_some() {
+        extensions.insert(skills::EXTENSION.into(), skills::capability());
+    }
+    if !extensions.is_empty() {
+        caps["extensions"] = Value::Object(extensions);
     }
     caps
 }
@@ -174,7 +186,13 @@ async fn common(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcErro
             }
             catalog::get_prompt(name, &object_param(&params, "arguments")?)
         }
-        "resources/list" => list(ctx, "resources", catalog::resources(), &params),
+        "resources/list" => {
+            let mut resources = catalog::resources();
+            if let Some(tree) = &ctx.session.fixture.skills {
+                resources.extend(tree.resources());
+            }
+            list(ctx, "resources", resources, &params)
+        }
         "resources/templates/list" => list(
             ctx,
             "resourceTemplates",
@@ -183,6 +201,12 @@ async fn common(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcErro
         ),
         "resources/read" => {
             let uri = str_param(&params, "uri")?;
+            if let Some(tree) = &ctx.session.fixture.skills {
+                if uri.starts_with(skills::SCHEME) {
+                    // -32602 in both eras, as the extension says for a skill file not served.
+                    return tree.read(uri);
+                }
+            }
             catalog::read_resource(uri).map_err(|e| {
                 if ctx.is_modern() && e.code == RESOURCE_NOT_FOUND {
                     // 2026-07-28: "resource not found" is -32602 (SEP-2164), with the URI.
@@ -204,7 +228,25 @@ async fn common(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcErro
                 "completion": { "values": values, "total": values.len(), "hasMore": false }
             }))
         }
+        m if skills::METHODS.contains(&m) => skill_method(ctx, m, &params),
         _ => Err(RpcError::method_not_found(method)),
+    }
+}
+
+/// `skills/list`, `skills/get` and `resources/directory/read` (`-32601` without `--skills`).
+fn skill_method(ctx: &Ctx, method: &str, params: &Value) -> Result<Value, RpcError> {
+    let Some(tree) = &ctx.session.fixture.skills else {
+        return Err(RpcError::method_not_found(method));
+    };
+    match method {
+        "skills/list" => list(ctx, "skills", tree.entries(), params),
+        "skills/get" => Ok(json!({ "skill": tree.get(str_param(params, "uri")?)? })),
+        _ => list(
+            ctx,
+            "resources",
+            tree.directory(str_param(params, "uri")?)?,
+            params,
+        ),
     }
 }
 
@@ -218,7 +260,7 @@ async fn modern(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcErro
                              resources, plus echo, add, slow and friends for gateway tests."
         })),
         "subscriptions/listen" => listen(ctx, &params).await,
-        m if protocol::is_modern_method(m) => common(ctx, method, params).await,
+        m if ctx.session.fixture.serves_modern(m) => common(ctx, method, params).await,
         _ => Err(RpcError::method_not_found(method)),
     }
 }

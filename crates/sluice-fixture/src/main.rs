@@ -10,10 +10,16 @@
 //! OPTIONS:
 //!   --name NAME         serverInfo.name (default "sluice-fixture")
 //!   --many-tools N      also list tools bulk_0 … bulk_{N-1} (each echoes)
-//!   --page-size N       paginate tools/list, prompts/list, resources/list (and templates)
+//!   --page-size N       paginate tools/list, prompts/list, resources/list (and templates),
+//!                       skills/list and resources/directory/read
 //!   --era ERA           legacy | modern | both (default): the protocol eras served
 //!   --ttl-ms N          the ttlMs caching hint on 2026-07-28 cacheable results (default 0)
 //!   --tasks             serve tasks (2025-11-25 and the 2026-07-28 extension) and their tools
+//!   --skills            serve a fixed skill tree through the Skills extension
+//!                       (io.modelcontextprotocol/skills, with directoryRead), both eras
+//!   --skills-tamper MODE  (with --skills) serve pdf-processing's SKILL.md unlike its entry:
+//!                       digest (same length, other bytes), size (one byte longer) or
+//!                       frontmatter (the entry's description differs from the file's)
 //! ```
 
 mod catalog;
@@ -22,6 +28,7 @@ mod http;
 mod mrtr;
 mod protocol;
 mod session;
+mod skills;
 mod sse;
 mod stdio;
 mod sync;
@@ -35,7 +42,7 @@ use std::process::ExitCode;
 use session::{Config, EraMode, Fixture};
 
 const USAGE: &str =
-    "usage: sluice-fixture (--stdio | --http ADDR) [--name NAME] [--many-tools N] [--page-size N] [--describe TOOL=TEXT] [--era legacy|modern|both] [--ttl-ms N] [--tasks]";
+    "usage: sluice-fixture (--stdio | --http ADDR) [--name NAME] [--many-tools N] [--page-size N] [--describe TOOL=TEXT] [--era legacy|modern|both] [--ttl-ms N] [--tasks] [--skills [--skills-tamper digest|size|frontmatter]]";
 
 enum Mode {
     Stdio,
@@ -52,6 +59,8 @@ fn parse_args(args: &[String]) -> Result<(Mode, Config), String> {
         era: EraMode::Both,
         ttl_ms: 0,
         tasks: false,
+        skills: false,
+        skills_tamper: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -113,11 +122,20 @@ fn parse_args(args: &[String]) -> Result<(Mode, Config), String> {
                     .map_err(|_| format!("--ttl-ms: not a number: {v}"))?;
             }
             "--tasks" => config.tasks = true,
+            "--skills" => config.skills = true,
+            "--skills-tamper" => {
+                config.skills_tamper = Some(skills::Tamper::parse(&value(
+                    "digest, size or frontmatter",
+                )?)?)
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument: {other}")),
         }
     }
     let mode = mode.ok_or("one of --stdio or --http ADDR is required")?;
+    if config.skills_tamper.is_some() && !config.skills {
+        return Err("--skills-tamper needs --skills".into());
+    }
     Ok((mode, config))
 }
 

@@ -65,6 +65,10 @@ pub(crate) struct Config {
     pub ttl_ms: u64,
     /// `--tasks`: serve tasks and the task tools.
     pub tasks: bool,
+    /// `--skills`: serve the skill tree through the Skills extension.
+    pub skills: bool,
+    /// `--skills-tamper`: how the served `SKILL.md` of `pdf-processing` differs from its entry.
+    pub skills_tamper: Option<crate::skills::Tamper>,
 }
 
 /// What a `subscriptions/listen` stream asked for (and was granted).
@@ -160,19 +164,24 @@ pub(crate) struct Fixture {
     state_key: RandomState,
     /// Tasks (`--tasks`).
     pub tasks: crate::tasks::Store,
+    /// The skill tree (`--skills`).
+    pub skills: Option<crate::skills::Tree>,
 }
 
 impl Fixture {
     /// A fixture with `config`.
     pub(crate) fn new(config: Config) -> Arc<Self> {
         Arc::new(Fixture {
-            config,
             dynamic_tools: Mutex::new(Vec::new()),
             last_cancelled: Mutex::new(None),
             subscriptions: Mutex::new(Vec::new()),
             next_subscription: AtomicU64::new(1),
             state_key: RandomState::new(),
             tasks: crate::tasks::Store::default(),
+            skills: config
+                .skills
+                .then(|| crate::skills::Tree::new(config.skills_tamper)),
+            config,
         })
     }
 
@@ -267,10 +276,12 @@ impl Fixture {
         tools
     }
 
-    /// Whether a modern request may name `method` (the extension's methods with `--tasks`).
+    /// Whether a modern request may name `method` (the extensions' methods with `--tasks` and
+    /// `--skills`).
     pub(crate) fn serves_modern(&self, method: &str) -> bool {
         protocol::is_modern_method(method)
             || (self.config.tasks && crate::tasks::MODERN_METHODS.contains(&method))
+            || (self.skills.is_some() && crate::skills::METHODS.contains(&method))
     }
 
     /// Whether `name` is a dynamic tool added by `trigger_list_changed`.
@@ -667,6 +678,8 @@ pub(crate) mod tests {
             era,
             ttl_ms: 0,
             tasks: false,
+            skills: false,
+            skills_tamper: None,
         })
     }
 
