@@ -153,6 +153,15 @@ pub(crate) fn find_checks(dir: &Path) -> Option<PathBuf> {
     None
 }
 
+/// The checks the suite recorded under `dir` (its `checks.json`), if it wrote any; removes `dir`.
+pub(crate) fn take_checks(dir: &Path) -> Option<Vec<Value>> {
+    let checks = find_checks(dir)
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let _ = std::fs::remove_dir_all(dir);
+    checks
+}
+
 /// Run `scenario` once against `url`. It passes when the suite says so and, given `baseline` (the
 /// checks that succeeded directly), when each of those checks succeeded again.
 fn run_scenario_once(url: &str, scenario: &str, baseline: Option<&BTreeSet<String>>) -> Attempt {
@@ -172,10 +181,7 @@ fn run_scenario_once(url: &str, scenario: &str, baseline: Option<&BTreeSet<Strin
         .env("NO_COLOR", "1");
     let finished = run_with_timeout(cmd, SCENARIO_TIMEOUT);
 
-    let checks: Option<Vec<Value>> = find_checks(&out_dir)
-        .and_then(|p| std::fs::read(p).ok())
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
-    let _ = std::fs::remove_dir_all(&out_dir);
+    let checks = take_checks(&out_dir);
 
     let failures: Vec<String> = checks
         .iter()
