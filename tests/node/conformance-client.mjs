@@ -22,6 +22,17 @@
 // A server's elicitation is accepted with no content: `sluice client --elicit defaults` and the
 // SDK client (which declares `applyDefaults`) fill in the schema's defaults.
 //
+// The Skills extension's client scenarios (`sep-2640-client-*`) get what a host does with skills
+// instead: `sep-2640-client-no-prefetch` lists them (`sluice client URL skills`, or `skills/list`
+// through the gateway) and reads nothing; each `sep-2640-client-verify-*` scenario serves a
+// tampered SKILL.md, and the skill `pdf-processing` is loaded with its file references/FORMS.md
+// (`sluice client URL skill pdf-processing references/FORMS.md`; through the gateway,
+// `skills/list`, then `resources/read` of SKILL.md at the URI the gateway lists, and of FORMS.md
+// only if that read succeeds). The expected outcome there is a refusal: `sluice client` exits 1
+// with the verification failure the scenario tampers for (its size, its digest, its
+// frontmatter), or the gateway answers the read of SKILL.md with a JSON-RPC error; then this
+// command exits 0. Reading FORMS.md, or any other outcome, exits 1.
+//
 // The sign-in scenarios (`auth/*`) are handed to tests/conformance/auth-client.sh or
 // auth-gateway.sh, so that a whole requirement set runs with this one command, e.g.
 //   conformance client --requirements 2026-07-28 --command "node conformance-client.mjs client"
@@ -38,7 +49,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ElicitRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { ElicitRequestSchema, McpError, ResultSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [mode, url] = process.argv.slice(2);
 if (!["client", "gateway"].includes(mode) || !url) {
@@ -60,6 +71,7 @@ if ((process.env.MCP_CONFORMANCE_SCENARIO ?? "").startsWith("auth/")) {
   process.exit(done.status ?? 1);
 }
 const stateless = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION === "2026-07-28";
+const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? "";
 const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}");
 const log = (m) => process.stderr.write(`conformance-client: ${m}\n`);
 
@@ -141,11 +153,76 @@ function run(cmd, args, opts = {}) {
   });
 }
 
+// --- the Skills extension ----------------------------------------------------------------------
+
+const SKILL = "pdf-processing";
+const FILE = "references/FORMS.md";
+/// The refusal each verify scenario must get from `sluice client` (its stderr line).
+const REFUSALS = {
+  "sep-2640-client-verify-size": /^sluice client: skill pdf-processing: SKILL\.md is \d+ bytes, its entry says \d+: not used$/m,
+  "sep-2640-client-verify-digest": /^sluice client: skill pdf-processing: SKILL\.md has digest sha256:[0-9a-f]{64}, its entry says sha256:[0-9a-f]{64}: not used$/m,
+  "sep-2640-client-verify-frontmatter": /^sluice client: skill pdf-processing: SKILL\.md's frontmatter differs from its entry: .+: not used$/m,
+};
+const skillsScenario = scenario.startsWith("sep-2640-client-");
+
+/// The skills scenarios with `sluice client`.
+async function skillsViaSluiceClient(base) {
+  if (scenario === "sep-2640-client-no-prefetch") {
+    const done = await run(sluice, [...base, "skills"]);
+    if (done.stderr.trim()) log(`sluice client skills: ${done.stderr.trim()}`);
+    if (done.code !== 0) return [`sluice client skills exited ${done.code}`];
+    const names = JSON.parse(done.stdout).skills.map((s) => s.frontmatter?.name);
+    log(`skills: ${names.join(", ") || "(none)"}`);
+    return names.includes(SKILL) ? [] : [`skills/list did not list ${SKILL}`];
+  }
+  const refusal = REFUSALS[scenario];
+  if (!refusal) return [`no exercise for the scenario ${scenario}`];
+  const done = await run(sluice, [...base, "skill", SKILL, FILE]);
+  log(`sluice client skill ${SKILL} ${FILE} exited ${done.code}: ${done.stderr.trim()}`);
+  if (done.code === 0) return [`sluice client used the tampered skill (it printed ${FILE})`];
+  if (done.code === 1 && refusal.test(done.stderr)) return [];
+  return [`sluice client did not refuse with the verification failure ${refusal}`];
+}
+
+/// The skills scenarios through the gateway: raw requests, no verifying here (the gateway's
+/// upstream side must refuse the tampered SKILL.md).
+async function skillsViaGateway(client, timeout) {
+  const raw = (method, params) => client.request({ method, params }, ResultSchema, timeout);
+  const skills = [];
+  let cursor;
+  for (let i = 0; i < 100; i++) {
+    const page = await raw("skills/list", cursor ? { cursor } : {});
+    skills.push(...(page.skills ?? []));
+    cursor = page.nextCursor;
+    if (!cursor) break;
+  }
+  log(`skills: ${skills.map((s) => s.uri).join(", ") || "(none)"}`);
+  const skill = skills.find((s) => s.uri?.endsWith(`/${SKILL}/SKILL.md`));
+  if (!skill) return [`the gateway's skills/list has no ${SKILL}`];
+  if (scenario === "sep-2640-client-no-prefetch") return [];
+  const forms = Array.isArray(skill.resources)
+    ? skill.resources.find((r) => r.uri?.endsWith(`/${FILE}`))?.uri
+    : undefined;
+  try {
+    await client.readResource({ uri: skill.uri }, timeout);
+  } catch (e) {
+    if (e instanceof McpError) {
+      log(`resources/read ${skill.uri}: refused: ${e.message}`);
+      return [];
+    }
+    throw e;
+  }
+  const next = forms ?? skill.uri.replace(/SKILL\.md$/, FILE);
+  await client.readResource({ uri: next }, timeout).catch(() => {});
+  return [`the gateway served the tampered ${skill.uri} (and ${next} was read after it)`];
+}
+
 // --- `sluice client` ---------------------------------------------------------------------------
 
 async function viaSluiceClient() {
   const base = ["client", "--era", stateless ? "stateless" : "handshake", "--elicit", "defaults",
     "--output", "json", "--timeout", "20", "--no-oauth", url];
+  if (skillsScenario) return skillsViaSluiceClient(base);
   const sluiceJson = async (...args) => {
     const done = await run(sluice, [...base, ...args]);
     if (done.stderr.trim()) log(`sluice client ${args[0]}: ${done.stderr.trim()}`);
@@ -240,6 +317,7 @@ async function viaGateway() {
     };
     const timeout = { timeout: 30000 };
     try {
+      if (skillsScenario) return await skillsViaGateway(client, timeout);
       return await exercise(
         {
           capabilities: async () => client.getServerCapabilities(),

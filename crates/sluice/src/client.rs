@@ -2,13 +2,17 @@
 //! (Streamable HTTP, the legacy HTTP+SSE transport, or a stdio server it starts), in either
 //! protocol era, through the gateway's own upstream connections ([`sluice_upstream::Connection`]):
 //! list tools, prompts, resources and templates (every page), call a tool, get a prompt, read a
-//! resource, or show the server's initialize result. The server's elicitation is answered as
+//! resource, or show the server's initialize result; list a server's skills and load one, its
+//! files verified against its entry (the Skills extension: `client/skills.rs`, the checks in
+//! `client/verify.rs`). The server's elicitation is answered as
 //! `--elicit` says (refused, declined, or accepted with its defaults: `client/elicit.rs`), also
 //! in a 2026-07-28 request's `input_required` rounds. Output is readable by default and the raw
 //! result with `--output json`. Exit codes: 0 ok, 1 when the server answered with a JSON-RPC
 //! error or a tool result with `isError: true`, 2 for usage and connection errors.
 
 mod elicit;
+mod skills;
+mod verify;
 
 use clap::{Args, ValueEnum};
 use elicit::Elicit;
@@ -36,9 +40,17 @@ Actions:
   templates                  list the resource templates
   read URI                   read a resource
   info                       the server's initialize (or server/discover) result
+  skills                     list the skills (the Skills extension: skills/list, every page);
+                             reads no file
+  skill NAME|URI [FILE]      load a skill (by its name in skills/list, or its SKILL.md URI with
+                             skills/get): read SKILL.md, verify its size, sha256 digest and
+                             frontmatter against the skill's entry, and print it; with FILE (a
+                             path in the skill, such as references/FORMS.md, which the entry
+                             must list) read, verify and print that file instead
 
 Exit status: 0 ok; 1 the server answered with an error (JSON-RPC error, or a tool result with
-isError: true); 2 a usage or connection error.
+isError: true), or a skill failed its checks (nothing more is read); 2 a usage or connection
+error.
 
 Examples:
   sluice client http://127.0.0.1:8750/mcp tools
@@ -133,15 +145,22 @@ enum Action {
     },
     Read(String),
     Info,
+    /// Load a skill (by name or SKILL.md URI) and print SKILL.md, or FILE of it.
+    Skill {
+        skill: String,
+        file: Option<String>,
+    },
 }
 
-/// The four paginated lists.
+/// The paginated lists.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum ListKind {
     Tools,
     Prompts,
     Resources,
     Templates,
+    /// The Skills extension's `skills/list`.
+    Skills,
 }
 
 impl ListKind {
@@ -151,6 +170,7 @@ impl ListKind {
             ListKind::Prompts => "prompts/list",
             ListKind::Resources => "resources/list",
             ListKind::Templates => "resources/templates/list",
+            ListKind::Skills => "skills/list",
         }
     }
 
@@ -160,6 +180,7 @@ impl ListKind {
             ListKind::Prompts => "prompts",
             ListKind::Resources => "resources",
             ListKind::Templates => "resourceTemplates",
+            ListKind::Skills => "skills",
         }
     }
 
@@ -169,6 +190,7 @@ impl ListKind {
             ListKind::Prompts => "prompts",
             ListKind::Resources => "resources",
             ListKind::Templates => "resource templates",
+            ListKind::Skills => "skills",
         }
     }
 }
@@ -276,7 +298,7 @@ fn parse(args: &ClientArgs) -> Result<(Target, Action), Failure> {
 fn parse_action(words: &[String], json_args: Option<&str>) -> Result<Action, Failure> {
     let Some((verb, rest)) = words.split_first() else {
         return Err(Failure::Usage(
-            "which action? tools, call, prompts, prompt, resources, templates, read or info".into(),
+            "which action? tools, call, prompts, prompt, resources, templates, read, info, skills or skill".into(),
         ));
     };
     let no_more = |action: Action| {
@@ -296,6 +318,19 @@ fn parse_action(words: &[String], json_args: Option<&str>) -> Result<Action, Fai
         "resources" => no_more(Action::List(ListKind::Resources)),
         "templates" => no_more(Action::List(ListKind::Templates)),
         "info" => no_more(Action::Info),
+        "skills" => no_more(Action::List(ListKind::Skills)),
+        "skill" => match rest {
+            [skill] | [skill, _] if json_args.is_none() => Ok(Action::Skill {
+                skill: skill.clone(),
+                file: rest.get(1).cloned(),
+            }),
+            [] => Err(Failure::Usage(
+                "skill needs a skill's name or the URI of its SKILL.md".into(),
+            )),
+            _ => Err(Failure::Usage(
+                "skill takes a skill's name or URI, and optionally one FILE of it".into(),
+            )),
+        },
         "read" => match rest {
             [uri] if json_args.is_none() => Ok(Action::Read(uri.clone())),
             [] => Err(Failure::Usage("read needs a resource URI".into())),
@@ -323,7 +358,7 @@ fn parse_action(words: &[String], json_args: Option<&str>) -> Result<Action, Fai
             })
         }
         other => Err(Failure::Usage(format!(
-            "unknown action {other:?}: tools, call, prompts, prompt, resources, templates, read or info"
+            "unknown action {other:?}: tools, call, prompts, prompt, resources, templates, read, info, skills or skill"
         ))),
     }
 }
@@ -728,7 +763,20 @@ async fn act(
             }
             Ok(())
         }
+        Action::Skill { skill, file } => {
+            let load = skills::Load {
+                skill,
+                file: file.as_deref(),
+                timeout,
+                readable,
+                elicit,
+            };
+            skills::load(conn, load).await
+        }
         Action::List(kind) => {
+            if *kind == ListKind::Skills {
+                skills::declared(conn)?;
+            }
             let mut items = list_all(conn, *kind, timeout).await?;
             if *kind == ListKind::Tools && conn.mirrors_param_headers() {
                 for (name, why) in tool_headers::retain_valid_tools(&mut items) {
@@ -902,6 +950,27 @@ fn render_list(kind: ListKind, items: &[Value]) -> String {
                     _ => desc,
                 };
                 (str_of(item, key), text)
+            }
+            ListKind::Skills => {
+                let name = item
+                    .pointer("/frontmatter/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string();
+                let files = match item.get("resources") {
+                    Some(Value::Array(files)) => format!("{} files", files.len()),
+                    Some(Value::String(s)) if s == "dynamic" => "dynamic".into(),
+                    _ => "no valid resources".into(),
+                };
+                let desc = item
+                    .get("frontmatter")
+                    .map(|f| first_line(f, "description"));
+                let text = format!(
+                    "{} ({}, {files})",
+                    desc.unwrap_or_default(),
+                    str_of(item, "uri")
+                );
+                (name, text.trim_start().to_string())
             }
         })
         .collect();
@@ -1116,6 +1185,30 @@ mod tests {
             parse_action(&words(&["read", "test://x"]), None).unwrap(),
             Action::Read("test://x".into())
         );
+        assert_eq!(
+            parse_action(&words(&["skills"]), None).unwrap(),
+            Action::List(ListKind::Skills)
+        );
+        assert_eq!(
+            parse_action(&words(&["skill", "pdf", "references/FORMS.md"]), None).unwrap(),
+            Action::Skill {
+                skill: "pdf".into(),
+                file: Some("references/FORMS.md".into())
+            }
+        );
+        assert_eq!(
+            parse_action(&words(&["skill", "skill://pdf/SKILL.md"]), None).unwrap(),
+            Action::Skill {
+                skill: "skill://pdf/SKILL.md".into(),
+                file: None
+            }
+        );
+        for bad in [&["skill"][..], &["skill", "a", "b", "c"], &["skills", "x"]] {
+            assert!(matches!(
+                parse_action(&words(bad), None),
+                Err(Failure::Usage(_))
+            ));
+        }
     }
 
     #[test]
@@ -1138,6 +1231,14 @@ mod tests {
         assert_eq!(
             render_list(ListKind::Tools, &tools),
             "a          First.\nlong_name\n"
+        );
+        let skills = [
+            json!({"uri": "skill://a/pdf/SKILL.md", "frontmatter": {"name": "pdf", "description": "PDFs.\nMore."}, "resources": [{}, {}]}),
+            json!({"uri": "skill://daily/SKILL.md", "frontmatter": {"name": "daily", "description": "Reports."}, "resources": "dynamic"}),
+        ];
+        assert_eq!(
+            render_list(ListKind::Skills, &skills),
+            "pdf    PDFs. (skill://a/pdf/SKILL.md, 2 files)\ndaily  Reports. (skill://daily/SKILL.md, dynamic)\n"
         );
     }
 }
