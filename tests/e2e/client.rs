@@ -1,7 +1,9 @@
 //! `sluice client`, the MCP client in the binary: the README's own quick-start lines run against
 //! `sluice serve` (read from README.md at test time, so the test fails when the README drifts),
 //! a stdio server, `--output json`, JSON-RPC errors (exit 1), `--token` against a gateway with
-//! authentication on (exit 2 and a hint without it), both eras, and `key=value` parsing.
+//! authentication on (exit 2 and a hint without it), both eras, `key=value` parsing, and the
+//! Skills extension (`skills`, `skill`: what is printed is the entry's bytes, and a tampered or
+//! unlisted file is refused) against the fixture's skill tree.
 
 use serde_json::{json, Value};
 use sluice_e2e::tree::Home;
@@ -321,4 +323,163 @@ fn token_against_a_gateway_with_authentication_on() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("fx_test_simple_text "));
+}
+
+/// `sha256:` and the lowercase hex digest of `bytes`, as a skill entry gives it.
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let sum = sha2::Sha256::digest(bytes);
+    let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+#[test]
+fn skills_are_listed_loaded_and_verified_against_the_fixtures_skill_tree_in_both_eras() {
+    let fixture = bin("sluice-fixture").to_string_lossy().into_owned();
+    for era in ["handshake", "stateless"] {
+        let run = |args: &[&str], fixture_args: &[&str]| {
+            let mut all = vec!["--era", era, "--stdio"];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["--", &fixture, "--stdio"]);
+            all.extend_from_slice(fixture_args);
+            client(&all)
+        };
+        let skills = |args: &[&str]| run(args, &["--skills"]);
+        let out = skills(&["skills"]);
+        assert_eq!(out.status.code(), Some(0), "{era}: {}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            "pdf-processing  Extract, fill, and assemble PDF documents (skill://pdf-processing/SKILL.md, 4 files)\n\
+             git-workflow    Follow this team's Git conventions for branching and commits (skill://git-workflow/SKILL.md, 1 file)\n\
+             refunds         Process customer refund requests per company policy (skill://acme/billing/refunds/SKILL.md, 2 files)\n",
+            "{era}"
+        );
+        let out = skills(&["skills", "--output", "json"]);
+        let listed: Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+        let pdf = &listed["skills"][0];
+        assert_eq!(pdf["frontmatter"]["metadata"]["version"], json!("2.1.0"));
+        let file = |uri: &str| {
+            pdf["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["uri"] == json!(uri))
+                .unwrap_or_else(|| panic!("{uri} is listed"))
+                .clone()
+        };
+
+        // Loading prints SKILL.md exactly as `read` does, and those bytes are the entry's.
+        let out = skills(&["skill", "pdf-processing"]);
+        assert_eq!(out.status.code(), Some(0), "{era}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{era}");
+        let read = skills(&["read", "skill://pdf-processing/SKILL.md"]);
+        assert_eq!(stdout(&out), stdout(&read), "{era}");
+        assert!(
+            stdout(&out).starts_with("---\nname: pdf-processing\n"),
+            "{era}"
+        );
+        let entry = file("skill://pdf-processing/SKILL.md");
+        assert_eq!(entry["digest"], json!(sha256(&out.stdout)), "{era}");
+        assert_eq!(entry["size"], json!(out.stdout.len()), "{era}");
+
+        // FILE: a listed file with non-ASCII bytes (its size counts bytes), by path and by URI.
+        let eu = "skill://pdf-processing/templates/regional/eu-invoice.md";
+        let out = skills(&[
+            "skill",
+            "pdf-processing",
+            "templates/regional/eu-invoice.md",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{era}: {}", stderr(&out));
+        assert_eq!(stdout(&out), stdout(&skills(&["read", eu])), "{era}");
+        assert!(stdout(&out).contains('€'), "{era}");
+        assert_eq!(file(eu)["digest"], json!(sha256(&out.stdout)), "{era}");
+        let out = skills(&["skill", "pdf-processing", eu, "--output", "json"]);
+        let v: Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+        assert_eq!(v["uri"], json!(eu), "{era}");
+        assert_eq!(v["verified"], json!(true), "{era}");
+        assert_eq!(v["skill"], *pdf, "{era}");
+        assert_eq!(v["read"]["contents"][0]["uri"], json!(eu), "{era}");
+
+        // By URI (skills/get), a skill under a prefix.
+        let out = skills(&[
+            "skill",
+            "skill://acme/billing/refunds/SKILL.md",
+            "examples/email.md",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{era}: {}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            stdout(&skills(&[
+                "read",
+                "skill://acme/billing/refunds/examples/email.md"
+            ])),
+            "{era}"
+        );
+
+        // Refusals: exit 1, one line, nothing printed.
+        let refused = |out: &Output, line: &str| {
+            assert_eq!(out.status.code(), Some(1), "{era}: {}", stderr(out));
+            assert_eq!(stdout(out), "", "{era}");
+            assert_eq!(stderr(out), format!("sluice client: {line}\n"), "{era}");
+        };
+        refused(
+            &skills(&["skill", "pdf-processing", "references/OTHER.md"]),
+            "skill pdf-processing: references/OTHER.md is not listed in its entry's resources: not read",
+        );
+        refused(
+            &skills(&["skill", "no-such-skill"]),
+            "no skill named no-such-skill in skills/list (3 listed); a skill the list leaves out is loaded by its URI (…/SKILL.md)",
+        );
+        let want = (
+            entry["size"].as_u64().unwrap(),
+            entry["digest"].as_str().unwrap(),
+        );
+        let tampered = |mode: &str| {
+            run(
+                &["skill", "pdf-processing", "references/FORMS.md"],
+                &["--skills", "--skills-tamper", mode],
+            )
+        };
+        refused(
+            &tampered("size"),
+            &format!(
+                "skill pdf-processing: SKILL.md is {} bytes, its entry says {}: not used",
+                want.0 + 1,
+                want.0
+            ),
+        );
+        let out = tampered("digest");
+        let line = stderr(&out);
+        assert!(
+            line.starts_with("sluice client: skill pdf-processing: SKILL.md has digest sha256:")
+                && line.ends_with(&format!(", its entry says {}: not used\n", want.1)),
+            "{era}: {line}"
+        );
+        assert_eq!(
+            (out.status.code(), stdout(&out).as_str()),
+            (Some(1), ""),
+            "{era}"
+        );
+        let out = tampered("frontmatter");
+        let line = stderr(&out);
+        assert!(
+            line.starts_with("sluice client: skill pdf-processing: SKILL.md's frontmatter differs from its entry: description is \"Extract, fill, and assemble PDF documents\" in SKILL.md, ")
+                && line.ends_with(" in the entry: not used\n"),
+            "{era}: {line}"
+        );
+        assert_eq!(
+            (out.status.code(), stdout(&out).as_str()),
+            (Some(1), ""),
+            "{era}"
+        );
+
+        // A server without the extension: no skills/list is sent.
+        let out = run(&["skills"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{era}: {}", stdout(&out));
+        assert_eq!(
+            stderr(&out),
+            "sluice client: the server does not declare the Skills extension (capabilities.extensions[\"io.modelcontextprotocol/skills\"]): it serves no skills/list or skills/get\n",
+            "{era}"
+        );
+    }
 }

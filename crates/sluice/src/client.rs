@@ -958,6 +958,7 @@ fn render_list(kind: ListKind, items: &[Value]) -> String {
                     .unwrap_or("?")
                     .to_string();
                 let files = match item.get("resources") {
+                    Some(Value::Array(files)) if files.len() == 1 => "1 file".into(),
                     Some(Value::Array(files)) => format!("{} files", files.len()),
                     Some(Value::String(s)) if s == "dynamic" => "dynamic".into(),
                     _ => "no valid resources".into(),
