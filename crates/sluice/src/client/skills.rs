@@ -117,27 +117,30 @@ async fn entry(conn: &Connection, skill: &str, timeout: Duration) -> Result<Valu
         }
     }
     let listed = list_all(conn, ListKind::Skills, timeout).await?;
+    by_name(&listed, skill).map_err(Failure::Result)
+}
+
+/// The one entry of `listed` whose frontmatter name is `name`: none, or two (names are not
+/// unique: both URIs are named, and neither is preferred), is a refusal.
+fn by_name(listed: &[Value], name: &str) -> Result<Value, String> {
     let named: Vec<&Value> = listed
         .iter()
-        .filter(|s| s.pointer("/frontmatter/name").and_then(Value::as_str) == Some(skill))
+        .filter(|s| s.pointer("/frontmatter/name").and_then(Value::as_str) == Some(name))
         .collect();
-    let uri_of = |s: &Value| {
-        s.get("uri")
-            .and_then(Value::as_str)
-            .unwrap_or("(no uri)")
-            .to_string()
-    };
     match named.as_slice() {
         [one] => Ok((*one).clone()),
-        [] => Err(Failure::Result(format!(
-            "no skill named {skill} in skills/list ({} listed); a skill the list leaves out is loaded by its URI (…/SKILL.md)",
+        [] => Err(format!(
+            "no skill named {name} in skills/list ({} listed); a skill the list leaves out is loaded by its URI (…/SKILL.md)",
             listed.len()
-        ))),
-        many => Err(Failure::Result(format!(
-            "{} skills are named {skill}: {}; name one by its URI",
+        )),
+        many => Err(format!(
+            "{} skills are named {name}: {}; name one by its URI",
             many.len(),
-            many.iter().map(|s| uri_of(s)).collect::<Vec<_>>().join(", ")
-        ))),
+            many.iter()
+                .map(|s| s.get("uri").and_then(Value::as_str).unwrap_or("(no uri)"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
@@ -172,5 +175,28 @@ impl Reader<'_> {
                 .map_err(Failure::Result)?;
         }
         Ok((result, bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_two_skills_share_is_refused_naming_both() {
+        let listed = [
+            json!({"uri": "skill://acme/billing/refunds/SKILL.md", "frontmatter": {"name": "refunds"}}),
+            json!({"uri": "skill://git-workflow/SKILL.md", "frontmatter": {"name": "git-workflow"}}),
+            json!({"uri": "skill://acme/support/refunds/SKILL.md", "frontmatter": {"name": "refunds"}}),
+        ];
+        assert_eq!(by_name(&listed, "git-workflow"), Ok(listed[1].clone()));
+        assert_eq!(
+            by_name(&listed, "refunds"),
+            Err("2 skills are named refunds: skill://acme/billing/refunds/SKILL.md, skill://acme/support/refunds/SKILL.md; name one by its URI".into())
+        );
+        assert_eq!(
+            by_name(&listed, "pdf"),
+            Err("no skill named pdf in skills/list (3 listed); a skill the list leaves out is loaded by its URI (…/SKILL.md)".into())
+        );
     }
 }
