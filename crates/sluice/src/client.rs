@@ -487,7 +487,7 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
     };
     let opts = OpenOptions {
         client_info: json!({"name": "sluice-client", "title": "sluice client", "version": env!("CARGO_PKG_VERSION")}),
-        capabilities: args.elicit.capabilities(),
+        capabilities: capabilities(&action, args.elicit),
         protocol_version: sluice_core::version::LATEST_LEGACY.into(),
         connect_timeout: timeout,
         label: "client".into(),
@@ -508,6 +508,19 @@ async fn client(args: ClientArgs) -> Result<(), Failure> {
     conn.shutdown().await;
     pump.abort();
     outcome
+}
+
+/// The client capabilities to declare: elicitation as `--elicit` says, and the Skills extension
+/// for `skills` and `skill` (as the gateway declares it toward its upstreams).
+fn capabilities(action: &Action, elicit: Elicit) -> Value {
+    let mut caps = elicit.capabilities();
+    if matches!(
+        action,
+        Action::List(ListKind::Skills) | Action::Skill { .. }
+    ) {
+        caps["extensions"] = json!({ sluice_skills::EXTENSION: {} });
+    }
+    caps
 }
 
 /// Why the connection could not be opened, with a hint for the usual causes.
@@ -1221,6 +1234,26 @@ mod tests {
         assert_eq!(render_call(&r), "{\"sum\":42}\n");
         let r = json!({"content": [{"type": "image", "mimeType": "image/png", "data": "AAAA"}]});
         assert_eq!(render_call(&r), "[image image/png, 3 bytes]\n");
+    }
+
+    #[test]
+    fn skills_actions_declare_the_extension() {
+        assert_eq!(
+            capabilities(&Action::List(ListKind::Skills), Elicit::Refuse),
+            json!({"extensions": {"io.modelcontextprotocol/skills": {}}})
+        );
+        let skill = Action::Skill {
+            skill: "pdf".into(),
+            file: None,
+        };
+        assert_eq!(
+            capabilities(&skill, Elicit::Defaults),
+            json!({"elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/skills": {}}})
+        );
+        assert_eq!(
+            capabilities(&Action::List(ListKind::Tools), Elicit::Refuse),
+            json!({})
+        );
     }
 
     #[test]
