@@ -315,17 +315,15 @@ fn sluice_client_passes_the_skills_client_scenarios_at_2026_07_28() {
     run_all("client", Run::SkillsAt2026);
 }
 
-// The gateway's upstream side as the verifying client: it must list the upstream's skills and
-// refuse (a JSON-RPC error) a read of a SKILL.md that fails verification. Ignored until the
-// gateway serves the Skills extension; run with `--run-ignored all`.
+// The gateway's upstream side as the verifying client: it must list the upstream's skills
+// without reading a file, and refuse (a JSON-RPC error) a read of a SKILL.md that fails its
+// check, so that the driver, which checks nothing itself, never goes on to the skill's files.
 #[test]
-#[ignore = "the gateway does not serve the Skills extension yet"]
 fn the_gateway_passes_the_skills_client_scenarios_at_2025_11_25() {
     run_all("gateway", Run::SkillsAt2025);
 }
 
 #[test]
-#[ignore = "the gateway does not serve the Skills extension yet"]
 fn the_gateway_passes_the_skills_client_scenarios_at_2026_07_28() {
     run_all("gateway", Run::SkillsAt2026);
 }

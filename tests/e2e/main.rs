@@ -42,6 +42,7 @@ mod sandbox;
 mod search;
 mod serving_threads;
 mod session_hooks;
+mod skills;
 mod skills_conformance;
 mod tasks;
 mod telemetry;

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use sluice_e2e::start_fixture_http;
+use serde_json::json;
+use sluice_e2e::tree::Home;
+use sluice_e2e::{bin, start_fixture_http, start_sluice};
 
 use crate::conformance::take_checks;
 use crate::interop::{node22, node_dir, node_module_file, run_with_timeout, scratch_dir};
@@ -195,4 +197,43 @@ fn the_strict_verdict_fails_a_server_without_skills_or_with_a_wrong_entry() {
         why.contains("[sep-2640-entry-frontmatter-identical] FAILURE"),
         "{why}"
     );
+}
+
+/// A gateway in front of the skills fixture over HTTP (its URIs under its id, `docs`) and
+/// another fixture without skills over stdio. (Two upstreams serving the same skills would
+/// list each name twice, under two prefixes, which the suite rightly warns of; tests/e2e/skills.rs
+/// shows two skill upstreams side by side.)
+fn gateway_with_a_skill_upstream(fixture_url: &str) -> (sluice_e2e::Proc, String, Home) {
+    let home = Home::new("skills-conformance");
+    home.expose(&json!({
+        "version": 1,
+        "on_collision": "first",
+        "upstreams": [
+            {"id": "docs", "transport": "http", "url": fixture_url, "expose_all": true},
+            {"id": "more", "transport": "stdio", "command": bin("sluice-fixture").to_string_lossy(),
+             "args": ["--stdio", "--page-size", "2"], "expose_all": true}
+        ],
+        "expose": []
+    }));
+    let (gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    (gw, url, home)
+}
+
+/// Through the gateway (the skills under their upstream's prefix) and through
+/// `--passthrough` (one upstream, its URIs unchanged), every scenario passes as it does
+/// directly, at both versions.
+#[test]
+fn through_the_gateway_every_skills_scenario_passes_in_both_eras() {
+    let (_fx, fixture_url) = start_fixture_http(&["--skills", "--page-size", "2"]);
+    let (_gw, gateway_url, _home) = gateway_with_a_skill_upstream(&fixture_url);
+    let (_pt, passthrough_url) = start_sluice(&["--passthrough", &fixture_url, "--no-admin"]);
+    let mut failures = Vec::new();
+    for (how, url) in [("gateway", &gateway_url), ("passthrough", &passthrough_url)] {
+        for v in SPEC_VERSIONS {
+            for (s, why) in run_skill_scenarios(url, v) {
+                failures.push(format!("{how} {v} {s}:\n    {why}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

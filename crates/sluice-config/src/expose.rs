@@ -81,6 +81,9 @@ pub struct UpstreamSpec {
     pub oauth: Option<crate::oauth::UpstreamOAuth>,
     /// stdio: what the kernel confines the server to; `None`: spawned unconfined.
     pub sandbox: Option<crate::sandbox::Sandbox>,
+    /// The first segment its `skill://` URIs are shown under (the Skills extension); `None`:
+    /// its id; empty: its URIs unchanged.
+    pub skill_prefix: Option<String>,
 }
 
 impl UpstreamSpec {
@@ -105,6 +108,7 @@ impl UpstreamSpec {
             era: Era::Auto,
             oauth: None,
             sandbox: None,
+            skill_prefix: None,
         }
     }
 
@@ -303,6 +307,16 @@ pub(crate) fn load(
                 "era",
                 "the legacy HTTP+SSE transport cannot speak 2026-07-28 (use transport \"http\")",
             );
+        }
+        spec.skill_prefix = f.string("skill_prefix");
+        if let Some(p) = &spec.skill_prefix {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~".contains(c);
+            if p.len() > 64 || !p.chars().all(allowed) {
+                f.err(
+                    "skill_prefix",
+                    format!("{p:?} is not a URI authority of letters, digits, `-`, `.`, `_`, `~` (at most 64)"),
+                );
+            }
         }
         let pin = match f.string("pin").as_deref() {
             None | Some("off") => crate::pins::PinMode::Off,

@@ -434,6 +434,7 @@ pub(crate) static UPSTREAM: Obj = Obj {
         f("enabled", Ty::Bool, "Start it at all.").def("true"),
         f("description", Ty::Str, "A note for people.").def("\"\""),
         f("expose_all", Ty::Bool, "List every tool of this upstream as `<id>_<tool>`, not only its `expose` entries.").def("false"),
+        f("skill_prefix", Ty::Str, "The first segment its `skill://` URIs are shown under when it serves skills (default its id; `\"\"`: unchanged)."),
         f("isolation", Ty::Enum(&["shared", "session"]), "stdio: one process for every client session, or one per session.").def("\"shared\""),
         f("pin", Ty::Enum(&["hold", "warn", "off"]), "Pin what it offers (`mcp/pins.json`): a tool, prompt or resource template whose definition differs from the approved one is held (not listed, calls refused) or served and flagged; `off` pins only curated tools, as `warn`.").def("\"off\""),
         f("new", Ty::Enum(&["hold", "allow"]), "With `pin` on: a definition never approved is held until `sluice pins approve`, or served and pinned as first seen.").def("\"allow\""),

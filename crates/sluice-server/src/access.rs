@@ -20,6 +20,8 @@ pub(crate) fn visible(
         ListKind::Prompts => (Item::Prompt, "name"),
         ListKind::Resources => (Item::Resource, "uri"),
         ListKind::Templates => (Item::Resource, "uriTemplate"),
+        // A skill is judged by the URI of its SKILL.md, as a read of it is.
+        ListKind::Skills => (Item::Resource, "uri"),
     };
     let name = item.get(key).and_then(Value::as_str).unwrap_or("");
     policy.allows(what, name, principal)
@@ -32,16 +34,43 @@ pub(crate) struct Named {
     pub item: Item,
     /// Its client-facing name (a resource's URI).
     pub name: String,
+    /// How an unknown one is answered (a skill and a directory are resources of their own
+    /// kind to the client).
+    pub unknown: Unknown,
+}
+
+/// What a request for something that does not exist is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unknown {
+    /// As the item's kind says (unknown tool, prompt; resource not found).
+    Item,
+    /// `skills/get`: no skill is served at the URI.
+    Skill,
+    /// `resources/directory/read`: not a directory resource.
+    Directory,
 }
 
 /// What a request names, decoded once per request: `tools/call`, `prompts/get`,
-/// `resources/read`, `resources/subscribe`, and `completion/complete` on a prompt or resource.
+/// `resources/read`, `resources/subscribe`, `resources/directory/read`, `skills/get`, and
+/// `completion/complete` on a prompt or resource.
 pub(crate) fn named(msg: &Message) -> Option<Named> {
     let (item, name) = match msg.method()? {
         "tools/call" => (Item::Tool, msg.param_str("name")?.to_string()),
         "prompts/get" => (Item::Prompt, msg.param_str("name")?.to_string()),
         "resources/read" | "resources/subscribe" => {
             (Item::Resource, msg.param_str("uri")?.to_string())
+        }
+        method @ ("resources/directory/read" | "skills/get") => {
+            let unknown = match method {
+                "skills/get" => Unknown::Skill,
+                _ => Unknown::Directory,
+            };
+            let name = msg.param_str("uri")?.to_string();
+            return Some(Named {
+                item: Item::Resource,
+                name,
+                unknown,
+            });
         }
         "completion/complete" => {
             let r = msg.params()?.get("ref")?;
@@ -53,7 +82,11 @@ pub(crate) fn named(msg: &Message) -> Option<Named> {
         }
         _ => return None,
     };
-    Some(Named { item, name })
+    Some(Named {
+        item,
+        name,
+        unknown: Unknown::Item,
+    })
 }
 
 /// Why a request was refused by the access rules.
@@ -70,7 +103,12 @@ pub(crate) fn check(
     principal: Option<&Principal>,
     named: Option<&Named>,
 ) -> Result<(), Box<Refused>> {
-    let Some(Named { item, name }) = named else {
+    let Some(Named {
+        item,
+        name,
+        unknown,
+    }) = named
+    else {
         return Ok(());
     };
     if policy.allows(*item, name, principal) {
@@ -90,8 +128,16 @@ pub(crate) fn check(
         ),
         Item::Resource => (
             "resource",
-            RpcError::new(codes::INVALID_PARAMS, format!("Resource not found: {name}"))
-                .with_data(json!({"uri": name})),
+            match unknown {
+                Unknown::Item => {
+                    RpcError::new(codes::INVALID_PARAMS, format!("Resource not found: {name}"))
+                        .with_data(json!({"uri": name}))
+                }
+                Unknown::Skill => RpcError::invalid_params(format!("No skill is served at {name}")),
+                Unknown::Directory => {
+                    RpcError::invalid_params(format!("{name} is not a directory resource"))
+                }
+            },
         ),
     };
     Err(Box::new(Refused {

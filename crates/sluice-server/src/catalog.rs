@@ -9,6 +9,7 @@ use sluice_config::collisions::{prompt_name, tool_names};
 use sluice_config::{Collisions, ExposeEntry, OnCollision, UpstreamSpec};
 use sluice_core::RpcError;
 use sluice_upstream::{Slot, UpstreamLists};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Where a client-facing name goes.
@@ -55,6 +56,8 @@ pub enum ListKind {
     Resources,
     /// resources/templates/list
     Templates,
+    /// skills/list (the Skills extension)
+    Skills,
 }
 
 impl ListKind {
@@ -65,6 +68,7 @@ impl ListKind {
             ListKind::Prompts => "prompts",
             ListKind::Resources => "resources",
             ListKind::Templates => "resourceTemplates",
+            ListKind::Skills => "skills",
         }
     }
 }
@@ -85,6 +89,8 @@ pub struct Catalog {
     resource_routes: HashMap<String, usize>,
     templates: Vec<Value>,
     template_routes: Vec<(Vec<String>, usize)>,
+    /// The skills of the upstreams that declare the extension, and where skill URIs go.
+    pub skills: skills::Skills,
     /// Upstreams that are down, for naming them when a call targets one of their tools:
     /// curated names, `<id>_` prefixes, and transparent upstreams (any name).
     down_names: HashMap<String, (usize, String)>,
@@ -367,9 +373,15 @@ impl Catalog {
                 );
                 c.prompts.push(with_name(prompt, "name", &name));
             }
+            c.skills.add(slot, spec, lists, &mut warnings);
             for res in &lists.resources {
                 let Some(uri) = res.get("uri").and_then(Value::as_str) else {
                     continue;
+                };
+                let shown = c.skills.shown(slot, uri);
+                let (uri, res) = match &shown {
+                    Cow::Owned(u) => (u.as_str(), Cow::Owned(with_name(res, "uri", u))),
+                    Cow::Borrowed(u) => (*u, Cow::Borrowed(res)),
                 };
                 if c.collided.resources.contains_key(uri) {
                     continue;
@@ -379,14 +391,18 @@ impl Catalog {
                     continue;
                 }
                 c.resource_routes.insert(uri.to_string(), slot);
-                c.resources.push(res.clone());
+                c.resources.push(res.into_owned());
             }
             for t in &lists.templates {
                 let Some(ut) = t.get("uriTemplate").and_then(Value::as_str) else {
                     continue;
                 };
-                c.template_routes.push((literals(ut), slot));
-                c.templates.push(t.clone());
+                let shown = c.skills.shown(slot, ut);
+                c.template_routes.push((literals(&shown), slot));
+                c.templates.push(match shown {
+                    Cow::Owned(u) => with_name(t, "uriTemplate", &u),
+                    Cow::Borrowed(_) => t.clone(),
+                });
             }
         }
         (c, warnings)
@@ -644,6 +660,7 @@ impl Catalog {
             ListKind::Prompts => &self.prompts,
             ListKind::Resources => &self.resources,
             ListKind::Templates => &self.templates,
+            ListKind::Skills => &self.skills.entries,
         }
     }
 }
@@ -685,6 +702,7 @@ fn parse_cursor(c: &str) -> Option<usize> {
 mod collisions;
 mod held;
 mod select;
+pub(crate) mod skills;
 #[cfg(test)]
 mod tests;
 

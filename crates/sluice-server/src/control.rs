@@ -311,9 +311,11 @@ fn changed_lists(old: &Catalog, new: &Catalog) -> Vec<&'static str> {
     ] {
         let a = old.page(kind, None, usize::MAX).ok();
         let b = new.page(kind, None, usize::MAX).ok();
+        // Templates and skills are resources too: no notification of their own.
         let templates_changed = kind == ListKind::Resources
-            && old.page(ListKind::Templates, None, usize::MAX).ok()
-                != new.page(ListKind::Templates, None, usize::MAX).ok();
+            && [ListKind::Templates, ListKind::Skills]
+                .into_iter()
+                .any(|k| old.page(k, None, usize::MAX).ok() != new.page(k, None, usize::MAX).ok());
         if a != b || templates_changed {
             changed.push(method);
         }

@@ -114,6 +114,8 @@ pub(crate) fn judge(
         };
         let mut kept = UpstreamLists {
             resources: lists.resources.clone(),
+            skills: lists.skills.clone(),
+            skill_settings: lists.skill_settings.clone(),
             ..UpstreamLists::default()
         };
         for (kind, key, item, policy) in items(config, spec, policy, lists) {

@@ -42,6 +42,8 @@ pub struct UpstreamLists {
     pub templates: Vec<Value>,
     /// `skills/list`, every page (the Skills extension, when the upstream declares it).
     pub skills: Vec<Value>,
+    /// The Skills extension's settings, when the upstream declares it (`{"directoryRead": …}`).
+    pub skill_settings: Option<Value>,
 }
 
 impl UpstreamLists {
@@ -123,7 +125,8 @@ pub async fn fetch_lists(
         .await
         .unwrap_or_default();
     }
-    if sluice_skills::declared(caps).is_some() {
+    if let Some(settings) = sluice_skills::declared(caps) {
+        lists.skill_settings = Some(settings.clone());
         // The entries only: no skill file is read ahead of need.
         match fetch_all(conn, "skills/list", "skills", timeout).await {
             Ok(skills) => lists.skills = skills,

@@ -84,6 +84,7 @@ impl Catalog {
         });
         self.resource_routes
             .retain(|uri, slot| keep.resource(uri, *slot));
+        self.skills.retain(|uri, slot| keep.resource(uri, slot));
         let templates = std::mem::take(&mut self.templates);
         let routes = std::mem::take(&mut self.template_routes);
         for (t, route) in templates.into_iter().zip(routes) {

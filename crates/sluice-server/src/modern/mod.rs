@@ -35,6 +35,9 @@ const METHODS: &[&str] = &[
     "resources/list",
     "resources/templates/list",
     "resources/read",
+    "resources/directory/read",
+    "skills/list",
+    "skills/get",
     "completion/complete",
     "tasks/get",
     "tasks/update",
@@ -49,6 +52,8 @@ const CACHEABLE: &[&str] = &[
     "resources/list",
     "resources/templates/list",
     "resources/read",
+    "skills/list",
+    "skills/get",
 ];
 
 /// Does this HTTP request speak the modern era? It carries no session, is not `initialize`, and
@@ -348,7 +353,7 @@ fn decorate_with(snap: &crate::state::Snapshot, method: &str, mut reply: Message
     let private = snap.auth.is_some() && !snap.policy.is_open();
     let complete = ("resultType", json!("complete"));
     let absent = if CACHEABLE.contains(&method) {
-        let scope = if private || method == "resources/read" {
+        let scope = if private || method == "resources/read" || method == "skills/get" {
             "private"
         } else {
             "public"

@@ -186,6 +186,7 @@ impl<'c> Call<'c> {
             Some(Named {
                 item: sluice_auth::Item::Tool,
                 name,
+                ..
             }) => Some(name.as_str()),
             _ => None,
         };

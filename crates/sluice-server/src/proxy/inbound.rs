@@ -240,6 +240,18 @@ async fn on_message(
                 return;
             }
             "notifications/resources/updated" => {
+                // A skill file's URI as clients know it.
+                let snap = st.snapshot();
+                if let Some(prefix) = snap
+                    .slots
+                    .iter()
+                    .position(|s| Arc::ptr_eq(s, slot))
+                    .and_then(|i| snap.catalog.skills.prefix_of(i))
+                {
+                    let now = msg.param_str("uri").unwrap_or("");
+                    let shown = sluice_skills::uri::shown(prefix, now).into_owned();
+                    msg.set_param("uri", json!(shown));
+                }
                 let uri = msg.param_str("uri").unwrap_or("").to_string();
                 st.rt.listeners().resource_updated(&uri);
                 let targets: Vec<_> = match &owner {

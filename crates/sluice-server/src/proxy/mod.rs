@@ -28,6 +28,7 @@ pub(crate) mod hooks;
 pub(crate) mod inbound;
 pub(crate) mod lists;
 pub(crate) mod route;
+mod skills;
 pub(crate) mod tasks;
 
 use crate::access;
@@ -339,6 +340,9 @@ async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outc
             if let Some(name) = &u.name {
                 route::rename(&mut msg, name);
             }
+            if let Some(skill) = &u.skill {
+                skills::to_upstream(&mut msg, skill);
+            }
             if let Some(tool) = task_tool {
                 return Box::pin(tasks::call_tool(st, session, u.slot, tool, msg, sink)).await;
             }
@@ -351,6 +355,11 @@ async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outc
             {
                 return Outcome::Reply(reply);
             }
+            // The method, for showing a skill request's result (the message goes upstream).
+            let msg_method = u
+                .skill
+                .as_ref()
+                .and_then(|_| msg.method().map(str::to_string));
             let outcome = match &u.subscription {
                 // A 2026-07-28 upstream has no resources/subscribe: Sluice watches the URI on a
                 // listen stream of its own and answers the client itself.
@@ -365,6 +374,13 @@ async fn dispatch(call: &Call<'_>, target: Target<'_>, mut msg: Message) -> Outc
                     Box::pin(forward::call_with_rounds(st, session, u.slot, msg, sink)).await
                 }
                 _ => forward::call(st, session, u.slot, msg, sink).await,
+            };
+            let outcome = match &u.skill {
+                Some(skill) => {
+                    let method = msg_method.as_deref().unwrap_or("");
+                    Box::pin(skills::from_upstream(u.slot, skill, method, outcome)).await
+                }
+                None => outcome,
             };
             if let (Some(sub), Outcome::Reply(r)) = (&u.subscription, &outcome) {
                 if r.kind() == Kind::Response {
@@ -603,6 +619,15 @@ pub(crate) fn initialize_result(snap: &Snapshot, version: &str) -> Value {
     let caps: Vec<Value> = snap.slots.iter().filter_map(|s| s.capabilities()).collect();
     if let Some((key, value)) = tasks::capability(&caps, false) {
         capabilities[key] = value;
+    }
+    // Skills only when an upstream that is up declares them.
+    let skills = &snap.catalog.skills;
+    if skills.any() {
+        let settings = match skills.any_directory_read() {
+            true => json!({"directoryRead": true}),
+            false => json!({}),
+        };
+        capabilities["extensions"] = json!({ sluice_skills::EXTENSION: settings });
     }
     json!({
         "protocolVersion": version,

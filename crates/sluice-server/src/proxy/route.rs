@@ -40,6 +40,19 @@ pub(crate) struct Upstream<'c> {
     pub rounds: bool,
     /// `resources/subscribe` / `unsubscribe`: the subscription to record when it succeeds.
     pub subscription: Option<Subscription>,
+    /// A request on a skill URI: the URI the upstream knows, and how its result is shown.
+    pub skill: Option<SkillTarget<'c>>,
+}
+
+/// A request on a skill URI (the Skills extension).
+#[derive(Debug)]
+pub(crate) struct SkillTarget<'c> {
+    /// The URI at the upstream (the request is rewritten to it on dispatch).
+    pub uri: String,
+    /// The prefix the upstream's URIs are shown under (empty: unchanged).
+    pub prefix: &'c str,
+    /// `resources/read` of a listed skill file: the entry its content is checked against.
+    pub entry: Option<&'c Arc<sluice_skills::Entry>>,
 }
 
 /// A subscription a request asks for.
@@ -127,6 +140,7 @@ pub(crate) fn resolve_in<'c>(
                     name: Some(Cow::Borrowed(name)),
                     rounds: true,
                     subscription: None,
+                    skill: None,
                 }),
                 None if catalog.collided_tool(name).is_some() => {
                     local(collision("Tool", name, catalog.collided_tool(name)))
@@ -141,6 +155,7 @@ pub(crate) fn resolve_in<'c>(
                             name: Some(Cow::Owned(tool.to_string())),
                             rounds: true,
                             subscription: None,
+                            skill: None,
                         })
                     }
                     (Some((slot, _)), _) => local(catalog.slots[slot].unavailable()),
@@ -151,6 +166,7 @@ pub(crate) fn resolve_in<'c>(
                         name: None,
                         rounds: true,
                         subscription: None,
+                        skill: None,
                     }),
                     (None, None) => local(catalog.held_tool(name).unwrap_or_else(|| {
                         RpcError::invalid_params(format!("Unknown tool: {name}"))
@@ -174,12 +190,14 @@ pub(crate) fn resolve_in<'c>(
                     name: Some(Cow::Borrowed(&r.name)),
                     rounds: true,
                     subscription: None,
+                    skill: None,
                 }),
                 (None, Some(slot)) => Target::Upstream(Upstream {
                     slot,
                     name: None,
                     rounds: true,
                     subscription: None,
+                    skill: None,
                 }),
                 (None, None) => local(RpcError::invalid_params(format!("Unknown prompt: {name}"))),
             }
@@ -190,6 +208,25 @@ pub(crate) fn resolve_in<'c>(
                     "{method} needs params.uri"
                 )));
             };
+            if let Some(r) = catalog.skills.route(uri) {
+                let slot = &catalog.slots[r.slot];
+                let read = method == "resources/read";
+                return Target::Upstream(Upstream {
+                    slot,
+                    name: None,
+                    rounds: true,
+                    subscription: (!read).then(|| Subscription {
+                        uri: uri.to_string(),
+                        on: method == "resources/subscribe",
+                        local: slot.is_modern(),
+                    }),
+                    skill: Some(SkillTarget {
+                        uri: r.uri.into_owned(),
+                        prefix: r.prefix,
+                        entry: read.then(|| catalog.skills.entry_of(uri)).flatten(),
+                    }),
+                });
+            }
             let Some(slot) = resource_slot(catalog, uri) else {
                 return local(not_found(uri));
             };
@@ -203,6 +240,7 @@ pub(crate) fn resolve_in<'c>(
                 name: None,
                 rounds: true,
                 subscription,
+                skill: None,
             })
         }
         "completion/complete" => {
@@ -217,12 +255,14 @@ pub(crate) fn resolve_in<'c>(
                             name: Some(Cow::Borrowed(&r.name)),
                             rounds: false,
                             subscription: None,
+                            skill: None,
                         }),
                         (None, Some(slot)) => Target::Upstream(Upstream {
                             slot,
                             name: None,
                             rounds: false,
                             subscription: None,
+                            skill: None,
                         }),
                         (None, None) => {
                             local(RpcError::invalid_params(format!("Unknown prompt: {name}")))
@@ -237,6 +277,7 @@ pub(crate) fn resolve_in<'c>(
                             name: None,
                             rounds: false,
                             subscription: None,
+                            skill: None,
                         }),
                         None => local(RpcError::invalid_params(format!(
                             "Resource not found: {uri}"
@@ -248,6 +289,10 @@ pub(crate) fn resolve_in<'c>(
                 )),
             }
         }
+        "skills/list" if catalog.skills.any() => list(ListKind::Skills),
+        "skills/get" | "resources/directory/read" if catalog.skills.any() => {
+            skill_request(catalog, msg, method)
+        }
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list" | "tasks/update" => {
             Target::Task
         }
@@ -258,6 +303,41 @@ pub(crate) fn resolve_in<'c>(
             )),
         },
         _ => local(RpcError::method_not_found(method)),
+    }
+}
+
+/// `skills/get` or `resources/directory/read`: to the upstream whose prefix the URI is under.
+/// A URI under none is -32602, as the extension says for a skill or directory not served.
+fn skill_request<'c>(catalog: &'c Catalog, msg: &Message, method: &str) -> Target<'c> {
+    let Some(uri) = msg.param_str("uri") else {
+        return Target::Local(Err(RpcError::invalid_params(format!(
+            "{method} needs params.uri"
+        ))));
+    };
+    let directory = method == "resources/directory/read";
+    let route = catalog.skills.route_any(uri);
+    let refusal = match &route {
+        None if directory => Some(format!("{uri} is not a directory resource")),
+        None => Some(format!("No skill is served at {uri}")),
+        Some(r) if directory && !catalog.skills.directory_read(r.slot) => Some(format!(
+            "{uri} is not a directory resource: upstream {} does not read directories",
+            catalog.slots[r.slot].spec.id
+        )),
+        Some(_) => None,
+    };
+    match (route, refusal) {
+        (Some(r), None) => Target::Upstream(Upstream {
+            slot: &catalog.slots[r.slot],
+            name: None,
+            rounds: true,
+            subscription: None,
+            skill: Some(SkillTarget {
+                uri: r.uri.into_owned(),
+                prefix: r.prefix,
+                entry: None,
+            }),
+        }),
+        (_, refusal) => Target::Local(Err(RpcError::invalid_params(refusal.unwrap_or_default()))),
     }
 }
 
