@@ -45,8 +45,9 @@ pub struct Listed<'a> {
     pub tools: Vec<&'a str>,
     /// Its prompts' names.
     pub prompts: Vec<&'a str>,
-    /// Its resources' URIs.
-    pub resources: Vec<&'a str>,
+    /// Its resources' URIs, as clients see them (a skill upstream's `skill://` URIs under its
+    /// prefix).
+    pub resources: Vec<std::borrow::Cow<'a, str>>,
 }
 
 /// Final names two or more upstreams produce, each with those upstreams' ids in file order.
@@ -206,7 +207,7 @@ mod tests {
                 Listed {
                     tools: vec!["echo", "add"],
                     prompts: vec!["p"],
-                    resources: vec!["u:1"],
+                    resources: vec!["u:1".into()],
                 },
             ),
             (
@@ -214,7 +215,7 @@ mod tests {
                 Listed {
                     tools: vec!["ping", "other"],
                     prompts: vec![],
-                    resources: vec!["u:1", "u:2"],
+                    resources: vec!["u:1".into(), "u:2".into()],
                 },
             ),
         ];

@@ -87,6 +87,16 @@ pub struct UpstreamSpec {
 }
 
 impl UpstreamSpec {
+    /// The first segment its `skill://` URIs are shown under when it serves skills: its
+    /// `skill_prefix`, else its id; none (URIs unchanged) for the one upstream of
+    /// `--passthrough`, which stays invisible.
+    pub fn shown_skill_prefix(&self) -> &str {
+        if self.transparent {
+            return "";
+        }
+        self.skill_prefix.as_deref().unwrap_or(&self.id)
+    }
+
     /// A stdio upstream with defaults.
     pub fn stdio(id: &str, command: &str, args: Vec<String>) -> UpstreamSpec {
         UpstreamSpec {
@@ -532,6 +542,42 @@ mod tests {
             format!(
                 "{}: upstreams[0].era: unknown era \"new\" (auto, handshake or stateless)",
                 file.display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    /// A skill prefix is a URI authority (or empty: URIs unchanged); the id by default.
+    #[test]
+    fn a_skill_prefix_is_a_uri_authority() {
+        let home = std::env::temp_dir().join(format!("sluice-skill-prefix-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(home.join("mcp")).unwrap();
+        let expose = serde_json::json!({"version": 1, "upstreams": [
+            {"id": "a", "command": "x", "skill_prefix": "team.b"},
+            {"id": "b", "command": "x", "skill_prefix": ""},
+            {"id": "c", "command": "x"}
+        ]});
+        std::fs::write(home.join("mcp/expose.json"), expose.to_string()).unwrap();
+        let (config, _) = Config::load(&home, &|_| None).unwrap();
+        let shown: Vec<&str> = config
+            .expose
+            .upstreams
+            .iter()
+            .map(|u| u.shown_skill_prefix())
+            .collect();
+        assert_eq!(shown, ["team.b", "", "c"]);
+        std::fs::write(
+            home.join("mcp/expose.json"),
+            r#"{"upstreams": [{"id": "a", "command": "x", "skill_prefix": "a/b"}]}"#,
+        )
+        .unwrap();
+        let errors = Config::load(&home, &|_| None).unwrap_err();
+        assert_eq!(
+            errors.0[0].to_string(),
+            format!(
+                "{}: upstreams[0].skill_prefix: \"a/b\" is not a URI authority of letters, digits, `-`, `.`, `_`, `~` (at most 64)",
+                home.join("mcp/expose.json").display()
             )
         );
         let _ = std::fs::remove_dir_all(&home);

@@ -91,6 +91,20 @@ impl Entry {
                 if !files.iter().any(|f| f.uri == uri) {
                     return Err(malformed(format!("{uri} does not list its SKILL.md")));
                 }
+                // Each file once, and each within the skill's directory.
+                let inside = format!("{root}/");
+                let mut seen = std::collections::HashSet::with_capacity(files.len());
+                for f in &files {
+                    if !f.uri.starts_with(&inside) {
+                        return Err(malformed(format!(
+                            "{uri} lists {}, which is outside the skill's directory",
+                            f.uri
+                        )));
+                    }
+                    if !seen.insert(f.uri.as_str()) {
+                        return Err(malformed(format!("{uri} lists {} twice", f.uri)));
+                    }
+                }
                 Files::Listed(files)
             }
             Some(_) => {

@@ -123,6 +123,17 @@ fn entries_a_host_must_not_load_are_refused_with_the_reason() {
         }),
         "the entry skill://pdf-processing/SKILL.md does not list its SKILL.md"
     );
+    assert_eq!(
+        refused(&|v| v["resources"][1]["uri"] = json!("skill://other/FORMS.md")),
+        "the entry skill://pdf-processing/SKILL.md lists skill://other/FORMS.md, which is outside the skill's directory"
+    );
+    assert_eq!(
+        refused(&|v| {
+            let again = v["resources"][1].clone();
+            v["resources"].as_array_mut().unwrap().push(again);
+        }),
+        "the entry skill://pdf-processing/SKILL.md lists skill://pdf-processing/references/FORMS.md twice"
+    );
     let mut dynamic = entry_json();
     dynamic["resources"] = json!("dynamic");
     assert_eq!(Entry::parse(&dynamic).unwrap().files, Files::Dynamic);
@@ -140,9 +151,13 @@ fn limits_are_checked_from_the_entry() {
         )
     );
     let mut v = entry_json();
-    let file = v["resources"][1].clone();
+    let file = |i: usize| {
+        let mut f = v["resources"][1].clone();
+        f["uri"] = json!(format!("skill://pdf-processing/f{i}.md"));
+        f
+    };
     v["resources"] = json!(std::iter::once(v["resources"][0].clone())
-        .chain(std::iter::repeat_n(file, MAX_FILES))
+        .chain((0..MAX_FILES).map(file))
         .collect::<Vec<_>>());
     assert!(Entry::parse(&v)
         .unwrap()

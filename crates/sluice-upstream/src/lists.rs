@@ -47,16 +47,24 @@ pub struct UpstreamLists {
 }
 
 impl UpstreamLists {
-    /// What it lists, by name (tools, prompts) and URI (resources): what name collisions are
-    /// found over.
-    pub fn listed(&self) -> sluice_config::Listed<'_> {
+    /// What it lists, by name (tools, prompts) and URI (resources, as clients see them: the
+    /// `skill://` URIs of an upstream that declares the Skills extension under its prefix):
+    /// what name collisions are found over.
+    pub fn listed(&self, spec: &sluice_config::UpstreamSpec) -> sluice_config::Listed<'_> {
         fn names<'a>(items: &'a [Value], key: &str) -> Vec<&'a str> {
             items.iter().filter_map(|v| v.get(key)?.as_str()).collect()
         }
+        let prefix = match self.skill_settings {
+            Some(_) => spec.shown_skill_prefix(),
+            None => "",
+        };
         sluice_config::Listed {
             tools: names(&self.tools, "name"),
             prompts: names(&self.prompts, "name"),
-            resources: names(&self.resources, "uri"),
+            resources: names(&self.resources, "uri")
+                .into_iter()
+                .map(|u| sluice_skills::uri::shown(prefix, u))
+                .collect(),
         }
     }
 }

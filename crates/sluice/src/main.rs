@@ -444,8 +444,10 @@ fn listed_collisions(config: &Config) -> sluice_config::Collisions {
         }
         out
     });
-    let views: Vec<(&UpstreamSpec, sluice_config::Listed<'_>)> =
-        listed.iter().map(|(spec, l)| (*spec, l.listed())).collect();
+    let views: Vec<(&UpstreamSpec, sluice_config::Listed<'_>)> = listed
+        .iter()
+        .map(|(spec, l)| (*spec, l.listed(spec)))
+        .collect();
     sluice_config::ExposeFile::collisions(&views, &config.expose.expose)
 }
 

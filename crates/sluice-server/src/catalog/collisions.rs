@@ -10,21 +10,9 @@ pub(super) fn find(
     upstreams: &[(&UpstreamSpec, Option<&UpstreamLists>)],
     expose: &[ExposeEntry],
 ) -> Collisions {
-    // A skill upstream's `skill://` URIs are compared as clients see them (under its prefix).
-    let shown: Vec<Option<Vec<String>>> = upstreams
-        .iter()
-        .map(|(spec, lists)| super::skills::shown_resources(spec, (*lists)?))
-        .collect();
     let listed: Vec<(&UpstreamSpec, Listed<'_>)> = upstreams
         .iter()
-        .zip(&shown)
-        .filter_map(|((spec, lists), shown)| {
-            let mut listed = (*lists)?.listed();
-            if let Some(uris) = shown {
-                listed.resources = uris.iter().map(String::as_str).collect();
-            }
-            Some((*spec, listed))
-        })
+        .filter_map(|(spec, lists)| Some((*spec, (*lists)?.listed(spec))))
         .collect();
     ExposeFile::collisions(&listed, expose)
 }

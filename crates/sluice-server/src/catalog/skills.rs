@@ -27,27 +27,6 @@ pub struct Skills {
     files: HashMap<String, Arc<Entry>>,
 }
 
-/// The prefix an upstream's skill URIs are shown under: its `skill_prefix`, else its id; none
-/// for the one upstream of `--passthrough`, which stays invisible.
-pub(crate) fn prefix_for(spec: &UpstreamSpec) -> String {
-    if spec.transparent {
-        return String::new();
-    }
-    spec.skill_prefix.clone().unwrap_or_else(|| spec.id.clone())
-}
-
-/// The URIs of an upstream's resources as clients see them, when it declares the extension
-/// (what name collisions are found over).
-pub(crate) fn shown_resources(spec: &UpstreamSpec, lists: &UpstreamLists) -> Option<Vec<String>> {
-    lists.skill_settings.as_ref()?;
-    let prefix = prefix_for(spec);
-    let uris = lists
-        .resources
-        .iter()
-        .filter_map(|r| r.get("uri")?.as_str());
-    Some(uris.map(|u| uri::shown(&prefix, u).into_owned()).collect())
-}
-
 /// Where a skill URI goes.
 #[derive(Debug, Clone)]
 pub struct SkillRoute<'c, 'u> {
@@ -72,7 +51,7 @@ impl Skills {
         let Some(settings) = &lists.skill_settings else {
             return;
         };
-        let prefix = prefix_for(spec);
+        let prefix = spec.shown_skill_prefix().to_string();
         if let Some((_, other)) = self.prefixes.iter().find(|(p, _)| *p == prefix) {
             warnings.push(format!(
                 "skill prefix {prefix:?} of upstream {:?} is taken by the upstream at slot {other}: its skills are not served",

@@ -169,3 +169,98 @@ fn templates_route_uris() {
     assert!(!template_matches(&lits, "test://other/42/data"));
     assert!(template_matches(&literals("file:///{path}"), "file:///a/b"));
 }
+
+fn skill_lists(directory_read: bool) -> UpstreamLists {
+    let md = "skill://git-workflow/SKILL.md";
+    let entry = json!({"uri": md, "frontmatter": {"name": "git-workflow", "description": "d"},
+        "resources": [{"uri": md, "digest": format!("sha256:{}", "a".repeat(64)), "size": 3}]});
+    UpstreamLists {
+        resources: vec![
+            json!({"uri": md, "name": "git-workflow"}),
+            json!({"uri": "doc://x"}),
+        ],
+        templates: vec![json!({"uriTemplate": "skill://git-workflow/{file}", "name": "f"})],
+        skills: vec![entry],
+        skill_settings: Some(json!({"directoryRead": directory_read})),
+        ..Default::default()
+    }
+}
+
+/// Two upstreams serving the same skill: each under its prefix (its id, or `skill_prefix`), so
+/// their URIs never collide, even with `on_collision: error`; other URIs stay as they are.
+#[test]
+fn skills_are_shown_under_their_upstreams_prefixes_and_route_back() {
+    let a = UpstreamSpec::stdio("a", "x", vec![]);
+    let mut b = UpstreamSpec::stdio("b", "x", vec![]);
+    b.skill_prefix = Some("team.b".into());
+    let plain = UpstreamSpec::stdio("p", "x", vec![]);
+    let (la, lb) = (skill_lists(true), skill_lists(false));
+    let lp = UpstreamLists {
+        resources: vec![json!({"uri": "skill://git-workflow/SKILL.md"})],
+        ..Default::default()
+    };
+    let ups = [(&a, Some(&la)), (&b, Some(&lb)), (&plain, Some(&lp))];
+    let (c, w) = Catalog::build_deciding(1, &ups, &[], Vec::new(), false, OnCollision::Error);
+    // Only doc://x collides: the skill URIs are under two prefixes.
+    assert_eq!(
+        w,
+        ["resource \"doc://x\" is produced by upstreams a and b; with on_collision \"error\" it is listed for none of them (rename one with `as`)"]
+    );
+    let page = c.page(ListKind::Skills, None, 10).unwrap();
+    let uris: Vec<&str> = page["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "skill://a/git-workflow/SKILL.md",
+            "skill://team.b/git-workflow/SKILL.md"
+        ]
+    );
+    assert_eq!(
+        page["skills"][1]["resources"][0],
+        json!({"uri": "skill://team.b/git-workflow/SKILL.md", "digest": format!("sha256:{}", "a".repeat(64)), "size": 3})
+    );
+    let resources = c.page(ListKind::Resources, None, 10).unwrap();
+    let uris: Vec<&str> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    // The upstream without the extension keeps its URI (an ordinary resource); doc://x is
+    // offered by two upstreams and so listed for neither.
+    assert_eq!(
+        uris,
+        [
+            "skill://a/git-workflow/SKILL.md",
+            "skill://team.b/git-workflow/SKILL.md",
+            "skill://git-workflow/SKILL.md"
+        ]
+    );
+    let templates = c.page(ListKind::Templates, None, 10).unwrap();
+    assert_eq!(
+        templates["resourceTemplates"][1]["uriTemplate"],
+        "skill://team.b/git-workflow/{file}"
+    );
+    assert_eq!(c.resource("skill://team.b/git-workflow/FORMS.md"), Some(1));
+    let r = c
+        .skills
+        .route("skill://team.b/git-workflow/SKILL.md")
+        .unwrap();
+    assert_eq!(
+        (r.slot, r.uri.as_ref(), r.prefix),
+        (1, "skill://git-workflow/SKILL.md", "team.b")
+    );
+    assert!(c.skills.route("skill://p/git-workflow/SKILL.md").is_none());
+    assert!(c.skills.directory_read(0) && !c.skills.directory_read(1));
+    assert_eq!(
+        c.skills
+            .entry_of("skill://a/git-workflow/SKILL.md")
+            .map(|e| e.uri.as_str()),
+        Some("skill://git-workflow/SKILL.md")
+    );
+}

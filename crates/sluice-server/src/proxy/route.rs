@@ -40,8 +40,9 @@ pub(crate) struct Upstream<'c> {
     pub rounds: bool,
     /// `resources/subscribe` / `unsubscribe`: the subscription to record when it succeeds.
     pub subscription: Option<Subscription>,
-    /// A request on a skill URI: the URI the upstream knows, and how its result is shown.
-    pub skill: Option<SkillTarget<'c>>,
+    /// A request on a skill URI: the URI the upstream knows, and how its result is shown
+    /// (boxed: every call's target carries the field, few calls a skill).
+    pub skill: Option<Box<SkillTarget<'c>>>,
 }
 
 /// A request on a skill URI (the Skills extension).
@@ -220,11 +221,11 @@ pub(crate) fn resolve_in<'c>(
                         on: method == "resources/subscribe",
                         local: slot.is_modern(),
                     }),
-                    skill: Some(SkillTarget {
+                    skill: Some(Box::new(SkillTarget {
                         uri: r.uri.into_owned(),
                         prefix: r.prefix,
                         entry: read.then(|| catalog.skills.entry_of(uri)).flatten(),
-                    }),
+                    })),
                 });
             }
             let Some(slot) = resource_slot(catalog, uri) else {
@@ -331,11 +332,11 @@ fn skill_request<'c>(catalog: &'c Catalog, msg: &Message, method: &str) -> Targe
             name: None,
             rounds: true,
             subscription: None,
-            skill: Some(SkillTarget {
+            skill: Some(Box::new(SkillTarget {
                 uri: r.uri.into_owned(),
                 prefix: r.prefix,
                 entry: None,
-            }),
+            })),
         }),
         (_, refusal) => Target::Local(Err(RpcError::invalid_params(refusal.unwrap_or_default()))),
     }
