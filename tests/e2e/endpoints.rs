@@ -6,7 +6,7 @@
 //! `/metrics` naming it; endpoints added, changed and removed by a live reload; and
 //! `sluice serve --stdio --endpoint`.
 
-use crate::interop::{node22, node_dir};
+use crate::interop::{node22, node_dir, node_module_file, ts_client};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::{Client, SseReader};
 use sluice_e2e::modern_client as modern;
@@ -39,6 +39,11 @@ const FS_TOOLS: [&str; 14] = [
 /// A tree with the fixture (`fix`) and the filesystem server (`fs`, over `files/`), every tool
 /// exposed, the audit log on, and `endpoints` as `mcp/endpoints.json`.
 fn home(label: &str, endpoints: &Value, settings: Value) -> Home {
+    home_with(label, endpoints, settings, None)
+}
+
+/// [`home`], with `more` as a third upstream after the two.
+fn home_with(label: &str, endpoints: &Value, settings: Value, more: Option<Value>) -> Home {
     let home = Home::new(label);
     home.write("files/readme.txt", "hello\n");
     let files = home.path().join("files").to_string_lossy().into_owned();
@@ -46,10 +51,12 @@ fn home(label: &str, endpoints: &Value, settings: Value) -> Home {
         .join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
         .to_string_lossy()
         .into_owned();
-    home.expose(&json!({"version": 1, "upstreams": [
-        {"id": "fix", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio"], "expose_all": true},
-        {"id": "fs", "command": node22().to_string_lossy(), "args": [server, files], "expose_all": true}
-    ]}));
+    let mut upstreams = vec![
+        json!({"id": "fix", "command": bin("sluice-fixture").to_string_lossy(), "args": ["--stdio"], "expose_all": true}),
+        json!({"id": "fs", "command": node22().to_string_lossy(), "args": [server, files], "expose_all": true}),
+    ];
+    upstreams.extend(more);
+    home.expose(&json!({"version": 1, "upstreams": upstreams}));
     home.write("mcp/endpoints.json", &endpoints.to_string());
     home.write("logs/log.config.json", r#"{"enabled": true}"#);
     home.write("sluice.json", &settings.to_string());
@@ -70,12 +77,7 @@ fn two_endpoints() -> Value {
 }
 
 fn names(list: &Value) -> Vec<String> {
-    list["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .map(|t| t["name"].as_str().expect("a name").to_string())
-        .collect()
+    names_of(list, "tools")
 }
 
 async fn session(url: &str) -> Client {
@@ -451,8 +453,8 @@ async fn a_live_reload_adds_changes_and_removes_endpoints() {
     let c = session(&coding).await;
     assert_eq!(c.tool_names().await, FS_TOOLS);
 
-    // Remove support: its session ends (its next request is 404, its GET stream ends), and it
-    // cannot be begun again; coding goes on.
+    // Remove support: its session ends (its next request is 404, its GET stream ends), so do
+    // the listen streams opened on it, and it cannot be begun again; coding goes on.
     home.write(
         "mcp/endpoints.json",
         &json!({"version": 1, "endpoints": [{"name": "coding", "upstreams": ["fs"]}]}).to_string(),
@@ -465,6 +467,18 @@ async fn a_live_reload_adds_changes_and_removes_endpoints() {
     .await;
     let next = get.next().await;
     assert!(next.is_none(), "the GET stream ended, not {next:?}");
+    // So does the 2026-07-28 listen stream opened on support, with nothing more on it; /mcp's
+    // stays open.
+    let next = support_listen.next().await;
+    assert!(
+        next.is_none(),
+        "support's listen stream ended, not {next:?}"
+    );
+    let open = tokio::time::timeout(Duration::from_millis(500), root_listen.next()).await;
+    assert!(
+        open.is_err(),
+        "/mcp's listen stream is open and silent: {open:?}"
+    );
     assert_eq!(Client::new(&support).post(probe).await.status, 404);
     assert_eq!(c.tool_names().await, FS_TOOLS);
 
@@ -773,4 +787,140 @@ async fn spans_name_the_endpoint() {
     let mut seen = collected(&bodies);
     seen.sort();
     assert_eq!(seen, [None, Some("support".to_string())]);
+}
+
+/// Three real servers behind two endpoints: the fixture, the reference filesystem server and the
+/// reference `everything` server (`@modelcontextprotocol/server-everything` over stdio), driven
+/// by the official TypeScript SDK client (and `sluice client` for the 2026-07-28 era). Each
+/// endpoint lists exactly what it selects from the three, and a tool of the other endpoint is an
+/// unknown tool there while it runs on its own.
+#[test]
+fn three_real_servers_behind_two_endpoints_with_the_typescript_sdk() {
+    let everything = node_module_file("@modelcontextprotocol/server-everything/dist/index.js");
+    let ev = json!({"id": "ev", "command": node22().to_string_lossy(),
+                    "args": [everything.to_string_lossy(), "stdio"], "expose_all": true});
+    let endpoints = json!({"version": 1, "endpoints": [
+        {"name": "support", "tools": ["fix_add", "ev_echo", "ev_get-sum"], "server_name": "support-gw"},
+        {"name": "coding", "upstreams": ["fs", "ev"], "tools": ["fs_*", "ev_get-tiny-image"]}
+    ]});
+    let home = home_with("endpoints-three", &endpoints, json!({}), Some(ev));
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let (support, coding) = (format!("{url}/support"), format!("{url}/coding"));
+    let sorted = |list: &Value| {
+        let mut n = names(list);
+        n.sort();
+        n
+    };
+    let unknown = |name: &str| json!({"code": -32602, "message": format!("MCP error -32602: Unknown tool: {name}")});
+
+    // /mcp has all three servers; each endpoint exactly its selection.
+    let all = ts_client(&url, &json!([{"op": "listTools"}, {"op": "listPrompts"}]));
+    let listed = sorted(&all["results"][0]);
+    for t in [
+        "fix_add",
+        "fix_echo",
+        "ev_echo",
+        "ev_get-sum",
+        "ev_get-tiny-image",
+        "fs_read_file",
+    ] {
+        assert!(listed.contains(&t.to_string()), "{t} on /mcp: {listed:?}");
+    }
+    let ev_prompts: Vec<String> = names_of(&all["results"][1], "prompts")
+        .into_iter()
+        .filter(|p| p.starts_with("ev_"))
+        .collect();
+    assert!(
+        !ev_prompts.is_empty(),
+        "everything's prompts on /mcp: {all}"
+    );
+
+    let s = ts_client(
+        &support,
+        &json!([
+            {"op": "listTools"},
+            {"op": "callTool", "name": "ev_get-sum", "arguments": {"a": 19, "b": 23}},
+            {"op": "callTool", "name": "ev_echo", "arguments": {"message": "support ✓"}},
+            {"op": "callTool", "name": "fix_add", "arguments": {"a": 1, "b": 2}},
+            {"op": "callTool", "name": "ev_get-tiny-image", "arguments": {}, "allowError": true},
+            {"op": "callTool", "name": "fs_list_allowed_directories", "arguments": {}, "allowError": true},
+            {"op": "callTool", "name": "fix_echo", "arguments": {"message": "hi"}, "allowError": true},
+        ]),
+    );
+    assert_eq!(s["serverInfo"]["name"], "support-gw", "{s}");
+    assert_eq!(
+        sorted(&s["results"][0]),
+        ["ev_echo", "ev_get-sum", "fix_add"]
+    );
+    let r = &s["results"];
+    assert_eq!(
+        r[1]["content"][0]["text"], "The sum of 19 and 23 is 42.",
+        "{s}"
+    );
+    assert_eq!(
+        r[2],
+        json!({"content": [{"type": "text", "text": "Echo: support ✓"}]})
+    );
+    assert_eq!(r[3]["structuredContent"], json!({"sum": 3}), "{s}");
+    assert_eq!(r[4]["error"], unknown("ev_get-tiny-image"));
+    assert_eq!(r[5]["error"], unknown("fs_list_allowed_directories"));
+    assert_eq!(r[6]["error"], unknown("fix_echo"));
+
+    let c = ts_client(
+        &coding,
+        &json!([
+            {"op": "listTools"},
+            {"op": "listPrompts"},
+            {"op": "callTool", "name": "ev_get-tiny-image", "arguments": {}},
+            {"op": "callTool", "name": "fs_list_allowed_directories", "arguments": {}},
+            {"op": "callTool", "name": "ev_get-sum", "arguments": {"a": 1, "b": 2}, "allowError": true},
+            {"op": "callTool", "name": "fix_add", "arguments": {"a": 1, "b": 2}, "allowError": true},
+        ]),
+    );
+    assert_eq!(c["serverInfo"]["name"], "sluice", "{c}");
+    let mut want: Vec<String> = FS_TOOLS.iter().map(|t| t.to_string()).collect();
+    want.push("ev_get-tiny-image".into());
+    want.sort();
+    assert_eq!(sorted(&c["results"][0]), want);
+    // No tool glob limits prompts: everything's prompts, whole.
+    assert_eq!(names_of(&c["results"][1], "prompts"), ev_prompts);
+    let r = &c["results"];
+    let image = r[2]["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .find(|b| b["type"] == "image")
+        .unwrap_or_else(|| panic!("an image block: {c}"));
+    assert_eq!(image["mimeType"], "image/png", "{c}");
+    let dirs = r[3]["content"][0]["text"].as_str().expect("text");
+    assert!(
+        dirs.contains(&home.path().join("files").display().to_string()),
+        "{dirs}"
+    );
+    assert_eq!(r[4]["error"], unknown("ev_get-sum"));
+    assert_eq!(r[5]["error"], unknown("fix_add"));
+
+    // The 2026-07-28 era, each request judged by its URL.
+    let (code, list, err) = modern(&coding, &["tools"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(sorted(&list), want);
+    let (code, r, err) = modern(&support, &["call", "ev_get-sum", "a=2", "b=3"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["content"][0]["text"], "The sum of 2 and 3 is 5.", "{r}");
+    let (code, _, err) = modern(&coding, &["call", "ev_get-sum", "a=2", "b=3"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("error -32602: Unknown tool: ev_get-sum"),
+        "{err}"
+    );
+}
+
+/// The `name`s of a list result's `key` entries, in order.
+fn names_of(list: &Value, key: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {list}"))
+        .iter()
+        .map(|p| p["name"].as_str().expect("a name").to_string())
+        .collect()
 }

@@ -516,19 +516,7 @@ async fn apply_plan(st: &State, now: &Snapshot, plan: ReloadPlan) -> ReloadRepor
         let lists = changed_lists(&before.catalog, catalog);
         publish(st, catalog.version, lists, per_endpoint);
     }
-    // A removed endpoint's sessions end: their next request is answered 404.
-    let removed = endpoints::removed(&before, &after);
-    if !removed.is_empty() {
-        for s in st.rt.sessions().all() {
-            if s.init
-                .endpoint
-                .as_deref()
-                .is_some_and(|e| removed.iter().any(|r| r == e))
-            {
-                end_session(st, &s.id, sluice_hooks::EndReason::Shutdown).await;
-            }
-        }
-    }
+    endpoints::end_removed(st, &before, &after).await;
     start_slots(st, &fresh).await;
     // Started slots rebuild the catalog when they come up; this covers none starting.
     rebuild_catalog(st, None);

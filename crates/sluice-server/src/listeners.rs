@@ -46,6 +46,16 @@ impl Listeners {
         self.0.lock().clear();
     }
 
+    /// End the listen streams opened on endpoints a reload removed (`gone`): their senders are
+    /// dropped, so each stream ends, as the endpoint's sessions do.
+    pub(crate) fn close_endpoints(&self, gone: &[String]) {
+        self.0.lock().retain(|l| {
+            !l.endpoint
+                .as_deref()
+                .is_some_and(|e| gone.iter().any(|g| g == e))
+        });
+    }
+
     /// Send a list_changed notification, of the change that made catalog `version` in the
     /// lists of `endpoint` (`None`: `/mcp`), to the listen streams opened there that asked for
     /// it and began on an older catalog.
@@ -99,6 +109,32 @@ mod tests {
             endpoint: None,
         };
         (l, rx)
+    }
+
+    #[test]
+    fn closing_an_endpoint_ends_its_streams_only() {
+        let all = Listeners::default();
+        let (root, mut root_rx) = listener(1);
+        let (mut support, mut support_rx) = listener(1);
+        support.endpoint = Some("support".into());
+        let (mut coding, mut coding_rx) = listener(1);
+        coding.endpoint = Some("coding".into());
+        all.add(root);
+        all.add(support);
+        all.add(coding);
+        all.close_endpoints(&["support".to_string()]);
+        assert!(matches!(
+            support_rx.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        for rx in [&mut root_rx, &mut coding_rx] {
+            assert!(matches!(
+                rx.try_recv(),
+                Err(mpsc::error::TryRecvError::Empty)
+            ));
+        }
+        all.announce("notifications/tools/list_changed", 2, Some("coding"));
+        assert!(coding_rx.try_recv().is_ok());
     }
 
     #[test]

@@ -6,9 +6,9 @@
 //! reload, a catalog rebuild), so they follow every list change; a tree without endpoints
 //! builds none, and its requests never look for one.
 
-use super::{build_chain, changed_lists, funnel_prefix_of, ALL_LISTS};
+use super::{build_chain, changed_lists, end_session, funnel_prefix_of, ALL_LISTS};
 use crate::catalog::Keeps;
-use crate::state::Snapshot;
+use crate::state::{Snapshot, State};
 use serde_json::Value;
 use sluice_auth::Policy;
 use sluice_config::{Config, Endpoint};
@@ -117,6 +117,26 @@ pub(super) fn changes(
             Some((name.to_string(), lists))
         })
         .collect()
+}
+
+/// A reload removed endpoints (`before` has them, `after` does not): their sessions end (their
+/// next request is answered 404, their GET streams end) and so do the 2026-07-28 listen
+/// streams opened on them.
+pub(super) async fn end_removed(st: &State, before: &Snapshot, after: &Snapshot) {
+    let removed = removed(before, after);
+    if removed.is_empty() {
+        return;
+    }
+    for s in st.rt.sessions().all() {
+        if s.init
+            .endpoint
+            .as_deref()
+            .is_some_and(|e| removed.iter().any(|r| r == e))
+        {
+            end_session(st, &s.id, sluice_hooks::EndReason::Shutdown).await;
+        }
+    }
+    st.rt.listeners().close_endpoints(&removed);
 }
 
 /// The endpoints `before` has and `after` does not.
