@@ -1,6 +1,7 @@
 //! 2026-07-28 clients across replicas: a `requestState` Sluice minted for a legacy upstream's
 //! input request works when the retry reaches another replica (it is handed to the replica that
-//! holds the parked call); when that replica is gone the retry answers -32000 naming it.
+//! holds the parked call, and judged there by the endpoint of its URL); when that replica is
+//! gone the retry answers -32000 naming it.
 
 use super::{fixture_home_era, Cluster};
 use serde_json::{json, Value};
@@ -97,4 +98,53 @@ async fn a_request_state_minted_on_one_replica_works_on_another() {
         r["error"]["message"],
         json!(format!("The replica holding this call ({replica}) is gone; send the request again without requestState"))
     );
+}
+
+/// A retry handed to the replica holding its call is judged there by the endpoint of the URL it
+/// came to: at its call's endpoint it is answered with that endpoint's serverInfo (on `/mcp`,
+/// the gateway's); at another URL it is refused, and the call waits on.
+#[tokio::test]
+async fn a_retry_handed_to_another_replica_stays_on_its_endpoint() {
+    let home = fixture_home_era("cluster-modern-endpoint", "legacy");
+    home.write(
+        "mcp/endpoints.json",
+        &json!({"version": 1, "endpoints": [{"name": "support", "tools": ["fx_test_elicitation"],
+                 "server_name": "support-gw"}]})
+        .to_string(),
+    );
+    let cl = Cluster::start("modern-endpoint", home, json!({}));
+    let params = json!({"name": "fx_test_elicitation", "arguments": {"message": "Your name?"}});
+    let server =
+        |r: &Value| r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"].clone();
+    for (path, name) in [("/support", "support-gw"), ("", "sluice")] {
+        let at = |i: usize| format!("{}{path}", cl.replicas[i].url());
+        let (key, state) = first_round(&at(0), &params).await;
+        let mut retry = params.clone();
+        retry["inputResponses"] =
+            json!({&key: {"action": "accept", "content": {"response": "Ada"}}});
+        retry["requestState"] = json!(state);
+        let done = modern_call(&at(1), 2, &retry).await;
+        assert_eq!(
+            done["result"]["content"][0]["text"],
+            json!("User response: action=accept, content={\"response\":\"Ada\"}"),
+            "{path}: {done}"
+        );
+        assert_eq!(server(&done), json!(name), "{path}: {done}");
+    }
+    // A retry at another URL than its call's is refused, on the replica holding the call and
+    // on another alike, and the call waits on for a retry at its own.
+    let (key, state) = first_round(&format!("{}/support", cl.replicas[0].url()), &params).await;
+    let mut retry = params.clone();
+    retry["inputResponses"] = json!({&key: {"action": "accept", "content": {"response": "Ada"}}});
+    retry["requestState"] = json!(state);
+    for (i, id) in [(0, 3), (1, 4)] {
+        let r = modern_call(&cl.replicas[i].url(), id, &retry).await;
+        assert_eq!(
+            r["error"],
+            json!({"code": -32602, "message": "Invalid requestState: the call it continues was begun at another endpoint"}),
+            "replica {i}: {r}"
+        );
+    }
+    let done = modern_call(&format!("{}/support", cl.replicas[2].url()), 5, &retry).await;
+    assert_eq!(server(&done), json!("support-gw"), "{done}");
 }

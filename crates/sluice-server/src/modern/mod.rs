@@ -96,7 +96,7 @@ pub(crate) enum Admitted {
     /// `subscriptions/listen`: open the stream ([`listen::subscribe`]).
     Listen,
     /// Any other method: run it ([`rounds::start`]) on a session of this version
-    /// ([`ephemeral_session`]).
+    /// ([`ephemeral_session_on`]).
     Call {
         /// The version the request's `_meta` names.
         requested: String,
@@ -224,19 +224,8 @@ fn meta_str<'a>(msg: &'a Message, key: &str) -> Option<&'a str> {
 }
 
 /// The session of one modern request: its version, capabilities and client info from `_meta`,
-/// its principal and credentials from the transport.
-pub(crate) fn ephemeral_session(
-    st: &State,
-    authorization: Option<&str>,
-    msg: &Message,
-    requested: &str,
-    principal: Option<Arc<Principal>>,
-) -> Arc<Session> {
-    ephemeral_session_on(st, authorization, msg, requested, principal, None)
-}
-
-/// [`ephemeral_session`] on an endpoint of `mcp/endpoints.json` (`None`: `/mcp`): the URL the
-/// request came to judges it.
+/// its principal and credentials from the transport, on the endpoint of `mcp/endpoints.json`
+/// of the URL it came to (`None`: `/mcp`), which judges it.
 pub(crate) fn ephemeral_session_on(
     st: &State,
     authorization: Option<&str>,

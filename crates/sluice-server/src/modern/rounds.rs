@@ -343,7 +343,18 @@ async fn resume(
         Ok(key) => key,
         Err(why) => return invalid(why),
     };
-    let Some(parked) = rounds.parked.lock().remove(&key) else {
+    let parked = {
+        let mut calls = rounds.parked.lock();
+        // The URL judges a 2026-07-28 request: a retry continues only a call begun on its own
+        // endpoint (the call stays parked for the right one).
+        let here = |p: &Parked| p.call.session.init.endpoint == session.init.endpoint;
+        if calls.get(&key).is_some_and(|p| !here(p)) {
+            drop(calls);
+            return invalid("the call it continues was begun at another endpoint");
+        }
+        calls.remove(&key)
+    };
+    let Some(parked) = parked else {
         return invalid("the call it continues is gone (answered already, expired, or on another gateway instance)");
     };
     let responses = msg

@@ -51,7 +51,8 @@ pub(crate) async fn forward_reply(c: &Cluster, session: &Session, msg: &Message)
 }
 
 /// Hand a 2026-07-28 retry to the replica `owner` holding its call; what it emits for the
-/// client arrives on the receiver. A replica that is gone, or stops answering, is a -32000
+/// client arrives on the receiver; `endpoint` is the one of the URL it came to (`None`:
+/// `/mcp`), which judges it there as here. A replica that is gone, or stops answering, is a -32000
 /// naming it.
 pub(crate) async fn hand_retry(
     st: &State,
@@ -60,14 +61,16 @@ pub(crate) async fn hand_retry(
     msg: &Message,
     principal: Option<&Principal>,
     authorization: Option<&str>,
+    endpoint: Option<&str>,
 ) -> tokio::sync::mpsc::UnboundedReceiver<Message> {
     let (tx, mut from_owner) = tokio::sync::mpsc::unbounded_channel();
     let (out, rx) = tokio::sync::mpsc::unbounded_channel();
     let corr = uuid::Uuid::new_v4().simple().to_string();
     c.handed.lock().insert(corr.clone(), tx);
+    // "e": the endpoint of the URL the retry came to (none for /mcp), which judges it there too.
     let payload = json!({
         "t": "retry", "c": corr, "f": &*c.replica, "m": msg.to_json(),
-        "p": principal.map(Principal::to_json), "a": authorization,
+        "p": principal.map(Principal::to_json), "a": authorization, "e": endpoint,
     });
     let id = msg.id().cloned().unwrap_or(Value::Null);
     let who = owner.to_string();
@@ -202,7 +205,9 @@ pub(super) fn continue_retry(
         return None;
     };
     let authorization = v.get("a").and_then(Value::as_str);
-    let session = modern::ephemeral_session(st, authorization, &msg, &requested, principal);
+    let endpoint = v.get("e").and_then(Value::as_str);
+    let session =
+        modern::ephemeral_session_on(st, authorization, &msg, &requested, principal, endpoint);
     let (out, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<Message>();
     tokio::spawn(modern::rounds::start(
         st.clone(),

@@ -145,12 +145,13 @@ impl Scale {
         msg: &Message,
         principal: Option<&Principal>,
         authorization: Option<&str>,
+        endpoint: Option<&str>,
     ) -> Option<tokio::sync::mpsc::UnboundedReceiver<Message>> {
         let Scale::Cluster(c) = self else {
             return None;
         };
         let owner = rounds.elsewhere(msg, principal.map(|p| p.id.as_str()))?;
-        Some(hand_retry(st, c, &owner, msg, principal, authorization).await)
+        Some(hand_retry(st, c, &owner, msg, principal, authorization, endpoint).await)
     }
 
     /// A call to an upstream isolated per session (its own stdio process) from a session whose

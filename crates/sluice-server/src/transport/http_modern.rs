@@ -88,7 +88,14 @@ pub(crate) async fn post(
     let handed = st
         .rt
         .scale()
-        .hand_retry(&st, &rounds, &msg, principal.as_deref(), authorization)
+        .hand_retry(
+            &st,
+            &rounds,
+            &msg,
+            principal.as_deref(),
+            authorization,
+            endpoint,
+        )
         .await;
     if let Some(rx) = handed {
         return respond(rx).await;
