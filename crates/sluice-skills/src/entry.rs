@@ -4,6 +4,15 @@
 
 use serde_json::{Map, Value};
 
+/// The file every skill has at its root.
+pub const SKILL_MD: &str = "SKILL.md";
+
+/// Resources per skill every host must accept (`SKILL.md` included).
+pub const MAX_FILES: usize = 512;
+
+/// Total size per skill every host must accept, bytes.
+pub const MAX_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
+
 /// One file of a skill, as its entry describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct File {
@@ -74,7 +83,7 @@ impl Entry {
             return Err(malformed(format!("{uri} has no frontmatter description")));
         }
         let root = uri
-            .strip_suffix(&format!("/{}", crate::SKILL_MD))
+            .strip_suffix(&format!("/{}", SKILL_MD))
             .ok_or_else(|| malformed(format!("uri {uri} does not end in /SKILL.md")))?;
         if root.rsplit('/').next() != Some(name) {
             return Err(malformed(format!(
@@ -132,7 +141,7 @@ impl Entry {
     /// The skill's root: its `SKILL.md` URI without `/SKILL.md`.
     pub fn root(&self) -> &str {
         self.uri
-            .strip_suffix(&format!("/{}", crate::SKILL_MD))
+            .strip_suffix(&format!("/{}", SKILL_MD))
             .unwrap_or(&self.uri)
     }
 
@@ -150,20 +159,19 @@ impl Entry {
         let Files::Listed(files) = &self.files else {
             return Ok(());
         };
-        if files.len() > crate::MAX_FILES {
+        if files.len() > MAX_FILES {
             return Err(EntryError::TooLarge(format!(
                 "{} lists {} files, more than the {} a host must accept",
                 self.uri,
                 files.len(),
-                crate::MAX_FILES
+                MAX_FILES
             )));
         }
         let total: u64 = files.iter().map(|f| f.size).sum();
-        if total > crate::MAX_TOTAL_BYTES {
+        if total > MAX_TOTAL_BYTES {
             return Err(EntryError::TooLarge(format!(
                 "{}'s files add up to {total} bytes, more than the {} a host must accept",
-                self.uri,
-                crate::MAX_TOTAL_BYTES
+                self.uri, MAX_TOTAL_BYTES
             )));
         }
         Ok(())

@@ -12,20 +12,11 @@ pub mod verify;
 
 use serde_json::Value;
 
-pub use entry::{Entry, EntryError, File, Files};
+pub use entry::{Entry, EntryError, File, Files, MAX_FILES, MAX_TOTAL_BYTES, SKILL_MD};
 pub use verify::Mismatch;
 
 /// The extension's identifier, the key under `capabilities.extensions`.
 pub const EXTENSION: &str = "io.modelcontextprotocol/skills";
-
-/// The file every skill has at its root.
-pub const SKILL_MD: &str = "SKILL.md";
-
-/// Resources per skill every host must accept (`SKILL.md` included).
-pub const MAX_FILES: usize = 512;
-
-/// Total size per skill every host must accept, bytes.
-pub const MAX_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The extension's settings when `capabilities` (a server's) declare it.
 pub fn declared(capabilities: &Value) -> Option<&Value> {

@@ -2,7 +2,7 @@
 //! bytes of the content (a text's UTF-8, a blob's decoded base64), their size and SHA-256
 //! digest, and for a `SKILL.md` its YAML frontmatter compared field by field with the entry's.
 
-use crate::entry::{Entry, File};
+use crate::entry::{Entry, File, Files};
 use base64::Engine;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -165,7 +165,7 @@ pub fn check_read(entry: &Entry, uri: &str, result: &Value) -> Result<Vec<u8>, M
     let bytes = content_bytes(result, uri)?;
     match entry.file(uri) {
         Some(file) => check_file(&bytes, file)?,
-        None if matches!(entry.files, crate::Files::Listed(_)) => {
+        None if matches!(entry.files, Files::Listed(_)) => {
             return Err(Mismatch::Unlisted(uri.to_string()))
         }
         None => {}
