@@ -11,6 +11,7 @@ use sluice_core::RpcError;
 use sluice_upstream::{Slot, UpstreamLists};
 use std::borrow::Cow;
 use std::sync::Arc;
+use templates::{literals, template_matches};
 
 /// Where a client-facing name goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -185,50 +186,6 @@ fn with_name(item: &Value, key: &str, name: &str) -> Value {
         o.insert(key.into(), json!(name));
     }
     item
-}
-
-/// Split an RFC 6570 template into its literal parts (`a{x}b{y}` → `["a", "b", ""]`).
-fn literals(template: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = template;
-    loop {
-        match rest.find('{') {
-            Some(i) => {
-                out.push(rest[..i].to_string());
-                match rest[i..].find('}') {
-                    Some(j) => rest = &rest[i + j + 1..],
-                    None => {
-                        rest = "";
-                    }
-                }
-            }
-            None => {
-                out.push(rest.to_string());
-                return out;
-            }
-        }
-    }
-}
-
-fn template_matches(lits: &[String], uri: &str) -> bool {
-    if lits.len() == 1 {
-        return lits[0] == uri;
-    }
-    let (first, last) = (&lits[0], &lits[lits.len() - 1]);
-    if !uri.starts_with(first.as_str()) || !uri.ends_with(last.as_str()) {
-        return false;
-    }
-    if uri.len() < first.len() + last.len() {
-        return false;
-    }
-    let mut rest = &uri[first.len()..uri.len() - last.len()];
-    for lit in &lits[1..lits.len() - 1] {
-        match rest.find(lit.as_str()) {
-            Some(i) => rest = &rest[i + lit.len()..],
-            None => return false,
-        }
-    }
-    true
 }
 
 impl Catalog {
@@ -703,6 +660,7 @@ mod collisions;
 mod held;
 mod select;
 pub(crate) mod skills;
+mod templates;
 #[cfg(test)]
 mod tests;
 
