@@ -245,3 +245,49 @@ fn frontmatter_is_compared_field_by_field_in_any_order() {
         Err(Mismatch::NoFrontmatter { .. })
     ));
 }
+
+/// What checking a read costs the gateway (and `sluice client`): a SKILL.md of 350 bytes (size,
+/// digest and its YAML frontmatter parsed and compared) and supporting files of 4 KiB to 1 MiB
+/// (size and digest), p50 and p99 per check over 2,000 checks each. Not a test: run with
+/// `cargo test --release -p sluice-skills --lib measure_check -- --ignored --nocapture`
+/// (results/skills.md).
+#[test]
+#[ignore]
+fn measure_check() {
+    use std::time::Instant;
+    let skill_md = format!("{SKILL}{}", "Choose the matching template.\n".repeat(8));
+    let mut rows = vec![("SKILL.md".to_string(), skill_md.clone(), true)];
+    for size in [4 << 10, 64 << 10, 1 << 20] {
+        rows.push((format!("{} KiB file", size >> 10), "x".repeat(size), false));
+    }
+    for (label, text, is_md) in rows {
+        let file_uri = if is_md {
+            "skill://pdf-processing/SKILL.md"
+        } else {
+            "skill://pdf-processing/references/FORMS.md"
+        };
+        let mut v = entry_json();
+        let i = if is_md { 0 } else { 1 };
+        v["resources"][i]["digest"] = json!(verify::digest(text.as_bytes()));
+        v["resources"][i]["size"] = json!(text.len());
+        let e = Entry::parse(&v).unwrap();
+        let read = read_of(file_uri, &text);
+        let n = if text.len() >= 1 << 20 { 200 } else { 2000 };
+        let mut ns: Vec<u128> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                verify::check_read(&e, file_uri, std::hint::black_box(&read)).unwrap();
+                t.elapsed().as_nanos()
+            })
+            .collect();
+        ns.sort_unstable();
+        let p = |q: f64| ns[((ns.len() as f64 * q) as usize).min(ns.len() - 1)] as f64 / 1000.0;
+        println!(
+            "{label:>14} ({} bytes): p50 {:.1} µs, p99 {:.1} µs ({} checks)",
+            text.len(),
+            p(0.5),
+            p(0.99),
+            n
+        );
+    }
+}

@@ -5,6 +5,7 @@
 use crate::entry::{Entry, File, Files};
 use base64::Engine;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use sha2::{Digest, Sha256};
 
 /// Why content does not match its entry: it must not be used.
@@ -67,7 +68,7 @@ pub fn digest(bytes: &[u8]) -> String {
 
 /// The raw bytes a `resources/read` result holds for `uri`: the content of that URI (or the
 /// only content), a text's UTF-8 bytes or a blob's decoded base64.
-pub fn content_bytes(result: &Value, uri: &str) -> Result<Vec<u8>, Mismatch> {
+pub fn content_bytes<'r>(result: &'r Value, uri: &str) -> Result<Cow<'r, [u8]>, Mismatch> {
     let contents = result
         .get("contents")
         .and_then(Value::as_array)
@@ -81,7 +82,7 @@ pub fn content_bytes(result: &Value, uri: &str) -> Result<Vec<u8>, Mismatch> {
         })
         .ok_or_else(|| Mismatch::NoContent(uri.to_string()))?;
     if let Some(text) = item.get("text").and_then(Value::as_str) {
-        return Ok(text.as_bytes().to_vec());
+        return Ok(Cow::Borrowed(text.as_bytes()));
     }
     let blob = item
         .get("blob")
@@ -89,6 +90,7 @@ pub fn content_bytes(result: &Value, uri: &str) -> Result<Vec<u8>, Mismatch> {
         .ok_or_else(|| Mismatch::NoContent(uri.to_string()))?;
     base64::engine::general_purpose::STANDARD
         .decode(blob)
+        .map(Cow::Owned)
         .map_err(|_| Mismatch::NoContent(uri.to_string()))
 }
 
@@ -160,8 +162,12 @@ pub fn differing_fields(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<S
 
 /// Check what a read of `uri` returned (`result`) against `entry`: the file must be listed
 /// (unless the skill is dynamic), its size and digest must match, and a `SKILL.md`'s
-/// frontmatter must equal the entry's. Returns the bytes checked.
-pub fn check_read(entry: &Entry, uri: &str, result: &Value) -> Result<Vec<u8>, Mismatch> {
+/// frontmatter must equal the entry's. Returns the bytes checked (borrowed from a text).
+pub fn check_read<'r>(
+    entry: &Entry,
+    uri: &str,
+    result: &'r Value,
+) -> Result<Cow<'r, [u8]>, Mismatch> {
     let bytes = content_bytes(result, uri)?;
     match entry.file(uri) {
         Some(file) => check_file(&bytes, file)?,

@@ -89,7 +89,9 @@ fn unlisted(entry: &Entry, uri: &str) -> String {
 /// What a read of `uri` returned, checked against the entry (size and digest when it is
 /// listed, SKILL.md's frontmatter field by field): its bytes, or the one-line refusal.
 pub(crate) fn check_read(entry: &Entry, uri: &str, result: &Value) -> Result<Vec<u8>, String> {
-    verify::check_read(entry, uri, result).map_err(|m| describe(entry, result, &m))
+    verify::check_read(entry, uri, result)
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|m| describe(entry, result, &m))
 }
 
 /// A mismatch as the line `sluice client` prints: the skill, the file, what differs.
@@ -122,7 +124,7 @@ fn describe(entry: &Entry, result: &Value, m: &Mismatch) -> String {
         Mismatch::Frontmatter { uri, fields } => {
             let read = verify::content_bytes(result, uri)
                 .ok()
-                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|b| String::from_utf8(b.into_owned()).ok())
                 .and_then(|t| verify::frontmatter(uri, &t).ok())
                 .unwrap_or_default();
             format!(
