@@ -5,8 +5,8 @@
 use crate::entry::{Entry, File, Files};
 use base64::Engine;
 use serde_json::{Map, Value};
-use std::borrow::Cow;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 
 /// Why content does not match its entry: it must not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
