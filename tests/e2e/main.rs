@@ -7,6 +7,7 @@ mod apply;
 mod auth;
 mod civic_hooks;
 mod claude_hook_fields;
+mod claude_hook_packages;
 mod claude_hooks;
 mod cli;
 mod client;
