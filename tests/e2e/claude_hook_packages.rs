@@ -115,7 +115,7 @@ async fn pii_gate_installed_by_itself_and_imported_blocks_personal_data_and_fail
                 "description": "Imported from Claude Code settings"}])
     );
 
-    let (gw, mut c) = connect(&home).await;
+    let (gw, c) = connect(&home).await;
     for (args, finding) in [
         // An IBAN with a valid checksum in any argument of an MCP tool.
         (
@@ -196,7 +196,7 @@ async fn pii_gate_installed_by_itself_and_imported_blocks_personal_data_and_fail
     hooks[0]["command"] = json!(gone.to_string_lossy());
     hooks[0]["on_error"] = json!("pass");
     write_manifest(&home, &hooks);
-    let (gw, mut c) = connect(&home).await;
+    let (gw, c) = connect(&home).await;
     let r = c.call_tool("fx_echo", json!({"text": "hello"})).await;
     assert_eq!(r["error"]["code"], -32030, "{r}");
     assert_eq!(
@@ -211,7 +211,7 @@ async fn pii_gate_installed_by_itself_and_imported_blocks_personal_data_and_fail
     // Without onFailure the same broken hook lets the call through (on_error: pass).
     hooks[0].as_object_mut().unwrap().remove("on_failure");
     write_manifest(&home, &hooks);
-    let (_gw, mut c) = connect(&home).await;
+    let (_gw, c) = connect(&home).await;
     let r = c.call_tool("fx_echo", json!({"text": "hello"})).await;
     assert_eq!(
         r["result"]["structuredContent"],
