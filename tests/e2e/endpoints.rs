@@ -276,13 +276,15 @@ async fn endpoints_serve_only_what_they_select_in_both_eras() {
         assert_eq!(r["result"]["structuredContent"], json!({"sum": 2}), "{r}");
     }
 
-    // The audit line names the endpoint (and /mcp's names none).
+    // The audit line names the endpoint (and /mcp's names none). Every fix_add line is waited
+    // for (coding's two unknown, support's three ok and one refused, /mcp's four): the audit
+    // log is written behind the replies.
     until("the audit lines", || async {
         audit(&home)
             .iter()
             .filter(|l| l["tool"] == "fix_add")
             .count()
-            >= 8
+            >= 10
     })
     .await;
     let lines = audit(&home);
