@@ -78,19 +78,27 @@ async fn mcp_endpoint(
     axum::extract::Path(endpoint): axum::extract::Path<String>,
     req: axum::extract::Request,
 ) -> Response {
-    let snap = match face.st.held().endpoint(&endpoint) {
-        Some(e) => Held::of(e.clone()),
-        None => {
-            return json_error(
-                StatusCode::NOT_FOUND,
-                RpcError::invalid_request(format!(
-                    "No endpoint {endpoint:?} here (mcp/endpoints.json names the endpoints served at /mcp/<name>)"
-                )),
-                None,
-            )
-        }
-    };
-    serve_from(face, req, snap).await
+    match endpoint_snapshot(&face, &endpoint) {
+        Ok(snap) => serve_from(face, req, snap).await,
+        Err(not_found) => *not_found,
+    }
+}
+
+/// What is in force for `/mcp/<name>`: the snapshot of the endpoint of that name, or the 404
+/// for a name `mcp/endpoints.json` does not have. The MCP listener asks this for a request to
+/// such a path before it goes to [`serve_from`], as it does for `/mcp`; the router's route
+/// (`mcp_endpoint`) does the same.
+pub(crate) fn endpoint_snapshot(face: &HttpFace, name: &str) -> Result<Held, Box<Response>> {
+    match face.st.held().endpoint(name) {
+        Some(e) => Ok(Held::of(e.clone())),
+        None => Err(Box::new(json_error(
+            StatusCode::NOT_FOUND,
+            RpcError::invalid_request(format!(
+                "No endpoint {name:?} here (mcp/endpoints.json names the endpoints served at /mcp/<name>)"
+            )),
+            None,
+        ))),
+    }
 }
 
 /// Serve one request to `/mcp`. The MCP listener calls this for each request to that path on a
@@ -108,7 +116,11 @@ pub(crate) fn serve(
 }
 
 /// Serve one request from `snap`: `/mcp`'s, or an endpoint's (whose sessions it alone finds).
-async fn serve_from(face: Arc<HttpFace>, req: axum::extract::Request, snap: Held) -> Response {
+pub(crate) async fn serve_from(
+    face: Arc<HttpFace>,
+    req: axum::extract::Request,
+    snap: Held,
+) -> Response {
     // Taken apart rather than extracted: the `HeaderMap` extractor would clone the headers.
     let (parts, body) = req.into_parts();
     let (method, headers) = (parts.method, parts.headers);

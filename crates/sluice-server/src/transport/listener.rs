@@ -501,9 +501,10 @@ async fn watchdog(st: &State, stats: &Stats) -> &'static str {
     }
 }
 
-/// The router, counting requests in flight. A request to `/mcp` goes straight to its
-/// handler with the connection's face (the router would clone itself and the gateway's face,
-/// counts every connection's requests write, and box the handler's future once more).
+/// The router, counting requests in flight. A request to `/mcp` or to an endpoint's
+/// `/mcp/<name>` goes straight to its handler with the connection's face (the router would
+/// clone itself and the gateway's face, counts every connection's requests write, box the
+/// handler's future once more, and, for an endpoint, extract the name as a path parameter).
 struct Tracked {
     app: TowerToHyperService<axum::Router>,
     face: Arc<HttpFace>,
@@ -546,6 +547,25 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
                 }))
             });
         }
+        // So does a request to an endpoint, `/mcp/<name>` (a name as mcp/endpoints.json allows
+        // them; anything else is the router's, as before).
+        if let Some(name) = endpoint_in(req.uri().path()) {
+            let (face, snap) = (
+                self.face.clone(),
+                super::http::endpoint_snapshot(&self.face, name),
+            );
+            return Box::pin(async move {
+                let resp = match snap {
+                    Ok(snap) => super::http::serve_from(face, req.map(Body::new), snap).await,
+                    Err(not_found) => *not_found,
+                };
+                Ok(resp.map(|inner| Guarded {
+                    inner,
+                    guard: Some(guard),
+                    _forwarded: forwarded,
+                }))
+            });
+        }
         let reply = self.app.call(req);
         Box::pin(async move {
             let resp = reply.await?;
@@ -556,6 +576,17 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
             }))
         })
     }
+}
+
+/// The endpoint name of a path `/mcp/<name>`, when the name is one `mcp/endpoints.json` could
+/// have (ASCII letters, digits, `-` and `_`; no percent-encoding, no further segment).
+fn endpoint_in(path: &str) -> Option<&str> {
+    path.strip_prefix("/mcp/").filter(|name| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
 }
 
 /// A request from a trusted proxy takes a place under `max_connections_per_ip` for the address
@@ -620,5 +651,24 @@ impl http_body::Body for Guarded {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_an_endpoint_name_goes_straight_to_the_handler() {
+        assert_eq!(super::endpoint_in("/mcp/support"), Some("support"));
+        assert_eq!(super::endpoint_in("/mcp/coding-2_b"), Some("coding-2_b"));
+        for path in [
+            "/mcp",
+            "/mcp/",
+            "/mcp/a/b",
+            "/mcp/sup%70ort",
+            "/mcpx/a",
+            "/admin/a",
+        ] {
+            assert_eq!(super::endpoint_in(path), None, "{path}");
+        }
     }
 }
