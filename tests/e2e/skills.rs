@@ -328,3 +328,86 @@ async fn access_rules_and_hooks_apply_to_skills_as_to_any_other_method() {
         "{r}"
     );
 }
+
+fn sha256(text: &str) -> String {
+    use sha2::Digest;
+    let sum = sha2::Sha256::digest(text.as_bytes());
+    format!(
+        "sha256:{}",
+        sum.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+/// The digest `skills/list` gives now for the gateway's `skill://docs/git-workflow/SKILL.md`.
+async fn listed_digest(c: &Client) -> String {
+    let skills = all_skills(c).await;
+    let entry = skills
+        .iter()
+        .find(|s| s["uri"] == "skill://docs/git-workflow/SKILL.md")
+        .expect("git-workflow listed");
+    entry["resources"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A skill that changes: a read whose content no longer matches the entry the gateway listed is
+/// checked once more against the skill's entry now (`skills/get`) and passed on when it matches
+/// that; when the upstream says its resources changed, the gateway lists the new entry.
+#[tokio::test]
+async fn a_changed_skill_is_checked_against_its_entry_now_and_listed_anew_when_announced() {
+    // The fixture speaks both eras: `auto` finds 2026-07-28 (the change comes on the gateway's
+    // listen stream), `handshake` keeps to the initialize handshake (on the connection itself).
+    for era in ["auto", "handshake"] {
+        changed_skill(era).await;
+    }
+}
+
+async fn changed_skill(era: &str) {
+    let (_gw, url, _home) = gateway(
+        &format!("skills-changed-{era}"),
+        vec![fixture(&["--skills"], json!({"id": "docs", "era": era}))],
+        &[],
+    );
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let md = "skill://docs/git-workflow/SKILL.md";
+    let first = read(&c, md).await.expect("read");
+    assert_eq!(listed_digest(&c).await, sha256(&first));
+
+    // Changed without a word: the gateway's entry is stale, the read is checked against the
+    // entry the upstream gives now and passed on.
+    let r = c.call_tool("docs_skills_edit", json!({})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "edition 1", "{r}");
+    let second = read(&c, md)
+        .await
+        .expect("checked against the entry now and passed on");
+    assert!(second.ends_with("\nEdition 1.\n"), "{second}");
+    assert_eq!(
+        listed_digest(&c).await,
+        sha256(&first),
+        "not announced: the listing is as it was"
+    );
+
+    // Announced: the gateway reads its lists again and lists the new entry.
+    let r = c
+        .call_tool("docs_skills_edit", json!({"notify": true}))
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "edition 2", "{r}");
+    let third = read(&c, md).await.expect("read");
+    assert!(third.ends_with("\nEdition 2.\n"), "{third}");
+    let want = sha256(&third);
+    let (c, want) = (&c, &want);
+    sluice_e2e::eventually("the new entry listed", || async move {
+        listed_digest(c).await == *want
+    })
+    .await;
+}
+
+/// The text of a read of `uri`, or `None` when it was refused.
+async fn read(c: &Client, uri: &str) -> Option<String> {
+    let r = c.request("resources/read", json!({"uri": uri})).await;
+    r["result"]["contents"][0]["text"]
+        .as_str()
+        .map(str::to_string)
+}

@@ -188,7 +188,7 @@ async fn common(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcErro
         }
         "resources/list" => {
             let mut resources = catalog::resources();
-            if let Some(tree) = &ctx.session.fixture.skills {
+            if let Some(tree) = ctx.session.fixture.skill_tree() {
                 resources.extend(tree.resources());
             }
             list(ctx, "resources", resources, &params)
@@ -201,7 +201,7 @@ async fn common(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcErro
         ),
         "resources/read" => {
             let uri = str_param(&params, "uri")?;
-            if let Some(tree) = &ctx.session.fixture.skills {
+            if let Some(tree) = ctx.session.fixture.skill_tree() {
                 if uri.starts_with(skills::SCHEME) {
                     // -32602 in both eras, as the extension says for a skill file not served.
                     return tree.read(uri);
@@ -235,7 +235,7 @@ async fn common(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcErro
 
 /// `skills/list`, `skills/get` and `resources/directory/read` (`-32601` without `--skills`).
 fn skill_method(ctx: &Ctx, method: &str, params: &Value) -> Result<Value, RpcError> {
-    let Some(tree) = &ctx.session.fixture.skills else {
+    let Some(tree) = ctx.session.fixture.skill_tree() else {
         return Err(RpcError::method_not_found(method));
     };
     match method {

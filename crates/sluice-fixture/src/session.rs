@@ -128,6 +128,8 @@ impl Filter {
 pub(crate) enum Change {
     /// `notifications/tools/list_changed`.
     Tools,
+    /// `notifications/resources/list_changed`.
+    Resources,
     /// `notifications/prompts/list_changed`.
     Prompts,
     /// `notifications/resources/updated` for this URI.
@@ -164,8 +166,10 @@ pub(crate) struct Fixture {
     state_key: RandomState,
     /// Tasks (`--tasks`).
     pub tasks: crate::tasks::Store,
-    /// The skill tree (`--skills`).
-    pub skills: Option<crate::skills::Tree>,
+    /// The skill tree (`--skills`), replaced whole by the `skills_edit` tool.
+    pub skills: Option<Mutex<Arc<crate::skills::Tree>>>,
+    /// How many times `skills_edit` changed the tree.
+    skills_edition: AtomicU64,
 }
 
 impl Fixture {
@@ -180,7 +184,8 @@ impl Fixture {
             tasks: crate::tasks::Store::default(),
             skills: config
                 .skills
-                .then(|| crate::skills::Tree::new(config.skills_tamper)),
+                .then(|| Mutex::new(Arc::new(crate::skills::Tree::new(config.skills_tamper, 0)))),
+            skills_edition: AtomicU64::new(0),
             config,
         })
     }
@@ -240,6 +245,10 @@ impl Fixture {
                     "notifications/tools/list_changed",
                     json!({ "_meta": meta }),
                 ),
+                Change::Resources if sub.filter.resources => protocol::notification(
+                    "notifications/resources/list_changed",
+                    json!({ "_meta": meta }),
+                ),
                 Change::Prompts if sub.filter.prompts => protocol::notification(
                     "notifications/prompts/list_changed",
                     json!({ "_meta": meta }),
@@ -273,6 +282,9 @@ impl Fixture {
         if self.config.tasks {
             tools.extend(crate::tasks::tools());
         }
+        if self.skills.is_some() {
+            tools.push(crate::skills::edit_tool());
+        }
         tools
     }
 
@@ -282,6 +294,19 @@ impl Fixture {
         protocol::is_modern_method(method)
             || (self.config.tasks && crate::tasks::MODERN_METHODS.contains(&method))
             || (self.skills.is_some() && crate::skills::METHODS.contains(&method))
+    }
+
+    /// The skill tree served now (`--skills`).
+    pub(crate) fn skill_tree(&self) -> Option<Arc<crate::skills::Tree>> {
+        self.skills.as_ref().map(|t| lock(t).clone())
+    }
+
+    /// The `skills_edit` tool: the next edition of the tree; returns its number.
+    pub(crate) fn edit_skills(&self) -> Option<u64> {
+        let tree = self.skills.as_ref()?;
+        let n = self.skills_edition.fetch_add(1, Ordering::SeqCst) + 1;
+        *lock(tree) = Arc::new(crate::skills::Tree::new(self.config.skills_tamper, n));
+        Some(n)
     }
 
     /// Whether `name` is a dynamic tool added by `trigger_list_changed`.

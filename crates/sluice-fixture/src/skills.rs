@@ -35,6 +35,8 @@ pub(crate) const SCHEME: &str = "skill://";
 pub(crate) const DIRECTORY_MIME: &str = "inode/directory";
 /// The skill whose `SKILL.md` `--skills-tamper` changes.
 pub(crate) const TAMPERED_SKILL: &str = "pdf-processing";
+/// The skill the `skills_edit` tool changes.
+pub(crate) const EDITED_SKILL: &str = "git-workflow";
 
 /// How `--skills-tamper` makes the served `SKILL.md` of [`TAMPERED_SKILL`] differ from its entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,16 @@ impl Tamper {
             )),
         }
     }
+}
+
+/// The tool that changes the tree (listed with `--skills`): `git-workflow`'s `SKILL.md` gets a
+/// new edition, and with `notify` the client is told `notifications/resources/list_changed`.
+pub(crate) fn edit_tool() -> Value {
+    json!({
+        "name": "skills_edit",
+        "description": "Changes the SKILL.md of git-workflow (a new edition: its entry and file change together); with notify, sends notifications/resources/list_changed",
+        "inputSchema": {"type": "object", "properties": {"notify": {"type": "boolean"}}}
+    })
 }
 
 /// The capability settings declared under `capabilities.extensions[EXTENSION]`.
@@ -198,8 +210,10 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
-    /// The fixed tree, with the `SKILL.md` of [`TAMPERED_SKILL`] changed as `tamper` says.
-    pub(crate) fn new(tamper: Option<Tamper>) -> Tree {
+    /// The fixed tree, with the `SKILL.md` of [`TAMPERED_SKILL`] changed as `tamper` says, and
+    /// (edition `n` > 0, after `n` calls of the `skills_edit` tool) `git-workflow`'s `SKILL.md`
+    /// ending in `Edition n.`: its entry and its file change together.
+    pub(crate) fn new(tamper: Option<Tamper>, edition: u64) -> Tree {
         let mut tree = Tree {
             skills: Vec::new(),
             files: BTreeMap::new(),
@@ -214,6 +228,9 @@ impl Tree {
             yaml(&frontmatter, 0, &mut skill_md);
             skill_md.push_str("---\n\n");
             skill_md.push_str(def.body);
+            if edition > 0 && def.path == EDITED_SKILL {
+                skill_md.push_str(&format!("\nEdition {edition}.\n"));
+            }
             let files: Vec<(String, String)> = std::iter::once(("SKILL.md", skill_md.as_str()))
                 .chain(def.files.iter().copied())
                 .map(|(rel, text)| (format!("{root}/{rel}"), text.to_string()))
@@ -418,7 +435,7 @@ mod tests {
 
     #[test]
     fn entries_are_complete_manifests_of_the_bytes_served() {
-        let tree = Tree::new(None);
+        let tree = Tree::new(None, 0);
         let entries = tree.entries();
         let uris: Vec<&str> = entries.iter().map(|e| e["uri"].as_str().unwrap()).collect();
         assert_eq!(
@@ -475,7 +492,7 @@ mod tests {
 
     #[test]
     fn listing_pages_keep_entries_whole() {
-        let tree = Tree::new(None);
+        let tree = Tree::new(None, 0);
         let (first, next) = paginate(tree.entries(), None, Some(2)).unwrap();
         assert_eq!(first.len(), 2);
         let (second, last) =
@@ -487,7 +504,7 @@ mod tests {
 
     #[test]
     fn gets_and_lists_resources() {
-        let tree = Tree::new(None);
+        let tree = Tree::new(None, 0);
         let uri = "skill://acme/billing/refunds/SKILL.md";
         assert_eq!(tree.get(uri).unwrap(), tree.entries()[2]);
         for bad in [
@@ -519,7 +536,7 @@ mod tests {
 
     #[test]
     fn directories_list_their_direct_children() {
-        let tree = Tree::new(None);
+        let tree = Tree::new(None, 0);
         let children = |uri: &str| -> Vec<(String, String)> {
             tree.directory(uri)
                 .unwrap()
@@ -582,24 +599,24 @@ mod tests {
 
     #[test]
     fn tampering_makes_the_served_skill_md_disagree_with_its_entry() {
-        let clean = Tree::new(None);
+        let clean = Tree::new(None, 0);
         let uri = "skill://pdf-processing/SKILL.md";
         let original = text(&clean, uri);
         let manifest = |tree: &Tree| tree.entries()[0]["resources"][0].clone();
         // digest: same length, other bytes; the entry describes the original.
-        let t = Tree::new(Some(Tamper::Digest));
+        let t = Tree::new(Some(Tamper::Digest), 0);
         let served = text(&t, uri);
         assert_eq!(served.len(), original.len());
         assert_ne!(served, original);
         assert_eq!(manifest(&t), manifest(&clean));
         assert_eq!(parse_frontmatter(&served), t.entries()[0]["frontmatter"]);
         // size: one byte longer.
-        let t = Tree::new(Some(Tamper::Size));
+        let t = Tree::new(Some(Tamper::Size), 0);
         assert_eq!(text(&t, uri).len(), original.len() + 1);
         assert_eq!(manifest(&t), manifest(&clean));
         // frontmatter: the file is the original and matches its manifest; the entry's
         // description does not match the file's.
-        let t = Tree::new(Some(Tamper::Frontmatter));
+        let t = Tree::new(Some(Tamper::Frontmatter), 0);
         assert_eq!(text(&t, uri), original);
         assert_eq!(manifest(&t), manifest(&clean));
         let entry = &t.entries()[0]["frontmatter"];
@@ -608,8 +625,8 @@ mod tests {
         assert_eq!(entry["name"], file["name"]);
         // Only pdf-processing is touched.
         for tree in [
-            Tree::new(Some(Tamper::Digest)),
-            Tree::new(Some(Tamper::Size)),
+            Tree::new(Some(Tamper::Digest), 0),
+            Tree::new(Some(Tamper::Size), 0),
         ] {
             assert_eq!(tree.entries()[1..], clean.entries()[1..]);
             assert_eq!(

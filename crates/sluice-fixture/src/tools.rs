@@ -598,6 +598,16 @@ pub(crate) async fn call(
                 "Mutation triggered"
             })
         }
+        "skills_edit" => {
+            let Some(n) = fixture.edit_skills() else {
+                return Ok(tool_error("Unknown tool: skills_edit (no --skills)"));
+            };
+            if args.get("notify").and_then(Value::as_bool) == Some(true) {
+                ctx.notify_unrelated("notifications/resources/list_changed", json!({}));
+                fixture.broadcast(&Change::Resources);
+            }
+            text(format!("edition {n}"))
+        }
         "test_trigger_prompt_change" => {
             ctx.notify_unrelated("notifications/prompts/list_changed", json!({}));
             fixture.broadcast(&Change::Prompts);
