@@ -209,6 +209,19 @@ impl HookEvent {
                 o.set("is_interrupt", Field::Owned(Value::Bool(false)));
             }
         }
+        // Claude Code names the MCP server of an MCP tool's call; behind the gateway that is the
+        // upstream (the `<upstream>` of `mcp__<upstream>__<tool>`), configured in the gateway.
+        if let (Some(_), Some(u)) = (&self.tool_name, &self.upstream) {
+            if matches!(
+                self.event_name,
+                "PreToolUse" | "PostToolUse" | "PostToolUseFailure"
+            ) {
+                o.set(
+                    "mcp_server",
+                    Field::Owned(json!({"name": u, "source": "sluice"})),
+                );
+            }
+        }
         o.set("phase", Field::Text(self.phase.as_str().into()));
         o.set("method", Field::Text(self.method.as_str().into()));
         o.set(
@@ -497,6 +510,16 @@ mod tests {
         );
         for k in ["prompt_id", "scratchpad_dir", "effort"] {
             assert_eq!(pre[k], Value::Null, "{k}");
+        }
+        // The upstream as Claude Code's `mcp_server`, on the tool events only.
+        for (i, ev) in events.iter().enumerate() {
+            let p: Value = serde_json::from_str(&ev.payload()).unwrap();
+            let want = matches!(
+                ev.event_name,
+                "PreToolUse" | "PostToolUse" | "PostToolUseFailure"
+            )
+            .then(|| json!({"name": "crm", "source": "sluice"}));
+            assert_eq!(p.get("mcp_server"), want.as_ref(), "{i}: {}", ev.event_name);
         }
         assert!(events[0]
             .payload()
