@@ -1,18 +1,24 @@
-//! Published Claude Code hook packages that use the newer hook fields, run unchanged through the
-//! real binary: pii-gate (PyPI, pinned in tests/python/requirements.txt) writes its hook with
-//! its own `pii-gate install claude --project` in the exec form (`command` + `args`, no shell)
-//! with `onFailure: "block"`; `sluice import claude-hooks` brings it over, and it refuses calls
-//! that carry personal data, secrets or an upload command, reads its project config from
-//! `CLAUDE_PROJECT_DIR`, recognises Claude Code's hook input, and, when its interpreter is gone,
-//! refuses instead of letting the call through.
+//! Published Claude Code hook packages that use the newer hook fields, and Claude Code's own
+//! CLI, run unchanged through the real binary. pii-gate (PyPI, pinned in
+//! tests/python/requirements.txt) writes its hook with its own `pii-gate install claude
+//! --project` in the exec form (`command` + `args`, no shell) with `onFailure: "block"`; `sluice
+//! import claude-hooks` brings it over, and it refuses calls that carry personal data, secrets or
+//! an upload command, reads its project config from `CLAUDE_PROJECT_DIR`, recognises Claude
+//! Code's hook input, and, when its interpreter is gone, refuses instead of letting the call
+//! through. Claude Code's CLI (its native build, pinned in tests/node) runs in print mode
+//! against a stand-in for the Messages API on loopback, with the gateway as its MCP server and
+//! the same project hooks as the gateway: both run them, and their inputs and decisions are
+//! compared.
 
-use crate::claude_hooks::{fixture, manifest, python, serve, sluice, write_manifest};
+use crate::claude_hooks::{fixture, manifest, node_dir, python, serve, sluice, write_manifest};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
 use sluice_e2e::Proc;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// pii-gate's reason for a blocked tool call (its `_reason`), one finding line.
 fn pii_gate_reason(tool: &str, finding: &str) -> String {
@@ -45,19 +51,20 @@ async fn connect(home: &Home) -> (Proc, Client) {
     (gw, c)
 }
 
-#[tokio::test]
-async fn pii_gate_installed_by_itself_and_imported_blocks_personal_data_and_fails_closed() {
-    let home = Home::new("cc-pii-gate");
+/// A home folder with the fixture as upstream `fx` and pii-gate installed into it as a project
+/// by its own installer (HOME is the folder too: nothing of the machine's); the folder's
+/// canonical path and what the installer printed.
+fn pii_gate_project(label: &str) -> (Home, std::path::PathBuf, String) {
+    let home = Home::new(label);
     home.expose(&json!({"upstreams": [
         {"id": "fx", "command": fixture(), "args": ["--stdio"], "expose_all": true}
     ]}));
-    let home_dir = std::fs::canonicalize(home.path()).unwrap();
+    let dir = std::fs::canonicalize(home.path()).unwrap();
     let venv_bin = python().parent().unwrap().to_path_buf();
-    // Its own installer, in the project (HOME is the home folder too: nothing of the machine's).
     let out = Command::new(venv_bin.join("pii-gate"))
         .args(["install", "claude", "--project"])
-        .current_dir(&home_dir)
-        .env("HOME", &home_dir)
+        .current_dir(&dir)
+        .env("HOME", &dir)
         .output()
         .unwrap();
     assert!(
@@ -65,10 +72,16 @@ async fn pii_gate_installed_by_itself_and_imported_blocks_personal_data_and_fail
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (home, dir, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test]
+async fn pii_gate_installed_by_itself_and_imported_blocks_personal_data_and_fails_closed() {
+    let (home, home_dir, out) = pii_gate_project("cc-pii-gate");
     let settings = home_dir.join(".claude/settings.local.json");
     // (0.3.0 prints the warning whenever it writes the `python -m` form, which it always does.)
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
+        out.trim(),
         format!(
             "warning: the pii-gate console script was not found next to the interpreter; falling back to python -m with the working directory kept off sys.path\nclaude: hook written to {}",
             settings.display()
@@ -217,5 +230,354 @@ async fn pii_gate_installed_by_itself_and_imported_blocks_personal_data_and_fail
         r["result"]["structuredContent"],
         json!({"text": "hello"}),
         "{r}"
+    );
+}
+
+/// Writes the hook input it is shown as one line of `records.jsonl` in the project folder.
+const RECORD_PY: &str = r#"import json, os, sys
+e = json.load(sys.stdin)
+with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "records.jsonl"), "a") as f:
+    f.write(json.dumps(e) + "\n")
+"#;
+
+/// A stand-in for the Anthropic Messages API on loopback, the model of Claude Code's sessions:
+/// while it holds a pending call it answers with a `tool_use` of `mcp__sluice__fx_echo` (the
+/// fixture's echo behind the gateway Claude Code knows as `sluice`) with those arguments; any
+/// other request (the tool's result came back) is answered `done`. The `tool_result` blocks it
+/// is sent are kept. Streamed as the API streams (`stream: true`), else one JSON message.
+#[derive(Clone, Default)]
+struct Model {
+    next_call: Arc<Mutex<Option<Value>>>,
+    results: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Model {
+    async fn start(&self) -> String {
+        let model = self.clone();
+        let app = axum::Router::new().route(
+            "/v1/messages",
+            axum::routing::post(move |body: axum::Json<Value>| {
+                let model = model.clone();
+                async move { model.answer(&body) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    }
+
+    fn answer(&self, body: &Value) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let last = &body["messages"].as_array().and_then(|m| m.last()).cloned();
+        let returned: Vec<Value> = last
+            .as_ref()
+            .and_then(|m| m["content"].as_array())
+            .map(|c| {
+                c.iter()
+                    .filter(|b| b["type"] == "tool_result")
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let offers_echo = body["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "mcp__sluice__fx_echo"));
+        let call = if returned.is_empty() && offers_echo {
+            self.next_call.lock().unwrap().take()
+        } else {
+            None
+        };
+        self.results.lock().unwrap().extend(returned);
+        let (block, stop) = match call {
+            Some(input) => (
+                json!({"type": "tool_use", "id": "toolu_01standin", "name": "mcp__sluice__fx_echo", "input": input}),
+                "tool_use",
+            ),
+            None => (json!({"type": "text", "text": "done"}), "end_turn"),
+        };
+        let usage = json!({"input_tokens": 1, "output_tokens": 1});
+        let message = |content: Value, stop: Value| {
+            json!({"id": "msg_standin", "type": "message", "role": "assistant", "model": body["model"],
+                   "content": content, "stop_reason": stop, "stop_sequence": null, "usage": usage})
+        };
+        if body["stream"] != json!(true) {
+            return axum::Json(message(json!([block]), json!(stop))).into_response();
+        }
+        let (start, delta) = if block["type"] == "text" {
+            (
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": "done"}),
+            )
+        } else {
+            (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+            )
+        };
+        let events = [
+            json!({"type": "message_start", "message": message(json!([]), Value::Null)}),
+            json!({"type": "content_block_start", "index": 0, "content_block": start}),
+            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 1}}),
+            json!({"type": "message_stop"}),
+        ];
+        let sse: String = events
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect();
+        ([("content-type", "text/event-stream")], sse).into_response()
+    }
+}
+
+/// Claude Code's CLI (the pinned native build) in print mode in `project`, with its user
+/// settings in `project/cc-user`, the gateway at `url` as its MCP server `sluice` and the
+/// stand-in model at `api`; its JSON result. Nothing it does leaves the machine.
+async fn claude_code(project: &Path, url: &str, api: &str, prompt: &str) -> Value {
+    let claude = node_dir().join("node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+    assert!(
+        claude.exists(),
+        "{} is missing: run scripts/test",
+        claude.display()
+    );
+    let user = project.join("cc-user");
+    std::fs::create_dir_all(&user).unwrap();
+    let mcp = json!({"mcpServers": {"sluice": {"type": "http", "url": url}}});
+    std::fs::write(user.join("mcp.json"), mcp.to_string()).unwrap();
+    let mut cmd = tokio::process::Command::new(claude);
+    cmd.args([
+        "-p",
+        prompt,
+        "--output-format",
+        "json",
+        "--strict-mcp-config",
+    ])
+    .arg("--mcp-config")
+    .arg(user.join("mcp.json"))
+    .args(["--allowedTools", "mcp__sluice__fx_echo"])
+    .current_dir(project)
+    .env_clear()
+    .env("PATH", std::env::var("PATH").unwrap_or_default())
+    .env("HOME", &user)
+    .env("ANTHROPIC_API_KEY", "sk-ant-stand-in")
+    .env("ANTHROPIC_BASE_URL", api)
+    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+    .env("DISABLE_AUTOUPDATER", "1")
+    // MCP tools offered up front, not behind Claude Code's tool search.
+    .env("ENABLE_TOOL_SEARCH", "false")
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("Claude Code ran for two minutes")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "claude: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The hook inputs `RECORD_PY` wrote, in order: (Claude Code's, the gateway's) — the gateway's
+/// carry its own `phase`.
+fn records(project: &Path) -> Vec<Value> {
+    std::fs::read_to_string(project.join("records.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// One project folder, one hooks configuration: Claude Code's CLI reads its
+/// `.claude/settings.json` (a recording hook in the exec form) and pii-gate's
+/// `.claude/settings.local.json` natively, and the gateway runs both after `sluice import
+/// claude-hooks`; Claude Code calls a tool through the gateway (a stand-in model on loopback
+/// asks for it), so each hook runs in both, and their inputs and decisions are compared.
+#[tokio::test]
+async fn claude_code_and_the_gateway_run_the_same_hooks_alike() {
+    let (home, project, _) = pii_gate_project("cc-cli");
+    home.write("hooks/record.py", RECORD_PY);
+    let record = json!([{"matcher": "mcp__.*", "hooks": [{"type": "command", "command": "python3",
+        "args": ["${CLAUDE_PROJECT_DIR}/hooks/record.py"]}]}]);
+    home.write(
+        ".claude/settings.json",
+        &json!({"hooks": {"PreToolUse": record, "PostToolUse": record}}).to_string(),
+    );
+    for file in ["settings.json", "settings.local.json"] {
+        let path = project.join(".claude").join(file);
+        let (ok, _, stderr) = sluice(&[
+            "import",
+            "claude-hooks",
+            "--home",
+            &home.arg(),
+            &path.to_string_lossy(),
+        ]);
+        assert!(ok, "{stderr}");
+    }
+    let ids: Vec<Value> = manifest(&home)["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].clone())
+        .collect();
+    assert_eq!(
+        ids,
+        json!([
+            "pre-tool-use/record",
+            "post-tool-use/record",
+            "pre-tool-use/pii_gate"
+        ])
+        .as_array()
+        .unwrap()
+        .clone()
+    );
+    let (_gw, c) = connect(&home).await;
+    let url = c.url.clone();
+    let model = Model::default();
+    let api = model.start().await;
+
+    // A clean call: every hook lets it through, in Claude Code and then in the gateway.
+    *model.next_call.lock().unwrap() = Some(json!({"text": "hello"}));
+    let out = claude_code(&project, &url, &api, "echo hello").await;
+    assert_eq!(
+        (&out["result"], &out["permission_denials"]),
+        (&json!("done"), &json!([])),
+        "{out}"
+    );
+    let results = model.results.lock().unwrap().clone();
+    assert_eq!(
+        results,
+        vec![
+            json!({"type": "tool_result", "tool_use_id": "toolu_01standin",
+                    "content": "{\"text\":\"hello\"}", "cache_control": {"type": "ephemeral"}})
+        ]
+    );
+    // The recording hook ran four times, in this order: Claude Code's PreToolUse, the
+    // gateway's (its input has the gateway's own `phase`), the gateway's PostToolUse, Claude
+    // Code's. The exec form's `${CLAUDE_PROJECT_DIR}` was expanded by both.
+    let recs = records(&project);
+    let who: Vec<(bool, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r.get("phase").is_some(),
+                r["hook_event_name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        who,
+        [
+            (false, "PreToolUse"),
+            (true, "PreToolUse"),
+            (true, "PostToolUse"),
+            (false, "PostToolUse")
+        ]
+    );
+    for (cc, gw) in [(&recs[0], &recs[1]), (&recs[3], &recs[2])] {
+        // Every field Claude Code sends, the gateway sends too.
+        let missing: Vec<&String> = cc
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| gw.get(k.as_str()).is_none())
+            .collect();
+        assert!(missing.is_empty(), "missing {missing:?} in {gw}");
+        for k in ["cwd", "permission_mode", "tool_input"] {
+            assert_eq!(cc[k], gw[k], "{k}");
+        }
+        assert_eq!(cc["cwd"], json!(project.to_string_lossy()));
+        assert_eq!(gw["tool_input"], json!({"text": "hello"}));
+        // Claude Code names the tool by the server it knows (the gateway, `sluice`), the
+        // gateway by the upstream behind it (`fx`).
+        assert_eq!(
+            (&cc["tool_name"], &cc["mcp_server"]),
+            (
+                &json!("mcp__sluice__fx_echo"),
+                &json!({"name": "sluice", "source": "dynamic"})
+            )
+        );
+        assert_eq!(
+            (&gw["tool_name"], &gw["mcp_server"]),
+            (
+                &json!("mcp__fx__echo"),
+                &json!({"name": "fx", "source": "sluice"})
+            )
+        );
+        // What a gateway cannot know: the prompt and the reasoning effort.
+        assert!(
+            cc["prompt_id"].is_string() && cc["effort"].is_object(),
+            "{cc}"
+        );
+        assert_eq!(
+            (&gw["prompt_id"], &gw["effort"]),
+            (&Value::Null, &Value::Null)
+        );
+        // The model's tool-use id is Claude Code's; the gateway's own differs, and the call
+        // carries Claude Code's in its `_meta`.
+        assert_eq!(cc["tool_use_id"], "toolu_01standin");
+        assert!(gw["tool_use_id"].as_str().unwrap().starts_with("toolu_"));
+        assert_ne!(gw["tool_use_id"], cc["tool_use_id"]);
+        assert_eq!(
+            gw["request"]["params"]["_meta"]["claudecode/toolUseId"],
+            "toolu_01standin"
+        );
+    }
+    // An MCP tool's response: Claude Code shows its hooks the text, the gateway the result.
+    assert_eq!(recs[3]["tool_response"], "{\"text\":\"hello\"}");
+    assert_eq!(
+        recs[2]["tool_response"],
+        json!({"content": [{"type": "text", "text": "{\"text\":\"hello\"}"}], "structuredContent": {"text": "hello"}})
+    );
+    assert!(!project.join("cc-user/.pii-gate").exists() && !project.join(".pii-gate").exists());
+
+    // An IBAN: pii-gate refuses it in Claude Code, so the call never reaches the gateway, and
+    // Claude Code gives the model pii-gate's reason as the tool's error.
+    let iban = json!({"text": "pay DE62 3704 0044 0532 0137 77 today"});
+    *model.next_call.lock().unwrap() = Some(iban.clone());
+    let out = claude_code(&project, &url, &api, "pay").await;
+    assert_eq!(
+        out["permission_denials"],
+        json!([{"tool_name": "mcp__sluice__fx_echo", "tool_use_id": "toolu_01standin", "tool_input": iban}]),
+        "{out}"
+    );
+    let finding = "iban: 1 match (IBAN (DE), checksum valid, e.g. \"D***\")";
+    let interpreter = crate::claude_hooks::read_json(&project.join(".claude/settings.local.json"))
+        ["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let results = model.results.lock().unwrap().clone();
+    assert_eq!(
+        results[1..],
+        [
+            json!({"type": "tool_result", "tool_use_id": "toolu_01standin", "is_error": true,
+                "content": format!("PreToolUse:mcp__sluice__fx_echo hook error: [{interpreter} -P -m pii_gate hook]: {}\n",
+                                   pii_gate_reason("mcp__sluice__fx_echo", finding)),
+                "cache_control": {"type": "ephemeral"}})
+        ]
+    );
+    let recs = records(&project);
+    assert_eq!(recs.len(), 5, "only Claude Code's PreToolUse recorded it");
+    assert_eq!(
+        (recs[4].get("phase"), &recs[4]["hook_event_name"]),
+        (None, &json!("PreToolUse"))
+    );
+    assert_eq!(
+        decisions(&project.join("cc-user")),
+        ["claude PreToolUse mcp__sluice__fx_echo DENY iban=1"]
+    );
+    // The same call straight to the gateway: the same hook, decision and reason.
+    let r = c.call_tool("fx_echo", iban).await;
+    assert_eq!(
+        r["error"],
+        refused(&pii_gate_reason("mcp__fx__echo", finding)),
+        "{r}"
+    );
+    assert_eq!(
+        decisions(&project),
+        ["claude PreToolUse mcp__fx__echo DENY iban=1"]
     );
 }
