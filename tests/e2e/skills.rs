@@ -411,3 +411,72 @@ async fn read(c: &Client, uri: &str) -> Option<String> {
         .as_str()
         .map(str::to_string)
 }
+
+/// `skills[]` of `mcp/expose.json`, the `expose` entries' rename for skills: a skill served
+/// under a path the tree chooses (its old path under the prefix is gone), another not served at
+/// all; their files checked as before, under their new URIs.
+#[tokio::test]
+async fn a_skill_is_served_under_the_path_the_tree_gives_it_or_not_at_all() {
+    let home = Home::new("skills-renamed");
+    home.expose(
+        &json!({"version": 1, "upstreams": [fixture(&["--skills"], json!({"id": "docs"}))],
+        "expose": [],
+        "skills": [
+            {"upstream": "docs", "skill": "acme/billing/refunds", "as": "finance/refunds"},
+            {"upstream": "docs", "skill": "git-workflow", "enabled": false}
+        ]}),
+    );
+    let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
+    let mut c = Client::new(&url);
+    c.initialize(json!({})).await;
+    let uris: Vec<String> = all_skills(&c)
+        .await
+        .iter()
+        .map(|s| s["uri"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "skill://docs/pdf-processing/SKILL.md",
+            "skill://finance/refunds/SKILL.md"
+        ]
+    );
+    let got = c
+        .request(
+            "skills/get",
+            json!({"uri": "skill://finance/refunds/SKILL.md"}),
+        )
+        .await;
+    assert_eq!(
+        got["result"]["skill"]["resources"][1]["uri"], "skill://finance/refunds/examples/email.md",
+        "{got}"
+    );
+    let email = read(&c, "skill://finance/refunds/examples/email.md").await;
+    assert!(email.is_some_and(|t| t.starts_with("Subject: Your refund")));
+    for gone in [
+        "skill://docs/acme/billing/refunds/SKILL.md",
+        "skill://docs/git-workflow/SKILL.md",
+    ] {
+        let r = c.request("skills/get", json!({"uri": gone})).await;
+        assert_eq!(
+            r["error"],
+            json!({"code": -32602, "message": format!("No skill is served at {gone}")}),
+            "{gone}"
+        );
+    }
+    let resources = c.request("resources/list", json!({})).await;
+    let listed: Vec<&str> = resources["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .filter(|u| u.starts_with("skill://"))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "skill://docs/pdf-processing/SKILL.md",
+            "skill://finance/refunds/SKILL.md"
+        ]
+    );
+}

@@ -185,6 +185,7 @@ mod tests {
             expose: vec![entry("c", "t", "a_search"), entry("c", "u", "c_u")],
             on_collision: OnCollision::Error,
             pins: Default::default(),
+            skills: Vec::new(),
         };
         assert_eq!(
             file.collision_risks(),

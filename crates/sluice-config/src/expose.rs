@@ -160,6 +160,8 @@ pub struct ExposeFile {
     pub on_collision: OnCollision,
     /// Each upstream's pin policy (`"pin"` and `"new"`), by id; absent: unpinned.
     pub pins: BTreeMap<String, crate::pins::PinPolicy>,
+    /// Skills served under another path, or not at all (`skills[]`).
+    pub skills: Vec<crate::skill_paths::SkillEntry>,
 }
 
 /// What happens when two upstreams produce one final name (a tool, a prompt, a resource URI),
@@ -225,6 +227,7 @@ pub(crate) fn load(
         expose: Vec::new(),
         on_collision: OnCollision::First,
         pins: BTreeMap::new(),
+        skills: Vec::new(),
     };
     let Some(root) = read_object(&file, errors) else {
         return out;
@@ -250,6 +253,7 @@ pub(crate) fn load(
     };
     let upstreams = top.array("upstreams");
     let expose = top.array("expose");
+    let skills = top.array("skills");
     let mut ids = HashSet::new();
     for (i, u) in upstreams.iter().enumerate() {
         let Some(mut f) = entry(&file, "upstreams", i, u, errors) else {
@@ -482,6 +486,7 @@ pub(crate) fn load(
             enabled,
         });
     }
+    out.skills = crate::skill_paths::load(&file, &skills, &ids, errors);
     out
 }
 
@@ -579,6 +584,66 @@ mod tests {
                 "{}: upstreams[0].skill_prefix: \"a/b\" is not a URI authority of letters, digits, `-`, `.`, `_`, `~` (at most 64)",
                 home.join("mcp/expose.json").display()
             )
+        );
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    /// `skills[]`: a skill served under another path ending in its name, or not at all; each
+    /// mistake named.
+    #[test]
+    fn skills_entries_rename_skills_to_paths_ending_in_their_names() {
+        let home =
+            std::env::temp_dir().join(format!("sluice-skills-entries-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(home.join("mcp")).unwrap();
+        let file = home.join("mcp/expose.json");
+        let expose = serde_json::json!({"version": 1, "upstreams": [{"id": "a", "command": "x"}],
+        "skills": [
+            {"upstream": "a", "skill": "acme/billing/refunds", "as": "finance/refunds"},
+            {"upstream": "a", "skill": "git-workflow", "enabled": false}
+        ]});
+        std::fs::write(&file, expose.to_string()).unwrap();
+        let (config, _) = Config::load(&home, &|_| None).unwrap();
+        assert_eq!(
+            config.expose.skills,
+            [
+                crate::SkillEntry {
+                    upstream: "a".into(),
+                    skill: "acme/billing/refunds".into(),
+                    path: Some("finance/refunds".into()),
+                    enabled: true
+                },
+                crate::SkillEntry {
+                    upstream: "a".into(),
+                    skill: "git-workflow".into(),
+                    path: None,
+                    enabled: false
+                }
+            ]
+        );
+        let bad = serde_json::json!({"version": 1, "upstreams": [{"id": "a", "command": "x"}],
+        "skills": [
+            {"upstream": "a", "skill": "acme/refunds", "as": "finance/payback"},
+            {"upstream": "b", "skill": "x/../y"},
+            {"upstream": "a", "skill": "one", "as": "p/one"},
+            {"upstream": "a", "skill": "q/one", "as": "p/one"}
+        ]});
+        std::fs::write(&file, bad.to_string()).unwrap();
+        let errors: Vec<String> = Config::load(&home, &|_| None)
+            .unwrap_err()
+            .0
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        let f = file.display();
+        assert_eq!(
+            errors,
+            [
+                format!("{f}: skills[0].as: \"finance/payback\" must end in the skill's name \"refunds\" (it names the skill, as its SKILL.md does)"),
+                format!("{f}: skills[1].upstream: no upstream has the id \"b\""),
+                format!("{f}: skills[1].skill: \"x/../y\" is not a skill path (segments of A-Z a-z 0-9 - . _ ~, not . or .., separated by /)"),
+                format!("{f}: skills[3].as: two enabled skills entries both serve \"p/one\""),
+            ]
         );
         let _ = std::fs::remove_dir_all(&home);
     }

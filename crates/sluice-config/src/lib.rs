@@ -24,6 +24,7 @@ pub mod pins;
 mod sandbox;
 pub mod schema;
 mod settings;
+pub mod skill_paths;
 pub mod store;
 pub mod tools;
 
@@ -49,6 +50,7 @@ pub use overload::OverloadSettings;
 pub use sandbox::{FsRules, HostPort, Network, Sandbox};
 pub use schema::FileKind;
 pub use settings::{Discovery, Settings, TelemetrySettings};
+pub use skill_paths::SkillEntry;
 
 use std::path::{Path, PathBuf};
 
@@ -202,6 +204,7 @@ impl Config {
                 // gateway's own tools).
                 on_collision: OnCollision::Error,
                 pins: Default::default(),
+                skills: Vec::new(),
             },
             hooks: HooksFile::default(),
             logs: LogConfig::default(),

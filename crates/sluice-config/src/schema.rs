@@ -281,6 +281,7 @@ const HOST_PORT: Ty = Ty::Pattern(r"^(\[[0-9A-Fa-f:.]+\]|[0-9.]+):[0-9]+$");
 const HTTP_URL: Ty = Ty::Pattern(r"^https?://");
 const ID: Ty = Ty::Pattern(r"^[A-Za-z0-9_.-]{1,64}$");
 const TOOL_NAME: Ty = Ty::Pattern(r"^[A-Za-z0-9_.-]{1,128}$");
+const SKILL_PATH: Ty = Ty::Pattern(r"^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$");
 const HEADER_NAME: &str = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$";
 
 pub(crate) static SETTINGS: Obj = Obj {
@@ -412,6 +413,7 @@ pub(crate) static EXPOSE: Obj = Obj {
         f("on_collision", Ty::Enum(&["error", "first"]), "Two upstreams producing one final name (a tool, a prompt, a resource URI), or an `as` taking a name another upstream produces: `error` lists it for neither and refuses a call to it naming both; `first`: the first upstream in file order keeps it (a warning). Absent: `first`; the files Sluice writes say `error`.").def("\"first\""),
         f("upstreams", Ty::Array(&UPSTREAM), "The upstream MCP servers, in order (with `on_collision` `first`, the first keeps a colliding name).").def("[]"),
         f("expose", Ty::Array(&EXPOSE_ENTRY), "Curated tools: upstream tools listed under chosen names.").def("[]"),
+        f("skills", Ty::Array(&SKILL_ENTRY), "Skills (the Skills extension) served under another path, or not at all.").def("[]"),
     ],
     ..OBJ
 };
@@ -457,6 +459,17 @@ pub(crate) static EXPOSE_ENTRY: Obj = Obj {
         f("as", TOOL_NAME, "The name clients see (1–128 of `A-Z a-z 0-9 _ . -`; unique among enabled entries). Default `<upstream>_<tool>`."),
         f("category", Ty::Str, "Grouping label.").def("\"\""),
         f("enabled", Ty::Bool, "Listed right now.").def("true"),
+    ],
+    ..OBJ
+};
+
+pub(crate) static SKILL_ENTRY: Obj = Obj {
+    doc: "One skill of an upstream served under another path (or not at all): an `expose` entry for a skill.",
+    fields: &[
+        f("upstream", Ty::NonEmpty, "An `upstreams[].id`.").req(),
+        f("skill", SKILL_PATH, "The skill's path at the upstream (`acme/billing/refunds` for `skill://acme/billing/refunds/SKILL.md`); `(upstream, skill)` is unique.").req(),
+        f("as", SKILL_PATH, "The path clients see it under (`skill://<as>/SKILL.md`), ending in the skill's name; unique among enabled entries. Default: under the upstream's prefix."),
+        f("enabled", Ty::Bool, "Served at all.").def("true"),
     ],
     ..OBJ
 };

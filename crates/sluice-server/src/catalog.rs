@@ -200,15 +200,25 @@ impl Catalog {
         funnel: bool,
     ) -> (Catalog, Vec<String>) {
         let first = OnCollision::First;
-        Catalog::build_deciding(version, upstreams, expose, gateway_tools, funnel, first)
+        Catalog::build_deciding(
+            version,
+            upstreams,
+            expose,
+            &[],
+            gateway_tools,
+            funnel,
+            first,
+        )
     }
 
     /// [`Catalog::build`], with a name two upstreams produce decided by `on_collision`: the
-    /// first keeps it, or (`Error`) neither lists it.
+    /// first keeps it, or (`Error`) neither lists it; and skills served under the paths
+    /// `skill_entries` give (or not at all).
     pub fn build_deciding(
         version: u64,
         upstreams: &[(&UpstreamSpec, Option<&UpstreamLists>)],
         expose: &[ExposeEntry],
+        skill_entries: &[sluice_config::SkillEntry],
         gateway_tools: Vec<(Value, GatewayTool)>,
         funnel: bool,
         on_collision: OnCollision,
@@ -330,11 +340,15 @@ impl Catalog {
                 );
                 c.prompts.push(with_name(prompt, "name", &name));
             }
-            c.skills.add(slot, spec, lists, &mut warnings);
+            c.skills
+                .add(slot, spec, lists, skill_entries, &mut warnings);
             for res in &lists.resources {
                 let Some(uri) = res.get("uri").and_then(Value::as_str) else {
                     continue;
                 };
+                if c.skills.not_served(slot, uri) {
+                    continue;
+                }
                 let shown = c.skills.shown(slot, uri);
                 let (uri, res) = match &shown {
                     Cow::Owned(u) => (u.as_str(), Cow::Owned(with_name(res, "uri", u))),

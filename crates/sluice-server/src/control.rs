@@ -264,6 +264,7 @@ pub(crate) fn catalog_over(
         version,
         pairs,
         &config.expose.expose,
+        &config.expose.skills,
         own,
         funnel,
         config.expose.on_collision,

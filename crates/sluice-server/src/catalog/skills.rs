@@ -1,12 +1,13 @@
 //! The skills part of the catalog (the Skills extension): every upstream that declares it gets
 //! a prefix (its `skill_prefix`, else its id; none for `--passthrough`) under which its
 //! `skill://` URIs are shown — in its skill entries, its resources and templates, and every
-//! result of a request routed back to it — and the entries the gateway holds to check each skill
-//! file it passes on.
+//! result of a request routed back to it —, a skill of it may be served under a path of the
+//! tree's choosing or not at all (`skills[]` of `mcp/expose.json`), and the gateway holds the
+//! entries it checks each skill file against before passing it on.
 
 use foldhash::HashMap;
 use serde_json::Value;
-use sluice_config::UpstreamSpec;
+use sluice_config::{SkillEntry, UpstreamSpec};
 use sluice_skills::{entry, uri, Entry};
 use sluice_upstream::UpstreamLists;
 use std::borrow::Cow;
@@ -21,6 +22,12 @@ pub struct Skills {
     entry_slots: Vec<usize>,
     /// Each declaring upstream's prefix, by slot (empty: URIs unchanged).
     prefixes: Vec<(String, usize)>,
+    /// Skills served under a path of the tree's choosing: (root clients see, root at the
+    /// upstream, slot), roots as `skill://<path>`.
+    renamed: Vec<(String, String, usize)>,
+    /// Skill roots at an upstream not reached under its prefix (renamed or not served): (root,
+    /// slot).
+    withheld: Vec<(String, usize)>,
     /// Does the upstream at a slot implement `resources/directory/read`?
     directory: Vec<usize>,
     /// The entry (as its upstream lists it) of each listed skill file, by the URI clients see.
@@ -29,23 +36,29 @@ pub struct Skills {
 
 /// Where a skill URI goes.
 #[derive(Debug, Clone)]
-pub struct SkillRoute<'c, 'u> {
+pub struct SkillRoute<'u> {
     /// The upstream's slot.
     pub slot: usize,
     /// The URI there.
     pub uri: Cow<'u, str>,
-    /// The prefix its URIs are shown under (empty: unchanged).
-    pub prefix: &'c str,
+}
+
+/// `uri` is `root` or under it: what follows the root (`""` or `/…`).
+fn under<'a>(uri: &'a str, root: &str) -> Option<&'a str> {
+    let rest = uri.strip_prefix(root)?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
 impl Skills {
-    /// Take in one upstream's skills, when it declares the extension. Entries a host must not
-    /// load are left out (a warning says why), as are skills of a prefix already taken.
+    /// Take in one upstream's skills, when it declares the extension, with the `skills[]`
+    /// entries of the tree. Entries a host must not load are left out (a warning says why), as
+    /// are skills of a prefix already taken and skills the tree does not serve.
     pub(super) fn add(
         &mut self,
         slot: usize,
         spec: &UpstreamSpec,
         lists: &UpstreamLists,
+        renames: &[SkillEntry],
         warnings: &mut Vec<String>,
     ) {
         let Some(settings) = &lists.skill_settings else {
@@ -59,6 +72,19 @@ impl Skills {
             ));
             return;
         }
+        self.prefixes.push((prefix, slot));
+        for r in renames.iter().filter(|r| r.upstream == spec.id) {
+            let root = format!("{}{}", uri::SCHEME, r.skill);
+            match (&r.path, r.enabled) {
+                (Some(path), true) => {
+                    let shown = format!("{}{path}", uri::SCHEME);
+                    self.renamed.push((shown, root.clone(), slot));
+                    self.withheld.push((root, slot));
+                }
+                (None, true) => {}
+                (_, false) => self.withheld.push((root, slot)),
+            }
+        }
         if settings.get("directoryRead").and_then(Value::as_bool) == Some(true) {
             self.directory.push(slot);
         }
@@ -70,25 +96,46 @@ impl Skills {
                     continue;
                 }
             };
+            if self.not_served(slot, &parsed.uri) {
+                continue;
+            }
             let mut shown = item.clone();
-            entry::rename_uris(&mut shown, |u| Some(uri::shown(&prefix, u).into_owned()));
+            entry::rename_uris(&mut shown, |u| Some(self.shown(slot, u).into_owned()));
             if let sluice_skills::Files::Listed(files) = &parsed.files {
                 for f in files {
-                    self.files
-                        .insert(uri::shown(&prefix, &f.uri).into_owned(), parsed.clone());
+                    let at = self.shown(slot, &f.uri).into_owned();
+                    self.files.insert(at, parsed.clone());
                 }
             }
             self.entries.push(shown);
             self.entry_slots.push(slot);
         }
-        self.prefixes.push((prefix, slot));
     }
 
-    /// How an upstream's URI is shown (unchanged unless the upstream declares the extension).
-    pub fn shown<'u>(&self, slot: usize, uri: &'u str) -> Cow<'u, str> {
+    /// Is this URI of the upstream at `slot` under a skill the tree does not serve?
+    pub fn not_served(&self, slot: usize, upstream_uri: &str) -> bool {
+        self.withheld
+            .iter()
+            .any(|(root, s)| *s == slot && under(upstream_uri, root).is_some())
+            && !self
+                .renamed
+                .iter()
+                .any(|(_, root, s)| *s == slot && under(upstream_uri, root).is_some())
+    }
+
+    /// How an upstream's URI is shown (unchanged unless the upstream declares the extension):
+    /// under the path the tree gives its skill, else under the upstream's prefix.
+    pub fn shown<'u>(&self, slot: usize, upstream_uri: &'u str) -> Cow<'u, str> {
+        for (shown, root, s) in &self.renamed {
+            if *s == slot {
+                if let Some(rest) = under(upstream_uri, root) {
+                    return Cow::Owned(format!("{shown}{rest}"));
+                }
+            }
+        }
         match self.prefix_of(slot) {
-            Some(p) => uri::shown(p, uri),
-            None => Cow::Borrowed(uri),
+            Some(p) => uri::shown(p, upstream_uri),
+            None => Cow::Borrowed(upstream_uri),
         }
     }
 
@@ -100,13 +147,26 @@ impl Skills {
             .map(|(p, _)| p.as_str())
     }
 
-    /// Where a client's `skill://` URI goes: the upstream whose prefix it is under.
-    pub fn route<'c, 'u>(&'c self, client_uri: &'u str) -> Option<SkillRoute<'c, 'u>> {
+    /// Where a client's `skill://` URI goes: the skill the tree serves at that path, else the
+    /// upstream whose prefix it is under (never to a skill the tree renamed or does not serve).
+    pub fn route<'u>(&self, client_uri: &'u str) -> Option<SkillRoute<'u>> {
+        for (shown, root, slot) in &self.renamed {
+            if let Some(rest) = under(client_uri, shown) {
+                return Some(SkillRoute {
+                    slot: *slot,
+                    uri: Cow::Owned(format!("{root}{rest}")),
+                });
+            }
+        }
         self.prefixes.iter().find_map(|(prefix, slot)| {
-            Some(SkillRoute {
+            let at = uri::upstream_uri(prefix, client_uri)?;
+            let withheld = self
+                .withheld
+                .iter()
+                .any(|(root, s)| s == slot && under(&at, root).is_some());
+            (!withheld).then_some(SkillRoute {
                 slot: *slot,
-                uri: uri::upstream_uri(prefix, client_uri)?,
-                prefix,
+                uri: at,
             })
         })
     }
@@ -114,15 +174,14 @@ impl Skills {
     /// [`Skills::route`] for `skills/get` and `resources/directory/read`, where a URI of
     /// another scheme (a server may serve skills under its own) goes to the one upstream that
     /// declares the extension, unchanged; with several, nowhere.
-    pub fn route_any<'c, 'u>(&'c self, client_uri: &'u str) -> Option<SkillRoute<'c, 'u>> {
+    pub fn route_any<'u>(&self, client_uri: &'u str) -> Option<SkillRoute<'u>> {
         if client_uri.starts_with(uri::SCHEME) {
             return self.route(client_uri);
         }
         match self.prefixes.as_slice() {
-            [(prefix, slot)] => Some(SkillRoute {
+            [(_, slot)] => Some(SkillRoute {
                 slot: *slot,
                 uri: Cow::Borrowed(client_uri),
-                prefix,
             }),
             _ => None,
         }

@@ -99,7 +99,8 @@ fn a_collision_is_decided_by_on_collision() {
             .collect()
     };
 
-    let (c, w) = Catalog::build_deciding(1, &ups, &expose, Vec::new(), false, OnCollision::First);
+    let (c, w) =
+        Catalog::build_deciding(1, &ups, &expose, &[], Vec::new(), false, OnCollision::First);
     assert_eq!(names(&c), ["a_echo", "a_add"]);
     assert_eq!(
         c.tool("a_echo"),
@@ -116,7 +117,8 @@ fn a_collision_is_decided_by_on_collision() {
         ]
     );
 
-    let (c, w) = Catalog::build_deciding(1, &ups, &expose, Vec::new(), false, OnCollision::Error);
+    let (c, w) =
+        Catalog::build_deciding(1, &ups, &expose, &[], Vec::new(), false, OnCollision::Error);
     assert_eq!(names(&c), ["a_add"]);
     assert_eq!(c.tool("a_echo"), None);
     assert_eq!(
@@ -200,7 +202,7 @@ fn skills_are_shown_under_their_upstreams_prefixes_and_route_back() {
         ..Default::default()
     };
     let ups = [(&a, Some(&la)), (&b, Some(&lb)), (&plain, Some(&lp))];
-    let (c, w) = Catalog::build_deciding(1, &ups, &[], Vec::new(), false, OnCollision::Error);
+    let (c, w) = Catalog::build_deciding(1, &ups, &[], &[], Vec::new(), false, OnCollision::Error);
     // Only doc://x collides: the skill URIs are under two prefixes.
     assert_eq!(
         w,
@@ -252,8 +254,8 @@ fn skills_are_shown_under_their_upstreams_prefixes_and_route_back() {
         .route("skill://team.b/git-workflow/SKILL.md")
         .unwrap();
     assert_eq!(
-        (r.slot, r.uri.as_ref(), r.prefix),
-        (1, "skill://git-workflow/SKILL.md", "team.b")
+        (r.slot, r.uri.as_ref()),
+        (1, "skill://git-workflow/SKILL.md")
     );
     assert!(c.skills.route("skill://p/git-workflow/SKILL.md").is_none());
     assert!(c.skills.directory_read(0) && !c.skills.directory_read(1));

@@ -15,6 +15,7 @@ use crate::state::{Changed, State};
 use serde_json::{json, Value};
 use sluice_core::{codes, Kind, Message, RpcError};
 use sluice_upstream::{Connection, Incoming, Slot, SlotEvent};
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -242,15 +243,11 @@ async fn on_message(
             "notifications/resources/updated" => {
                 // A skill file's URI as clients know it.
                 let snap = st.snapshot();
-                if let Some(prefix) = snap
-                    .slots
-                    .iter()
-                    .position(|s| Arc::ptr_eq(s, slot))
-                    .and_then(|i| snap.catalog.skills.prefix_of(i))
-                {
+                if let Some(i) = snap.slots.iter().position(|s| Arc::ptr_eq(s, slot)) {
                     let now = msg.param_str("uri").unwrap_or("");
-                    let shown = sluice_skills::uri::shown(prefix, now).into_owned();
-                    msg.set_param("uri", json!(shown));
+                    if let Cow::Owned(shown) = snap.catalog.skills.shown(i, now) {
+                        msg.set_param("uri", json!(shown));
+                    }
                 }
                 let uri = msg.param_str("uri").unwrap_or("").to_string();
                 st.rt.listeners().resource_updated(&uri);

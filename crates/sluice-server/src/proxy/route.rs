@@ -50,8 +50,9 @@ pub(crate) struct Upstream<'c> {
 pub(crate) struct SkillTarget<'c> {
     /// The URI at the upstream (the request is rewritten to it on dispatch).
     pub uri: String,
-    /// The prefix the upstream's URIs are shown under (empty: unchanged).
-    pub prefix: &'c str,
+    /// The upstream's slot, and the catalog's skills, which say how its URIs are shown.
+    pub slot: usize,
+    pub skills: &'c crate::catalog::skills::Skills,
     /// `resources/read` of a listed skill file: the entry its content is checked against.
     pub entry: Option<&'c Arc<sluice_skills::Entry>>,
 }
@@ -223,7 +224,8 @@ pub(crate) fn resolve_in<'c>(
                     }),
                     skill: Some(Box::new(SkillTarget {
                         uri: r.uri.into_owned(),
-                        prefix: r.prefix,
+                        slot: r.slot,
+                        skills: &catalog.skills,
                         entry: read.then(|| catalog.skills.entry_of(uri)).flatten(),
                     })),
                 });
@@ -334,7 +336,8 @@ fn skill_request<'c>(catalog: &'c Catalog, msg: &Message, method: &str) -> Targe
             subscription: None,
             skill: Some(Box::new(SkillTarget {
                 uri: r.uri.into_owned(),
-                prefix: r.prefix,
+                slot: r.slot,
+                skills: &catalog.skills,
                 entry: None,
             })),
         }),

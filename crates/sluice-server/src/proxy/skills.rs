@@ -8,7 +8,7 @@ use super::route::SkillTarget;
 use crate::channel::Outcome;
 use serde_json::{json, Value};
 use sluice_core::{codes, Kind, Message, RpcError};
-use sluice_skills::{entry, uri, verify, Entry, Mismatch};
+use sluice_skills::{entry, verify, Entry, Mismatch};
 use sluice_upstream::Slot;
 use std::sync::Arc;
 
@@ -32,26 +32,35 @@ pub(super) async fn from_upstream(
     if reply.kind() != Kind::Response {
         return Outcome::Reply(reply);
     }
+    let shown = |u: &str| skill.skills.shown(skill.slot, u).into_owned();
     if let (Some(entry), Some(result)) = (skill.entry, reply.result()) {
         if let Err(m) = check(slot, entry, &skill.uri, result).await {
             tracing::warn!(upstream = %slot.spec.id, "a skill file failed its check: {m}");
             let id = reply.id().cloned().unwrap_or(Value::Null);
-            let shown = uri::shown(skill.prefix, &skill.uri).into_owned();
+            let uri = shown(&skill.uri);
             let e = RpcError::new(
                 codes::RESPONSE_REJECTED,
                 format!(
-                    "{shown} does not match its skill's entry ({}): not passed on",
-                    shown_mismatch(skill.prefix, &m)
+                    "{uri} does not match its skill's entry ({}): not passed on",
+                    shown_mismatch(m, shown)
                 ),
             )
-            .with_data(json!({"uri": shown, "skill": uri::shown(skill.prefix, &entry.uri)}));
+            .with_data(json!({"uri": uri, "skill": shown(&entry.uri)}));
             return Outcome::Reply(Message::error(id, &e));
         }
     }
-    if !skill.prefix.is_empty() {
-        if let Some(result) = reply.result_mut() {
-            show(method, result, skill.prefix);
+    if let Some(result) = reply.result_mut() {
+        if method == "resources/directory/read" {
+            // A skill the tree does not serve is no child of any directory.
+            let served = |item: &Value| {
+                let uri = item.get("uri").and_then(Value::as_str).unwrap_or("");
+                !skill.skills.not_served(skill.slot, uri)
+            };
+            if let Some(items) = result.get_mut("resources").and_then(Value::as_array_mut) {
+                items.retain(served);
+            }
         }
+        show(method, result, shown);
     }
     Outcome::Reply(reply)
 }
@@ -78,18 +87,21 @@ async fn check(slot: &Arc<Slot>, held: &Entry, uri: &str, result: &Value) -> Res
     }
 }
 
-/// A mismatch's text with the URIs in it as the client knows them.
-fn shown_mismatch(prefix: &str, m: &Mismatch) -> String {
-    let text = m.to_string();
-    if prefix.is_empty() {
-        return text;
+/// A mismatch's text with its URI as the client knows it.
+fn shown_mismatch(mut m: Mismatch, shown: impl Fn(&str) -> String) -> String {
+    match &mut m {
+        Mismatch::NoContent(uri) | Mismatch::Unlisted(uri) => *uri = shown(uri),
+        Mismatch::Size { uri, .. }
+        | Mismatch::Digest { uri, .. }
+        | Mismatch::NoFrontmatter { uri, .. }
+        | Mismatch::Frontmatter { uri, .. } => *uri = shown(uri),
     }
-    text.replace(uri::SCHEME, &format!("{}{prefix}/", uri::SCHEME))
+    m.to_string()
 }
 
 /// Show the URIs of a result as clients see them.
-fn show(method: &str, result: &mut Value, prefix: &str) {
-    let rename = |u: &str| Some(uri::shown(prefix, u).into_owned());
+fn show(method: &str, result: &mut Value, shown: impl Fn(&str) -> String) {
+    let rename = |u: &str| Some(shown(u));
     match method {
         "skills/get" => {
             if let Some(skill) = result.get_mut("skill") {
