@@ -581,3 +581,131 @@ async fn claude_code_and_the_gateway_run_the_same_hooks_alike() {
         ["claude PreToolUse mcp__fx__echo DENY iban=1"]
     );
 }
+
+/// selfish-pipeline (npm, a Claude Code plugin, pinned in tests/node), imported with
+/// `--plugin`: its `async` PostToolUse formatter runs in the background (rustfmt on the file a
+/// `Write` names) while its synchronous hooks guard `Bash` and log the write, as long as its
+/// pipeline is active in the project; the events and handlers a gateway cannot run are left
+/// out with a warning each.
+#[tokio::test]
+async fn selfish_pipeline_plugin_guards_bash_logs_writes_and_formats_in_the_background() {
+    let home = Home::new("cc-selfish");
+    home.expose(&json!({
+        "upstreams": [
+            {"id": "shell", "command": fixture(), "args": ["--stdio"]},
+            {"id": "files", "command": fixture(), "args": ["--stdio"]}
+        ],
+        "expose": [
+            {"upstream": "shell", "tool": "echo", "as": "Bash"},
+            {"upstream": "files", "tool": "echo", "as": "Write"}
+        ]
+    }));
+    let project = std::fs::canonicalize(home.path()).unwrap();
+    let plugin = project.join("plugins/selfish");
+    std::fs::create_dir_all(plugin.parent().unwrap()).unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(node_dir().join("node_modules/selfish-pipeline"))
+        .arg(&plugin)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (ok, stdout, stderr) = sluice(&[
+        "import",
+        "claude-hooks",
+        "--home",
+        &home.arg(),
+        "--plugin",
+        &plugin.to_string_lossy(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        "imported 7 hook(s): session-start/session-start-context, pre-tool-use/selfish-bash-guard, post-tool-use/track-selfish-changes, post-tool-use/selfish-auto-format, stop/selfish-stop-gate, session-end/selfish-session-end, post-tool-use-failure/selfish-failure-hint"
+    );
+    for warning in [
+        "warning: Stop[1].hooks[0]: left out: Sluice cannot run `agent` hooks (prompt and agent hooks need Claude Code's model)",
+        "warning: TaskCompleted: left out: Sluice never fires it (the agent's subagents and tasks never cross the wire)",
+        "warning: PreCompact: left out: Sluice never fires it (compaction happens inside the agent)",
+    ] {
+        assert!(stderr.lines().any(|l| l == warning), "{warning}: {stderr}");
+    }
+    assert_eq!(stderr.lines().count(), 10, "{stderr}");
+    let formatter = &manifest(&home)["hooks"][3];
+    assert_eq!(
+        (
+            &formatter["matcher"],
+            &formatter["async"],
+            &formatter["timeout"]
+        ),
+        (&json!("Edit|MultiEdit|Write"), &json!(true), &json!(30.0))
+    );
+    assert!(formatter.get("statusMessage").is_none() && formatter.get("status_message").is_none());
+
+    // Its pipeline is active for a feature, and the project has a file that is not formatted.
+    home.write(".claude/.selfish-active", "login-form\n");
+    home.write("src/lib.rs", "fn main(){let x=1;}\n");
+    home.write(
+        "logs/log.config.json",
+        r#"{"enabled": true, "path": "logs/audit.jsonl"}"#,
+    );
+    let (_gw, c) = connect(&home).await;
+    let r = c
+        .call_tool("Bash", json!({"command": "git push --force origin main"}))
+        .await;
+    assert_eq!(
+        r["error"],
+        refused("SELFISH GUARD: git push --force is blocked during pipeline. Safe alternative: git push"),
+        "{r}"
+    );
+    let r = c.call_tool("Bash", json!({"command": "git status"})).await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"command": "git status"}),
+        "{r}"
+    );
+    // A write: answered unchanged; the tracking hook logged its path before the reply; the
+    // formatter, in the background, formats the file.
+    let file = project.join("src/lib.rs");
+    let write = json!({"file_path": file.to_string_lossy(), "content": "fn main(){let x=1;}\n"});
+    let r = c.call_tool("Write", write.clone()).await;
+    assert_eq!(r["result"]["structuredContent"], write, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(project.join(".claude/.selfish-changes.log")).unwrap(),
+        format!("{}\n", file.display())
+    );
+    sluice_e2e::eventually("the async formatter formats src/lib.rs", || {
+        let file = file.clone();
+        async move { std::fs::read_to_string(&file).unwrap() == "fn main() {\n    let x = 1;\n}\n" }
+    })
+    .await;
+    let audit = home.audit_lines(3).await;
+    let line = audit.iter().find(|l| l["tool"] == "Write").unwrap();
+    // The audit line: the formatter was started and did not decide; the tracker passed.
+    let hooks: Vec<(&Value, &Value)> = line["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (&h["id"], &h["decision"]))
+        .collect();
+    assert_eq!(
+        hooks,
+        [
+            (&json!("post-tool-use/selfish-auto-format"), &json!("async")),
+            (
+                &json!("post-tool-use/track-selfish-changes"),
+                &json!("pass")
+            )
+        ]
+    );
+    // With no pipeline active the guard allows what it blocked.
+    std::fs::remove_file(project.join(".claude/.selfish-active")).unwrap();
+    let r = c
+        .call_tool("Bash", json!({"command": "git push --force origin main"}))
+        .await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"command": "git push --force origin main"}),
+        "{r}"
+    );
+}
