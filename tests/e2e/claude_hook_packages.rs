@@ -5,7 +5,8 @@
 //! import claude-hooks` brings it over, and it refuses calls that carry personal data, secrets or
 //! an upload command, reads its project config from `CLAUDE_PROJECT_DIR`, recognises Claude
 //! Code's hook input, and, when its interpreter is gone, refuses instead of letting the call
-//! through. Claude Code's CLI (its native build, pinned in tests/node) runs in print mode
+//! through. selfish-pipeline (npm, a plugin) runs its `async` formatter in the background.
+//! Claude Code's CLI (its native build, pinned in tests/node) runs in print mode
 //! against a stand-in for the Messages API on loopback, with the gateway as its MCP server and
 //! the same project hooks as the gateway: both run them, and their inputs and decisions are
 //! compared.
