@@ -150,15 +150,27 @@ impl Hook {
         }
     }
 
-    /// Does its `if` let it run on this call (`input`: the call's arguments)? A hook without
-    /// one runs.
-    fn if_allows(&self, ctx: &Ctx, input: Option<&Value>, cwd: &std::path::Path) -> bool {
+    /// Does its `if` let it run on this call (`input`: reads the call's arguments, only for a
+    /// hook with an `if`)? A hook without one runs.
+    fn if_allows<'m>(
+        &self,
+        ctx: &Ctx,
+        input: impl FnOnce() -> Option<&'m Value>,
+        cwd: &std::path::Path,
+    ) -> bool {
         let Some(rule) = &self.if_rule else {
             return true;
         };
         let mcp = ctx.mcp_tool_name();
         let names: Vec<&str> = ctx.tool_name.into_iter().chain(mcp.as_deref()).collect();
-        rule.matches(&names, input, cwd)
+        rule.matches(&names, input(), cwd)
+    }
+
+    /// Does it run as every hook does (no `if`, not `once`, not `async`)? Then nothing of
+    /// [`Chain::passes_over`] or [`Chain::ran_detached`] applies, and the call's arguments are
+    /// not read for it.
+    fn is_plain(&self) -> bool {
+        self.if_rule.is_none() && !self.claude.once && !self.claude.run_async
     }
 
     /// The refusal its failure means: with `on_failure: "block"` one naming the hook for the
@@ -292,9 +304,15 @@ impl Chain {
         self.once_ran.lock().retain(|(_, s)| s != session_id);
     }
 
-    /// Does `hook` not run on this call: its `if` does not match the call's arguments `input`,
-    /// or it is a `once` hook that ran in this session already (else it is marked as run)?
-    fn passes_over(&self, hook: &Hook, ctx: &Ctx, input: Option<&Value>) -> bool {
+    /// Does `hook` not run on this call: its `if` does not match the call's arguments (read by
+    /// `input` only then), or it is a `once` hook that ran in this session already (else it is
+    /// marked as run)?
+    fn passes_over<'m>(
+        &self,
+        hook: &Hook,
+        ctx: &Ctx,
+        input: impl FnOnce() -> Option<&'m Value>,
+    ) -> bool {
         !hook.if_allows(ctx, input, &self.cwd)
             || (hook.claude.once && !self.first_run(hook, ctx.session_id))
     }
@@ -598,8 +616,9 @@ impl Chain {
             {
                 continue;
             }
-            if self.passes_over(hook, ctx, msg.param("arguments"))
-                || self.ran_detached(Phase::Request, hook, ctx, &msg, ctx.answers, trace)
+            if !hook.is_plain()
+                && (self.passes_over(hook, ctx, || msg.param("arguments"))
+                    || self.ran_detached(Phase::Request, hook, ctx, &msg, ctx.answers, trace))
             {
                 continue;
             }
@@ -728,8 +747,9 @@ impl Chain {
             if !hook.selects(Phase::Response, ctx) || !hook.takes_reply(ctx, &msg) {
                 continue;
             }
-            if self.passes_over(hook, ctx, request.and_then(|r| r.param("arguments")))
-                || self.ran_detached(Phase::Response, hook, ctx, &msg, request, trace)
+            if !hook.is_plain()
+                && (self.passes_over(hook, ctx, || request.and_then(|r| r.param("arguments")))
+                    || self.ran_detached(Phase::Response, hook, ctx, &msg, request, trace))
             {
                 continue;
             }

@@ -111,7 +111,8 @@ fn series<'a>(
 #[derive(Debug)]
 pub struct ServerOp {
     /// What is measured; `None` when nothing is (not recording, or nested in an operation).
-    measured: Option<Measured>,
+    /// Boxed: an operation that measures nothing is a pointer's size, as every call carries one.
+    measured: Option<Box<Measured>>,
 }
 
 #[derive(Debug)]
@@ -125,10 +126,12 @@ impl ServerOp {
     /// Start measuring the handling of `msg` from `peer`.
     pub fn start(msg: &Message, peer: &Peer<'_>) -> ServerOp {
         let nested = IN_OPERATION.try_with(|_| ()).is_ok();
-        let measured = (!nested && mcp_metrics::global().is_recording()).then(|| Measured {
-            op: Operation::of(msg),
-            net: semconv::network(peer.net, Some(peer.protocol_version)),
-            started: Instant::now(),
+        let measured = (!nested && mcp_metrics::global().is_recording()).then(|| {
+            Box::new(Measured {
+                op: Operation::of(msg),
+                net: semconv::network(peer.net, Some(peer.protocol_version)),
+                started: Instant::now(),
+            })
         });
         ServerOp { measured }
     }

@@ -54,7 +54,8 @@ pub(crate) enum End<'r> {
 struct Watch {
     facts: Facts,
     trace: Trace,
-    span: Option<RequestSpan>,
+    /// Boxed: most calls are not traced, and the watch is moved with every call.
+    span: Option<Box<RequestSpan>>,
     op: Option<ServerOp>,
     /// A task the exchange created or collected (its gateway id), for the audit line.
     task: Option<String>,
@@ -77,6 +78,9 @@ pub(crate) struct Call<'c> {
     /// What the request names (tool, prompt or resource), decoded once for the access rules
     /// and the facts.
     named: Option<Named>,
+    /// The definition of the tool the facts name, looked up once for every phase's hook
+    /// context (when a hook wants it: the facts keep the catalog then).
+    tool: Option<&'c serde_json::Value>,
     started: Instant,
     watch: Option<Box<Watch>>,
 }
@@ -99,6 +103,7 @@ impl<'c> Call<'c> {
             catalog: None,
             target: None,
             named: None,
+            tool: None,
             started: Instant::now(),
             watch: Some(Box::new(Watch {
                 facts,
@@ -136,16 +141,23 @@ impl<'c> Call<'c> {
             catalog: Some(catalog),
             target: Some(target),
             named,
+            tool: None,
             started: Instant::now(),
             watch: None,
         };
         if watched {
             let facts = call.request_facts(msg);
             let peer = super::peer(session);
+            call.tool = match (&facts.tool_name, &facts.catalog) {
+                (Some(name), Some(_)) => catalog.tool_definition(name),
+                _ => None,
+            };
             call.watch = Some(Box::new(Watch {
                 span: tel.map(|t| {
-                    t.start_request(msg, &peer, facts.upstream.as_deref())
-                        .on_endpoint(snap.endpoint_name())
+                    Box::new(
+                        t.start_request(msg, &peer, facts.upstream.as_deref())
+                            .on_endpoint(snap.endpoint_name()),
+                    )
                 }),
                 op: Some(ServerOp::start(msg, &peer)),
                 facts,
@@ -163,7 +175,7 @@ impl<'c> Call<'c> {
         let tel = self.st.rt.telemetry().as_ref();
         if let Some(w) = self.watch.as_mut() {
             let endpoint = self.snap.endpoint_name();
-            w.span = tel.map(|t| t.start_request(msg, &peer, None).on_endpoint(endpoint));
+            w.span = tel.map(|t| Box::new(t.start_request(msg, &peer, None).on_endpoint(endpoint)));
             w.op = Some(ServerOp::start(msg, &peer));
         }
         self
@@ -260,7 +272,7 @@ impl<'c> Call<'c> {
             return (RequestOutcome::Forward(msg), 0);
         };
         w.facts.see_identity().await;
-        let cx = w.facts.ctx(self.session);
+        let cx = w.facts.ctx_with(self.session, self.tool);
         self.snap.chain.request(&cx, msg, &mut w.trace).await
     }
 
@@ -274,7 +286,7 @@ impl<'c> Call<'c> {
             return (RequestOutcome::Forward(msg), 0, None);
         };
         w.facts.see_identity().await;
-        let cx = w.facts.ctx(self.session);
+        let cx = w.facts.ctx_with(self.session, self.tool);
         // Kept only for hooks that see replies (the response controls never read the request).
         let copy = self
             .snap
@@ -289,7 +301,7 @@ impl<'c> Call<'c> {
     /// refused the `initialize` made of its `_meta`.
     pub(crate) async fn session_start(&mut self, init: Message) -> Option<Refusal> {
         let w = self.watch.as_mut()?;
-        let cx = w.facts.ctx(self.session);
+        let cx = w.facts.ctx_with(self.session, self.tool);
         self.snap.chain.session_start(&cx, init, &mut w.trace).await
     }
 
@@ -305,7 +317,7 @@ impl<'c> Call<'c> {
             return Ok(reply);
         };
         w.facts.see_identity().await;
-        let cx = w.facts.ctx(self.session);
+        let cx = w.facts.ctx_with(self.session, self.tool);
         self.snap
             .chain
             .response(&cx, reply, request, depth, &mut w.trace)
@@ -335,16 +347,14 @@ impl<'c> Call<'c> {
     /// The end: record the exchange (a tool call, a task, or anything refused or cancelled),
     /// close the span, measure the operation. Exactly once: it takes the call.
     pub(crate) fn finish(self, end: End<'_>) {
-        let Some(w) = self.watch else {
+        let Some(mut w) = self.watch else {
             return;
         };
+        // Read in place: moving the watch out of its box would copy it whole.
+        let (span, op) = (w.span.take(), w.op.take());
         let Watch {
-            facts,
-            trace,
-            span,
-            op,
-            task,
-        } = *w;
+            facts, trace, task, ..
+        } = &*w;
         let (outcome, reply, error) = match &end {
             End::Reply { reply, refused } | End::ToolResult { reply, refused, .. } => {
                 let failed = matches!(end, End::ToolResult { .. })
@@ -390,13 +400,13 @@ impl<'c> Call<'c> {
                     started: self.started,
                     outcome,
                     error,
-                    trace: &trace,
+                    trace,
                 },
                 task,
             );
         }
         if let Some(s) = span {
-            s.finish(outcome, reply, &trace);
+            (*s).finish(outcome, reply, trace);
         }
         if let (Some(op), Some(reply)) = (op, reply) {
             op.finish(reply);

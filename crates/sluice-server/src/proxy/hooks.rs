@@ -126,16 +126,27 @@ impl Facts {
 
     /// The hook context for `session`.
     pub(crate) fn ctx<'a>(&'a self, session: &'a Session) -> Ctx<'a> {
+        let tool = self
+            .tool_name
+            .as_deref()
+            .and_then(|n| self.catalog.as_ref()?.tool_definition(n));
+        self.ctx_with(session, tool)
+    }
+
+    /// [`Facts::ctx`] with the tool's definition looked up already (`None` when the facts keep
+    /// no catalog or name no tool): a call's phases look it up once.
+    pub(crate) fn ctx_with<'a>(
+        &'a self,
+        session: &'a Session,
+        tool: Option<&'a serde_json::Value>,
+    ) -> Ctx<'a> {
         Ctx {
             session_id: &session.id,
             method: &self.method,
             tool_name: self.tool_name.as_deref(),
             upstream: self.upstream.as_deref(),
             era: session.era(),
-            tool: self
-                .tool_name
-                .as_deref()
-                .and_then(|n| self.catalog.as_ref()?.tool_definition(n)),
+            tool,
             principal: session.principal(),
             upstream_tool: self.upstream_tool.as_deref(),
             tool_use_id: self.tool_use_id.as_deref(),
