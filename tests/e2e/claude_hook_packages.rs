@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
 use sluice_e2e::Proc;
+use std::collections::VecDeque;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -242,13 +243,14 @@ with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "records.jsonl"), "a") 
 "#;
 
 /// A stand-in for the Anthropic Messages API on loopback, the model of Claude Code's sessions:
-/// while it holds a pending call it answers with a `tool_use` of `mcp__sluice__fx_echo` (the
-/// fixture's echo behind the gateway Claude Code knows as `sluice`) with those arguments; any
-/// other request (the tool's result came back) is answered `done`. The `tool_result` blocks it
-/// is sent are kept. Streamed as the API streams (`stream: true`), else one JSON message.
+/// while it holds pending calls it answers each request with a `tool_use` of
+/// `mcp__sluice__fx_echo` (the fixture's echo behind the gateway Claude Code knows as `sluice`)
+/// with the next one's arguments (`toolu_01standin`, then `toolu_01standin1`, … in a
+/// conversation); then it answers `done`. The `tool_result` blocks it is sent are kept.
+/// Streamed as the API streams (`stream: true`), else one JSON message.
 #[derive(Clone, Default)]
 struct Model {
-    next_call: Arc<Mutex<Option<Value>>>,
+    calls: Arc<Mutex<VecDeque<Value>>>,
     results: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -284,15 +286,27 @@ impl Model {
         let offers_echo = body["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "mcp__sluice__fx_echo"));
-        let call = if returned.is_empty() && offers_echo {
-            self.next_call.lock().unwrap().take()
+        let answered = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .count();
+        let call = if offers_echo {
+            self.calls.lock().unwrap().pop_front()
         } else {
             None
+        };
+        let id = match answered {
+            0 => "toolu_01standin".to_string(),
+            n => format!("toolu_01standin{n}"),
         };
         self.results.lock().unwrap().extend(returned);
         let (block, stop) = match call {
             Some(input) => (
-                json!({"type": "tool_use", "id": "toolu_01standin", "name": "mcp__sluice__fx_echo", "input": input}),
+                json!({"type": "tool_use", "id": id, "name": "mcp__sluice__fx_echo", "input": input}),
                 "tool_use",
             ),
             None => (json!({"type": "text", "text": "done"}), "end_turn"),
@@ -335,7 +349,7 @@ impl Model {
 /// Claude Code's CLI (the pinned native build) in print mode in `project`, with its user
 /// settings in `project/cc-user`, the gateway at `url` as its MCP server `sluice` and the
 /// stand-in model at `api`; its JSON result. Nothing it does leaves the machine.
-async fn claude_code(project: &Path, url: &str, api: &str, prompt: &str) -> Value {
+async fn claude_code(project: &Path, url: &str, api: &str, prompt: &str, extra: &[&str]) -> Value {
     let claude = node_dir().join("node_modules/@anthropic-ai/claude-code-linux-x64/claude");
     assert!(
         claude.exists(),
@@ -357,6 +371,7 @@ async fn claude_code(project: &Path, url: &str, api: &str, prompt: &str) -> Valu
     .arg("--mcp-config")
     .arg(user.join("mcp.json"))
     .args(["--allowedTools", "mcp__sluice__fx_echo"])
+    .args(extra)
     .current_dir(project)
     .env_clear()
     .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -440,8 +455,12 @@ async fn claude_code_and_the_gateway_run_the_same_hooks_alike() {
     let api = model.start().await;
 
     // A clean call: every hook lets it through, in Claude Code and then in the gateway.
-    *model.next_call.lock().unwrap() = Some(json!({"text": "hello"}));
-    let out = claude_code(&project, &url, &api, "echo hello").await;
+    model
+        .calls
+        .lock()
+        .unwrap()
+        .push_back(json!({"text": "hello"}));
+    let out = claude_code(&project, &url, &api, "echo hello", &[]).await;
     assert_eq!(
         (&out["result"], &out["permission_denials"]),
         (&json!("done"), &json!([])),
@@ -537,8 +556,8 @@ async fn claude_code_and_the_gateway_run_the_same_hooks_alike() {
     // An IBAN: pii-gate refuses it in Claude Code, so the call never reaches the gateway, and
     // Claude Code gives the model pii-gate's reason as the tool's error.
     let iban = json!({"text": "pay DE62 3704 0044 0532 0137 77 today"});
-    *model.next_call.lock().unwrap() = Some(iban.clone());
-    let out = claude_code(&project, &url, &api, "pay").await;
+    model.calls.lock().unwrap().push_back(iban.clone());
+    let out = claude_code(&project, &url, &api, "pay", &[]).await;
     assert_eq!(
         out["permission_denials"],
         json!([{"tool_name": "mcp__sluice__fx_echo", "tool_use_id": "toolu_01standin", "tool_input": iban}]),
@@ -581,6 +600,30 @@ async fn claude_code_and_the_gateway_run_the_same_hooks_alike() {
         decisions(&project),
         ["claude PreToolUse mcp__fx__echo DENY iban=1"]
     );
+
+    // `once` in a settings file: Claude Code 2.1.332 ignores it (it honours `once` only in a
+    // skill's frontmatter) and runs the hook for both calls of one session; the gateway runs
+    // a hook with `once` the first time in a session (claude_hook_fields.rs).
+    let once = json!({"hooks": {"PreToolUse": [{"matcher": "mcp__.*", "hooks": [{"type": "command",
+        "command": "cat >> \"$CLAUDE_PROJECT_DIR/once.jsonl\"; echo >> \"$CLAUDE_PROJECT_DIR/once.jsonl\"",
+        "once": true}]}]}});
+    let once_file = project.join("cc-user/once.json");
+    std::fs::write(&once_file, once.to_string()).unwrap();
+    model
+        .calls
+        .lock()
+        .unwrap()
+        .extend([json!({"text": "one"}), json!({"text": "two"})]);
+    let once_arg = once_file.to_string_lossy();
+    let out = claude_code(&project, &url, &api, "twice", &["--settings", &once_arg]).await;
+    assert_eq!(out["result"], "done", "{out}");
+    let ran: Vec<Value> = std::fs::read_to_string(project.join("once.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["tool_use_id"].clone())
+        .collect();
+    assert_eq!(ran, [json!("toolu_01standin"), json!("toolu_01standin1")]);
 }
 
 /// selfish-pipeline (npm, a Claude Code plugin, pinned in tests/node), imported with
