@@ -791,19 +791,23 @@ async fn spans_name_the_endpoint() {
     assert_eq!(seen, [None, Some("support".to_string())]);
 }
 
-/// Three real servers behind two endpoints: the fixture, the reference filesystem server and the
+/// Three real servers behind endpoints: the fixture, the reference filesystem server and the
 /// reference `everything` server (`@modelcontextprotocol/server-everything` over stdio), driven
-/// by the official TypeScript SDK client (and `sluice client` for the 2026-07-28 era). Each
-/// endpoint lists exactly what it selects from the three, and a tool of the other endpoint is an
-/// unknown tool there while it runs on its own.
+/// by the official TypeScript SDK client (and `sluice client` for the 2026-07-28 era). Each of
+/// two endpoints lists exactly what it selects from the three, and a tool of the other endpoint
+/// is an unknown tool there while it runs on its own; a third, with search discovery and a rule
+/// of its own, is searched then run through, never finding or running the denied tool.
 #[test]
-fn three_real_servers_behind_two_endpoints_with_the_typescript_sdk() {
+fn three_real_servers_behind_three_endpoints_with_the_typescript_sdk() {
     let everything = node_module_file("@modelcontextprotocol/server-everything/dist/index.js");
     let ev = json!({"id": "ev", "command": node22().to_string_lossy(),
                     "args": [everything.to_string_lossy(), "stdio"], "expose_all": true});
     let endpoints = json!({"version": 1, "endpoints": [
-        {"name": "support", "tools": ["fix_add", "ev_echo", "ev_get-sum"], "server_name": "support-gw"},
-        {"name": "coding", "upstreams": ["fs", "ev"], "tools": ["fs_*", "ev_get-tiny-image"]}
+        {"name": "support", "tools": ["fix_add", "ev_echo", "ev_get-sum"], "server_name": "support-gw",
+         "tool_search": true},
+        {"name": "coding", "upstreams": ["fs", "ev"], "tools": ["fs_*", "ev_get-tiny-image"]},
+        {"name": "agent", "upstreams": ["fs", "ev"], "discovery": "search",
+         "rules": [{"effect": "deny", "tools": ["ev_get-sum"]}]}
     ]});
     let home = home_with("endpoints-three", &endpoints, json!({}), Some(ev));
     let (_gw, url) = start_sluice(&["--home", &home.arg(), "--no-admin"]);
@@ -837,6 +841,7 @@ fn three_real_servers_behind_two_endpoints_with_the_typescript_sdk() {
         "everything's prompts on /mcp: {all}"
     );
 
+    let search = |q: &str, limit: u64| json!({"op": "callTool", "name": "sluice_search_tools", "arguments": {"query": q, "limit": limit}});
     let s = ts_client(
         &support,
         &json!([
@@ -847,12 +852,13 @@ fn three_real_servers_behind_two_endpoints_with_the_typescript_sdk() {
             {"op": "callTool", "name": "ev_get-tiny-image", "arguments": {}, "allowError": true},
             {"op": "callTool", "name": "fs_list_allowed_directories", "arguments": {}, "allowError": true},
             {"op": "callTool", "name": "fix_echo", "arguments": {"message": "hi"}, "allowError": true},
+            search("sum of two numbers", 50),
         ]),
     );
     assert_eq!(s["serverInfo"]["name"], "support-gw", "{s}");
     assert_eq!(
         sorted(&s["results"][0]),
-        ["ev_echo", "ev_get-sum", "fix_add"]
+        ["ev_echo", "ev_get-sum", "fix_add", "sluice_search_tools"]
     );
     let r = &s["results"];
     assert_eq!(
@@ -867,6 +873,12 @@ fn three_real_servers_behind_two_endpoints_with_the_typescript_sdk() {
     assert_eq!(r[4]["error"], unknown("ev_get-tiny-image"));
     assert_eq!(r[5]["error"], unknown("fs_list_allowed_directories"));
     assert_eq!(r[6]["error"], unknown("fix_echo"));
+    // Its search finds its own tools only: the two that add numbers, of two servers.
+    assert_eq!(
+        names(&r[7]["structuredContent"]),
+        ["ev_get-sum", "fix_add"],
+        "{s}"
+    );
 
     let c = ts_client(
         &coding,
@@ -915,6 +927,43 @@ fn three_real_servers_behind_two_endpoints_with_the_typescript_sdk() {
         err.contains("error -32602: Unknown tool: ev_get-sum"),
         "{err}"
     );
+
+    // Progressive discovery on a third endpoint over the two npm servers, its own rule denying
+    // ev_get-sum: the SDK client lists the two tools, searches, then runs what it found; the
+    // denied tool is never found (the query that finds it on support finds nothing here), and
+    // neither it nor a tool outside the endpoint runs.
+    let run = |name: &str, args: Value| json!({"op": "callTool", "name": "sluice_run_tool", "arguments": {"name": name, "args": args}, "allowError": true});
+    let a = ts_client(
+        &format!("{url}/agent"),
+        &json!([
+            {"op": "listTools"},
+            search("tiny image", 1),
+            search("sum of two numbers", 50),
+            run("ev_get-tiny-image", json!({})),
+            run("ev_get-sum", json!({"a": 1, "b": 2})),
+            run("fix_add", json!({"a": 1, "b": 2})),
+        ]),
+    );
+    let r = &a["results"];
+    assert_eq!(sorted(&r[0]), ["sluice_run_tool", "sluice_search_tools"]);
+    assert_eq!(
+        names(&r[1]["structuredContent"]),
+        ["ev_get-tiny-image"],
+        "{a}"
+    );
+    assert_eq!(
+        names(&r[2]["structuredContent"]),
+        Vec::<String>::new(),
+        "{a}"
+    );
+    assert!(
+        r[3]["content"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|b| b["type"] == "image")),
+        "{a}"
+    );
+    assert_eq!(r[4]["error"], unknown("ev_get-sum"), "{a}");
+    assert_eq!(r[5]["error"], unknown("fix_add"), "{a}");
 }
 
 /// The `name`s of a list result's `key` entries, in order.
