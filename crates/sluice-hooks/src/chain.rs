@@ -604,8 +604,10 @@ impl Chain {
         }
         let mut asks = Vec::new();
         let mut defers: Vec<(&str, String)> = Vec::new();
-        // The event the last hook was shown, and that hook: the next one is shown it refitted.
-        let mut spare: Option<(HookEvent, &Hook)> = None;
+        // The event the last hook was shown, and that hook: the next one is shown it refitted
+        // (in place: the event is large, and moving it per hook copied it whole).
+        let mut spare: Option<HookEvent> = None;
+        let mut last: Option<&Hook> = None;
         for (i, hook) in self.hooks.iter().enumerate() {
             if !hook.selects(Phase::Request, ctx) {
                 continue;
@@ -623,17 +625,24 @@ impl Chain {
                 continue;
             }
             let started = Instant::now();
-            let mut ev = match spare.take() {
-                Some((mut ev, last)) => {
+            let ev = match (&mut spare, last) {
+                (Some(ev), Some(last)) => {
                     ev.message = msg;
-                    self.reuse(&mut ev, last, hook, ctx, trace);
+                    self.reuse(ev, last, hook, ctx, trace);
                     ev
                 }
-                None => self.event(Phase::Request, hook, ctx, msg, ctx.answers.cloned(), trace),
+                _ => spare.insert(self.event(
+                    Phase::Request,
+                    hook,
+                    ctx,
+                    msg,
+                    ctx.answers.cloned(),
+                    trace,
+                )),
             };
-            let result = hook.decide(&mut ev, ctx, trace, self.tools.as_ref()).await;
+            let result = hook.decide(ev, ctx, trace, self.tools.as_ref()).await;
             msg = ev.message.take();
-            spare = Some((ev, hook));
+            last = Some(hook);
             let mut record = |decision: &'static str, reason: Option<String>| {
                 trace
                     .records

@@ -91,6 +91,15 @@ impl JsonPath {
         cur
     }
 
+    /// The one value a path without `*` reaches in `root`, found without collecting (`None`:
+    /// it reaches none, or the path has a `*`: use [`JsonPath::find`]).
+    pub fn get<'a>(&self, root: &'a Value) -> Option<&'a Value> {
+        self.segs.iter().try_fold(root, |v, seg| match seg {
+            Seg::Key(k) => child(v, k),
+            Seg::Any => None,
+        })
+    }
+
     /// Has it a `*` segment?
     pub fn has_any(&self) -> bool {
         self.segs.contains(&Seg::Any)
@@ -229,6 +238,21 @@ mod tests {
         assert!(JsonPath::parse("a..b").is_err());
         assert!(JsonPath::parse("").is_err());
         assert!(JsonPath::parse("/x").unwrap().find(&v).is_empty());
+    }
+
+    #[test]
+    fn get_reaches_what_find_reaches_without_a_star() {
+        let v = json!({"a": {"b/c": 1, "d": [10, 20]}, "e": [{"s": 1}, {"s": 2}]});
+        for path in ["/a/b~1c", "a.d.1", "a.d.2", "a.d", "/x", "a.b/c.z"] {
+            let p = JsonPath::parse(path).unwrap();
+            assert_eq!(
+                p.get(&v).into_iter().collect::<Vec<_>>(),
+                p.find(&v),
+                "{path}"
+            );
+        }
+        assert_eq!(JsonPath::parse("a.d.0").unwrap().get(&v), Some(&json!(10)));
+        assert_eq!(JsonPath::parse("e.*.s").unwrap().get(&v), None);
     }
 
     #[test]

@@ -26,15 +26,21 @@ struct Rule {
 /// `remove` changes nothing when its path reaches nothing; a `set` when its path (without `*`)
 /// holds that value already; a `default` when its path (without `*`) holds a value. Anything
 /// else is left to applying the rules to a copy.
-fn surely_unchanged(rules: &[&Rule], args: &Value) -> bool {
-    rules.iter().all(|r| {
-        r.remove.iter().all(|p| p.find(args).is_empty())
-            && r.set
-                .iter()
-                .all(|(p, v)| !p.has_any() && p.find(args) == [v])
+fn surely_unchanged<'r>(mut rules: impl Iterator<Item = &'r Rule>, args: &Value) -> bool {
+    rules.all(|r| {
+        r.remove.iter().all(|p| {
+            if p.has_any() {
+                p.find(args).is_empty()
+            } else {
+                p.get(args).is_none()
+            }
+        }) && r
+            .set
+            .iter()
+            .all(|(p, v)| !p.has_any() && p.get(args) == Some(v))
             && r.default
                 .iter()
-                .all(|(p, _)| !p.has_any() && !p.find(args).is_empty())
+                .all(|(p, _)| !p.has_any() && p.get(args).is_some())
     })
 }
 
@@ -95,19 +101,16 @@ impl Rewrite {
     /// which `Modify` carries away).
     pub fn decide(&self, ev: &mut HookEvent) -> Decision {
         let tool = ev.tool_name.as_deref().unwrap_or("");
-        let rules: Vec<&Rule> = self
-            .rules
-            .iter()
-            .filter(|r| r.tool.as_ref().is_none_or(|t| t.is_match(tool)))
-            .collect();
-        if rules.is_empty() {
+        let applies = |r: &&Rule| r.tool.as_ref().is_none_or(|t| t.is_match(tool));
+        let mut rules = self.rules.iter().filter(applies).peekable();
+        if rules.peek().is_none() {
             return Decision::Pass;
         }
         // The rules run on a copy of the arguments; the message is copied only when they
         // changed something. Arguments none of the rules would change are not copied at all.
         let mut args = match ev.tool_input() {
             Some(a) if a.is_object() => {
-                if surely_unchanged(&rules, a) {
+                if surely_unchanged(rules, a) {
                     return Decision::Pass;
                 }
                 a.clone()
@@ -116,7 +119,9 @@ impl Rewrite {
         };
         let args = &mut args;
         let mut changed = 0;
-        for r in rules {
+        // The rules that apply, in order (matched again, not collected: only a call they
+        // change comes here).
+        for r in self.rules.iter().filter(applies) {
             for p in &r.remove {
                 changed += p.remove(args);
             }
@@ -227,7 +232,7 @@ mod tests {
         ];
         for (rw, args, sure) in cases {
             let rules: Vec<&Rule> = rw.rules.iter().collect();
-            assert_eq!(surely_unchanged(&rules, &args), sure, "{args}");
+            assert_eq!(surely_unchanged(rw.rules.iter(), &args), sure, "{args}");
             let changed = args_after(rw, "t", args.clone());
             // What the rules do to a copy is what the hook does, either way.
             let mut copy = args.clone();

@@ -59,6 +59,8 @@ struct Watch {
     op: Option<ServerOp>,
     /// A task the exchange created or collected (its gateway id), for the audit line.
     task: Option<String>,
+    /// When the exchange began (only what is watched reads the clock for it).
+    started: Instant,
 }
 
 /// One client exchange (see the module's doc).
@@ -81,7 +83,6 @@ pub(crate) struct Call<'c> {
     /// The definition of the tool the facts name, looked up once for every phase's hook
     /// context (when a hook wants it: the facts keep the catalog then).
     tool: Option<&'c serde_json::Value>,
-    started: Instant,
     watch: Option<Box<Watch>>,
 }
 
@@ -104,13 +105,13 @@ impl<'c> Call<'c> {
             target: None,
             named: None,
             tool: None,
-            started: Instant::now(),
             watch: Some(Box::new(Watch {
                 facts,
                 trace: Trace::default(),
                 span: None,
                 op: None,
                 task: None,
+                started: Instant::now(),
             })),
         }
     }
@@ -142,15 +143,20 @@ impl<'c> Call<'c> {
             target: Some(target),
             named,
             tool: None,
-            started: Instant::now(),
             watch: None,
         };
         if watched {
+            let started = Instant::now();
             let facts = call.request_facts(msg);
             let peer = super::peer(session);
             call.tool = match (&facts.tool_name, &facts.catalog) {
                 (Some(name), Some(_)) => catalog.tool_definition(name),
                 _ => None,
+            };
+            // Room for a record of every hook the call can pass (one allocation, no growth).
+            let trace = Trace {
+                records: Vec::with_capacity(snap.chain.hooks().len() + snap.chain.controls().len()),
+                ..Trace::default()
             };
             call.watch = Some(Box::new(Watch {
                 span: tel.map(|t| {
@@ -161,8 +167,9 @@ impl<'c> Call<'c> {
                 }),
                 op: Some(ServerOp::start(msg, &peer)),
                 facts,
-                trace: Trace::default(),
+                trace,
                 task: None,
+                started,
             }));
         }
         call
@@ -353,7 +360,11 @@ impl<'c> Call<'c> {
         // Read in place: moving the watch out of its box would copy it whole.
         let (span, op) = (w.span.take(), w.op.take());
         let Watch {
-            facts, trace, task, ..
+            facts,
+            trace,
+            task,
+            started,
+            ..
         } = &*w;
         let (outcome, reply, error) = match &end {
             End::Reply { reply, refused } | End::ToolResult { reply, refused, .. } => {
@@ -397,7 +408,7 @@ impl<'c> Call<'c> {
                     method: method.unwrap_or(&facts.method),
                     tool: facts.tool_name.as_deref(),
                     upstream: facts.upstream.as_deref(),
-                    started: self.started,
+                    started: *started,
                     outcome,
                     error,
                     trace,
