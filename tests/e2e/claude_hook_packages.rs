@@ -11,7 +11,9 @@
 //! the same project hooks as the gateway: both run them, and their inputs and decisions are
 //! compared.
 
-use crate::claude_hooks::{fixture, manifest, node_dir, python, serve, sluice, write_manifest};
+use crate::claude_hooks::{
+    fixture, import_npm_plugin, manifest, node_dir, python, serve, sluice, write_manifest,
+};
 use serde_json::{json, Value};
 use sluice_e2e::mcp::Client;
 use sluice_e2e::tree::Home;
@@ -646,22 +648,7 @@ async fn selfish_pipeline_plugin_guards_bash_logs_writes_and_formats_in_the_back
     }));
     let project = std::fs::canonicalize(home.path()).unwrap();
     let plugin = project.join("plugins/selfish");
-    std::fs::create_dir_all(plugin.parent().unwrap()).unwrap();
-    let status = Command::new("cp")
-        .arg("-r")
-        .arg(node_dir().join("node_modules/selfish-pipeline"))
-        .arg(&plugin)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let (ok, stdout, stderr) = sluice(&[
-        "import",
-        "claude-hooks",
-        "--home",
-        &home.arg(),
-        "--plugin",
-        &plugin.to_string_lossy(),
-    ]);
+    let (ok, stdout, stderr) = import_npm_plugin(home.path(), "selfish-pipeline", &plugin);
     assert!(ok, "{stderr}");
     assert_eq!(
         stdout.trim(),

@@ -84,6 +84,32 @@ pub(crate) fn sluice(args: &[&str]) -> (bool, String, String) {
 }
 
 /// `sluice import claude-hooks` of the home's `.claude/settings.json`.
+/// Lay the npm package `package` (from tests/node) out at `plugin` as Claude Code installs a
+/// plugin, and import its hooks into the tree at `home` (`sluice import claude-hooks --plugin`):
+/// success, stdout and stderr.
+pub(crate) fn import_npm_plugin(
+    home: &Path,
+    package: &str,
+    plugin: &Path,
+) -> (bool, String, String) {
+    std::fs::create_dir_all(plugin.parent().unwrap()).unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(node_dir().join("node_modules").join(package))
+        .arg(plugin)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    sluice(&[
+        "import",
+        "claude-hooks",
+        "--home",
+        &home.to_string_lossy(),
+        "--plugin",
+        &plugin.to_string_lossy(),
+    ])
+}
+
 pub(crate) fn import_settings(home: &Home) -> (bool, String, String) {
     sluice(&[
         "import",
@@ -525,22 +551,8 @@ async fn an_imported_plugin_blocks_secrets_with_exit_2() {
     ]}));
     // Node strips types only outside node_modules: lay the plugin out as Claude Code installs one.
     let plugin = home.path().join("plugins/sensitive-canary");
-    std::fs::create_dir_all(plugin.parent().unwrap()).unwrap();
-    let status = Command::new("cp")
-        .arg("-r")
-        .arg(node_dir().join("node_modules/@coo-quack/sensitive-canary"))
-        .arg(&plugin)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let (ok, stdout, stderr) = sluice(&[
-        "import",
-        "claude-hooks",
-        "--home",
-        &home.arg(),
-        "--plugin",
-        &plugin.to_string_lossy(),
-    ]);
+    let (ok, stdout, stderr) =
+        import_npm_plugin(home.path(), "@coo-quack/sensitive-canary", &plugin);
     assert!(ok, "{stderr}");
     assert_eq!(
         stdout.trim(),

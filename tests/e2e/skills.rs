@@ -72,6 +72,27 @@ fn under(prefix: &str, v: &Value) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// `method` on the upstream's `uri` through the gateway (under `prefix`) answers what it answers
+/// directly, with the client's URIs; returns the direct result.
+async fn through_and_direct(
+    gateway: &Client,
+    direct: &Client,
+    method: &str,
+    prefix: &str,
+    uri: &str,
+) -> Value {
+    let shown = uri.replacen("skill://", &format!("skill://{prefix}/"), 1);
+    let through = gateway.request(method, json!({"uri": shown})).await;
+    let direct = direct.request(method, json!({"uri": uri})).await;
+    assert!(direct["result"].is_object(), "{method} {uri}: {direct}");
+    assert_eq!(
+        through["result"],
+        under(prefix, &direct["result"]),
+        "{method} {uri}"
+    );
+    direct["result"].clone()
+}
+
 #[tokio::test]
 async fn the_skills_of_two_upstreams_are_served_under_their_prefixes_exactly() {
     let (_fx, fx_url) = start_fixture_http(&["--skills"]);
@@ -110,47 +131,31 @@ async fn the_skills_of_two_upstreams_are_served_under_their_prefixes_exactly() {
 
     // A read, a skills/get and a directory read go back to their upstream and come back with
     // the client's URIs; the content is byte for byte the upstream's.
-    let file = "skill://pdf-processing/templates/regional/eu-invoice.md";
-    let read = direct.request("resources/read", json!({"uri": file})).await;
-    let through = c
-        .request(
-            "resources/read",
-            json!({"uri": format!("skill://team.b/{}", &file[8..])}),
-        )
-        .await;
-    assert_eq!(through["result"], under("team.b", &read["result"]));
-    assert!(read["result"]["contents"][0]["text"]
-        .as_str()
-        .unwrap()
-        .contains('€'));
-
-    let got = c
-        .request(
-            "skills/get",
-            json!({"uri": "skill://docs/acme/billing/refunds/SKILL.md"}),
-        )
-        .await;
-    let refunds = direct
-        .request(
-            "skills/get",
-            json!({"uri": "skill://acme/billing/refunds/SKILL.md"}),
-        )
-        .await;
-    assert_eq!(got["result"], under("docs", &refunds["result"]));
-
-    let dir = c
-        .request(
-            "resources/directory/read",
-            json!({"uri": "skill://team.b/pdf-processing/templates"}),
-        )
-        .await;
-    let direct_dir = direct
-        .request(
-            "resources/directory/read",
-            json!({"uri": "skill://pdf-processing/templates"}),
-        )
-        .await;
-    assert_eq!(dir["result"], under("team.b", &direct_dir["result"]));
+    let read = through_and_direct(
+        &c,
+        &direct,
+        "resources/read",
+        "team.b",
+        "skill://pdf-processing/templates/regional/eu-invoice.md",
+    )
+    .await;
+    assert!(read["contents"][0]["text"].as_str().unwrap().contains('€'));
+    through_and_direct(
+        &c,
+        &direct,
+        "skills/get",
+        "docs",
+        "skill://acme/billing/refunds/SKILL.md",
+    )
+    .await;
+    through_and_direct(
+        &c,
+        &direct,
+        "resources/directory/read",
+        "team.b",
+        "skill://pdf-processing/templates",
+    )
+    .await;
 
     // The SKILL.md resources are listed under the prefixes too.
     let resources = c.request("resources/list", json!({})).await;
@@ -182,6 +187,13 @@ async fn the_skills_of_two_upstreams_are_served_under_their_prefixes_exactly() {
         none["error"],
         json!({"code": -32602, "message": "No skill is served at skill://nobody/x/SKILL.md"})
     );
+    for method in ["skills/get", "resources/directory/read"] {
+        let r = c.request(method, json!({})).await;
+        assert_eq!(
+            r["error"],
+            json!({"code": -32602, "message": format!("{method} needs params.uri")})
+        );
+    }
     let not_dir = c
         .request(
             "resources/directory/read",

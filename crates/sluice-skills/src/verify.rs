@@ -43,12 +43,12 @@ pub enum Mismatch {
         why: String,
     },
     /// A `SKILL.md` whose frontmatter differs from the entry's.
-    #[error("{uri}'s frontmatter differs from its entry's in {fields}")]
+    #[error("{uri}'s frontmatter differs from its entry's in {}", .fields.join(", "))]
     Frontmatter {
         /// The file.
         uri: String,
-        /// The fields that differ, comma-separated.
-        fields: String,
+        /// The fields that differ, sorted.
+        fields: Vec<String>,
     },
     /// A file the entry does not list (a skill's files are exactly its entry's).
     #[error("{0} is not one of the skill's listed files")]
@@ -186,7 +186,7 @@ pub fn check_read<'r>(
         if !fields.is_empty() {
             return Err(Mismatch::Frontmatter {
                 uri: uri.to_string(),
-                fields: fields.join(", "),
+                fields,
             });
         }
     }

@@ -124,8 +124,7 @@ fn describe(entry: &Entry, result: &Value, m: &Mismatch) -> String {
         Mismatch::Frontmatter { uri, fields } => {
             let read = verify::content_bytes(result, uri)
                 .ok()
-                .and_then(|b| String::from_utf8(b.into_owned()).ok())
-                .and_then(|t| verify::frontmatter(uri, &t).ok())
+                .and_then(|b| verify::frontmatter(uri, std::str::from_utf8(&b).ok()?).ok())
                 .unwrap_or_default();
             format!(
                 "{}'s frontmatter differs from its entry: {}",
@@ -139,8 +138,12 @@ fn describe(entry: &Entry, result: &Value, m: &Mismatch) -> String {
 
 /// The first differing field with both values (`description is "x" in SKILL.md, "y" in the
 /// entry`), and the others' names.
-fn field_difference(read: &Map<String, Value>, entry: &Map<String, Value>, fields: &str) -> String {
-    let mut names = fields.split(", ").filter(|f| !f.is_empty());
+fn field_difference(
+    read: &Map<String, Value>,
+    entry: &Map<String, Value>,
+    fields: &[String],
+) -> String {
+    let mut names = fields.iter().map(String::as_str);
     let Some(first) = names.next() else {
         return "in no field it can name".into();
     };
